@@ -1,0 +1,57 @@
+export {
+  AddCellRequest,
+  AuthState,
+  AuthenticateQuery,
+  BashRequest,
+  BrowserStartResult,
+  CdpUrlResult,
+  CodeExecuteRequest,
+  CodeExecuteResult,
+  CurrentUrlResult,
+  EDIT_COMMANDS,
+  EditRequest,
+  EnvDeleteRequest,
+  EnvGetResult,
+  EnvSetRequest,
+  EnvStatusResult,
+  ExecuteCellRequest,
+  FILE_COMMANDS,
+  FileRequest,
+  INSTANCE_STATUSES,
+  INSTANCE_TYPES,
+  Instance,
+  InstanceStatus,
+  InstanceType,
+  KernelInfo,
+  ModifyAuthQuery,
+  NbOutput,
+  Notebook,
+  NotebookCell,
+  NotebookCellType,
+  NotebookCreateRequest,
+  NotebookDeleteResult,
+  Resolution,
+  ResumeQuery,
+  SaveAuthQuery,
+  SaveAuthResult,
+  ScreenshotResult,
+  StartRequest,
+  StatusResult,
+  StreamUrlResult,
+  ToolResult,
+  UploadFields,
+  UploadResult,
+} from './schemas.js';
+export type { FileCommand } from './schemas.js';
+export {
+  COMPUTER_ACTIONS,
+  ComputerAction,
+  Coordinates,
+  MOUSE_BUTTONS,
+  MouseButton,
+} from './computer.js';
+export type { ParsedComputerAction } from './computer.js';
+export { operationIds, operations } from './operations.js';
+export type { BodyKind, HttpMethod, OperationId, OperationSpec, Operations } from './operations.js';
+export { jsonErrorOffset, validationDetail } from './validation.js';
+export type { Location, ValidationErrorItem } from './validation.js';

@@ -1,0 +1,116 @@
+/**
+ * Process supervision (STYLE.md 12): every child in its own process group, tied to the server's
+ * life with PR_SET_PDEATHSIG (via `setpriv`), stopped as a group (TERM, then KILL), and awaited.
+ */
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
+
+export interface ExitInfo {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface SuperviseOptions extends Omit<SpawnOptions, 'detached'> {
+  /** Skip the `setpriv --pdeathsig SIGKILL` wrapper (e.g. when bwrap --die-with-parent does it). */
+  noDeathSignal?: boolean;
+}
+
+/** A child process in its own process group that dies with this process. */
+export class Supervised {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  readonly exited: Promise<ExitInfo>;
+  #exit: ExitInfo | undefined;
+
+  constructor(command: string, args: readonly string[], options: SuperviseOptions = {}) {
+    const { noDeathSignal, ...spawnOptions } = options;
+    const [cmd, argv] =
+      SETPRIV && !noDeathSignal
+        ? [SETPRIV, ['--pdeathsig', 'SIGKILL', '--', command, ...args]]
+        : [command, [...args]];
+    this.child = spawn(cmd, argv, { ...spawnOptions, detached: true });
+    if (this.child.pid === undefined) {
+      // spawn failed synchronously (ENOENT comes as an 'error' event); keep a rejected-safe shape
+      this.pid = -1;
+    } else {
+      this.pid = this.child.pid;
+    }
+    this.exited = new Promise<ExitInfo>((resolve) => {
+      this.child.once('exit', (code, signal) => {
+        this.#exit = { code, signal };
+        resolve(this.#exit);
+      });
+      this.child.once('error', () => {
+        this.#exit ??= { code: null, signal: null };
+        resolve(this.#exit);
+      });
+    });
+  }
+
+  get running(): boolean {
+    return this.#exit === undefined && this.pid > 0;
+  }
+
+  /** Signal the whole process group; ignores a group that is already gone. */
+  signalGroup(signal: NodeJS.Signals): void {
+    if (this.pid <= 0) return;
+    try {
+      process.kill(-this.pid, signal);
+    } catch {
+      /* ESRCH: already gone */
+    }
+  }
+
+  /** TERM the group, wait up to `graceMs`, then KILL it; resolves when the leader has exited. */
+  async kill(graceMs = 2000): Promise<ExitInfo> {
+    if (this.pid <= 0) return this.exited;
+    this.signalGroup('SIGCONT'); // a paused group cannot act on TERM
+    this.signalGroup('SIGTERM');
+    const timer = new Promise<'timeout'>((r) => setTimeout(r, graceMs, 'timeout').unref());
+    if ((await Promise.race([this.exited, timer])) === 'timeout') this.signalGroup('SIGKILL');
+    const info = await this.exited;
+    this.signalGroup('SIGKILL'); // stragglers left in the group after the leader exited
+    return info;
+  }
+}
+
+/** All live descendants of `pid` (children, grandchildren, …), read from /proc. */
+export function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // pid (comm) state ppid ...; comm may contain spaces and parens
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(Number(entry));
+      children.set(ppid, list);
+    } catch {
+      /* exited while we looked */
+    }
+  }
+  const out: number[] = [];
+  const queue = [pid];
+  while (queue.length > 0) {
+    const p = queue.shift()!;
+    for (const c of children.get(p) ?? []) {
+      out.push(c);
+      queue.push(c);
+    }
+  }
+  return out;
+}
+
+/** Send `signal` to `pid` and every descendant (for trees that left the group with setsid). */
+export function signalTree(pid: number, signal: NodeJS.Signals): void {
+  for (const p of [pid, ...descendants(pid)]) {
+    try {
+      process.kill(p, signal);
+    } catch {
+      /* gone */
+    }
+  }
+}

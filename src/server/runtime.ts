@@ -1,0 +1,128 @@
+/**
+ * What an instance type implements. The registry owns the lifecycle (ids, status, expiry, the
+ * cap); a runtime owns the processes. A capability the type lacks is simply absent, and the
+ * route answers 400 naming the type.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Duplex, Readable } from 'node:stream';
+import type {
+  BashRequest,
+  CodeExecuteResult,
+  EditRequest,
+  FileRequest,
+  InstanceType,
+  KernelInfo,
+  Notebook,
+  NotebookCell,
+  ParsedComputerAction,
+  ToolResult,
+  UploadResult,
+} from '../api/index.js';
+import type { z } from 'zod';
+import type { AddCellRequest, ExecuteCellRequest } from '../api/index.js';
+
+export interface Logger {
+  info(obj: object | string, msg?: string): void;
+  warn(obj: object | string, msg?: string): void;
+  error(obj: object | string, msg?: string): void;
+  debug(obj: object | string, msg?: string): void;
+}
+
+export interface RuntimeContext {
+  readonly id: string;
+  readonly type: InstanceType;
+  /** `[width, height]` in pixels. */
+  readonly resolution: readonly [number, number];
+  /** Bare host names whose host and subdomains the instance's browsers must refuse. */
+  readonly blockedDomains: readonly string[];
+  /** The instance's own directory; created before `start`, removed by the registry after `stop`. */
+  readonly dir: string;
+  /** Per-instance secret carried by `cdp_url` and `stream_url`; dies with the instance. */
+  readonly token: string;
+  /**
+   * Base for URLs handed to clients, e.g. `http://127.0.0.1:8787` (http scheme; swap to ws for
+   * WebSockets). WebSocket paths: `/cdp/<id>/...` and `/stream/<id>/...` reach `upgrade`.
+   */
+  readonly publicUrl: string;
+  readonly log: Logger;
+  /** Path of the Chromium binary to spawn. */
+  readonly chromiumPath: string;
+  /** Largest upload accepted, in bytes. */
+  readonly maxUploadBytes: number;
+  /** Tell the registry a process died on its own: the instance goes to `error`. */
+  failed(reason: string): void;
+}
+
+/** Cookies, localStorage and sessionStorage of a browser, as saved in an auth state. */
+export interface BrowserAuthData {
+  /** CDP `Network.Cookie` objects, HttpOnly ones included. */
+  cookies: Record<string, unknown>[];
+  /** origin → key → value */
+  localStorage: Record<string, Record<string, string>>;
+  /** origin → key → value */
+  sessionStorage: Record<string, Record<string, string>>;
+}
+
+export interface BrowserCapability {
+  /** Start the browser if it is not running; return its `cdp_url`. */
+  start(): Promise<string>;
+  /** `cdp_url` of the running browser; throws a 400 HttpError when none runs. */
+  cdpUrl(): string;
+  /** URL of the active tab. */
+  currentUrl(): Promise<string>;
+  captureAuth(): Promise<BrowserAuthData>;
+  applyAuth(data: BrowserAuthData): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface NotebookCapability {
+  kernels(): Promise<KernelInfo[]>;
+  create(name: string, kernelName: string): Promise<Notebook>;
+  get(notebookId: string): Promise<Notebook>;
+  delete(notebookId: string): Promise<Record<string, unknown>>;
+  addCell(notebookId: string, cell: z.output<typeof AddCellRequest>): Promise<NotebookCell>;
+  executeCell(
+    notebookId: string,
+    cellId: string,
+    opts: z.output<typeof ExecuteCellRequest>,
+  ): Promise<NotebookCell>;
+  execute(notebookId: string, opts: z.output<typeof ExecuteCellRequest>): Promise<NotebookCell[]>;
+}
+
+export interface EnvCapability {
+  get(): Promise<Record<string, string>>;
+  set(vars: Record<string, string>): Promise<void>;
+  delete(keys: string[]): Promise<void>;
+}
+
+export interface InstanceRuntime {
+  /** Bring the instance up; resolve when it is `running`, reject (and clean up) on failure. */
+  start(): Promise<void>;
+  /** Kill every process of the instance (TERM, then KILL) and wait for them. Idempotent. */
+  stop(): Promise<void>;
+  /** Freeze every process of the instance (SIGSTOP). */
+  pause(): Promise<void>;
+  /** Thaw them (SIGCONT). */
+  resume(): Promise<void>;
+
+  screenshot?(): Promise<Buffer>;
+  streamUrl?(): Promise<string>;
+  computer?(action: ParsedComputerAction): Promise<ToolResult>;
+  bash?(req: BashRequest): Promise<ToolResult>;
+  edit?(req: EditRequest): Promise<ToolResult>;
+  file?(req: FileRequest): Promise<ToolResult>;
+  upload?(path: string, filename: string, mediaType: string | undefined, file: Readable): Promise<UploadResult>;
+  readonly browser?: BrowserCapability;
+  codeExecute?(code: string, kernelName: string, timeoutSeconds: number | undefined): Promise<CodeExecuteResult>;
+  readonly notebooks?: NotebookCapability;
+  readonly env?: EnvCapability;
+  /**
+   * A WebSocket upgrade for `/cdp/<id>/<rest>` (kind `cdp`) or `/stream/<id>/<rest>` (kind
+   * `stream`) whose token the server has already checked.
+   */
+  upgrade?(kind: 'cdp' | 'stream', rest: string, req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** Plain HTTP GET under `/stream/<id>/<rest>` (token checked), e.g. a live-view page. */
+  streamPage?(rest: string, query: URLSearchParams): Promise<{ status: number; type: string; body: Buffer | string }>;
+}
+
+export type RuntimeFactory = (ctx: RuntimeContext) => InstanceRuntime;
