@@ -19,6 +19,6 @@ export default defineConfig({
     maxWorkers: 2,
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    reporters: ['default'],
+    reporters: ['default', './test/reporter.ts'],
   },
 });

@@ -111,18 +111,36 @@ export interface InstanceRuntime {
   bash?(req: BashRequest): Promise<ToolResult>;
   edit?(req: EditRequest): Promise<ToolResult>;
   file?(req: FileRequest): Promise<ToolResult>;
-  upload?(path: string, filename: string, mediaType: string | undefined, file: Readable): Promise<UploadResult>;
+  upload?(
+    path: string,
+    filename: string,
+    mediaType: string | undefined,
+    file: Readable,
+  ): Promise<UploadResult>;
   readonly browser?: BrowserCapability;
-  codeExecute?(code: string, kernelName: string, timeoutSeconds: number | undefined): Promise<CodeExecuteResult>;
+  codeExecute?(
+    code: string,
+    kernelName: string,
+    timeoutSeconds: number | undefined,
+  ): Promise<CodeExecuteResult>;
   readonly notebooks?: NotebookCapability;
   readonly env?: EnvCapability;
   /**
    * A WebSocket upgrade for `/cdp/<id>/<rest>` (kind `cdp`) or `/stream/<id>/<rest>` (kind
    * `stream`) whose token the server has already checked.
    */
-  upgrade?(kind: 'cdp' | 'stream', rest: string, req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  upgrade?(
+    kind: 'cdp' | 'stream',
+    rest: string,
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+  ): void;
   /** Plain HTTP GET under `/stream/<id>/<rest>` (token checked), e.g. a live-view page. */
-  streamPage?(rest: string, query: URLSearchParams): Promise<{ status: number; type: string; body: Buffer | string }>;
+  streamPage?(
+    rest: string,
+    query: URLSearchParams,
+  ): Promise<{ status: number; type: string; body: Buffer | string }>;
 }
 
-export type RuntimeFactory = (ctx: RuntimeContext) => InstanceRuntime;
+export type RuntimeFactory = (ctx: RuntimeContext) => InstanceRuntime | Promise<InstanceRuntime>;

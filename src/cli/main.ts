@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+/** The `burrow` command. Each subcommand lives in its own module, loaded on demand. */
+
+interface Command {
+  summary: string;
+  load: () => Promise<{ run(argv: string[]): Promise<void>; usage: string }>;
+}
+
+const commands: Record<string, Command> = {
+  serve: { summary: 'run the server', load: () => import('./serve.js') },
+};
+
+function help(): string {
+  const rows = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
+  return `usage: burrow <command> [options]\n\ncommands:\n${rows.join('\n')}\n\nburrow <command> --help for a command's options.`;
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    console.log(help());
+    return;
+  }
+  const command = commands[name];
+  if (!command) {
+    console.error(`burrow: unknown command "${name}"\n\n${help()}`);
+    process.exitCode = 2;
+    return;
+  }
+  const mod = await command.load();
+  await mod.run(rest);
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  console.error(`burrow: ${err instanceof Error ? err.message : String(err)}`);
+  process.exitCode = 1;
+});

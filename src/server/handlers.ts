@@ -1,0 +1,164 @@
+/**
+ * One handler per operation of the table. Each receives the validated path, query and body and
+ * returns the response body; the app turns thrown HttpErrors into `{"detail": ...}`.
+ */
+import type { z } from 'zod';
+import type { OperationId, Operations } from '../api/index.js';
+import type { AuthStore } from './auth-store.js';
+import { badRequest } from './errors.js';
+import type { InstanceRecord, Registry } from './registry.js';
+import type { InstanceRuntime } from './runtime.js';
+
+type Out<T> = T extends z.ZodType ? z.output<T> : undefined;
+
+export interface HandlerInput<Op extends OperationId> {
+  params: Out<Operations[Op] extends { params: infer P } ? P : undefined>;
+  query: Out<Operations[Op] extends { query: infer Q } ? Q : undefined>;
+  body: Out<Operations[Op] extends { body: infer B } ? B : undefined>;
+}
+
+export type Handler<Op extends OperationId> = (
+  input: HandlerInput<Op>,
+) => Promise<z.input<Operations[Op]['response']>>;
+
+export type Handlers = { [Op in Exclude<OperationId, 'upload'>]: Handler<Op> };
+
+/** The capability `key` of a running instance, or a 400 that names the instance type. */
+function capability<K extends keyof InstanceRuntime>(
+  registry: Registry,
+  id: string,
+  key: K,
+  what: string,
+): { rec: InstanceRecord; cap: NonNullable<InstanceRuntime[K]> } {
+  const rec = registry.running(id);
+  const cap = rec.runtime[key];
+  if (cap === undefined) throw badRequest(`${what} is not available on ${rec.type} instances`);
+  return { rec, cap: cap as NonNullable<InstanceRuntime[K]> };
+}
+
+/** Bind a method of a runtime capability so it can be called detached. */
+function method<K extends keyof InstanceRuntime>(
+  registry: Registry,
+  id: string,
+  key: K,
+  what: string,
+): NonNullable<InstanceRuntime[K]> {
+  const { rec, cap } = capability(registry, id, key, what);
+  return (typeof cap === 'function' ? cap.bind(rec.runtime) : cap) as NonNullable<
+    InstanceRuntime[K]
+  >;
+}
+
+export function createHandlers(registry: Registry, auth: AuthStore): Handlers {
+  const browser = (id: string) => method(registry, id, 'browser', 'The browser');
+  return {
+    start: async ({ body }) => (await registry.start(body)).toJSON(),
+    getInstance: async ({ params }) => registry.get(params.instance_id).toJSON(),
+    listInstances: async () => registry.list().map((r) => r.toJSON()),
+    listAuthStates: async () => auth.list(),
+    stop: async ({ params }) => {
+      const rec = await registry.stop(params.instance_id);
+      return { status: rec.status };
+    },
+    pause: async ({ params }) => {
+      const rec = await registry.pause(params.instance_id);
+      return { status: rec.status };
+    },
+    resume: async ({ params, query }) =>
+      (await registry.resume(params.instance_id, query.timeout_hours ?? 1)).toJSON(),
+
+    screenshot: async ({ params }) => {
+      const shot = method(registry, params.instance_id, 'screenshot', 'screenshot');
+      return { base64_image: (await shot()).toString('base64') };
+    },
+    streamUrl: async ({ params }) => {
+      const url = method(registry, params.instance_id, 'streamUrl', 'The live view');
+      return { stream_url: await url() };
+    },
+    computer: async ({ params, body }) =>
+      method(registry, params.instance_id, 'computer', 'computer')(body),
+    bash: async ({ params, body }) => method(registry, params.instance_id, 'bash', 'bash')(body),
+    edit: async ({ params, body }) => method(registry, params.instance_id, 'edit', 'edit')(body),
+    file: async ({ params, body }) => method(registry, params.instance_id, 'file', 'file')(body),
+
+    browserStart: async ({ params }) => ({ cdp_url: await browser(params.instance_id).start() }),
+    browserCdpUrl: async ({ params }) => ({ cdp_url: browser(params.instance_id).cdpUrl() }),
+    browserCurrentUrl: async ({ params }) => ({
+      current_url: await browser(params.instance_id).currentUrl(),
+    }),
+    saveAuth: async ({ params, query }) => {
+      const data = await browser(params.instance_id).captureAuth();
+      const saved = await auth.save(query.name, data);
+      return { status: 'success', auth_state_id: saved.id, name: saved.name };
+    },
+    modifyAuth: async ({ params, query }) => {
+      const b = browser(params.instance_id);
+      auth.get(query.auth_state_id); // 404 before touching the browser
+      const saved = await auth.overwrite(query.auth_state_id, await b.captureAuth(), query.name);
+      return { status: 'success', auth_state_id: saved.id, name: saved.name };
+    },
+    authenticate: async ({ params, query }) => {
+      const b = browser(params.instance_id);
+      await b.applyAuth(auth.get(query.auth_state_id).data);
+      return { status: 'success' };
+    },
+    browserStop: async ({ params }) => {
+      await browser(params.instance_id).stop();
+      return { status: 'success' };
+    },
+
+    codeExecute: async ({ params, body }) =>
+      method(
+        registry,
+        params.instance_id,
+        'codeExecute',
+        'Code execution',
+      )(body.code, body.kernel_name ?? 'python3', body.timeout),
+    listKernels: async ({ params }) =>
+      method(registry, params.instance_id, 'notebooks', 'Notebooks').kernels(),
+    notebookCreate: async ({ params, body }) =>
+      method(registry, params.instance_id, 'notebooks', 'Notebooks').create(
+        body.name,
+        body.kernel_name ?? 'python3',
+      ),
+    notebookGet: async ({ params }) =>
+      method(registry, params.instance_id, 'notebooks', 'Notebooks').get(params.notebook_id),
+    notebookDelete: async ({ params }) =>
+      method(registry, params.instance_id, 'notebooks', 'Notebooks').delete(params.notebook_id),
+    notebookAddCell: async ({ params, body }) =>
+      method(registry, params.instance_id, 'notebooks', 'Notebooks').addCell(
+        params.notebook_id,
+        body,
+      ),
+    notebookExecuteCell: async ({ params, body }) =>
+      method(registry, params.instance_id, 'notebooks', 'Notebooks').executeCell(
+        params.notebook_id,
+        params.cell_id,
+        body,
+      ),
+    notebookExecute: async ({ params, body }) =>
+      method(registry, params.instance_id, 'notebooks', 'Notebooks').execute(
+        params.notebook_id,
+        body,
+      ),
+
+    envGet: async ({ params }) => ({
+      variables: await method(registry, params.instance_id, 'env', 'Environment').get(),
+    }),
+    envSet: async ({ params, body }) => {
+      const keys = Object.keys(body.variables);
+      await method(registry, params.instance_id, 'env', 'Environment').set(body.variables);
+      return {
+        status: 'success',
+        message: `Set ${keys.length} variable${keys.length === 1 ? '' : 's'}`,
+      };
+    },
+    envDelete: async ({ params, body }) => {
+      await method(registry, params.instance_id, 'env', 'Environment').delete(body.keys);
+      return {
+        status: 'success',
+        message: `Deleted ${body.keys.length} variable${body.keys.length === 1 ? '' : 's'}`,
+      };
+    },
+  };
+}

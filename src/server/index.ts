@@ -1,0 +1,150 @@
+/**
+ * `burrow/server`: start a self-hosted Remote Instance Control Service.
+ *
+ * ```ts
+ * await using server = await startServer({ port: 0 });
+ * // server.url, server.apiKey
+ * ```
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { buildApp, handleUpgrade } from './app.js';
+import { AuthStore } from './auth-store.js';
+import { Registry } from './registry.js';
+import type { RuntimeFactory } from './runtime.js';
+
+export interface ServerOptions {
+  /** Interface to bind. Default `127.0.0.1` (loopback only); env `BURROW_HOST`. */
+  host?: string;
+  /** TCP port; `0` picks a free one. Default `8787`; env `BURROW_PORT`. */
+  port?: number;
+  /** The API key clients send in `x-api-key`. Default env `BURROW_API_KEY`, else a random one. */
+  apiKey?: string;
+  /** Where auth states and instance directories live. Default env `BURROW_DATA_DIR`, else `$XDG_DATA_HOME/burrow` or `~/.local/share/burrow`. */
+  dataDir?: string;
+  /** Live instances allowed at once; past it `start` answers 429. Default 8; env `BURROW_MAX_INSTANCES`. */
+  maxInstances?: number;
+  /** Largest upload in bytes; past it 413. Default 100 MiB; env `BURROW_MAX_UPLOAD_BYTES`. */
+  maxUploadBytes?: number;
+  /** Chromium binary. Default env `BURROW_CHROMIUM`, else `/usr/lib/chromium/chromium`. */
+  chromiumPath?: string;
+  /** Base URL put into `cdp_url` and `stream_url`. Default `http://<host>:<port>` (loopback when bound to all interfaces). */
+  publicUrl?: string;
+  /** pino log level. Default `warn`; env `BURROW_LOG_LEVEL`. */
+  logLevel?: string;
+}
+
+export interface RunningServer extends AsyncDisposable {
+  /** Base URL of the API, e.g. `http://127.0.0.1:8787`. */
+  readonly url: string;
+  readonly apiKey: string;
+  readonly host: string;
+  readonly port: number;
+  readonly dataDir: string;
+  /** Stop every instance, then stop listening. Idempotent. */
+  close(): Promise<void>;
+}
+
+export function defaultDataDir(): string {
+  if (process.env.BURROW_DATA_DIR) return process.env.BURROW_DATA_DIR;
+  const base = process.env.XDG_DATA_HOME || join(homedir(), '.local', 'share');
+  return join(base, 'burrow');
+}
+
+const envNumber = (name: string): number | undefined => {
+  const v = process.env[name];
+  return v !== undefined && v !== '' && Number.isFinite(Number(v)) ? Number(v) : undefined;
+};
+
+const pidAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+};
+
+/** Removes instance directories of earlier server runs whose process is gone. */
+async function sweepRuns(instancesRoot: string): Promise<void> {
+  for (const run of await readdir(instancesRoot).catch(() => [] as string[])) {
+    const dir = join(instancesRoot, run);
+    const pid = Number(await readFile(join(dir, 'owner.pid'), 'utf8').catch(() => 'NaN'));
+    if (!Number.isInteger(pid) || !pidAlive(pid)) {
+      await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    }
+  }
+}
+
+const factories: Record<'browser' | 'ubuntu', RuntimeFactory> = {
+  browser: async (ctx) => (await import('./browser/index.js')).createBrowserRuntime(ctx),
+  ubuntu: async (ctx) => (await import('./ubuntu/index.js')).createUbuntuRuntime(ctx),
+};
+
+export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
+  const host = options.host ?? process.env.BURROW_HOST ?? '127.0.0.1';
+  const port = options.port ?? envNumber('BURROW_PORT') ?? 8787;
+  const apiKey =
+    options.apiKey ?? process.env.BURROW_API_KEY ?? `bk_${randomBytes(24).toString('base64url')}`;
+  if (apiKey.length < 8) throw new Error('The API key must be at least 8 characters long');
+  const dataDir = options.dataDir ?? defaultDataDir();
+  const maxUploadBytes =
+    options.maxUploadBytes ?? envNumber('BURROW_MAX_UPLOAD_BYTES') ?? 100 * 1024 * 1024;
+  const chromiumPath =
+    options.chromiumPath ?? process.env.BURROW_CHROMIUM ?? '/usr/lib/chromium/chromium';
+  const logLevel = options.logLevel ?? process.env.BURROW_LOG_LEVEL ?? 'warn';
+
+  const instancesRoot = join(dataDir, 'instances');
+  await mkdir(instancesRoot, { recursive: true, mode: 0o700 });
+  await sweepRuns(instancesRoot);
+  const runDir = join(instancesRoot, `run-${process.pid}-${randomBytes(4).toString('hex')}`);
+  await mkdir(runDir, { recursive: true, mode: 0o700 });
+  await writeFile(join(runDir, 'owner.pid'), String(process.pid));
+
+  let publicUrl = options.publicUrl ?? '';
+  const authStore = new AuthStore(dataDir);
+  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
+  const registry = new Registry({
+    instancesDir: runDir,
+    maxInstances: options.maxInstances ?? envNumber('BURROW_MAX_INSTANCES') ?? 8,
+    factories: existsSync(chromiumPath) ? factories : { ubuntu: factories.ubuntu },
+    publicUrl: () => publicUrl,
+    chromiumPath,
+    maxUploadBytes,
+    log: {
+      info: (o, m) => app?.log.info(o, m),
+      warn: (o, m) => app?.log.warn(o, m),
+      error: (o, m) => app?.log.error(o, m),
+      debug: (o, m) => app?.log.debug(o, m),
+    },
+  });
+  app = await buildApp({ apiKey, registry, authStore, maxUploadBytes, logLevel });
+  app.server.on('upgrade', (req, socket, head) => handleUpgrade(registry, req, socket, head));
+  await app.listen({ host, port });
+  const address = app.server.address() as AddressInfo;
+  const urlHost = (h: string) => (h.includes(':') ? `[${h}]` : h);
+  const wildcard = host === '0.0.0.0' || host === '::';
+  const url = `http://${urlHost(wildcard ? '127.0.0.1' : host)}:${address.port}`;
+  publicUrl ||= url;
+
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      await registry.close();
+      await app.close();
+      await rm(runDir, { recursive: true, force: true });
+    })());
+  return {
+    url,
+    apiKey,
+    host,
+    port: address.port,
+    dataDir,
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}

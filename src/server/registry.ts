@@ -1,0 +1,221 @@
+/**
+ * The instance registry and state machine (COMPAT.md "Instance lifecycle"):
+ * `deploying → running ⇄ paused → terminated`, any live state → `error` when its processes die
+ * on their own. Terminated instances stay listed. Expiry after `timeout_hours`; a resume restarts
+ * the clock. The registry owns ids, tokens, directories and timers; runtimes own processes.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Instance, InstanceStatus, InstanceType, Resolution } from '../api/index.js';
+import { HttpError, badRequest, notFound } from './errors.js';
+import type { InstanceRuntime, Logger, RuntimeContext, RuntimeFactory } from './runtime.js';
+
+export const DEFAULT_RESOLUTION: Resolution = [1024, 768];
+export const DEFAULT_TIMEOUT_HOURS = 1;
+const HOUR_MS = 3_600_000;
+
+export interface RegistryOptions {
+  /** Directory for this server run's instance directories. */
+  instancesDir: string;
+  /** Live (deploying, running, paused) instances allowed at once. */
+  maxInstances: number;
+  factories: Partial<Record<InstanceType, RuntimeFactory>>;
+  publicUrl: () => string;
+  chromiumPath: string;
+  maxUploadBytes: number;
+  log: Logger;
+}
+
+export interface StartOptions {
+  instance_type?: InstanceType | undefined;
+  timeout_hours?: number | undefined;
+  blocked_domains?: string[] | undefined;
+  resolution?: Resolution | undefined;
+}
+
+export class InstanceRecord {
+  status: InstanceStatus = 'deploying';
+  expiresAt = 0;
+  timer: NodeJS.Timeout | undefined;
+  runtime: InstanceRuntime | undefined;
+  stopping: Promise<void> | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly type: InstanceType,
+    readonly launchTime: Date,
+    readonly resolution: Resolution,
+    readonly token: string,
+    readonly dir: string,
+  ) {}
+
+  toJSON(): Instance {
+    return {
+      id: this.id,
+      launch_time: this.launchTime.toISOString(),
+      instance_type: this.type,
+      status: this.status,
+      resolution: [...this.resolution],
+    };
+  }
+
+  get live(): boolean {
+    return this.status === 'deploying' || this.status === 'running' || this.status === 'paused';
+  }
+}
+
+export class Registry {
+  readonly #instances = new Map<string, InstanceRecord>();
+  readonly #opts: RegistryOptions;
+  #closed = false;
+
+  constructor(opts: RegistryOptions) {
+    this.#opts = opts;
+  }
+
+  list(): InstanceRecord[] {
+    return [...this.#instances.values()];
+  }
+
+  /** The record, or 404. */
+  get(id: string): InstanceRecord {
+    const rec = this.#instances.get(id);
+    if (!rec) throw notFound(`Instance ${id} not found`);
+    return rec;
+  }
+
+  /** The record and its runtime when the instance is running, or the 404/400 that says why not. */
+  running(id: string): InstanceRecord & { runtime: InstanceRuntime } {
+    const rec = this.get(id);
+    if (rec.status !== 'running' || !rec.runtime) {
+      throw badRequest(
+        `Instance ${id} is ${rec.status === 'deploying' ? 'still deploying' : rec.status}`,
+      );
+    }
+    return rec as InstanceRecord & { runtime: InstanceRuntime };
+  }
+
+  async start(options: StartOptions): Promise<InstanceRecord> {
+    if (this.#closed) throw new HttpError(503, 'Server is shutting down');
+    const type = options.instance_type ?? 'ubuntu';
+    const factory = this.#opts.factories[type];
+    if (type === 'windows') throw badRequest('windows instances are not available on this server');
+    if (!factory) throw badRequest(`${type} instances are not available on this server yet`);
+    const live = this.list().filter((r) => r.live).length;
+    if (live >= this.#opts.maxInstances) {
+      throw new HttpError(
+        429,
+        `Server at capacity: ${live} live instances (limit ${this.#opts.maxInstances}); stop one or retry later`,
+        { 'retry-after': '5' },
+      );
+    }
+    const id = `inst_${randomBytes(8).toString('hex')}`;
+    const rec = new InstanceRecord(
+      id,
+      type,
+      new Date(),
+      options.resolution ?? DEFAULT_RESOLUTION,
+      randomBytes(24).toString('base64url'),
+      join(this.#opts.instancesDir, id),
+    );
+    this.#instances.set(id, rec);
+    this.#arm(rec, options.timeout_hours ?? DEFAULT_TIMEOUT_HOURS);
+    const ctx: RuntimeContext = {
+      id,
+      type,
+      resolution: rec.resolution,
+      blockedDomains: options.blocked_domains ?? [],
+      dir: rec.dir,
+      token: rec.token,
+      publicUrl: this.#opts.publicUrl(),
+      log: this.#opts.log,
+      chromiumPath: this.#opts.chromiumPath,
+      maxUploadBytes: this.#opts.maxUploadBytes,
+      failed: (reason) => this.#failed(rec, reason),
+    };
+    try {
+      await mkdir(rec.dir, { recursive: true, mode: 0o700 });
+      rec.runtime = await factory(ctx);
+      await rec.runtime.start();
+    } catch (err) {
+      this.#opts.log.error({ err, instance: id }, 'instance failed to start');
+      rec.status = 'error';
+      await this.#teardown(rec);
+      throw new HttpError(500, `Instance ${id} failed to start: ${(err as Error).message}`);
+    }
+    if (rec.status === 'deploying') rec.status = 'running';
+    else await this.#teardown(rec); // stopped or failed while deploying
+    return rec;
+  }
+
+  async stop(id: string): Promise<InstanceRecord> {
+    const rec = this.get(id);
+    if (rec.status === 'terminated') return rec;
+    rec.status = 'terminated';
+    await this.#teardown(rec);
+    return rec;
+  }
+
+  async pause(id: string): Promise<InstanceRecord> {
+    const rec = this.get(id);
+    if (rec.status === 'paused') return rec;
+    const { runtime } = this.running(id);
+    await runtime.pause();
+    rec.status = 'paused';
+    return rec;
+  }
+
+  async resume(id: string, timeoutHours: number): Promise<InstanceRecord> {
+    const rec = this.get(id);
+    if (rec.status === 'paused' && rec.runtime) {
+      await rec.runtime.resume();
+      rec.status = 'running';
+    } else if (rec.status !== 'running') {
+      throw badRequest(`Instance ${id} is ${rec.status}, not paused`);
+    }
+    this.#arm(rec, timeoutHours);
+    return rec;
+  }
+
+  /** Stop every live instance (server shutdown). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all(this.list().map((r) => (r.live ? this.stop(r.id) : r.stopping)));
+  }
+
+  #arm(rec: InstanceRecord, hours: number): void {
+    clearTimeout(rec.timer);
+    const ms = hours * HOUR_MS;
+    rec.expiresAt = Date.now() + ms;
+    rec.timer = setTimeout(() => {
+      if (!rec.live) return;
+      this.#opts.log.info({ instance: rec.id }, 'instance expired');
+      this.stop(rec.id).catch((err: unknown) =>
+        this.#opts.log.error({ err, instance: rec.id }, 'expiry stop failed'),
+      );
+    }, ms);
+    rec.timer.unref();
+  }
+
+  #failed(rec: InstanceRecord, reason: string): void {
+    if (!rec.live) return;
+    this.#opts.log.warn({ instance: rec.id, reason }, 'instance failed');
+    rec.status = 'error';
+    void this.#teardown(rec);
+  }
+
+  /** Kill processes, then remove the directory. Memoised: concurrent callers share one promise. */
+  #teardown(rec: InstanceRecord): Promise<void> {
+    clearTimeout(rec.timer);
+    rec.stopping ??= (async () => {
+      try {
+        await rec.runtime?.stop();
+      } catch (err) {
+        this.#opts.log.error({ err, instance: rec.id }, 'runtime stop failed');
+      }
+      await rm(rec.dir, { recursive: true, force: true, maxRetries: 3 });
+    })();
+    return rec.stopping;
+  }
+}
