@@ -50,6 +50,14 @@ function one(issue: z.core.$ZodIssue, where: Location, input: unknown): Validati
     if (ctx) item.ctx = ctx;
     return item;
   };
+  // An absent field is pydantic's `missing`, whatever zod's check on it was.
+  if (value === undefined && issue.path.length > 0 && issue.code !== 'invalid_union') {
+    const parent = valueAt(input, issue.path.slice(0, -1));
+    const key = issue.path[issue.path.length - 1]!;
+    if (parent !== null && typeof parent === 'object' && !(key in parent)) {
+      return base('missing', 'Field required');
+    }
+  }
   switch (issue.code) {
     case 'invalid_type': {
       if (value === undefined) return base('missing', 'Field required');

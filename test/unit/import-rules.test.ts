@@ -31,7 +31,8 @@ interface Import {
 function imports(file: string): Import[] {
   const text = readFileSync(join(root, file), 'utf8');
   const out: Import[] = [];
-  const re = /(?:^|\n)\s*(?:import|export)\s(?:[^'";]*?\sfrom\s)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
+  const re =
+    /(?:^|\n)\s*(?:import|export)\s(?:[^'";]*?\sfrom\s)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
   for (const m of text.matchAll(re)) {
     const spec = (m[1] ?? m[2])!;
     const imp: Import = { file, spec, dynamic: m[2] !== undefined };
@@ -75,9 +76,10 @@ describe('import rules (DESIGN.md)', () => {
   });
 
   it('adapters import only the public entry points and their peers', () => {
-    const allowed = /^(burrow(\/[a-z-]+)?|playwright-core|puppeteer-core|@playwright\/test|node:.*)$/;
-    const bad = all('adapters').filter(
-      (i) => (i.target ? !i.target.startsWith('adapters/') : !allowed.test(i.spec)),
+    const allowed =
+      /^(burrow(\/[a-z-]+)?|playwright-core|puppeteer-core|@playwright\/test|node:.*)$/;
+    const bad = all('adapters').filter((i) =>
+      i.target ? !i.target.startsWith('adapters/') : !allowed.test(i.spec),
     );
     expect(bad).toEqual([]);
   });

@@ -1,0 +1,67 @@
+/** Starts a real burrow server on port 0 with a throwaway data dir, for tests. */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startServer, type RunningServer, type ServerOptions } from '../../src/server/index.js';
+
+export interface TestServer extends RunningServer {
+  /** `fetch` against the server with the API key set (override headers to drop it). */
+  api(path: string, init?: RequestInit & { json?: unknown }): Promise<Response>;
+}
+
+export async function testServer(options: ServerOptions = {}): Promise<TestServer> {
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'burrow-test-'));
+  const server = await startServer({ port: 0, apiKey: 'test-key-0123456789', dataDir, ...options });
+  const api = (path: string, init: RequestInit & { json?: unknown } = {}) => {
+    const { json, headers, ...rest } = init;
+    return fetch(server.url + path, {
+      method: json === undefined ? (rest.method ?? 'GET') : (rest.method ?? 'POST'),
+      ...rest,
+      headers: {
+        'x-api-key': server.apiKey,
+        ...(json !== undefined && { 'content-type': 'application/json' }),
+        ...(headers as Record<string, string> | undefined),
+      },
+      ...(json !== undefined && { body: JSON.stringify(json) }),
+    });
+  };
+  const close = async () => {
+    await server.close();
+    if (!options.dataDir) rmSync(dataDir, { recursive: true, force: true });
+  };
+  return { ...server, api, close, [Symbol.asyncDispose]: close };
+}
+
+/** PIDs of live processes whose command line contains `needle` (never this process). */
+export function pidsMatching(needle: string): number[] {
+  try {
+    return execFileSync('pgrep', ['-f', needle], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean)
+      .map(Number)
+      .filter((pid) => pid !== process.pid);
+  } catch {
+    return []; // pgrep exits 1 when nothing matches
+  }
+}
+
+/** Waits until `check` returns true, polling; throws with `what` after `ms`. */
+export async function eventually(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  ms = 10_000,
+) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** `[width, height]` read from a PNG's IHDR chunk. */
+export function pngSize(png: Buffer): [number, number] {
+  if (png.readUInt32BE(0) !== 0x89504e47) throw new Error('not a PNG');
+  return [png.readUInt32BE(16), png.readUInt32BE(20)];
+}
