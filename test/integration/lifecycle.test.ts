@@ -134,7 +134,7 @@ describe('expiry', () => {
         'expiry',
         50_000,
       );
-      expect(pidsMatching(id)).toEqual([]);
+      await eventually(() => pidsMatching(id).length === 0, 'processes gone after expiry');
     },
   );
 });
