@@ -53,5 +53,5 @@ export {
 export type { ParsedComputerAction } from './computer.js';
 export { operationIds, operations } from './operations.js';
 export type { BodyKind, HttpMethod, OperationId, OperationSpec, Operations } from './operations.js';
-export { jsonErrorOffset, validationDetail } from './validation.js';
+export { jsonErrorOffset, validationDetail, wireParse } from './validation.js';
 export type { Location, ValidationErrorItem } from './validation.js';

@@ -25,6 +25,27 @@ const TYPE_NAMES: Record<string, [type: string, msg: string]> = {
   object: ['dict_type', 'Input should be a valid dictionary'],
 };
 
+/** Marks zod's "expected number" issues that come from an integer schema (see `wireParse`). */
+const INT_TAG = 'burrow:int';
+
+/**
+ * `schema.safeParse(value)` with an error map that remembers which number issues came from an
+ * integer schema, so that `validationDetail` can say `int_type` as pydantic does.
+ */
+export function wireParse<S extends z.ZodType>(
+  schema: S,
+  value: unknown,
+): z.ZodSafeParseResult<z.output<S>> {
+  return schema.safeParse(value, {
+    error: (iss) => {
+      const def = (iss.inst as { _zod?: { def?: { format?: string } } } | undefined)?._zod?.def;
+      return iss.code === 'invalid_type' && def?.format === 'safeint' ? INT_TAG : undefined;
+    },
+  });
+}
+
+const stripSlashes = (pattern: unknown) => String(pattern ?? '').replace(/^\/(.*)\/[a-z]*$/s, '$1');
+
 function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
   let v: unknown = root;
   for (const key of path) {
@@ -67,15 +88,16 @@ function one(issue: z.core.$ZodIssue, where: Location, input: unknown): Validati
           'Input should be a valid dictionary or object to extract fields from',
         );
       }
-      if (issue.expected === 'int' && typeof value === 'number' && Number.isFinite(value)) {
+      const expected = issue.message === INT_TAG ? 'int' : issue.expected;
+      if (expected === 'int' && typeof value === 'number' && Number.isFinite(value)) {
         return base(
           'int_from_float',
           'Input should be a valid integer, got a number with a fractional part',
         );
       }
-      const [type, msg] = TYPE_NAMES[issue.expected] ?? [
+      const [type, msg] = TYPE_NAMES[expected] ?? [
         'type_error',
-        `Input should be a valid ${issue.expected}`,
+        `Input should be a valid ${expected}`,
       ];
       return base(type, msg);
     }
@@ -171,13 +193,27 @@ function one(issue: z.core.$ZodIssue, where: Location, input: unknown): Validati
       }
       return base('union_error', 'Input does not match any allowed shape');
     }
+    case 'invalid_key': {
+      // pydantic reports a bad dict key at `[..., key, "[key]"]` with the key as input.
+      const inner = issue.issues[0] as { code?: string; pattern?: string } | undefined;
+      const item: ValidationErrorItem =
+        inner?.code === 'invalid_format'
+          ? {
+              loc: [...loc, '[key]'],
+              msg: `String should match pattern '${stripSlashes(inner.pattern)}'`,
+              type: 'string_pattern_mismatch',
+            }
+          : { loc: [...loc, '[key]'], msg: 'Invalid key', type: 'value_error' };
+      item.input = issue.path[issue.path.length - 1];
+      return item;
+    }
     case 'invalid_format':
     case 'custom':
     default:
       if (issue.code === 'invalid_format' && issue.format === 'regex') {
         return base(
           'string_pattern_mismatch',
-          `String should match pattern '${String((issue as { pattern?: string }).pattern ?? '')}'`,
+          `String should match pattern '${stripSlashes((issue as { pattern?: string }).pattern)}'`,
         );
       }
       return base('value_error', `Value error, ${issue.message}`);
@@ -279,6 +315,7 @@ export function jsonErrorOffset(text: string): number {
     }
   };
   const str = () => {
+    const start = i;
     i++;
     while (i < n) {
       const c = text.charCodeAt(i);
@@ -289,7 +326,10 @@ export function jsonErrorOffset(text: string): number {
       if (c === 0x5c) {
         const e = text[i + 1];
         if (e === 'u') {
-          if (!/^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) fail();
+          if (!/^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) {
+            i += 1;
+            fail();
+          }
           i += 6;
         } else if (e !== undefined && '"\\/bfnrt'.includes(e)) i += 2;
         else fail();
@@ -298,6 +338,7 @@ export function jsonErrorOffset(text: string): number {
       if (c < 0x20) fail();
       i++;
     }
+    i = start; // an unterminated string is reported where it opens, as Python's json does
     fail();
   };
   try {

@@ -19,6 +19,7 @@ import {
   operationIds,
   UploadFields,
   validationDetail,
+  wireParse,
   type Location,
   type OperationId,
   type OperationSpec,
@@ -55,7 +56,7 @@ export function safeEqual(a: string, b: string): boolean {
 export const redactUrl = (url: string) => url.replace(/([?&]token=)[^&]*/g, '$1[redacted]');
 
 function parse<S extends z.ZodType>(schema: S, value: unknown, where: Location): z.output<S> {
-  const r = schema.safeParse(value);
+  const r = wireParse(schema, value);
   if (!r.success) throw new RequestInvalid(validationDetail(r.error, where, value));
   return r.data;
 }

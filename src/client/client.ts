@@ -1,0 +1,47 @@
+import { Core, type BurrowOptions } from './core.js';
+import { AuthStates } from './resources/auth-states.js';
+import { BrowserTools } from './resources/browser.js';
+import { Code } from './resources/code.js';
+import { Env } from './resources/env.js';
+import { InstanceTools } from './resources/instance.js';
+import { Instances } from './resources/instances.js';
+import { Notebooks } from './resources/notebooks.js';
+
+/**
+ * Typed client for all 32 operations of the Remote Instance Control Service. One keep-alive
+ * connection pool per client; `close()` (or `await using`) releases it.
+ */
+export class Burrow implements AsyncDisposable {
+  /** The resolved base URL (origin and path prefix, no trailing slash). */
+  readonly baseUrl: string;
+  readonly instances: Instances;
+  readonly authStates: AuthStates;
+  readonly instance: InstanceTools;
+  readonly browser: BrowserTools;
+  readonly code: Code;
+  readonly notebooks: Notebooks;
+  readonly env: Env;
+  readonly #core: Core;
+
+  constructor(options: BurrowOptions = {}) {
+    const core = new Core(options);
+    this.#core = core;
+    this.baseUrl = core.baseUrl;
+    this.instances = new Instances(core);
+    this.authStates = new AuthStates(core);
+    this.instance = new InstanceTools(core);
+    this.browser = new BrowserTools(core);
+    this.code = new Code(core);
+    this.notebooks = new Notebooks(core);
+    this.env = new Env(core);
+  }
+
+  /** Waits for requests in flight, then closes the connection pool. Idempotent. */
+  close(): Promise<void> {
+    return this.#core.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
