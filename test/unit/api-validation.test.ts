@@ -4,6 +4,7 @@ import {
   BashRequest,
   ComputerAction,
   EditRequest,
+  EnvSetRequest,
   FileRequest,
   ResumeQuery,
   StartRequest,
