@@ -91,7 +91,6 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       },
     },
     bodyLimit: 64 * 1024 * 1024,
-    disableRequestLogging: opts.logLevel !== 'debug',
     forceCloseConnections: true,
   });
   const { registry } = opts;
