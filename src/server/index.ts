@@ -80,10 +80,14 @@ async function sweepRuns(instancesRoot: string): Promise<void> {
   }
 }
 
-const factories: Record<'browser' | 'ubuntu', RuntimeFactory> = {
-  browser: async (ctx) => (await import('./browser/index.js')).createBrowserRuntime(ctx),
-  ubuntu: async (ctx) => (await import('./ubuntu/index.js')).createUbuntuRuntime(ctx),
-};
+/** Runtimes are loaded on first use; sandboxes never see the data dir (auth states, other instances). */
+function runtimeFactories(dataDir: string): Record<'browser' | 'ubuntu', RuntimeFactory> {
+  return {
+    browser: async (ctx) => (await import('./browser/index.js')).createBrowserRuntime(ctx),
+    ubuntu: async (ctx) =>
+      (await import('./ubuntu/index.js')).createUbuntuRuntimeFactory({ mask: [dataDir] })(ctx),
+  };
+}
 
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const host = options.host ?? process.env.BURROW_HOST ?? '127.0.0.1';
@@ -98,6 +102,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     options.chromiumPath ?? process.env.BURROW_CHROMIUM ?? '/usr/lib/chromium/chromium';
   const logLevel = options.logLevel ?? process.env.BURROW_LOG_LEVEL ?? 'warn';
 
+  const factories = runtimeFactories(dataDir);
   const instancesRoot = join(dataDir, 'instances');
   await mkdir(instancesRoot, { recursive: true, mode: 0o700 });
   await sweepRuns(instancesRoot);

@@ -1,0 +1,448 @@
+/**
+ * Persistent bash sessions.
+ *
+ * Each session is one `bash --noprofile --norc` in the sandbox reading its commands from a pipe
+ * (fd 0). A command is sent as one line:
+ *
+ *     eval '<command>' </dev/null 3>&- 7>&- 8>&-; __burrow_done $?
+ *
+ * so it runs in the shell itself (`cd`, `export`, functions persist) with stdin from /dev/null
+ * (a command reading stdin cannot swallow the next one) and without the control fds. Completion
+ * is out of band: `__burrow_done` writes the exit status to fd 3 (a separate pipe), then reads a
+ * random sync token from fd 0 that the server sends only *after* the status arrived, and prints
+ * it to the original stdout (fd 7) and stderr (fd 8). Everything before the token on each pipe is
+ * the command's output. The token does not exist while the command runs, so no output can fake
+ * it; SIGINT/TERM/HUP/QUIT sent to the shell are trapped, so `kill -INT $$` does not end it.
+ *
+ * Reported per call: stdout in `output`, stderr in `error`, notices in `system` (`session N:
+ * exit status S`, still running, truncation). Each call returns at most OUTPUT_CAP bytes of stdout
+ * and of stderr (first and last halves, the middle replaced by an omission line); the session
+ * keeps draining its pipes, so nothing blocks.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Readable, Writable } from 'node:stream';
+import type { BashRequest, ToolResult } from '../../api/index.js';
+import type { Supervised } from '../../internal/process.js';
+import { envDiff, shellQuote, type InstanceEnv } from './env.js';
+import type { Sandbox } from './sandbox.js';
+
+/** Bytes of stdout, and of stderr, one call returns at most. */
+export const OUTPUT_CAP = 100_000;
+/** Default `timeout` of a bash call, seconds. */
+export const DEFAULT_TIMEOUT_S = 10;
+/** Most sessions one instance may have at once. */
+export const MAX_SESSIONS = 16;
+const SYNC_GRACE_MS = 5_000;
+
+const INIT = `exec 7>&1 8>&2
+trap ':' INT TERM HUP QUIT
+__burrow_done() {
+  local __burrow_status=$1 __burrow_sync
+  # called from a command (fd 3 is closed there): do nothing
+  { builtin printf '%s\\n' "$__burrow_status" >&3; } 2>/dev/null || return "$__burrow_status"
+  until IFS= builtin read -r __burrow_sync; do [ $? -gt 128 ] || return "$__burrow_status"; done
+  builtin printf '%s' "$__burrow_sync" >&7
+  builtin printf '%s' "$__burrow_sync" >&8
+  return "$__burrow_status"
+}
+__burrow_ret() { return "$1"; }
+for __burrow_fd in /proc/$$/fd/*; do
+  case "\${__burrow_fd##*/}" in 0|1|2|3|7|8|255) ;; *) eval "exec \${__burrow_fd##*/}>&-" 2>/dev/null ;; esac
+done
+unset __burrow_fd
+`;
+
+/** Keeps the first and the last OUTPUT_CAP/2 bytes of a stream and counts what it dropped. */
+export class Capture {
+  #head: Buffer[] = [];
+  #headLen = 0;
+  #tail: Buffer[] = [];
+  #tailLen = 0;
+  #dropped = 0;
+
+  constructor(readonly cap = OUTPUT_CAP) {}
+
+  push(chunk: Buffer): void {
+    const half = this.cap / 2;
+    if (this.#headLen < half) {
+      const n = Math.min(half - this.#headLen, chunk.length);
+      this.#head.push(chunk.subarray(0, n));
+      this.#headLen += n;
+      chunk = chunk.subarray(n);
+    }
+    if (chunk.length === 0) return;
+    this.#tail.push(chunk);
+    this.#tailLen += chunk.length;
+    while (this.#tailLen > half) {
+      const first = this.#tail[0]!;
+      const excess = this.#tailLen - half;
+      const cut = Math.min(excess, first.length);
+      if (cut === first.length) this.#tail.shift();
+      else this.#tail[0] = first.subarray(cut);
+      this.#tailLen -= cut;
+      this.#dropped += cut;
+    }
+  }
+
+  /** Everything captured so far as text (invalid UTF-8 becomes U+FFFD); resets the capture. */
+  take(): { text: string; dropped: number } {
+    const head = Buffer.concat(this.#head).toString('utf8');
+    const tail = Buffer.concat(this.#tail).toString('utf8');
+    const dropped = this.#dropped;
+    this.#head = [];
+    this.#tail = [];
+    this.#headLen = this.#tailLen = this.#dropped = 0;
+    const text = dropped > 0 ? `${head}\n[... ${dropped} bytes omitted ...]\n${tail}` : head + tail;
+    return { text, dropped };
+  }
+}
+
+interface Completion {
+  /** Exit status of the command (or of the shell, when it exited). */
+  status: number;
+  /** The shell itself ended. */
+  shellExited: boolean;
+}
+
+/** Scans one pipe for the sync token once it has been sent. */
+class SyncScanner {
+  #pending = Buffer.alloc(0);
+  found = false;
+  constructor(
+    readonly token: Buffer,
+    readonly sink: Capture,
+    readonly onFound: () => void,
+  ) {}
+
+  push(chunk: Buffer): void {
+    if (this.found) return this.sink.push(chunk);
+    const buf = Buffer.concat([this.#pending, chunk]);
+    const at = buf.indexOf(this.token);
+    if (at >= 0) {
+      this.sink.push(buf.subarray(0, at));
+      this.sink.push(buf.subarray(at + this.token.length));
+      this.#pending = Buffer.alloc(0);
+      this.found = true;
+      return this.onFound();
+    }
+    const keep = Math.min(buf.length, this.token.length - 1);
+    this.sink.push(buf.subarray(0, buf.length - keep));
+    this.#pending = Buffer.from(buf.subarray(buf.length - keep));
+  }
+
+  flush(): void {
+    this.sink.push(this.#pending);
+    this.#pending = Buffer.alloc(0);
+  }
+}
+
+class BashSession {
+  readonly out = new Capture();
+  readonly err = new Capture();
+  /** What the shell's environment was last brought to. */
+  env: Record<string, string>;
+  /** A command is running. */
+  busy = false;
+  startedAt = 0;
+  /** The running command's call returned at its timeout; check_session reports the rest. */
+  detached = false;
+  /** A command that finished after its call had returned, not yet reported. */
+  finished: Completion | undefined;
+  /** The shell exited. */
+  dead: Completion | undefined;
+  #current: ((c: Completion) => void) | undefined;
+  #status = '';
+  #sync: { out: SyncScanner; err: SyncScanner; timer: NodeJS.Timeout } | undefined;
+  #statusCode = 0;
+  readonly #stdin: Writable;
+
+  constructor(
+    readonly id: number,
+    readonly proc: Supervised,
+    env: Record<string, string>,
+    onExit: (s: BashSession) => void,
+  ) {
+    this.env = env;
+    const [stdin, stdout, stderr, status] = proc.child.stdio as unknown as [
+      Writable,
+      Readable,
+      Readable,
+      Readable,
+    ];
+    this.#stdin = stdin;
+    stdin.on('error', () => {
+      /* EPIPE after the shell died; the exit handler reports it */
+    });
+    stdout.on('data', (c: Buffer) => (this.#sync ? this.#sync.out.push(c) : this.out.push(c)));
+    stderr.on('data', (c: Buffer) => (this.#sync ? this.#sync.err.push(c) : this.err.push(c)));
+    status.on('data', (c: Buffer) => this.#onStatus(c.toString('latin1')));
+    void proc.exited.then(async (e) => {
+      // a background process may hold the pipes open: give them a moment, not forever
+      await Promise.race([Promise.all([ended(stdout), ended(stderr)]), sleep(200)]);
+      this.#sync?.out.flush();
+      this.#sync?.err.flush();
+      const status = e.code ?? 128 + signalNumber(e.signal);
+      this.dead = { status, shellExited: true };
+      this.#complete(this.dead);
+      onExit(this);
+    });
+    stdin.write(INIT);
+  }
+
+  /** Send a command; resolve when it completes (or never, if the shell hangs). */
+  start(command: string, env: Record<string, string>): Promise<Completion> {
+    this.busy = true;
+    this.detached = false;
+    this.startedAt = Date.now();
+    this.finished = undefined;
+    const done = new Promise<Completion>((resolve) => (this.#current = resolve));
+    const diff = envDiff(this.env, env);
+    this.env = env;
+    const prelude = diff ? `__burrow_s=$?; ${diff}; __burrow_ret "$__burrow_s"; ` : '';
+    const body = command.replaceAll('\0', '');
+    this.#stdin.write(
+      `${prelude}eval ${shellQuote(body)} </dev/null 3>&- 7>&- 8>&-; __burrow_done $?\n`,
+    );
+    return done;
+  }
+
+  #onStatus(text: string): void {
+    this.#status += text;
+    let nl: number;
+    while ((nl = this.#status.indexOf('\n')) >= 0) {
+      const line = this.#status.slice(0, nl);
+      this.#status = this.#status.slice(nl + 1);
+      this.#statusCode = Number.parseInt(line, 10) || 0;
+      const token = randomBytes(16).toString('hex');
+      const tokenBuf = Buffer.from(token);
+      const timer = setTimeout(() => this.#synced(), SYNC_GRACE_MS); // safety net: never wait forever
+      const onFound = () => {
+        if (this.#sync?.out.found && this.#sync.err.found) this.#synced();
+      };
+      this.#sync = {
+        out: new SyncScanner(tokenBuf, this.out, onFound),
+        err: new SyncScanner(tokenBuf, this.err, onFound),
+        timer,
+      };
+      this.#stdin.write(`${token}\n`);
+    }
+  }
+
+  /** Both pipes delivered the token (or the grace timer fired): the command is complete. */
+  #synced(): void {
+    const sync = this.#sync;
+    if (!sync) return;
+    clearTimeout(sync.timer);
+    sync.out.flush();
+    sync.err.flush();
+    this.#sync = undefined;
+    this.#complete({ status: this.#statusCode, shellExited: false });
+  }
+
+  #complete(c: Completion): void {
+    if (!this.busy) return;
+    this.busy = false;
+    const resolve = this.#current;
+    this.#current = undefined;
+    if (resolve) resolve(c);
+  }
+}
+
+export class BashSessions {
+  readonly #sessions = new Map<number, BashSession>();
+
+  constructor(
+    readonly sandbox: Sandbox,
+    readonly env: InstanceEnv,
+  ) {}
+
+  async handle(req: BashRequest): Promise<ToolResult> {
+    try {
+      return await this.#handle(req);
+    } catch (err) {
+      if (err instanceof SessionLimit) return { error: err.message };
+      throw err;
+    }
+  }
+
+  async #handle(req: BashRequest): Promise<ToolResult> {
+    if (req.list_sessions) return this.#list();
+    if (req.check_session !== undefined) return this.#check(req.check_session);
+    const notes: string[] = [];
+    if (req.restart) {
+      notes.push(await this.#restart(req.session));
+      if (req.command === undefined) return { output: '', system: notes.join('\n') };
+    }
+    if (req.command === undefined) {
+      return {
+        error:
+          'No command given: send `command`, or `restart`, `list_sessions` or `check_session`.',
+      };
+    }
+    let session: BashSession;
+    if (req.session !== undefined) {
+      let existing = this.#sessions.get(req.session);
+      if (existing?.dead) {
+        // its shell exited after its call had returned: hand over what was not reported yet
+        this.#sessions.delete(existing.id);
+        const fresh = this.#create(existing.id);
+        fresh.out.push(Buffer.from(existing.out.take().text));
+        fresh.err.push(Buffer.from(existing.err.take().text));
+        fresh.finished = existing.finished;
+        existing = fresh;
+      }
+      if (existing?.busy) {
+        const secs = Math.round((Date.now() - existing.startedAt) / 1000);
+        return {
+          error: `Session ${req.session} is busy running a command (started ${secs} s ago); use check_session: ${req.session} to see it, or restart: true to replace the shell.`,
+        };
+      }
+      session = existing ?? this.#create(req.session);
+    } else {
+      const idle = [...this.#sessions.values()]
+        .filter((s) => !s.busy && !s.dead)
+        .sort((a, b) => a.id - b.id)[0];
+      session = idle ?? this.#create(this.#lowestFree());
+    }
+    return this.#run(session, req.command, (req.timeout ?? DEFAULT_TIMEOUT_S) * 1000, notes);
+  }
+
+  /** Kill every session (instance stop). */
+  async stop(): Promise<void> {
+    await Promise.all([...this.#sessions.values()].map((s) => this.sandbox.terminate(s.proc)));
+    this.#sessions.clear();
+  }
+
+  #create(id: number): BashSession {
+    if (this.#sessions.size >= MAX_SESSIONS) {
+      throw new SessionLimit(
+        `At most ${MAX_SESSIONS} bash sessions can run at once; restart or finish one first.`,
+      );
+    }
+    const env = this.env.current();
+    const proc = this.sandbox.spawn(['/bin/bash', '--noprofile', '--norc'], {
+      env,
+      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+    });
+    const session = new BashSession(id, proc, env, (s) => {
+      // keep a shell that exited unobserved until check_session has reported it
+      if (this.#sessions.get(s.id) === s && !s.detached) this.#sessions.delete(s.id);
+    });
+    this.#sessions.set(id, session);
+    return session;
+  }
+
+  #lowestFree(): number {
+    let n = 1;
+    while (this.#sessions.has(n)) n++;
+    return n;
+  }
+
+  async #run(
+    session: BashSession,
+    command: string,
+    timeoutMs: number,
+    notes: string[],
+  ): Promise<ToolResult> {
+    const earlier = session.finished;
+    if (earlier)
+      notes.push(
+        `session ${session.id}: an earlier command finished with exit status ${earlier.status}; its unreported output comes first`,
+      );
+    const done = session.start(command, this.env.current());
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<undefined>((r) => (timer = setTimeout(r, timeoutMs, undefined)));
+    const completion = await Promise.race([done, timeout]);
+    clearTimeout(timer);
+    if (!completion) {
+      // keep syncing in the background; check_session reports the result
+      session.detached = true;
+      void done.then((c) => (session.finished = c));
+      notes.push(
+        `session ${session.id}: command still running after ${timeoutMs / 1000} s; the session stays busy until it finishes (use check_session: ${session.id})`,
+      );
+      return this.#report(session, notes);
+    }
+    notes.push(exitNote(session.id, completion));
+    return this.#report(session, notes);
+  }
+
+  #report(session: BashSession, notes: string[]): ToolResult {
+    const out = session.out.take();
+    const err = session.err.take();
+    const omitted = out.dropped + err.dropped;
+    if (omitted > 0) {
+      notes.push(
+        `output truncated: ${omitted} bytes omitted (a call returns at most ${OUTPUT_CAP} bytes of stdout and of stderr)`,
+      );
+    }
+    const result: ToolResult = { output: out.text };
+    if (err.text) result.error = err.text;
+    if (notes.length) result.system = notes.join('\n');
+    return result;
+  }
+
+  #check(id: number): ToolResult {
+    const session = this.#sessions.get(id);
+    if (!session) return { error: `Session ${id} does not exist.` };
+    if (session.busy) {
+      const secs = Math.round((Date.now() - session.startedAt) / 1000);
+      return this.#report(session, [`session ${id}: still running (${secs} s)`]);
+    }
+    const finished = session.finished;
+    session.finished = undefined;
+    if (session.dead) this.#sessions.delete(id);
+    return this.#report(session, [finished ? exitNote(id, finished) : `session ${id}: idle`]);
+  }
+
+  #list(): ToolResult {
+    const lines = [...this.#sessions.values()]
+      .sort((a, b) => a.id - b.id)
+      .map(
+        (s) =>
+          `${s.id}: ${s.busy ? `busy (${Math.round((Date.now() - s.startedAt) / 1000)} s)` : s.dead ? 'exited (use check_session)' : 'idle'}`,
+      );
+    return lines.length ? { output: lines.join('\n') } : { output: '', system: 'no bash sessions' };
+  }
+
+  async #restart(id: number | undefined): Promise<string> {
+    const targets =
+      id === undefined ? [...this.#sessions.values()] : [this.#sessions.get(id)].filter((s) => !!s);
+    for (const s of targets) this.#sessions.delete(s.id);
+    await Promise.all(targets.map((s) => this.sandbox.terminate(s.proc)));
+    if (id !== undefined) {
+      this.#create(id);
+      return `session ${id}: restarted`;
+    }
+    return targets.length ? `all bash sessions restarted` : 'no bash sessions to restart';
+  }
+}
+
+export class SessionLimit extends Error {}
+
+function exitNote(id: number, c: Completion): string {
+  return c.shellExited
+    ? `session ${id}: exit status ${c.status}; the shell exited, so session ${id} was closed`
+    : `session ${id}: exit status ${c.status}`;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function ended(s: Readable): Promise<void> {
+  if (s.readableEnded || s.destroyed) return Promise.resolve();
+  return new Promise((r) => {
+    s.once('end', r);
+    s.once('close', r);
+  });
+}
+
+const SIGNALS: Record<string, number> = {
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGQUIT: 3,
+  SIGKILL: 9,
+  SIGTERM: 15,
+};
+function signalNumber(sig: NodeJS.Signals | null): number {
+  return sig ? (SIGNALS[sig] ?? 0) : 0;
+}

@@ -1,0 +1,127 @@
+/**
+ * The instance's virtual X display: Xvfb started inside the sandbox (`-noreset -displayfd`),
+ * guarded by an MIT-MAGIC-COOKIE so other instances on the same host cannot connect to it
+ * (the abstract X socket is reachable from the whole network namespace).
+ */
+import { randomBytes } from 'node:crypto';
+import { join, posix } from 'node:path';
+import type { Readable } from 'node:stream';
+import { writeFileAtomic } from '../../internal/fs.js';
+import type { Supervised } from '../../internal/process.js';
+import { describeExit, type Sandbox } from './sandbox.js';
+
+const XVFB = process.env.BURROW_XVFB ?? '/usr/bin/Xvfb';
+const START_TIMEOUT_MS = 15_000;
+
+export interface DisplayInfo {
+  /** The X display number `n` (DISPLAY=`:n`). */
+  readonly number: number;
+  /** Environment for X clients run inside the sandbox (e.g. bash, xdotool via `sandbox.spawn`). */
+  readonly sandboxEnv: Readonly<Record<string, string>>;
+  /** Environment for X clients run by the server on the host (authority file outside the sandbox). */
+  readonly hostEnv: Readonly<Record<string, string>>;
+  readonly width: number;
+  readonly height: number;
+}
+
+export class Display implements DisplayInfo {
+  private constructor(
+    readonly number: number,
+    readonly width: number,
+    readonly height: number,
+    readonly sandboxEnv: Readonly<Record<string, string>>,
+    readonly hostEnv: Readonly<Record<string, string>>,
+    readonly process: Supervised,
+  ) {}
+
+  /**
+   * Start Xvfb at `[width, height]`; resolve once it accepts connections. `onExit` is called when
+   * it dies later on its own.
+   */
+  static async start(
+    sandbox: Sandbox,
+    resolution: readonly [number, number],
+    env: Record<string, string>,
+    onExit: (reason: string) => void,
+  ): Promise<Display> {
+    const [width, height] = resolution;
+    const cookie = randomBytes(16);
+    // the user's copy lives in home (standard place); the server keeps its own outside the sandbox
+    const sandboxAuth = posix.join(sandbox.home, '.Xauthority');
+    const homeAuth = join(sandbox.hostHome, '.Xauthority');
+    const hostAuth = join(sandbox.hostRun, 'Xauthority');
+    await writeFileAtomic(homeAuth, xauthority(cookie, ''));
+    const proc = sandbox.spawn(
+      [
+        XVFB,
+        '-screen',
+        '0',
+        `${width}x${height}x24`,
+        '-nolisten',
+        'tcp',
+        '-noreset',
+        '-auth',
+        sandboxAuth,
+        '-displayfd',
+        '3',
+      ],
+      { env, stdio: ['ignore', 'ignore', 'pipe', 'pipe'] },
+    );
+    let stderr = '';
+    proc.child.stderr?.on('data', (c: Buffer) => {
+      if (stderr.length < 8192) stderr += c.toString();
+    });
+    const number = await new Promise<number | undefined>((resolve) => {
+      let text = '';
+      const timer = setTimeout(() => resolve(undefined), START_TIMEOUT_MS);
+      (proc.child.stdio[3] as Readable | null)?.on('data', (c: Buffer) => {
+        text += c.toString();
+        if (text.includes('\n')) {
+          clearTimeout(timer);
+          resolve(Number.parseInt(text, 10));
+        }
+      });
+      void proc.exited.then(() => {
+        clearTimeout(timer);
+        resolve(undefined);
+      });
+    });
+    if (number === undefined || Number.isNaN(number) || !proc.running) {
+      await proc.kill(500);
+      throw new Error(
+        `Xvfb failed to start: ${stderr.trim().split('\n').slice(-3).join(' ') || 'timeout'}`,
+      );
+    }
+    const data = xauthority(cookie, String(number));
+    await writeFileAtomic(homeAuth, data);
+    await writeFileAtomic(hostAuth, data);
+    void proc.exited.then((e) => {
+      if (!sandbox.stopping) onExit(`Xvfb exited (${describeExit(e)})`);
+    });
+    return new Display(
+      number,
+      width,
+      height,
+      { DISPLAY: `:${number}`, XAUTHORITY: sandboxAuth },
+      { DISPLAY: `:${number}`, XAUTHORITY: hostAuth },
+      proc,
+    );
+  }
+}
+
+/** One FamilyWild MIT-MAGIC-COOKIE-1 entry in the Xau file format. */
+function xauthority(cookie: Buffer, displayNumber: string): Buffer {
+  const field = (b: Buffer) => {
+    const len = Buffer.alloc(2);
+    len.writeUInt16BE(b.length);
+    return Buffer.concat([len, b]);
+  };
+  const family = Buffer.from([0xff, 0xff]);
+  return Buffer.concat([
+    family,
+    field(Buffer.alloc(0)),
+    field(Buffer.from(displayNumber)),
+    field(Buffer.from('MIT-MAGIC-COOKIE-1')),
+    field(cookie),
+  ]);
+}

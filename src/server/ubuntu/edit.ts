@@ -1,0 +1,235 @@
+/**
+ * The `edit` tool: the well-known `str_replace_editor` semantics and messages (view, create,
+ * str_replace, insert, undo_edit). COMPAT decisions: relative paths resolve against home;
+ * `insert` accepts `file_text` when `new_str` is absent; tabs are preserved (no expandtabs).
+ * Paths in messages are the requested path made absolute.
+ */
+import type { EditRequest, ToolResult } from '../../api/index.js';
+import {
+  checkViewRange,
+  countOccurrences,
+  numbered,
+  pyList,
+  readText,
+  tree,
+  writeAtomic,
+} from './fsops.js';
+import { ToolError, type Resolved, type SandboxView } from './paths.js';
+
+const SNIPPET_LINES = 4;
+const MAX_RESPONSE_LEN = 16_000;
+const TRUNCATED_MESSAGE =
+  '<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>';
+/** Undo steps kept per file. */
+const MAX_HISTORY = 32;
+
+export class EditTool {
+  readonly #history = new Map<string, string[]>();
+
+  constructor(readonly view: SandboxView) {}
+
+  async run(req: EditRequest): Promise<ToolResult> {
+    try {
+      return await this.#run(req);
+    } catch (err) {
+      return { error: toolMessage(err, this.view.display(req.path)) };
+    }
+  }
+
+  async #run(req: EditRequest): Promise<ToolResult> {
+    const r = await this.view.resolve(req.path);
+    const p = r.display;
+    if (!r.stat && req.command !== 'create') {
+      throw new ToolError(`The path ${p} does not exist. Please provide a valid path.`);
+    }
+    if (r.stat && req.command === 'create') {
+      throw new ToolError(
+        `File already exists at: ${p}. Cannot overwrite files using command \`create\`.`,
+      );
+    }
+    if (r.stat?.isDirectory() && req.command !== 'view') {
+      throw new ToolError(
+        `The path ${p} is a directory and only the \`view\` command can be used on directories`,
+      );
+    }
+    switch (req.command) {
+      case 'view':
+        return this.#view(r, req.view_range);
+      case 'create': {
+        if (req.file_text === undefined)
+          throw new ToolError('Parameter `file_text` is required for command: create');
+        await this.#write(r, req.file_text);
+        this.#push(r, req.file_text);
+        return { output: `File created successfully at: ${p}` };
+      }
+      case 'str_replace': {
+        if (req.old_str === undefined)
+          throw new ToolError('Parameter `old_str` is required for command: str_replace');
+        return this.#strReplace(r, req.old_str, req.new_str ?? '');
+      }
+      case 'insert': {
+        if (req.insert_line === undefined)
+          throw new ToolError('Parameter `insert_line` is required for command: insert');
+        const text = req.new_str ?? req.file_text;
+        if (text === undefined)
+          throw new ToolError('Parameter `new_str` is required for command: insert');
+        return this.#insert(r, req.insert_line, text);
+      }
+      case 'undo_edit':
+        return this.#undo(r);
+    }
+  }
+
+  async #view(r: Resolved, range: readonly number[] | undefined): Promise<ToolResult> {
+    const p = r.display;
+    if (r.stat?.isDirectory()) {
+      if (range?.length)
+        throw new ToolError(
+          'The `view_range` parameter is not allowed when `path` points to a directory.',
+        );
+      const lines = await tree(this.view, r, p);
+      return {
+        output: `Here's the files and directories up to 2 levels deep in ${p}, excluding hidden items:\n${lines.join('\n')}\n\n`,
+      };
+    }
+    let content = await readText(this.view, r);
+    let first = 1;
+    if (range?.length) {
+      const lines = content.split('\n');
+      const [a, b] = checkViewRange(range, lines.length);
+      content = lines.slice(a - 1, b === -1 ? undefined : b).join('\n');
+      first = a;
+    }
+    return { output: makeOutput(content, p, first) };
+  }
+
+  async #strReplace(r: Resolved, oldStr: string, newStr: string): Promise<ToolResult> {
+    const p = r.display;
+    const content = await readText(this.view, r);
+    const occurrences = countOccurrences(content, oldStr);
+    if (occurrences === 0) {
+      throw new ToolError(
+        `No replacement was performed, old_str \`${oldStr}\` did not appear verbatim in ${p}.`,
+      );
+    }
+    if (occurrences > 1) {
+      const lines = content
+        .split('\n')
+        .flatMap((line, i) => (line.includes(oldStr) ? [i + 1] : []));
+      throw new ToolError(
+        `No replacement was performed. Multiple occurrences of old_str \`${oldStr}\` in lines ${pyList(lines)}. Please ensure it is unique`,
+      );
+    }
+    const at = content.indexOf(oldStr);
+    const updated = content.slice(0, at) + newStr + content.slice(at + oldStr.length);
+    await this.#write(r, updated);
+    this.#push(r, content);
+    const replacementLine = content.slice(0, at).split('\n').length - 1;
+    const start = Math.max(0, replacementLine - SNIPPET_LINES);
+    const end = replacementLine + SNIPPET_LINES + (newStr.split('\n').length - 1);
+    const snippet = updated
+      .split('\n')
+      .slice(start, end + 1)
+      .join('\n');
+    return {
+      output:
+        `The file ${p} has been edited. ` +
+        makeOutput(snippet, `a snippet of ${p}`, start + 1) +
+        'Review the changes and make sure they are as expected. Edit the file again if necessary.',
+    };
+  }
+
+  async #insert(r: Resolved, line: number, text: string): Promise<ToolResult> {
+    const p = r.display;
+    const content = await readText(this.view, r);
+    const lines = content.split('\n');
+    if (line < 0 || line > lines.length) {
+      throw new ToolError(
+        `Invalid \`insert_line\` parameter: ${line}. It should be within the range of lines of the file: ${pyList([0, lines.length])}`,
+      );
+    }
+    const added = text.split('\n');
+    const updated = [...lines.slice(0, line), ...added, ...lines.slice(line)].join('\n');
+    const snippet = [
+      ...lines.slice(Math.max(0, line - SNIPPET_LINES), line),
+      ...added,
+      ...lines.slice(line, line + SNIPPET_LINES),
+    ].join('\n');
+    await this.#write(r, updated);
+    this.#push(r, content);
+    return {
+      output:
+        `The file ${p} has been edited. ` +
+        makeOutput(snippet, 'a snippet of the edited file', Math.max(1, line - SNIPPET_LINES + 1)) +
+        'Review the changes and make sure they are as expected (correct indentation, no duplicate lines, etc). Edit the file again if necessary.',
+    };
+  }
+
+  async #undo(r: Resolved): Promise<ToolResult> {
+    const stack = this.#history.get(r.path);
+    const previous = stack?.pop();
+    if (previous === undefined) throw new ToolError(`No edit history found for ${r.display}.`);
+    await this.#write(r, previous);
+    return {
+      output: `Last edit to ${r.display} undone successfully. ${makeOutput(previous, r.display)}`,
+    };
+  }
+
+  async #write(r: Resolved, content: string): Promise<void> {
+    const w = await this.view.resolveWritable(r.path);
+    try {
+      await writeAtomic(this.view, w, content);
+    } catch (err) {
+      if (err instanceof ToolError) throw err;
+      throw new ToolError(`Ran into ${errorText(err)} while trying to write to ${r.display}`);
+    }
+  }
+
+  #push(r: Resolved, content: string): void {
+    const stack = this.#history.get(r.path) ?? [];
+    stack.push(content);
+    if (stack.length > MAX_HISTORY) stack.shift();
+    this.#history.set(r.path, stack);
+  }
+}
+
+/** `cat -n` of (a part of) a file, as the well-known editor tool prints it. */
+function makeOutput(content: string, descriptor: string, first = 1): string {
+  const clipped =
+    content.length > MAX_RESPONSE_LEN
+      ? content.slice(0, MAX_RESPONSE_LEN) + TRUNCATED_MESSAGE
+      : content;
+  return `Here's the result of running \`cat -n\` on ${descriptor}:\n${numbered(clipped, first)}\n`;
+}
+
+const ERRNO: Record<string, string> = {
+  ENOENT: 'No such file or directory',
+  EACCES: 'Permission denied',
+  EPERM: 'Operation not permitted',
+  ENOSPC: 'No space left on device',
+  EDQUOT: 'Disk quota exceeded',
+  EROFS: 'Read-only file system',
+  EISDIR: 'Is a directory',
+  ENOTDIR: 'Not a directory',
+  ENOTEMPTY: 'Directory not empty',
+  EEXIST: 'File exists',
+  EXDEV: 'Cross-device link',
+  EINVAL: 'Invalid argument',
+  ELOOP: 'Too many levels of symbolic links',
+  ENAMETOOLONG: 'File name too long',
+  EMFILE: 'Too many open files',
+};
+
+/** A failure as text, without host paths (errno messages name the host file). */
+export function errorText(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  if (e?.code && (e.syscall || ERRNO[e.code])) return ERRNO[e.code] ?? `${e.code} (${e.syscall})`;
+  return e instanceof Error ? e.message : String(err);
+}
+
+/** The message a tool reports for a failure: ours verbatim, others with the path they concern. */
+export function toolMessage(err: unknown, display?: string): string {
+  if (err instanceof ToolError) return err.message;
+  const text = errorText(err);
+  return display ? `${text}: ${display}` : text;
+}

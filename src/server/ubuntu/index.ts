@@ -1,0 +1,179 @@
+/**
+ * `ubuntu` instances: a sandbox (sandbox.ts, ISOLATION.md) with a virtual X display, persistent
+ * bash sessions, the edit and file tools, uploads and an environment. Later capabilities (kernels,
+ * computer actions, a headful browser) build on `spawn`, `display` and `env.current()`.
+ */
+import type { Readable } from 'node:stream';
+import { dirname } from 'node:path';
+import type {
+  BashRequest,
+  EditRequest,
+  FileRequest,
+  ToolResult,
+  UploadResult,
+} from '../../api/index.js';
+import type { Supervised } from '../../internal/process.js';
+import { badRequest } from '../errors.js';
+import type { InstanceRuntime, RuntimeContext, RuntimeFactory } from '../runtime.js';
+import { BashSessions } from './bash.js';
+import { Display, type DisplayInfo } from './display.js';
+import { EditTool } from './edit.js';
+import { InstanceEnv } from './env.js';
+import { FileTool } from './file.js';
+import { Sandbox, type SpawnOptions } from './sandbox.js';
+import { upload } from './upload.js';
+
+export interface UbuntuRuntimeOptions {
+  /**
+   * Host directories hidden from every sandbox (empty inside), e.g. the server's data dir with
+   * the other instances and the auth states. The parent of the instance directory, and
+   * `BURROW_DATA_DIR` when set, are always hidden too.
+   */
+  mask?: readonly string[];
+  /** `auto` (default): bubblewrap when it works, else no isolation. Env `BURROW_SANDBOX=none`. */
+  isolation?: 'auto' | 'bwrap' | 'none';
+}
+
+interface Started {
+  sandbox: Sandbox;
+  display: Display;
+  bash: BashSessions;
+  edit: EditTool;
+  file: FileTool;
+}
+
+export class UbuntuRuntime implements InstanceRuntime {
+  /** The instance's environment (HOME, PATH, DISPLAY … plus variables set through the API). */
+  readonly env: InstanceEnv;
+  #started: Started | undefined;
+  #stopping: Promise<void> | undefined;
+
+  constructor(
+    readonly ctx: RuntimeContext,
+    readonly options: UbuntuRuntimeOptions = {},
+  ) {
+    this.env = new InstanceEnv('/home/user', '/tmp');
+  }
+
+  async start(): Promise<void> {
+    const { ctx } = this;
+    const sandbox = await Sandbox.create({
+      dir: ctx.dir,
+      mask: [
+        dirname(ctx.dir),
+        ...(process.env.BURROW_DATA_DIR ? [process.env.BURROW_DATA_DIR] : []),
+        ...(this.options.mask ?? []),
+      ],
+      log: ctx.log,
+      onCrash: (reason) => ctx.failed(reason),
+      ...(this.options.isolation ? { isolation: this.options.isolation } : {}),
+    });
+    try {
+      this.env.setBase('HOME', sandbox.home);
+      this.env.setBase('TMPDIR', sandbox.tmp);
+      const display = await Display.start(sandbox, ctx.resolution, this.env.current(), (reason) =>
+        ctx.failed(reason),
+      );
+      for (const [k, v] of Object.entries(display.sandboxEnv)) this.env.setBase(k, v);
+      const exec = (argv: string[], timeoutMs: number) =>
+        sandbox.exec(argv, { env: this.env.current(), timeoutMs });
+      this.#started = {
+        sandbox,
+        display,
+        bash: new BashSessions(sandbox, this.env),
+        edit: new EditTool(sandbox.view),
+        file: new FileTool(sandbox.view, exec),
+      };
+      ctx.log.info(
+        { instance: ctx.id, sandbox: sandbox.mode, display: display.number },
+        'ubuntu instance started',
+      );
+    } catch (err) {
+      await sandbox.stop();
+      throw err;
+    }
+  }
+
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      const s = this.#started;
+      if (!s) return;
+      await s.bash.stop();
+      await s.sandbox.stop();
+    })();
+    return this.#stopping;
+  }
+
+  async pause(): Promise<void> {
+    await this.#get().sandbox.pause();
+  }
+
+  async resume(): Promise<void> {
+    await this.#get().sandbox.resume();
+  }
+
+  async bash(req: BashRequest): Promise<ToolResult> {
+    return this.#get().bash.handle(req);
+  }
+
+  async edit(req: EditRequest): Promise<ToolResult> {
+    return this.#get().edit.run(req);
+  }
+
+  async file(req: FileRequest): Promise<ToolResult> {
+    return this.#get().file.run(req);
+  }
+
+  async upload(
+    path: string,
+    filename: string,
+    mediaType: string | undefined,
+    file: Readable,
+  ): Promise<UploadResult> {
+    return upload(
+      this.#get().sandbox.view,
+      path,
+      filename,
+      mediaType,
+      file,
+      this.ctx.maxUploadBytes,
+    );
+  }
+
+  /** The virtual display (number, environments for sandboxed and host-side X clients). */
+  get display(): DisplayInfo {
+    return this.#get().display;
+  }
+
+  /** The sandbox: its mode, view of paths, home and tmp. */
+  get sandbox(): Sandbox {
+    return this.#get().sandbox;
+  }
+
+  /**
+   * Start a process inside the sandbox with the instance's current environment (plus `env`);
+   * it is paused, resumed and killed with the instance.
+   */
+  spawn(argv: readonly string[], opts: Partial<SpawnOptions> = {}): Supervised {
+    const { sandbox } = this.#get();
+    return sandbox.spawn(argv, { ...opts, env: { ...this.env.current(), ...opts.env } });
+  }
+
+  #get(): Started {
+    if (this.#stopping) throw badRequest('Instance is stopped');
+    if (!this.#started) throw badRequest('Instance is not running yet');
+    return this.#started;
+  }
+}
+
+/** A factory for `ubuntu` instances with server-wide options (e.g. the data dir to hide). */
+export function createUbuntuRuntimeFactory(options: UbuntuRuntimeOptions = {}): RuntimeFactory {
+  return (ctx) => new UbuntuRuntime(ctx, options);
+}
+
+/** `RuntimeFactory` for `instance_type: "ubuntu"` with default options. */
+export const createUbuntuRuntime: RuntimeFactory = createUbuntuRuntimeFactory();
+
+export { Sandbox } from './sandbox.js';
+export type { SandboxMode, SpawnOptions, ExecResult } from './sandbox.js';
+export type { DisplayInfo } from './display.js';
