@@ -1,0 +1,204 @@
+/**
+ * Chromium launcher: one supervised process per browser, its profile and temp files under the
+ * instance directory, DevTools on a random loopback port read from stderr.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdir, readdir, symlink, unlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { descendants, Supervised } from '../../internal/process.js';
+
+/** Flags every Chromium gets: the network is closed, so nothing may phone home (DESIGN.md). */
+export const BASE_FLAGS = [
+  '--no-sandbox',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-quic',
+  '--test-type',
+  '--force-device-scale-factor=1',
+  // http:// stays http:// (as with Playwright's own launch); auth states key storage by origin.
+  // Chromium honours only the last --disable-features: merge, do not add another.
+  '--disable-features=HttpsUpgrades',
+] as const;
+
+export interface LaunchOptions {
+  /** Chromium binary, e.g. `/usr/lib/chromium/chromium` (never the `/usr/bin` wrapper). */
+  executablePath: string;
+  /**
+   * Directory that receives `profile/`, `tmp/` (TMPDIR, through a short link in the system
+   * temp dir that is removed when Chromium exits) and `home/`; created if missing.
+   */
+  dir: string;
+  /** `--window-size`, `[width, height]` in pixels. */
+  windowSize: readonly [number, number];
+  /** Host names refused together with their subdomains. Default none. */
+  blockedDomains?: readonly string[];
+  /** Default true. A headful Chromium needs `DISPLAY` in `env`. */
+  headless?: boolean;
+  /** Added to the minimal environment the process gets (PATH, LANG, HOME, TMPDIR). */
+  env?: Record<string, string>;
+  /** Extra command-line flags, after the built-in ones. */
+  args?: readonly string[];
+  /** How long Chromium may take to open DevTools, in ms. Default 20 000. */
+  startTimeoutMs?: number;
+}
+
+export interface LaunchedChromium {
+  readonly process: Supervised;
+  /** `ws://127.0.0.1:<port>/devtools/browser/<guid>` */
+  readonly wsEndpoint: string;
+  readonly port: number;
+  /** The last lines Chromium wrote to stderr, for error messages. */
+  stderrTail(): string;
+  /**
+   * Signal every process of this browser: its group, its descendants, and the crashpad handler,
+   * which double-forks out of both but names the instance directory on its command line.
+   */
+  signal(signal: NodeJS.Signals): void;
+  /** TERM the group, KILL it after a grace period, wait, then KILL any stray. */
+  kill(): Promise<void>;
+}
+
+const STDERR_LINES = 20;
+
+export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChromium> {
+  const profile = join(opts.dir, 'profile');
+  const tmp = join(opts.dir, 'tmp');
+  const home = join(opts.dir, 'home');
+  await Promise.all([profile, tmp, home].map((d) => mkdir(d, { recursive: true })));
+  // Chromium binds its singleton socket under TMPDIR, and a Unix socket path must stay under
+  // 108 bytes, which deep instance directories exceed: TMPDIR is a short link to `tmp/`.
+  await removeDanglingLinks();
+  const tmpLink = join(tmpdir(), `burrow-${randomBytes(6).toString('hex')}`);
+  await symlink(tmp, tmpLink);
+
+  const rules = hostResolverRules(opts.blockedDomains ?? []);
+  const args = [
+    ...BASE_FLAGS,
+    ...(opts.headless === false ? [] : ['--headless']),
+    `--user-data-dir=${profile}`,
+    '--remote-debugging-port=0',
+    `--window-size=${opts.windowSize[0]},${opts.windowSize[1]}`,
+    ...(rules ? [`--host-resolver-rules=${rules}`] : []),
+    ...(opts.args ?? []),
+    'about:blank',
+  ];
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: home,
+    TMPDIR: tmpLink,
+    ...(process.env.LANG ? { LANG: process.env.LANG } : {}),
+    ...opts.env,
+  };
+  const proc = new Supervised(opts.executablePath, args, {
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  void proc.exited.then(() => unlink(tmpLink).catch(() => {}));
+
+  const tail: string[] = [];
+  const stderrTail = () => tail.join('\n');
+  const lines = createInterface({ input: proc.child.stderr! });
+  const endpoint = new Promise<string>((resolve) => {
+    lines.on('line', (line) => {
+      if (line.includes(':ERROR:dbus/')) return; // no D-Bus here; Chromium complains constantly
+      tail.push(line);
+      if (tail.length > STDERR_LINES) tail.shift();
+      const m = /^DevTools listening on (ws:\/\/\S+)$/.exec(line);
+      if (m?.[1]) resolve(m[1]);
+    });
+  });
+
+  const signal = (sig: NodeJS.Signals) => {
+    proc.signalGroup(sig);
+    const strays = processesNaming(join(opts.dir, '/'));
+    for (const pid of proc.running ? [...descendants(proc.pid), ...strays] : strays) {
+      try {
+        process.kill(pid, sig);
+      } catch {
+        /* gone */
+      }
+    }
+  };
+  const kill = async () => {
+    await proc.kill();
+    signal('SIGKILL');
+  };
+
+  const timeoutMs = opts.startTimeoutMs ?? 20_000;
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    endpoint,
+    proc.exited.then((e) => new Error(`Chromium exited (${e.signal ?? `code ${e.code}`})`)),
+    new Promise<Error>((r) => {
+      timer = setTimeout(
+        () => r(new Error(`Chromium did not start within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+    }),
+  ]);
+  clearTimeout(timer);
+  if (outcome instanceof Error) {
+    await kill();
+    const last = stderrTail();
+    throw new Error(last ? `${outcome.message}; last stderr lines:\n${last}` : outcome.message);
+  }
+  return {
+    process: proc,
+    wsEndpoint: outcome,
+    port: Number(new URL(outcome).port),
+    stderrTail,
+    signal,
+    kill,
+  };
+}
+
+/** TMPDIR links left by a server that was killed before its Chromium exited. */
+async function removeDanglingLinks(): Promise<void> {
+  for (const name of await readdir(tmpdir())) {
+    const path = join(tmpdir(), name);
+    if (/^burrow-[0-9a-f]{12}$/.test(name) && !existsSync(path)) await unlink(path).catch(() => {});
+  }
+}
+
+/** PIDs of live processes whose command line contains `needle`. */
+function processesNaming(needle: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(needle)) pids.push(Number(entry));
+    } catch {
+      /* exited while we looked */
+    }
+  }
+  return pids;
+}
+
+/**
+ * `--host-resolver-rules` value refusing each domain, its subdomains, and their fully qualified
+ * spellings with a trailing dot (which would otherwise slip past the rules).
+ */
+export function hostResolverRules(domains: readonly string[]): string | undefined {
+  const rules = domains
+    .map(normalizeBlockedDomain)
+    .flatMap((d) => [d, `*.${d}`, `${d}.`, `*.${d}.`])
+    .map((pattern) => `MAP ${pattern} ~NOTFOUND`);
+  return rules.length > 0 ? rules.join(', ') : undefined;
+}
+
+/** `Example.COM.` → `example.com`; throws for anything that is not a bare host name. */
+export function normalizeBlockedDomain(domain: string): string {
+  const host = domain
+    .trim()
+    .toLowerCase()
+    .replace(/^\.+|\.+$/g, '');
+  if (!/^[a-z0-9-]+(\.[a-z0-9-]+)*$/.test(host) || host.length > 253) {
+    throw new Error(`Invalid blocked domain ${JSON.stringify(domain)}: expected a bare host name`);
+  }
+  return host;
+}

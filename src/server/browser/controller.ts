@@ -1,0 +1,128 @@
+/**
+ * The `browser/*` operations of an instance: a Chromium that can be started, stopped and started
+ * again (a fresh process on the same profile, so persistent cookies survive, with a new
+ * `cdp_url`). Start and stop run one at a time; `dispose()` stops for good.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { badRequest } from '../errors.js';
+import type { BrowserAuthData, BrowserCapability, RuntimeContext } from '../runtime.js';
+import { refuseUpgrade } from './relay.js';
+import { ChromiumSession } from './session.js';
+
+export interface BrowserControllerOptions {
+  ctx: RuntimeContext;
+  /** Default true. A headful Chromium needs `DISPLAY` in `env`. */
+  headless?: boolean;
+  /** Extra environment for Chromium (e.g. `DISPLAY`). */
+  env?: Record<string, string>;
+  /** Extra Chromium flags. */
+  args?: readonly string[];
+  /** Chromium died on its own while it should have been running. */
+  onCrash(reason: string): void;
+}
+
+export class BrowserController implements BrowserCapability {
+  readonly #opts: BrowserControllerOptions;
+  #session: ChromiumSession | undefined;
+  /** The last start/stop; the next one waits for it. */
+  #queue: Promise<unknown> = Promise.resolve();
+  #disposed: Promise<void> | undefined;
+
+  constructor(opts: BrowserControllerOptions) {
+    this.#opts = opts;
+  }
+
+  /** Launch Chromium unless it runs; resolve with its `cdp_url`. */
+  start(): Promise<string> {
+    return this.#serial(async () => {
+      if (this.#disposed) throw badRequest('The instance is stopped');
+      this.#session ??= await this.#launch();
+      return this.#session.cdpUrl;
+    });
+  }
+
+  /** Stop Chromium (its relays close, `cdp_url` dies); `start()` launches a new one. */
+  stop(): Promise<void> {
+    return this.#serial(async () => {
+      const session = this.#session;
+      this.#session = undefined;
+      await session?.close();
+    });
+  }
+
+  /** Stop for good; idempotent. */
+  dispose(): Promise<void> {
+    return (this.#disposed ??= this.stop());
+  }
+
+  cdpUrl(): string {
+    return this.#running().cdpUrl;
+  }
+
+  async currentUrl(): Promise<string> {
+    return this.#running().currentUrl();
+  }
+
+  async screenshot(): Promise<Buffer> {
+    return this.#running().screenshot();
+  }
+
+  /** The active tab, attached; for input and screencast. 400 when the browser is stopped. */
+  async activePage(): ReturnType<ChromiumSession['activePage']> {
+    return this.#running().activePage();
+  }
+
+  async captureAuth(): Promise<BrowserAuthData> {
+    return this.#running().captureAuth();
+  }
+
+  async applyAuth(data: BrowserAuthData): Promise<void> {
+    return this.#running().applyAuth(data);
+  }
+
+  upgrade(rest: string, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    if (this.#session) this.#session.upgrade(rest, req, socket, head);
+    else refuseUpgrade(socket, 404, 'The browser is not running');
+  }
+
+  pause(): void {
+    this.#session?.signal('SIGSTOP');
+  }
+
+  resume(): void {
+    this.#session?.signal('SIGCONT');
+  }
+
+  #running(): ChromiumSession {
+    if (!this.#session) throw badRequest('The browser is not running; call browser/start');
+    return this.#session;
+  }
+
+  #serial<T>(step: () => Promise<T>): Promise<T> {
+    const next = this.#queue.then(step, step);
+    this.#queue = next.catch(() => {});
+    return next;
+  }
+
+  #launch(): Promise<ChromiumSession> {
+    const { ctx, headless = true, env, args, onCrash } = this.#opts;
+    const base = ctx.publicUrl.replace(/^http/, 'ws').replace(/\/+$/, '');
+    return ChromiumSession.launch({
+      executablePath: ctx.chromiumPath,
+      dir: ctx.dir,
+      windowSize: ctx.resolution,
+      blockedDomains: ctx.blockedDomains,
+      headless,
+      ...(env ? { env } : {}),
+      ...(args ? { args } : {}),
+      relayUrl: `${base}/cdp/${encodeURIComponent(ctx.id)}`,
+      token: ctx.token,
+      log: ctx.log,
+      onExit: (reason) => {
+        this.#session = undefined; // only the current session can exit on its own
+        onCrash(reason);
+      },
+    });
+  }
+}

@@ -1,0 +1,234 @@
+/**
+ * One running Chromium and what the server does with it: the CDP relay behind `cdp_url`, tab and
+ * origin tracking, the active tab's URL and screenshot, auth capture and apply.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { badRequest } from '../errors.js';
+import type { BrowserAuthData, Logger } from '../runtime.js';
+import { applyAuth, captureAuth, originOf, type AuthScope } from './auth.js';
+import { CdpConnection } from './cdp.js';
+import { launchChromium, type LaunchOptions, type LaunchedChromium } from './chromium.js';
+import { CdpRelay } from './relay.js';
+
+export interface ChromiumSessionOptions extends LaunchOptions {
+  /**
+   * Size every browser window's content area to `windowSize`, so that the viewport (and a
+   * screenshot) is exactly that size. Default: `headless`.
+   */
+  fitViewport?: boolean;
+  /** Public prefix of this browser's relay, e.g. `ws://127.0.0.1:8787/cdp/<instance id>`. */
+  relayUrl: string;
+  /** Per-instance secret appended to `cdp_url`. */
+  token: string;
+  log: Logger;
+  /** Chromium exited although `close()` was not called. */
+  onExit(reason: string): void;
+}
+
+interface TargetInfo {
+  targetId: string;
+  type: string;
+  url: string;
+  browserContextId?: string;
+}
+
+export class ChromiumSession implements AuthScope {
+  /** `ws://<public host>/cdp/<id>/devtools/browser/<guid>?token=<token>` */
+  readonly cdpUrl: string;
+  readonly cdp: CdpConnection;
+  readonly #chromium: LaunchedChromium;
+  readonly #relay: CdpRelay;
+  readonly #opts: ChromiumSessionOptions;
+  /** Open tabs of the default context, by target id. */
+  readonly #tabs = new Map<string, TargetInfo>();
+  readonly #origins = new Set<string>();
+  readonly #sessions = new Map<string, Promise<string>>();
+  /** Window id → its `Browser.setContentsSize` call. */
+  readonly #fittedWindows = new Map<number, Promise<unknown>>();
+  #defaultContextId = '';
+  #closing: Promise<void> | undefined;
+
+  /** Launch Chromium and resolve once CDP answers and the first window has its size. */
+  static async launch(opts: ChromiumSessionOptions): Promise<ChromiumSession> {
+    const chromium = await launchChromium(opts);
+    let cdp: CdpConnection;
+    try {
+      cdp = await CdpConnection.connect(chromium.wsEndpoint);
+    } catch (err) {
+      await chromium.kill();
+      throw err;
+    }
+    const session = new ChromiumSession(chromium, cdp, opts);
+    try {
+      await session.#init();
+    } catch (err) {
+      await session.close();
+      throw err;
+    }
+    session.#watchExit();
+    return session;
+  }
+
+  private constructor(
+    chromium: LaunchedChromium,
+    cdp: CdpConnection,
+    opts: ChromiumSessionOptions,
+  ) {
+    this.#chromium = chromium;
+    this.cdp = cdp;
+    this.#opts = opts;
+    this.#relay = new CdpRelay(chromium.port);
+    const browserPath = new URL(chromium.wsEndpoint).pathname; // /devtools/browser/<guid>
+    this.cdpUrl = `${opts.relayUrl}${browserPath}?token=${encodeURIComponent(opts.token)}`;
+  }
+
+  #watchExit(): void {
+    const chromium = this.#chromium;
+    void chromium.process.exited.then(({ code, signal }) => {
+      if (this.#closing) return;
+      const reason = `Chromium exited unexpectedly (${signal ?? `code ${code}`})`;
+      this.#opts.log.warn({ stderr: chromium.stderrTail() }, reason);
+      void this.close();
+      this.#opts.onExit(reason);
+    });
+  }
+
+  async #init(): Promise<void> {
+    const { cdp } = this;
+    const { defaultBrowserContextId } = await cdp.send<{ defaultBrowserContextId: string }>(
+      'Target.getBrowserContexts',
+    );
+    this.#defaultContextId = defaultBrowserContextId;
+    const fit = this.#opts.fitViewport ?? this.#opts.headless !== false;
+    cdp.on('Target.targetCreated', (p) => {
+      const info = p.targetInfo as TargetInfo;
+      this.#track(info);
+      if (fit && info.type === 'page') void this.#fitWindow(info.targetId);
+    });
+    cdp.on('Target.targetInfoChanged', (p) => this.#track(p.targetInfo as TargetInfo));
+    cdp.on('Target.targetDestroyed', ({ targetId }) => {
+      this.#tabs.delete(targetId as string);
+      this.#sessions.delete(targetId as string);
+    });
+    cdp.on('Target.detachedFromTarget', ({ targetId }) =>
+      this.#sessions.delete(targetId as string),
+    );
+    await cdp.send('Target.setDiscoverTargets', { discover: true }); // reports existing targets
+    if (fit) await Promise.all(this.tabs().map((t) => this.#fitWindow(t.targetId)));
+  }
+
+  #track(info: TargetInfo): void {
+    if (info.browserContextId !== this.#defaultContextId) return;
+    if (info.type !== 'page' && info.type !== 'iframe') return;
+    const origin = originOf(info.url);
+    if (origin) this.#origins.add(origin);
+    if (info.type === 'page') this.#tabs.set(info.targetId, info);
+  }
+
+  /** Give the window of `targetId` a content area of exactly `windowSize`, once per window. */
+  async #fitWindow(targetId: string): Promise<void> {
+    const [width, height] = this.#opts.windowSize;
+    try {
+      const { windowId } = await this.cdp.send<{ windowId: number }>('Browser.getWindowForTarget', {
+        targetId,
+      });
+      let fitted = this.#fittedWindows.get(windowId);
+      if (!fitted) {
+        fitted = this.cdp.send('Browser.setContentsSize', { windowId, width, height });
+        this.#fittedWindows.set(windowId, fitted);
+      }
+      await fitted;
+    } catch (err) {
+      this.#opts.log.warn({ err, targetId }, 'could not size the browser window');
+    }
+  }
+
+  tabs(): TargetInfo[] {
+    return [...this.#tabs.values()];
+  }
+
+  origins(): Iterable<string> {
+    return this.#origins;
+  }
+
+  attach(targetId: string): Promise<string> {
+    let session = this.#sessions.get(targetId);
+    if (!session) {
+      session = this.cdp
+        .send<{ sessionId: string }>('Target.attachToTarget', { targetId, flatten: true })
+        .then((r) => r.sessionId);
+      session.catch(() => this.#sessions.delete(targetId));
+      this.#sessions.set(targetId, session);
+    }
+    return session;
+  }
+
+  /**
+   * The active tab: the page most recently created or brought to front, in any context.
+   * Chromium's `/json/list` orders targets by last activation, which CDP's `Target` domain
+   * does not expose.
+   */
+  async #activeTab(): Promise<{ id: string; url: string }> {
+    const res = await fetch(`http://127.0.0.1:${this.#chromium.port}/json/list`, {
+      signal: AbortSignal.timeout(10_000),
+    });
+    const targets = (await res.json()) as { id: string; type: string; url: string }[];
+    const tab = targets.find((t) => t.type === 'page');
+    if (!tab) throw badRequest('The browser has no open tab');
+    return tab;
+  }
+
+  async currentUrl(): Promise<string> {
+    return (await this.#activeTab()).url;
+  }
+
+  /** The active tab with this server's own flattened CDP session attached to it. */
+  async activePage(): Promise<{ cdp: CdpConnection; sessionId: string; targetId: string }> {
+    const { id } = await this.#activeTab();
+    return { cdp: this.cdp, sessionId: await this.attach(id), targetId: id };
+  }
+
+  /** PNG of the active tab's viewport. */
+  async screenshot(): Promise<Buffer> {
+    const { sessionId } = await this.activePage();
+    const { data } = await this.cdp.send<{ data: string }>(
+      'Page.captureScreenshot',
+      { format: 'png' },
+      sessionId,
+      30_000,
+    );
+    return Buffer.from(data, 'base64');
+  }
+
+  captureAuth(): Promise<BrowserAuthData> {
+    return captureAuth(this);
+  }
+
+  async applyAuth(data: BrowserAuthData): Promise<void> {
+    await applyAuth(this, data);
+    for (const origin of [...Object.keys(data.localStorage), ...Object.keys(data.sessionStorage)]) {
+      const o = originOf(origin);
+      if (o) this.#origins.add(o);
+    }
+  }
+
+  /** Relay a client WebSocket (token already checked) to this browser's DevTools. */
+  upgrade(rest: string, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    this.#relay.handle(rest, req, socket, head);
+  }
+
+  /** SIGSTOP / SIGCONT every process of this Chromium. */
+  signal(signal: 'SIGSTOP' | 'SIGCONT'): void {
+    this.#chromium.signal(signal);
+  }
+
+  /** Close every relay, then TERM (and if need be KILL) Chromium's group and wait. Idempotent. */
+  close(): Promise<void> {
+    return (this.#closing ??= (async () => {
+      this.#relay.closeAll();
+      this.cdp.close('the browser was stopped');
+      await this.#chromium.kill();
+    })());
+  }
+}

@@ -1,0 +1,184 @@
+/**
+ * The browser runtime on its own (no registry): pause and resume, stop, Chromium dying on its
+ * own, and a Chromium that cannot start. Clients reach it through a bare node:http server that
+ * checks the token and hands upgrades to the runtime, as the real server does.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { createBrowserRuntime, refuseUpgrade } from '../../src/server/browser/index.js';
+import type { InstanceRuntime, RuntimeContext } from '../../src/server/runtime.js';
+import { eventually, pidsMatching, pngSize } from '../helpers/server.js';
+
+const silent = { info() {}, warn() {}, error() {}, debug() {} };
+
+/** Run `fn` against a started browser runtime, then stop it and remove everything. */
+async function withRuntime(
+  fn: (t: { runtime: InstanceRuntime; ctx: RuntimeContext; failures: string[] }) => Promise<void>,
+  {
+    chromiumPath = '/usr/lib/chromium/chromium',
+    dir = mkdtempSync(join(tmpdir(), 'burrow-rt-')),
+  } = {},
+): Promise<void> {
+  const token = randomBytes(16).toString('hex');
+  const failures: string[] = [];
+  let runtime: InstanceRuntime | undefined;
+  const http = createServer((_req, res) => res.writeHead(404).end());
+  http.on('upgrade', (req, socket, head) => {
+    const m = /^\/cdp\/inst_rt\/([^?]*)\?token=(\w+)$/.exec(req.url ?? '');
+    if (!m || m[2] !== token || !runtime?.upgrade) return refuseUpgrade(socket, 401, 'no');
+    runtime.upgrade('cdp', m[1]!, req, socket, head);
+  });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const ctx: RuntimeContext = {
+    id: 'inst_rt',
+    type: 'browser',
+    resolution: [800, 600],
+    blockedDomains: [],
+    dir,
+    token,
+    publicUrl: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
+    log: silent,
+    chromiumPath,
+    maxUploadBytes: 1024,
+    failed: (reason) => failures.push(reason),
+  };
+  try {
+    runtime = await createBrowserRuntime(ctx);
+    await runtime.start();
+    await fn({ runtime, ctx, failures });
+  } finally {
+    await runtime?.stop();
+    http.closeAllConnections();
+    http.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const procState = (pid: number) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  } catch {
+    return ''; // exited
+  }
+};
+
+/** Entries of the system temp dir that link into `dir`. */
+const tmpLinks = (dir: string) =>
+  readdirSync(tmpdir()).filter((name) => {
+    try {
+      return readlinkSync(join(tmpdir(), name)).startsWith(`${dir}/`);
+    } catch {
+      return false;
+    }
+  });
+
+describe('browser runtime', () => {
+  it('pause freezes every Chromium process and keeps the page; resume thaws it', async () => {
+    await withRuntime(async ({ runtime, ctx }) => {
+      const browser = await chromium.connectOverCDP(runtime.browser!.cdpUrl());
+      const page = browser.contexts()[0]!.pages()[0]!;
+      await page.setContent('<title>kept</title><p id="n">1</p>');
+
+      await runtime.pause();
+      const pids = pidsMatching(`${ctx.dir}/`);
+      expect(pids.length).toBeGreaterThan(3);
+      expect(pids.map(procState).filter((s) => s !== 'T' && s !== '')).toEqual([]);
+
+      await runtime.resume();
+      expect(pidsMatching(`${ctx.dir}/`).map(procState)).not.toContain('T');
+      expect(await page.title()).toBe('kept');
+      expect(await page.evaluate(() => (document.getElementById('n')!.textContent = '2'))).toBe(
+        '2',
+      );
+      expect(pngSize(await runtime.screenshot!())).toEqual([800, 600]);
+      await browser.close();
+    });
+  });
+
+  it('stop leaves no process and no temp link behind, and is idempotent', async () => {
+    let dir = '';
+    await withRuntime(async ({ runtime, ctx, failures }) => {
+      dir = ctx.dir;
+      expect(pidsMatching(`${dir}/`).length).toBeGreaterThan(0);
+      expect(tmpLinks(dir)).toHaveLength(1);
+      await Promise.all([runtime.stop(), runtime.stop()]);
+      expect(pidsMatching(`${dir}/`)).toEqual([]);
+      expect(tmpLinks(dir)).toEqual([]);
+      await expect(runtime.browser!.start()).rejects.toMatchObject({ status: 400 });
+      expect(failures).toEqual([]);
+    });
+  });
+
+  it('Chromium killed from outside reports failed() and leaves nothing', async () => {
+    await withRuntime(async ({ runtime, ctx, failures }) => {
+      const main = pidsMatching(`${ctx.dir}/`).find(
+        (pid) => !readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type='),
+      );
+      process.kill(main!, 'SIGKILL');
+      await eventually(() => failures.length > 0, 'failed() to be called');
+      expect(failures).toEqual(['Chromium exited unexpectedly (SIGKILL)']);
+      await eventually(() => pidsMatching(`${ctx.dir}/`).length === 0, 'no process left');
+      expect(() => runtime.browser!.cdpUrl()).toThrow(/not running/);
+    });
+  });
+
+  it('applies and captures storage per origin, offline, keeping http and https apart', async () => {
+    await withRuntime(async ({ runtime }) => {
+      const browser = runtime.browser!;
+      const cookie = { name: 'c', value: 'v', domain: 'example.com', path: '/', secure: true };
+      await browser.applyAuth({
+        cookies: [cookie],
+        localStorage: {
+          'http://example.com': { scheme: 'http' },
+          'https://example.com': { scheme: 'https' },
+          'http://example.com:8080': { port: '8080' },
+        },
+        sessionStorage: {},
+      });
+      const captured = await browser.captureAuth();
+      expect(captured.localStorage).toEqual({
+        'http://example.com': { scheme: 'http' },
+        'https://example.com': { scheme: 'https' },
+        'http://example.com:8080': { port: '8080' },
+      });
+      expect(captured.cookies).toEqual([expect.objectContaining(cookie)]);
+      expect(await browser.currentUrl()).toBe('about:blank'); // the user's tab never moved
+    });
+  });
+
+  it('a Chromium that cannot start rejects start() with its stderr and leaves nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'burrow-rt-'));
+    const fake = join(dir, 'fake-chromium');
+    writeFileSync(fake, '#!/bin/sh\necho "cannot open display: nowhere" >&2\nexit 3\n');
+    chmodSync(fake, 0o755);
+    let ran = false;
+    await expect(
+      withRuntime(
+        async () => {
+          ran = true;
+        },
+        { chromiumPath: fake, dir },
+      ),
+    ).rejects.toThrow(
+      /Chromium exited \(code 3\); last stderr lines:\ncannot open display: nowhere/,
+    );
+    expect(ran).toBe(false);
+    expect(tmpLinks(dir)).toEqual([]);
+    expect(pidsMatching(`${dir}/`)).toEqual([]);
+  });
+});
