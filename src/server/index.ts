@@ -93,7 +93,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const host = options.host ?? process.env.BURROW_HOST ?? '127.0.0.1';
   const port = options.port ?? envNumber('BURROW_PORT') ?? 8787;
   const apiKey =
-    options.apiKey ?? process.env.BURROW_API_KEY ?? `bk_${randomBytes(24).toString('base64url')}`;
+    options.apiKey || process.env.BURROW_API_KEY || `bk_${randomBytes(24).toString('base64url')}`;
   if (apiKey.length < 8) throw new Error('The API key must be at least 8 characters long');
   const dataDir = options.dataDir ?? defaultDataDir();
   const maxUploadBytes =
