@@ -8,6 +8,31 @@ interface Command {
 
 const commands: Record<string, Command> = {
   serve: { summary: 'run the server', load: () => import('./serve.js') },
+  demo: {
+    summary: 'log in on a local site, save the auth state, reuse it in a new session',
+    load: () => import('./demo.js'),
+  },
+  start: {
+    summary: 'start an instance',
+    load: () => import('./instances.js').then((m) => ({ run: m.start, usage: m.startUsage })),
+  },
+  list: {
+    summary: 'list instances',
+    load: () => import('./instances.js').then((m) => ({ run: m.list, usage: m.listUsage })),
+  },
+  get: {
+    summary: 'show one instance',
+    load: () => import('./instances.js').then((m) => ({ run: m.get, usage: m.getUsage })),
+  },
+  stop: {
+    summary: 'stop instances',
+    load: () => import('./instances.js').then((m) => ({ run: m.stop, usage: m.stopUsage })),
+  },
+  auth: { summary: 'list saved browser auth states (auth list)', load: () => import('./auth.js') },
+  reap: {
+    summary: 'stop instances left behind by processes that died',
+    load: () => import('./reap.js'),
+  },
 };
 
 function help(): string {

@@ -25,10 +25,17 @@ export const ERROR_CODES = [
   'timeout',
   'aborted',
   'contract_violation',
+  // the bridge's own (src/session/errors.ts)
+  'peer_missing',
+  'start_failed',
+  'start_timeout',
+  'auth_state_not_found',
+  'auth_state_ambiguous',
+  'session_stopped',
 ] as const;
 export type BurrowErrorCode = (typeof ERROR_CODES)[number];
 
-/** Base class of every error the client throws; switch on `code` or use `instanceof`. */
+/** Base class of every error the client and the bridge throw; switch on `code` or use `instanceof`. */
 export abstract class BurrowError extends Error {
   readonly code: BurrowErrorCode;
 

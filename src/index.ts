@@ -1,0 +1,110 @@
+/**
+ * `burrow`: the typed client for the Remote Instance Control Service and the bridge that opens
+ * remote Playwright or Puppeteer sessions. A curated surface: every export is named here.
+ */
+
+// The client
+export {
+  AbortError,
+  APIError,
+  AuthenticationError,
+  BadRequestError,
+  Burrow,
+  BurrowError,
+  ClientClosedError,
+  ConfigurationError,
+  ConnectionError,
+  ContractError,
+  InvalidRequestError,
+  NotFoundError,
+  PayloadTooLargeError,
+  RateLimitError,
+  ServerError,
+  TimeoutError,
+  ValidationError,
+} from './client/index.js';
+export type {
+  APIErrorCode,
+  APIErrorInit,
+  AuthenticateQuery,
+  BurrowErrorCode,
+  BurrowOptions,
+  Clock,
+  ModifyAuthQuery,
+  RequestOptions,
+  ResumeQuery,
+  SaveAuthQuery,
+  UploadInput,
+  UploadSource,
+} from './client/index.js';
+
+// The wire types
+export type {
+  AddCellRequest,
+  AuthState,
+  BashRequest,
+  BrowserStartResult,
+  CdpUrlResult,
+  CodeExecuteRequest,
+  CodeExecuteResult,
+  ComputerAction,
+  CurrentUrlResult,
+  EditRequest,
+  EnvDeleteRequest,
+  EnvGetResult,
+  EnvSetRequest,
+  EnvStatusResult,
+  ExecuteCellRequest,
+  FileRequest,
+  Instance,
+  KernelInfo,
+  Notebook,
+  NotebookCell,
+  NotebookCreateRequest,
+  NotebookDeleteResult,
+  SaveAuthResult,
+  ScreenshotResult,
+  StartRequest,
+  StatusResult,
+  StreamUrlResult,
+  ToolResult,
+  UploadResult,
+  ValidationErrorItem,
+} from './client/index.js';
+export type { InstanceStatus, InstanceType, Resolution } from './api/index.js';
+
+// The bridge
+export {
+  AmbiguousAuthStateError,
+  AuthStateNotFoundError,
+  embeddedServer,
+  openSession,
+  PeerDependencyError,
+  reapOrphans,
+  SESSION_ERROR_CODES,
+  SessionError,
+  SessionStartError,
+  SessionStoppedError,
+} from './session/index.js';
+export type {
+  DisconnectedEvent,
+  DriverConnectOptions,
+  DriverConnection,
+  DriverName,
+  EmbeddedServerLease,
+  OpenSessionOptions,
+  PlaywrightSession,
+  PuppeteerSession,
+  ReapOptions,
+  ReapReport,
+  ReconnectedEvent,
+  ReconnectFailedEvent,
+  ReconnectOptions,
+  SavedAuthState,
+  Session,
+  SessionAuth,
+  SessionBase,
+  SessionErrorCode,
+  SessionEvents,
+  StoppedSession,
+} from './session/index.js';

@@ -1,0 +1,30 @@
+/** The bridge: `openSession`, its types and errors, the ledger reaper and the embedded server. */
+export { openSession } from './session.js';
+export type {
+  DisconnectedEvent,
+  PlaywrightSession,
+  PuppeteerSession,
+  ReconnectedEvent,
+  ReconnectFailedEvent,
+  Session,
+  SessionBase,
+  SessionEvents,
+  StoppedSession,
+} from './session.js';
+export type { OpenSessionOptions, ReconnectOptions } from './options.js';
+export type { SavedAuthState, SessionAuth } from './auth.js';
+export type { DriverConnectOptions, DriverConnection, DriverName } from './driver.js';
+export { embeddedServer } from './embedded.js';
+export type { EmbeddedServerLease } from './embedded.js';
+export { reapOrphans } from './reaper.js';
+export type { ReapOptions, ReapReport } from './reaper.js';
+export {
+  AmbiguousAuthStateError,
+  AuthStateNotFoundError,
+  PeerDependencyError,
+  SESSION_ERROR_CODES,
+  SessionError,
+  SessionStartError,
+  SessionStoppedError,
+} from './errors.js';
+export type { SessionErrorCode } from './errors.js';

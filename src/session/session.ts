@@ -1,0 +1,542 @@
+/**
+ * The bridge core: open → wait → connect → use → stop (DESIGN.md). `openSession` hands back only
+ * a fully open session; anything that fails after the instance exists stops it again (STYLE.md 4).
+ */
+import { EventEmitter } from 'node:events';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { PlaywrightConnection } from 'burrow/playwright';
+import type { PuppeteerConnection } from 'burrow/puppeteer';
+import type { Instance, InstanceStatus, StartRequest } from '../api/index.js';
+import { Burrow, NotFoundError } from '../client/index.js';
+import { findAuthState, sessionAuth, type SessionAuth } from './auth.js';
+import type { DriverConnectOptions, DriverConnection, DriverName } from './driver.js';
+import { embeddedServer } from './embedded.js';
+import { SessionStartError, SessionStoppedError, withCleanupError } from './errors.js';
+import { guard } from './exit-guard.js';
+import { Ledger } from './ledger.js';
+import {
+  resolveOptions,
+  type OpenSessionOptions,
+  type ReconnectPolicy,
+  type ResolvedOptions,
+} from './options.js';
+import { reapOrphans, stopInstance } from './reaper.js';
+
+/** Timeout of each request made while stopping, so a dead server cannot hold up an exit. */
+const STOP_TIMEOUT_MS = 30_000;
+/** First and longest pause between status polls while the instance deploys. */
+const POLL_MIN_MS = 100;
+const POLL_MAX_MS = 2_000;
+
+// ---------------------------------------------------------------------------------------------
+// Public types
+
+export type SessionEvents = {
+  /** The CDP connection closed without `stop()` or `reconnect()` asking for it. */
+  disconnected: [DisconnectedEvent];
+  /** `reconnect()` (yours, or the automatic one) re-bound `browser`, `context` and `page`. */
+  reconnected: [ReconnectedEvent];
+  /** Automatic reconnecting gave up; the session stays open until you `stop()` it. */
+  reconnectFailed: [ReconnectFailedEvent];
+};
+
+export interface DisconnectedEvent {
+  /** What happened, e.g. "the CDP connection closed while instance inst_… is still running". */
+  readonly reason: string;
+  /** The instance's status right after; `gone` when the server no longer knows it. */
+  readonly instanceStatus: InstanceStatus | 'gone' | 'unknown';
+  /** Whether automatic reconnecting (option `reconnect`) is about to try. */
+  readonly willReconnect: boolean;
+}
+
+export interface ReconnectedEvent {
+  /** Attempts it took: 1 for a call to `reconnect()`. */
+  readonly attempts: number;
+}
+
+export interface ReconnectFailedEvent {
+  readonly error: unknown;
+  readonly attempts: number;
+}
+
+/** What `stop()` resolves to. */
+export interface StoppedSession {
+  readonly instanceId: string;
+  /** `gone` when the server did not know the instance any more (a 404 on stop). */
+  readonly status: 'terminated' | 'gone';
+}
+
+/** What both drivers' sessions offer. */
+export interface SessionBase extends AsyncDisposable {
+  readonly driver: DriverName;
+  /** The instance record, as it was once running. */
+  readonly instance: Instance;
+  /** The current `cdp_url`: a `ws://` URL carrying the instance's token; keep it secret. */
+  readonly cdpUrl: string;
+  /** Whether the driver's CDP connection is open. */
+  readonly connected: boolean;
+  /** Save, update, apply and list auth states (by id or name). */
+  readonly auth: SessionAuth;
+  /** A PNG of the instance's screen (the server's `screenshot`). */
+  screenshot(): Promise<Buffer>;
+  /** URL of the browser's active tab (the server's `browser/current_url`). */
+  currentUrl(): Promise<string>;
+  /** URL of the instance's interactive live view (the server's `stream_url`). */
+  streamUrl(): Promise<string>;
+  /**
+   * Connects the driver again, to the same instance, and re-binds `browser`, `page` (and
+   * `context`); objects taken from the old connection are dead. Concurrent calls share one
+   * attempt.
+   */
+  reconnect(): Promise<void>;
+  /**
+   * Disconnects the driver (never closing the remote browser), stops the remote browser on
+   * `ubuntu`, and stops the instance. Idempotent and safe to call concurrently; an instance the
+   * server no longer knows counts as stopped. `await using` calls it.
+   */
+  stop(): Promise<StoppedSession>;
+  on<E extends keyof SessionEvents>(event: E, listener: (...args: SessionEvents[E]) => void): this;
+  once<E extends keyof SessionEvents>(
+    event: E,
+    listener: (...args: SessionEvents[E]) => void,
+  ): this;
+  off<E extends keyof SessionEvents>(event: E, listener: (...args: SessionEvents[E]) => void): this;
+}
+
+/** A session driven by Playwright (playwright-core). */
+export interface PlaywrightSession extends SessionBase {
+  readonly driver: 'playwright';
+  readonly browser: PlaywrightConnection['browser'];
+  /** The remote browser's default context, the one applied auth states live in. */
+  readonly context: PlaywrightConnection['context'];
+  /** The default context's first page. */
+  readonly page: PlaywrightConnection['page'];
+}
+
+/** A session driven by Puppeteer (puppeteer-core). */
+export interface PuppeteerSession extends SessionBase {
+  readonly driver: 'puppeteer';
+  readonly browser: PuppeteerConnection['browser'];
+  /** The default context's first page. */
+  readonly page: PuppeteerConnection['page'];
+}
+
+export type Session = PlaywrightSession | PuppeteerSession;
+
+// ---------------------------------------------------------------------------------------------
+// Drivers and endpoints
+
+interface DriverModule {
+  connect(cdpUrl: string, options?: DriverConnectOptions): Promise<DriverConnection>;
+}
+
+/** Adapters load through the public entry points; each loads its own peer dependency. */
+const drivers: Record<DriverName, () => Promise<DriverModule>> = {
+  playwright: () => import('burrow/playwright'),
+  puppeteer: () => import('burrow/puppeteer'),
+};
+
+/** Where the API is, and how to give back what reaching it took. */
+interface Endpoint {
+  readonly client: Burrow;
+  readonly baseUrl: string;
+  /** The embedded server, which lives and dies with this process. */
+  readonly embedded: boolean;
+  /** Closes the client the session made for itself and releases its embedded-server lease. */
+  release(): Promise<void>;
+}
+
+async function openEndpoint(endpoint: ResolvedOptions['endpoint']): Promise<Endpoint> {
+  switch (endpoint.kind) {
+    case 'client': {
+      const { client } = endpoint;
+      return { client, baseUrl: client.baseUrl, embedded: false, release: async () => {} };
+    }
+    case 'remote': {
+      const client = new Burrow({ baseUrl: endpoint.baseUrl, apiKey: endpoint.apiKey });
+      return { client, baseUrl: client.baseUrl, embedded: false, release: () => client.close() };
+    }
+    case 'embedded': {
+      const lease = await embeddedServer();
+      const client = new Burrow({ baseUrl: lease.url, apiKey: lease.apiKey });
+      const release = async () => {
+        await client.close();
+        await lease.release();
+      };
+      return { client, baseUrl: client.baseUrl, embedded: true, release };
+    }
+  }
+}
+
+/** `promise`, unless `signal` aborts first; a value that arrives late goes to `onLate`. */
+async function unlessAborted<T>(
+  promise: Promise<T>,
+  signal: AbortSignal,
+  onLate: (value: T) => unknown,
+): Promise<T> {
+  signal.throwIfAborted();
+  let onAbort = () => {};
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    const value = await Promise.race([promise, aborted]);
+    if (signal.aborted) throw signal.reason;
+    return value;
+  } catch (err) {
+    promise.then(onLate, () => undefined);
+    throw err;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lease: what a session holds once its instance exists
+
+/**
+ * Everything a session holds, from the start request on; `stop()` gives it all back, once. It is
+ * guarded from the start, so a signal or crash while opening stops the instance too.
+ */
+class Lease {
+  /**
+   * The start request. Never aborted: an abandoned start would leave an instance nobody knows
+   * about, so `stop()` waits for it instead and stops what it started.
+   */
+  readonly started: Promise<Instance>;
+  /** The ledger entry, written as soon as the instance id is known. */
+  readonly recorded: Promise<void>;
+  conn: DriverConnection | undefined;
+  /** Set once `browser/start` was called (ubuntu), so stop calls `browser/stop`. */
+  browserStarted = false;
+  readonly #stopping = new AbortController();
+  readonly #unguard: () => void;
+  #stopped: Promise<StoppedSession | undefined> | undefined;
+
+  constructor(
+    readonly endpoint: Endpoint,
+    readonly ledger: Ledger,
+    body: StartRequest,
+  ) {
+    this.#unguard = guard(this);
+    const { client, baseUrl, embedded } = endpoint;
+    this.started = client.instances.start(body);
+    this.recorded = this.started.then((i) => ledger.record(i.id, baseUrl, embedded));
+    this.recorded.catch(() => undefined); // awaited by openSession and stop()
+  }
+
+  /** Aborts when `stop()` begins: opening and reconnecting give up. */
+  get signal(): AbortSignal {
+    return this.#stopping.signal;
+  }
+
+  get stopping(): boolean {
+    return this.#stopped !== undefined;
+  }
+
+  /** Resolves to undefined when the start itself failed, so there was nothing to stop. */
+  stop(): Promise<StoppedSession | undefined> {
+    return (this.#stopped ??= this.#teardown());
+  }
+
+  async #teardown(): Promise<StoppedSession | undefined> {
+    this.#stopping.abort(new SessionStoppedError('reconnect'));
+    const { client, baseUrl } = this.endpoint;
+    const opts = { timeoutMs: STOP_TIMEOUT_MS };
+    try {
+      const instance = await this.started.catch(() => undefined);
+      if (!instance) return undefined;
+      const id = instance.id;
+      await this.conn?.disconnect();
+      // Best effort: stopping the instance below ends its browser too.
+      if (this.browserStarted) await client.browser.stop(id, opts).catch(() => undefined);
+      const status = await stopInstance(client, id, STOP_TIMEOUT_MS);
+      await this.recorded.catch(() => undefined);
+      await this.ledger.remove(id, baseUrl);
+      return { instanceId: id, status };
+    } finally {
+      this.#unguard();
+      await this.endpoint.release();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The session
+
+class BridgeSession extends EventEmitter<SessionEvents> {
+  readonly auth: SessionAuth;
+  readonly #lease: Lease;
+  readonly #load: () => Promise<DriverModule>;
+  readonly #reconnectPolicy: ReconnectPolicy | undefined;
+  /** Connections closed on purpose (by `reconnect()`), whose closing is no news. */
+  readonly #retired = new WeakSet<DriverConnection>();
+  readonly #closed = new WeakSet<DriverConnection>();
+  #cdpUrl: string;
+  #reconnecting: Promise<void> | undefined;
+
+  constructor(
+    readonly driver: DriverName,
+    readonly instance: Instance,
+    lease: Lease & { conn: DriverConnection },
+    cdpUrl: string,
+    reconnect: ReconnectPolicy | undefined,
+  ) {
+    super();
+    this.#lease = lease;
+    this.#cdpUrl = cdpUrl;
+    this.#load = drivers[driver];
+    this.#reconnectPolicy = reconnect;
+    this.auth = sessionAuth(lease.endpoint.client, instance.id, (what) => this.#ready(what));
+    this.#watch(lease.conn);
+  }
+
+  get cdpUrl(): string {
+    return this.#cdpUrl;
+  }
+
+  get connected(): boolean {
+    const { conn } = this.#lease;
+    return !this.#lease.stopping && conn !== undefined && !this.#closed.has(conn);
+  }
+
+  get browser(): unknown {
+    return this.#conn('browser').browser;
+  }
+
+  get context(): unknown {
+    return (this.#conn('context') as PlaywrightConnection).context;
+  }
+
+  get page(): unknown {
+    return this.#conn('page').page;
+  }
+
+  async screenshot(): Promise<Buffer> {
+    this.#ready('screenshot');
+    const shot = await this.#client.instance.screenshot(this.instance.id);
+    return Buffer.from(shot.base64_image, 'base64');
+  }
+
+  async currentUrl(): Promise<string> {
+    this.#ready('currentUrl');
+    return (await this.#client.browser.currentUrl(this.instance.id)).current_url;
+  }
+
+  async streamUrl(): Promise<string> {
+    this.#ready('streamUrl');
+    return (await this.#client.instance.streamUrl(this.instance.id)).stream_url;
+  }
+
+  reconnect(): Promise<void> {
+    this.#ready('reconnect');
+    return this.#reconnect(1);
+  }
+
+  async stop(): Promise<StoppedSession> {
+    return (await this.#lease.stop()) ?? { instanceId: this.instance.id, status: 'gone' };
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  get #client(): Burrow {
+    return this.#lease.endpoint.client;
+  }
+
+  #ready(what: string): void {
+    if (this.#lease.stopping) throw new SessionStoppedError(what);
+  }
+
+  #conn(what: string): DriverConnection {
+    this.#ready(what);
+    return this.#lease.conn!;
+  }
+
+  #reconnect(attempts: number): Promise<void> {
+    return (this.#reconnecting ??= (async () => {
+      const lease = this.#lease;
+      const old = lease.conn;
+      if (old) {
+        this.#retired.add(old);
+        await old.disconnect();
+      }
+      const { signal } = lease;
+      const { cdp_url } = await this.#client.browser.cdpUrl(this.instance.id, { signal });
+      const driver = await this.#load();
+      const conn = await unlessAborted(driver.connect(cdp_url), signal, (late) =>
+        late.disconnect(),
+      );
+      lease.conn = conn;
+      this.#cdpUrl = cdp_url;
+      this.#watch(conn);
+      this.emit('reconnected', { attempts });
+    })().finally(() => {
+      this.#reconnecting = undefined;
+    }));
+  }
+
+  /** Turns an unasked-for close of `conn` into a `disconnected` event (and maybe reconnects). */
+  #watch(conn: DriverConnection): void {
+    void conn.closed.then(async (reason) => {
+      this.#closed.add(conn);
+      if (this.#lease.stopping || this.#retired.has(conn) || this.#lease.conn !== conn) return;
+      const status = await this.#status();
+      const id = this.instance.id;
+      const willReconnect = status === 'running' && this.#reconnectPolicy !== undefined;
+      this.emit('disconnected', {
+        reason:
+          status === 'running'
+            ? `${reason} while instance ${id} is still running`
+            : `${reason}; instance ${id} is ${status}`,
+        instanceStatus: status,
+        willReconnect,
+      });
+      if (willReconnect) await this.#autoReconnect(this.#reconnectPolicy!);
+    });
+  }
+
+  async #status(): Promise<DisconnectedEvent['instanceStatus']> {
+    try {
+      return (await this.#client.instances.get(this.instance.id, { timeoutMs: 10_000 })).status;
+    } catch (err) {
+      return err instanceof NotFoundError ? 'gone' : 'unknown';
+    }
+  }
+
+  async #autoReconnect(policy: ReconnectPolicy): Promise<void> {
+    let error: unknown;
+    let attempts = 0;
+    while (attempts < policy.retries) {
+      const delay = Math.min(policy.maxDelayMs, policy.minDelayMs * 2 ** attempts);
+      attempts++;
+      try {
+        await sleep(delay * (0.75 + Math.random() / 2), undefined, { signal: this.#lease.signal });
+        await this.#reconnect(attempts);
+        return;
+      } catch (err) {
+        if (this.#lease.stopping) return;
+        error = err;
+        if ((await this.#status()) !== 'running') break;
+      }
+    }
+    this.emit('reconnectFailed', { error, attempts });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// openSession
+
+/**
+ * Starts an instance, waits until it is `running`, connects the driver to its browser, applies
+ * `authState` if given, and returns the live session. Stop it with `await using` or `stop()`.
+ *
+ * ```ts
+ * await using session = await openSession({ authState: 'github' });
+ * await session.page.goto('https://example.com');
+ * ```
+ */
+export function openSession(
+  options: OpenSessionOptions & { driver: 'puppeteer' },
+): Promise<PuppeteerSession>;
+export function openSession(
+  options?: OpenSessionOptions & { driver?: 'playwright' },
+): Promise<PlaywrightSession>;
+export function openSession(options?: OpenSessionOptions): Promise<Session>;
+export async function openSession(options: OpenSessionOptions = {}): Promise<Session> {
+  const opts = resolveOptions(options);
+  const endpoint = await openEndpoint(opts.endpoint);
+  const { client } = endpoint;
+  const ledger = new Ledger();
+  const t0 = performance.now();
+  const deadline = AbortSignal.timeout(opts.startTimeoutMs);
+  let signal = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
+  let lease: Lease | undefined;
+  let step = 'starting the instance';
+  try {
+    await reapOrphans({ client }).catch(() => undefined); // best effort; never blocks opening
+    lease = new Lease(endpoint, ledger, opts.start);
+    signal = AbortSignal.any([signal, lease.signal]);
+    const instance = await unlessAborted(lease.started, signal, () => undefined);
+    await lease.recorded;
+
+    step = 'waiting until the instance is running';
+    const running = await waitUntilRunning(client, instance, signal);
+    step = 'getting the cdp_url';
+    let cdpUrl: string;
+    if (opts.instanceType === 'ubuntu') {
+      lease.browserStarted = true;
+      cdpUrl = (await client.browser.start(instance.id, { signal })).cdp_url;
+    } else {
+      cdpUrl = (await client.browser.cdpUrl(instance.id, { signal })).cdp_url;
+    }
+    step = `connecting ${opts.driver}`;
+    const driver = await drivers[opts.driver]();
+    const timeoutMs = Math.max(1, Math.round(opts.startTimeoutMs - (performance.now() - t0)));
+    const conn = await unlessAborted(driver.connect(cdpUrl, { timeoutMs }), signal, (late) =>
+      late.disconnect(),
+    );
+    lease.conn = conn;
+    if (opts.authState !== undefined) {
+      step = `applying auth state "${opts.authState}"`;
+      const state = await findAuthState(client, opts.authState, { signal });
+      await client.browser.authenticate(instance.id, { auth_state_id: state.id }, { signal });
+    }
+    const session = new BridgeSession(
+      opts.driver,
+      running,
+      lease as Lease & { conn: DriverConnection },
+      cdpUrl,
+      opts.reconnect,
+    );
+    return session as unknown as Session; // its getters are typed per driver by the overloads
+  } catch (error) {
+    let primary = error;
+    if (lease?.signal.aborted && !opts.signal?.aborted) {
+      primary = new SessionStoppedError(`openSession (while ${step})`);
+    } else if (deadline.aborted && !opts.signal?.aborted) {
+      primary = new SessionStartError(
+        'start_timeout',
+        (await lease?.started.catch(() => undefined))?.id,
+        `The session did not open within ${opts.startTimeoutMs} ms (while ${step})`,
+        { cause: error },
+      );
+    }
+    if (!lease) {
+      await endpoint.release();
+      throw primary;
+    }
+    // Stops the instance (once the start answered, if it was still under way).
+    const secondary = await lease.stop().then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    throw withCleanupError(primary, secondary);
+  }
+}
+
+/** Polls until the instance is `running`; a `terminated` or `error` one will never be. */
+async function waitUntilRunning(
+  client: Burrow,
+  instance: Instance,
+  signal: AbortSignal,
+): Promise<Instance> {
+  let current = instance;
+  let delay = POLL_MIN_MS;
+  while (current.status !== 'running') {
+    if (current.status === 'terminated' || current.status === 'error') {
+      throw new SessionStartError(
+        'start_failed',
+        instance.id,
+        `Instance ${instance.id} is ${current.status} instead of running`,
+      );
+    }
+    await sleep(delay, undefined, { signal });
+    delay = Math.min(POLL_MAX_MS, delay * 2);
+    current = await client.instances.get(instance.id, { signal });
+  }
+  return current;
+}
