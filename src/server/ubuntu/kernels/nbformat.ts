@@ -1,0 +1,224 @@
+/**
+ * nbformat v4 files ↔ the wire's `Notebook` / `NotebookCell` (`type`/`content` instead of
+ * `cell_type`/`source`). Files are written the way Jupyter writes them (nbformat 4.5 with cell
+ * ids, one-space indent, multi-line strings split into lists of lines) so Jupyter tools read
+ * them; files written by others are read whichever way their strings are stored.
+ */
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import type { KernelInfo, Notebook, NotebookCell, NotebookCellType } from '../../../api/index.js';
+
+const MultilineString = z.union([z.string(), z.array(z.string())]);
+const Meta = z.record(z.string(), z.unknown());
+
+const FileCell = z.looseObject({
+  id: z.string().optional(),
+  cell_type: z.enum(['code', 'markdown', 'raw']),
+  source: MultilineString,
+  metadata: Meta.optional(),
+  outputs: z.array(z.looseObject({ output_type: z.string() })).optional(),
+  execution_count: z.int().nullable().optional(),
+});
+export type FileCell = z.output<typeof FileCell>;
+
+const FileNotebook = z.looseObject({
+  nbformat: z.literal(4),
+  nbformat_minor: z.int(),
+  metadata: Meta,
+  cells: z.array(FileCell),
+});
+export type FileNotebook = z.output<typeof FileNotebook>;
+
+export type Output = Record<string, unknown> & { output_type: string };
+
+/** nbformat 4.5 cell ids: 1–64 of `[A-Za-z0-9-_]`. */
+const CELL_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+export const newCellId = (taken: ReadonlySet<string>): string => {
+  for (;;) {
+    const id = randomBytes(4).toString('hex');
+    if (!taken.has(id)) return id;
+  }
+};
+
+const join = (value: string | readonly string[] | undefined): string =>
+  typeof value === 'string' ? value : (value ?? []).join('');
+
+/** Python's `str.splitlines(True)`, as nbformat's writer stores multi-line strings. */
+export const splitLines = (text: string): string[] =>
+  text.match(
+    // Python's line boundaries include the file/group/record separators \x1c-\x1e
+    // eslint-disable-next-line no-control-regex
+    /[^\n\r\v\f\x1c-\x1e\x85\u2028\u2029]*(?:\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029])|[^\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+$/g,
+  ) ?? [];
+
+/** nbformat's `rwbase`: JSON mime types are left alone. */
+const isJsonMime = (mime: string) =>
+  mime === 'application/json' || (mime.startsWith('application/') && mime.endsWith('+json'));
+/** nbformat's writer splits these mime types' strings into lines (and joins any on read). */
+const isSplitMime = (mime: string) =>
+  mime.startsWith('text/') || mime === 'application/javascript' || mime === 'image/svg+xml';
+
+/** Apply `f` to the multi-line strings of an output: stream text and non-JSON mime data. */
+function mapOutputStrings(
+  output: Output,
+  f: (v: string | string[], mime: string) => unknown,
+): Output {
+  const out: Output = { ...output };
+  if (out.output_type === 'stream' && (typeof out.text === 'string' || Array.isArray(out.text))) {
+    out.text = f(out.text as string | string[], 'text/plain');
+  }
+  if (
+    (out.output_type === 'execute_result' || out.output_type === 'display_data') &&
+    out.data !== null &&
+    typeof out.data === 'object'
+  ) {
+    const data: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(out.data as Record<string, unknown>)) {
+      const strings =
+        typeof value === 'string' ||
+        (Array.isArray(value) && value.every((v) => typeof v === 'string'));
+      data[key] = strings && !isJsonMime(key) ? f(value as string | string[], key) : value;
+    }
+    out.data = data;
+  }
+  return out;
+}
+
+/** Outputs as the API returns them: multi-line strings joined (nbformat's `rejoin_lines`). */
+const joinOutput = (o: Output) => mapOutputStrings(o, join);
+/** Outputs as Jupyter writes them (nbformat's `split_lines`). */
+const splitOutput = (o: Output) =>
+  mapOutputStrings(o, (v, mime) => (isSplitMime(mime) ? splitLines(join(v)) : join(v)));
+
+export function parseNotebook(text: string): FileNotebook {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`not JSON: ${(err as Error).message}`);
+  }
+  const parsed = FileNotebook.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(
+      `not an nbformat v4 notebook (${issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid'})`,
+    );
+  }
+  return parsed.data;
+}
+
+/**
+ * Give every cell a valid, unique id (nbformat 4.5). Returns whether anything changed, so the
+ * caller can write the upgraded file back and keep the ids stable.
+ */
+export function ensureCellIds(nb: FileNotebook): boolean {
+  const taken = new Set<string>();
+  let changed = false;
+  for (const cell of nb.cells) {
+    if (cell.id === undefined || !CELL_ID.test(cell.id) || taken.has(cell.id)) {
+      cell.id = newCellId(taken);
+      changed = true;
+    }
+    taken.add(cell.id);
+  }
+  if (nb.nbformat_minor < 5) {
+    nb.nbformat_minor = 5;
+    changed = true;
+  }
+  return changed;
+}
+
+export function serializeNotebook(nb: FileNotebook): string {
+  const cells = nb.cells.map((cell) => {
+    const out: Record<string, unknown> = {
+      ...cell,
+      id: cell.id,
+      cell_type: cell.cell_type,
+      metadata: cell.metadata ?? {},
+      source: splitLines(join(cell.source)),
+    };
+    if (cell.cell_type === 'code') {
+      out.execution_count = cell.execution_count ?? null;
+      out.outputs = (cell.outputs ?? []).map(splitOutput);
+    } else {
+      // markdown and raw cells allow no outputs or execution_count in the schema
+      delete out.outputs;
+      delete out.execution_count;
+    }
+    return out;
+  });
+  return `${JSON.stringify(sortKeys({ ...nb, cells }), null, 1)}\n`;
+}
+
+/** Keys sorted at every level, as nbformat's writer (`sort_keys=True`) leaves them. */
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value).sort())
+    out[key] = sortKeys((value as Record<string, unknown>)[key]);
+  return out;
+}
+
+export function newNotebook(name: string, spec: KernelInfo): FileNotebook {
+  return {
+    nbformat: 4,
+    nbformat_minor: 5,
+    metadata: {
+      kernelspec: { name: spec.name, display_name: spec.display_name, language: spec.language },
+      language_info: { name: spec.language },
+      title: name,
+    },
+    cells: [],
+  };
+}
+
+export function newCell(
+  type: NotebookCellType,
+  content: string,
+  metadata: Record<string, unknown> | undefined,
+  taken: ReadonlySet<string>,
+): FileCell {
+  const cell: FileCell = {
+    id: newCellId(taken),
+    cell_type: type,
+    source: content,
+    metadata: metadata ?? {},
+  };
+  if (type === 'code') {
+    cell.outputs = [];
+    cell.execution_count = null;
+  }
+  return cell;
+}
+
+export const kernelNameOf = (nb: FileNotebook): string => {
+  const spec = nb.metadata.kernelspec as { name?: unknown } | undefined;
+  return typeof spec?.name === 'string' && spec.name !== '' ? spec.name : 'python3';
+};
+
+export function toWireCell(cell: FileCell): NotebookCell {
+  const wire: NotebookCell = {
+    id: cell.id ?? '',
+    type: cell.cell_type,
+    content: join(cell.source),
+    metadata: cell.metadata ?? {},
+  };
+  if (cell.cell_type === 'code') {
+    wire.outputs = (cell.outputs ?? []).map((o) => joinOutput(o as Output));
+    wire.execution_count = cell.execution_count ?? null;
+  }
+  return wire;
+}
+
+export function toWireNotebook(id: string, nb: FileNotebook): Notebook {
+  const title = nb.metadata.title;
+  return {
+    id,
+    name: typeof title === 'string' ? title : id,
+    kernel_name: kernelNameOf(nb),
+    cells: nb.cells.map(toWireCell),
+    metadata: nb.metadata,
+  };
+}

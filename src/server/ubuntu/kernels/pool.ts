@@ -1,0 +1,339 @@
+/**
+ * Node side of the kernel layer: one Python bridge process per instance (started lazily inside
+ * the sandbox), newline-delimited JSON with request ids over its stdin/stdout, and one FIFO per
+ * kernel so that executions on a kernel run one at a time while different kernels run
+ * concurrently.
+ */
+import { createInterface } from 'node:readline';
+import type { StdioOptions } from 'node:child_process';
+import type { CodeExecuteResult, KernelInfo } from '../../../api/index.js';
+import type { Supervised } from '../../../internal/process.js';
+import { HttpError, badRequest } from '../../errors.js';
+import type { Logger } from '../../runtime.js';
+import { BRIDGE_PY } from './bridge-py.js';
+
+/** Debian's interpreter: the `python3` first on PATH may be another one without ipykernel. */
+export const SYSTEM_PYTHON = '/usr/bin/python3';
+
+/**
+ * Starts `argv` inside the instance's sandbox (`Sandbox.spawn`): `env` is the complete
+ * environment, `cwd` a sandbox path. The process must die with the instance and the server.
+ */
+export type SandboxSpawn = (
+  argv: readonly string[],
+  options: { env: Record<string, string>; stdio: StdioOptions; cwd: string },
+) => Supervised;
+
+/** Why a kernel's state was lost during a call. */
+export type RestartReason =
+  /** It had died (or the bridge had) since the last call; a fresh one ran this code. */
+  | 'died'
+  /** It ignored the interrupt after a timeout and was replaced after this call. */
+  | 'unresponsive';
+
+export interface RunResult extends CodeExecuteResult {
+  restarted?: RestartReason;
+}
+
+export interface PoolOptions {
+  spawn: SandboxSpawn;
+  /** Kernels' working directory, as a sandbox path. */
+  cwd: string;
+  /** The complete environment of a process started in the sandbox now (base + instance vars). */
+  env: () => Record<string, string> | Promise<Record<string, string>>;
+  log?: Logger;
+  /** Interpreter with jupyter_client. Default `/usr/bin/python3`. */
+  python?: string;
+  /** Seconds an interrupted kernel gets to go idle before it is restarted. Default 5. */
+  interruptGraceSeconds?: number;
+}
+
+/** The bridge process went away with requests in flight. */
+class BridgeGone extends Error {
+  override name = 'BridgeGone';
+}
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(err: Error): void;
+}
+
+/** Boot line: read the script (a JSON string) from stdin's first line and run it. */
+const BOOT =
+  "import sys,json;exec(compile(json.loads(sys.stdin.readline()),'<burrow-kernel-bridge>','exec'))";
+const READY_TIMEOUT_MS = 30_000;
+const STDERR_TAIL = 16 * 1024;
+
+class BridgeProcess {
+  readonly proc: Supervised;
+  readonly #pending = new Map<number, Pending>();
+  #nextId = 1;
+  #gone: Error | undefined;
+  #stderr = '';
+
+  private constructor(proc: Supervised, log: Logger | undefined) {
+    this.proc = proc;
+    proc.child.stderr?.setEncoding('utf8');
+    proc.child.stderr?.on('data', (chunk: string) => {
+      this.#stderr = (this.#stderr + chunk).slice(-STDERR_TAIL);
+      log?.debug({ kernelBridge: chunk.trimEnd() }, 'kernel bridge stderr');
+    });
+    proc.child.stdin?.on('error', () => undefined); // EPIPE after exit: reported via `exited`
+    const lines = createInterface({ input: proc.child.stdout! });
+    lines.on('line', (line) => this.#onLine(line, log));
+    void proc.exited.then((info) => {
+      const how = info.signal ? `signal ${info.signal}` : `status ${info.code}`;
+      this.#gone = new BridgeGone(`kernel bridge exited (${how}): ${this.stderrTail(400)}`);
+      for (const p of this.#pending.values()) p.reject(this.#gone);
+      this.#pending.clear();
+    });
+  }
+
+  static async start(opts: PoolOptions): Promise<BridgeProcess> {
+    const env = {
+      ...(await opts.env()),
+      PYTHONUNBUFFERED: '1',
+      // debugpy's "frozen modules" warning on every kernel start
+      PYDEVD_DISABLE_FILE_VALIDATION: '1',
+    };
+    const proc = opts.spawn([opts.python ?? SYSTEM_PYTHON, '-I', '-u', '-c', BOOT], {
+      env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      cwd: opts.cwd,
+    });
+    const bridge = new BridgeProcess(proc, opts.log);
+    proc.child.stdin?.write(`${JSON.stringify(BRIDGE_PY)}\n`);
+    const ready = new Promise<unknown>((resolve, reject) => {
+      bridge.#pending.set(0, { resolve, reject });
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error('kernel bridge did not start in time')),
+        READY_TIMEOUT_MS,
+      );
+    });
+    try {
+      await Promise.race([ready, timeout]);
+    } catch (err) {
+      await proc.kill(500);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+    return bridge;
+  }
+
+  #onLine(line: string, log: Logger | undefined): void {
+    let msg: { id?: unknown; ok?: unknown; result?: unknown; error?: unknown };
+    try {
+      msg = JSON.parse(line) as typeof msg;
+    } catch {
+      log?.warn({ line: line.slice(0, 200) }, 'kernel bridge: unparsable line');
+      return;
+    }
+    if (typeof msg.id !== 'number') return;
+    const pending = this.#pending.get(msg.id);
+    if (!pending) return;
+    this.#pending.delete(msg.id);
+    if (msg.ok === true) pending.resolve(msg.result);
+    else {
+      const e = (msg.error ?? {}) as { code?: unknown; message?: unknown };
+      pending.reject(new BridgeRequestError(String(e.code ?? 'internal'), String(e.message ?? '')));
+    }
+  }
+
+  get running(): boolean {
+    return this.#gone === undefined && this.proc.running;
+  }
+
+  stderrTail(chars: number): string {
+    return this.#stderr.slice(-chars).trim();
+  }
+
+  request(op: string, fields: Record<string, unknown> = {}): Promise<unknown> {
+    if (this.#gone) return Promise.reject(this.#gone);
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      this.proc.child.stdin?.write(`${JSON.stringify({ ...fields, id, op })}\n`);
+    });
+  }
+
+  /** Ask the bridge to shut its kernels down and exit; kill its group after `graceMs`. */
+  async close(graceMs: number): Promise<void> {
+    if (this.proc.running) {
+      this.proc.child.stdin?.write(`${JSON.stringify({ id: -1, op: 'exit' })}\n`);
+      this.proc.child.stdin?.end();
+      const timer = new Promise<'timeout'>((r) => setTimeout(r, graceMs, 'timeout').unref());
+      await Promise.race([this.proc.exited, timer]);
+    }
+    await this.proc.kill(1000);
+  }
+}
+
+class BridgeRequestError extends Error {
+  override name = 'BridgeRequestError';
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** An error from the bridge as the HTTP error the route answers with. */
+function httpError(err: unknown, kernelName: string): Error {
+  if (err instanceof BridgeRequestError) {
+    if (err.code === 'no_such_kernel') return badRequest(`Unknown kernel '${kernelName}'`);
+    if (err.code === 'start_failed')
+      return new HttpError(503, `Kernel '${kernelName}' did not start: ${err.message}`);
+    return new HttpError(500, `Kernel bridge error: ${err.message}`);
+  }
+  if (err instanceof HttpError) return err;
+  return new HttpError(503, `Kernels are unavailable: ${(err as Error).message}`);
+}
+
+/** `timeout` when the caller gives none, in seconds (below the reference SDK's 600 s request timeout). */
+export const DEFAULT_TIMEOUT_SECONDS = 300;
+
+export class KernelPool {
+  readonly #opts: PoolOptions;
+  #bridge: Promise<BridgeProcess> | undefined;
+  /** Kernel keys that have run on the current bridge. */
+  #live = new Set<string>();
+  /** Kernel keys whose kernel was lost with an earlier bridge: their next run reports it. */
+  readonly #lost = new Set<string>();
+  readonly #queues = new Map<string, Promise<unknown>>();
+  #stopping: Promise<void> | undefined;
+
+  constructor(opts: PoolOptions) {
+    this.#opts = opts;
+  }
+
+  /** The running bridge, started (again) when there is none. */
+  #getBridge(): Promise<BridgeProcess> {
+    if (this.#stopping) return Promise.reject(badRequest('Instance is stopping'));
+    const current = this.#bridge;
+    if (current) {
+      return current.then(
+        (b) => (b.running ? b : this.#restartBridge(current)),
+        () => this.#restartBridge(current),
+      );
+    }
+    return this.#restartBridge(undefined);
+  }
+
+  #restartBridge(previous: Promise<BridgeProcess> | undefined): Promise<BridgeProcess> {
+    if (this.#bridge !== previous) return this.#getBridge(); // someone else restarted it
+    for (const key of this.#live) this.#lost.add(key);
+    this.#live = new Set();
+    // stragglers of a bridge that died on its own (its kernels die with it: pdeathsig)
+    void previous?.then((b) => b.proc.kill(0)).catch(() => undefined);
+    const next = BridgeProcess.start(this.#opts);
+    this.#bridge = next;
+    next.catch(() => undefined);
+    return next;
+  }
+
+  /** The PID of the bridge process (a host pid), if it runs. For tests and diagnostics. */
+  async bridgePid(): Promise<number | undefined> {
+    const b = await this.#bridge?.catch(() => undefined);
+    return b?.running ? b.proc.pid : undefined;
+  }
+
+  /** Installed kernelspecs (jupyter_client's KernelSpecManager). */
+  async specs(): Promise<KernelInfo[]> {
+    try {
+      const bridge = await this.#getBridge();
+      return (await bridge.request('specs')) as KernelInfo[];
+    } catch (err) {
+      throw httpError(err, '');
+    }
+  }
+
+  /**
+   * Run `code` on the kernel `key` (started from kernelspec `name` on first use, restarted
+   * when it died). Runs after the executions already queued on that kernel.
+   */
+  run(key: string, name: string, code: string, timeoutSeconds?: number): Promise<RunResult> {
+    const previous = this.#queues.get(key) ?? Promise.resolve();
+    const next = previous.then(
+      () => this.#run(key, name, code, timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS),
+      () => this.#run(key, name, code, timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS),
+    );
+    const tail = next.catch(() => undefined);
+    this.#queues.set(key, tail);
+    void tail.then(() => {
+      if (this.#queues.get(key) === tail) this.#queues.delete(key);
+    });
+    return next;
+  }
+
+  async #run(key: string, name: string, code: string, timeout: number): Promise<RunResult> {
+    let bridge: BridgeProcess;
+    try {
+      bridge = await this.#getBridge();
+    } catch (err) {
+      throw httpError(err, name);
+    }
+    const env = await this.#opts.env();
+    const lost = this.#lost.delete(key);
+    this.#live.add(key); // from now on the bridge may hold a kernel for it (see `shutdown`)
+    let raw: RunResult;
+    try {
+      raw = (await bridge.request('execute', {
+        kernel: key,
+        name,
+        code,
+        timeout,
+        grace: this.#opts.interruptGraceSeconds ?? 5,
+        env,
+        cwd: this.#opts.cwd,
+      })) as RunResult;
+    } catch (err) {
+      if (err instanceof BridgeGone) {
+        this.#opts.log?.warn({ err: err.message }, 'kernel bridge died during an execution');
+        return deadKernel(
+          'the kernel bridge exited during execution; kernels restart on the next call',
+        );
+      }
+      if (err instanceof BridgeRequestError && err.code === 'shut_down') {
+        return deadKernel('the kernel was shut down');
+      }
+      if (err instanceof BridgeRequestError && err.code !== 'internal') this.#live.delete(key);
+      throw httpError(err, name);
+    }
+    if (lost && raw.restarted === undefined) raw.restarted = 'died';
+    return raw;
+  }
+
+  /** Shut down the kernel `key` now (interrupting what it runs). Unknown keys are fine. */
+  async shutdown(key: string): Promise<void> {
+    this.#lost.delete(key);
+    if (!this.#live.delete(key)) return;
+    const bridge = await this.#bridge?.catch(() => undefined);
+    if (!bridge?.running) return;
+    await bridge.request('shutdown', { kernel: key }).catch(() => undefined);
+  }
+
+  /** Shut every kernel down and end the bridge (its group is killed after a grace). Idempotent. */
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      const bridge = await this.#bridge?.catch(() => undefined);
+      await bridge?.close(5000);
+    })();
+    return this.#stopping;
+  }
+}
+
+function deadKernel(evalue: string): RunResult {
+  return {
+    status: 'error',
+    execution_count: null,
+    outputs: [],
+    stdout: '',
+    stderr: '',
+    error: { ename: 'DeadKernelError', evalue, traceback: [] },
+  };
+}
