@@ -5,9 +5,13 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { ParsedComputerAction, ToolResult } from '../../api/index.js';
 import type { InstanceRuntime, RuntimeContext, RuntimeFactory } from '../runtime.js';
 import { BrowserController } from './controller.js';
+import { CdpComputer } from './input.js';
+import { browserLiveViewPage, type StreamPage } from './liveview-page.js';
 import { refuseUpgrade } from './relay.js';
+import { Screencast } from './screencast.js';
 
 export { BrowserController, type BrowserControllerOptions } from './controller.js';
 export { ChromiumSession, type ChromiumSessionOptions } from './session.js';
@@ -30,17 +34,34 @@ export { refuseUpgrade } from './relay.js';
  */
 class BrowserRuntime implements InstanceRuntime {
   readonly browser: BrowserController;
+  readonly #ctx: RuntimeContext;
+  readonly #computer: CdpComputer;
+  readonly #screencast: Screencast;
 
   constructor(ctx: RuntimeContext) {
+    this.#ctx = ctx;
     this.browser = new BrowserController({ ctx, onCrash: (reason) => ctx.failed(reason) });
+    const page = () => this.browser.activePage();
+    this.#computer = new CdpComputer({
+      page,
+      screenshot: () => this.browser.screenshot(),
+      resolution: ctx.resolution,
+    });
+    this.#screencast = new Screencast({
+      page,
+      input: this.#computer,
+      resolution: ctx.resolution,
+      log: ctx.log,
+    });
   }
 
   async start(): Promise<void> {
     await this.browser.start();
   }
 
-  stop(): Promise<void> {
-    return this.browser.dispose();
+  async stop(): Promise<void> {
+    await this.#screencast.close();
+    await this.browser.dispose();
   }
 
   async pause(): Promise<void> {
@@ -55,6 +76,22 @@ class BrowserRuntime implements InstanceRuntime {
     return this.browser.screenshot();
   }
 
+  /** Computer actions on the active tab through CDP `Input.*` (input.ts). */
+  computer(action: ParsedComputerAction): Promise<ToolResult> {
+    return this.#computer.run(action);
+  }
+
+  /** The live-view page: a CDP screencast of the active tab with input (screencast.ts). */
+  async streamUrl(): Promise<string> {
+    const { publicUrl, id, token } = this.#ctx;
+    const base = publicUrl.replace(/\/+$/, '');
+    return `${base}/stream/${encodeURIComponent(id)}/?token=${encodeURIComponent(token)}`;
+  }
+
+  async streamPage(rest: string): Promise<StreamPage> {
+    return browserLiveViewPage(rest);
+  }
+
   upgrade(
     kind: 'cdp' | 'stream',
     rest: string,
@@ -63,7 +100,8 @@ class BrowserRuntime implements InstanceRuntime {
     head: Buffer,
   ): void {
     if (kind === 'cdp') this.browser.upgrade(rest, req, socket, head);
-    else refuseUpgrade(socket, 404, 'This instance has no live view stream yet');
+    else if (rest === 'ws') this.#screencast.upgrade(req, socket, head);
+    else refuseUpgrade(socket, 404, 'Unknown live view path');
   }
 }
 

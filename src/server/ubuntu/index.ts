@@ -3,23 +3,36 @@
  * bash sessions, the edit and file tools, uploads and an environment. Later capabilities (kernels,
  * computer actions, a headful browser) build on `spawn`, `display` and `env.current()`.
  */
-import type { Readable } from 'node:stream';
-import { dirname } from 'node:path';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex, Readable } from 'node:stream';
+import { dirname, join } from 'node:path';
 import type {
   BashRequest,
+  CodeExecuteResult,
   EditRequest,
   FileRequest,
+  ParsedComputerAction,
   ToolResult,
   UploadResult,
 } from '../../api/index.js';
 import type { Supervised } from '../../internal/process.js';
+import type { StreamPage } from '../browser/liveview-page.js';
+import { refuseUpgrade } from '../browser/relay.js';
 import { badRequest } from '../errors.js';
-import type { InstanceRuntime, RuntimeContext, RuntimeFactory } from '../runtime.js';
+import type {
+  BrowserCapability,
+  InstanceRuntime,
+  NotebookCapability,
+  RuntimeContext,
+  RuntimeFactory,
+} from '../runtime.js';
 import { BashSessions } from './bash.js';
+import { UbuntuDesktop } from './computer.js';
 import { Display, type DisplayInfo } from './display.js';
 import { EditTool } from './edit.js';
 import { InstanceEnv } from './env.js';
 import { FileTool } from './file.js';
+import { createKernels, type Kernels } from './kernels/index.js';
 import { Sandbox, type SpawnOptions } from './sandbox.js';
 import { upload } from './upload.js';
 
@@ -40,6 +53,10 @@ interface Started {
   bash: BashSessions;
   edit: EditTool;
   file: FileTool;
+  /** Jupyter kernels and notebooks (kernels/index.ts); the bridge starts on first use. */
+  kernels: Kernels;
+  /** Computer actions, screenshots, live view and the desktop browser (computer.ts). */
+  desktop: UbuntuDesktop;
 }
 
 export class UbuntuRuntime implements InstanceRuntime {
@@ -83,6 +100,19 @@ export class UbuntuRuntime implements InstanceRuntime {
         bash: new BashSessions(sandbox, this.env),
         edit: new EditTool(sandbox.view),
         file: new FileTool(sandbox.view, exec),
+        kernels: createKernels({
+          spawn: (argv, o) => sandbox.spawn(argv, o),
+          hostHome: sandbox.hostHome,
+          sandboxHome: sandbox.home,
+          env: () => this.env.current(),
+          log: ctx.log,
+        }),
+        desktop: new UbuntuDesktop({
+          ctx,
+          displayEnv: display.hostEnv,
+          runDir: sandbox.hostRun,
+          x11SocketDir: join(sandbox.hostTmp, '.X11-unix'),
+        }),
       };
       ctx.log.info(
         { instance: ctx.id, sandbox: sandbox.mode, display: display.number },
@@ -98,18 +128,72 @@ export class UbuntuRuntime implements InstanceRuntime {
     this.#stopping ??= (async () => {
       const s = this.#started;
       if (!s) return;
+      await s.desktop.stop();
       await s.bash.stop();
+      await s.kernels.stop();
       await s.sandbox.stop();
     })();
     return this.#stopping;
   }
 
   async pause(): Promise<void> {
-    await this.#get().sandbox.pause();
+    const s = this.#get();
+    await s.desktop.pause();
+    await s.sandbox.pause();
   }
 
   async resume(): Promise<void> {
-    await this.#get().sandbox.resume();
+    const s = this.#get();
+    await s.sandbox.resume();
+    await s.desktop.resume();
+  }
+
+  async screenshot(): Promise<Buffer> {
+    return this.#get().desktop.screenshot();
+  }
+
+  async computer(action: ParsedComputerAction): Promise<ToolResult> {
+    return this.#get().desktop.run(action);
+  }
+
+  /** The noVNC live view; x11vnc starts on the first call. */
+  async streamUrl(): Promise<string> {
+    return this.#get().desktop.streamUrl();
+  }
+
+  async streamPage(rest: string, query: URLSearchParams): Promise<StreamPage> {
+    return this.#get().desktop.streamPage(rest, query);
+  }
+
+  /** `/stream/<id>/websockify` (x11vnc) and `/cdp/<id>/…` (the desktop browser). */
+  upgrade(
+    kind: 'cdp' | 'stream',
+    rest: string,
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+  ): void {
+    const s = this.#stopping ? undefined : this.#started;
+    if (!s) return refuseUpgrade(socket, 404, 'The instance is not running');
+    s.desktop.upgrade(kind, rest, req, socket, head);
+  }
+
+  /** A headful Chromium on the instance's display (`browser/*`). */
+  get browser(): BrowserCapability {
+    return this.#get().desktop.browser;
+  }
+
+  async codeExecute(
+    code: string,
+    kernelName: string,
+    timeoutSeconds: number | undefined,
+  ): Promise<CodeExecuteResult> {
+    return this.#get().kernels.codeExecute(code, kernelName, timeoutSeconds);
+  }
+
+  /** Notebooks as `.ipynb` files in the instance's home, each with its own kernel. */
+  get notebooks(): NotebookCapability {
+    return this.#get().kernels.notebooks;
   }
 
   async bash(req: BashRequest): Promise<ToolResult> {
