@@ -18,7 +18,7 @@ import {
   PageProbe,
   startPlayground,
   type Playground,
-} from './computer-helpers.js';
+} from '../helpers/computer.js';
 
 let server: TestServer;
 let site: Playground;

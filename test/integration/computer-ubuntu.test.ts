@@ -23,7 +23,7 @@ import {
   processTree,
   startPlayground,
   type Playground,
-} from './computer-helpers.js';
+} from '../helpers/computer.js';
 
 let server: TestServer;
 let site: Playground;

@@ -7,7 +7,7 @@ import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
-import { LAYOUT, PageProbe, startPlayground, type Playground } from './computer-helpers.js';
+import { LAYOUT, PageProbe, startPlayground, type Playground } from '../helpers/computer.js';
 
 const CHROMIUM_ARGS = [
   '--no-sandbox',

@@ -19,7 +19,7 @@ import {
   processTree,
   startPlayground,
   type Playground,
-} from './computer-helpers.js';
+} from '../helpers/computer.js';
 
 const CHROMIUM_ARGS = [
   '--no-sandbox',
