@@ -10,7 +10,7 @@
  * `npm run build && node --import tsx examples/agent-computer.ts`
  */
 import { inflateSync } from 'node:zlib';
-import { Burrow, embeddedServer, openSession, type ComputerAction, type ToolResult } from 'burrow';
+import { openSession, type ComputerAction, type ToolResult } from 'burrow';
 import { serve } from './local-site.js';
 
 type Rgb = readonly [number, number, number];
@@ -127,15 +127,11 @@ const center = (b: Box): [number, number] => [Math.round(b.x + b.w / 2), Math.ro
 
 await using site = await serve({ '/': page() });
 
-// With no BURROW_BASE_URL, an embedded server in this process; a client of our own for the
-// computer actions, and a session for the instance's lifecycle.
-await using lease = process.env.BURROW_BASE_URL ? undefined : await embeddedServer();
-await using client = new Burrow(lease ? { baseUrl: lease.url, apiKey: lease.apiKey } : {});
-await using session = await openSession({ client, resolution: [1024, 768] });
+// With no BURROW_BASE_URL, the session runs on an embedded server in this process.
+await using session = await openSession({ resolution: [1024, 768] });
 await session.page.goto(site.url); // setting the scene: from here on, pixels and input only
 
-const act = (action: ComputerAction): Promise<ToolResult> =>
-  client.instance.computer(session.instance.id, action);
+const act = (action: ComputerAction): Promise<ToolResult> => session.computer(action);
 const look = (result: ToolResult) => decodePng(Buffer.from(result.base64_image ?? '', 'base64'));
 
 let screen = look(await act({ action: 'take_screenshot' }));

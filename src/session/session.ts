@@ -7,7 +7,13 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PlaywrightConnection } from 'burrow/playwright';
 import type { PuppeteerConnection } from 'burrow/puppeteer';
-import type { Instance, InstanceStatus, StartRequest } from '../api/index.js';
+import type {
+  ComputerAction,
+  Instance,
+  InstanceStatus,
+  StartRequest,
+  ToolResult,
+} from '../api/index.js';
 import { Burrow, NotFoundError } from '../client/index.js';
 import { findAuthState, sessionAuth, type SessionAuth } from './auth.js';
 import type { DriverConnectOptions, DriverConnection, DriverName } from './driver.js';
@@ -84,6 +90,12 @@ export interface SessionBase extends AsyncDisposable {
   currentUrl(): Promise<string>;
   /** URL of the instance's interactive live view (the server's `stream_url`). */
   streamUrl(): Promise<string>;
+  /**
+   * One mouse, keyboard or screen action on the instance (the server's `computer`), in the
+   * coordinates of `screenshot()`. The result's `base64_image` holds a PNG taken after the action
+   * unless `screenshot: false`; `get_cursor_position` answers `X=<x>,Y=<y>` in `output`.
+   */
+  computer(action: ComputerAction): Promise<ToolResult>;
   /**
    * Connects the driver again, to the same instance, and re-binds `browser`, `page` (and
    * `context`); objects taken from the old connection are dead. Concurrent calls share one
@@ -328,6 +340,11 @@ class BridgeSession extends EventEmitter<SessionEvents> {
   async streamUrl(): Promise<string> {
     this.#ready('streamUrl');
     return (await this.#client.instance.streamUrl(this.instance.id)).stream_url;
+  }
+
+  computer(action: ComputerAction): Promise<ToolResult> {
+    this.#ready('computer');
+    return this.#client.instance.computer(this.instance.id, action);
   }
 
   reconnect(): Promise<void> {

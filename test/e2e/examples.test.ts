@@ -61,4 +61,11 @@ describe('examples', () => {
       'turn 5: saw "Done: welcome aboard" (PNG) → done',
     ]);
   });
+
+  it('agent-computer: reaches its goal from pixels and computer actions alone', async () => {
+    const out = await example('agent-computer');
+    expect(out).toMatch(/field at \{.*\} — click it, type "burrow"/);
+    expect(out).toMatch(/button at \{.*\} — click it/);
+    expect(out).toMatch(/the green banner is on screen — goal reached/);
+  });
 });
