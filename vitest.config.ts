@@ -7,7 +7,10 @@ export default defineConfig({
   resolve: {
     alias: [
       { find: /^burrow\/server$/, replacement: here('./src/server/index.ts') },
-      { find: /^burrow\/playwright-test$/, replacement: here('./adapters/playwright-test/index.ts') },
+      {
+        find: /^burrow\/playwright-test$/,
+        replacement: here('./adapters/playwright-test/index.ts'),
+      },
       { find: /^burrow\/playwright$/, replacement: here('./adapters/playwright/index.ts') },
       { find: /^burrow\/puppeteer$/, replacement: here('./adapters/puppeteer/index.ts') },
       { find: /^burrow$/, replacement: here('./src/index.ts') },

@@ -11,7 +11,13 @@ import { join } from 'node:path';
 import type { Duplex, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import multipart from '@fastify/multipart';
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
+import { pino } from 'pino';
 import type { z } from 'zod';
 import {
   jsonErrorOffset,
@@ -35,7 +41,20 @@ export interface AppOptions {
   registry: Registry;
   authStore: AuthStore;
   maxUploadBytes: number;
-  logLevel: string;
+  logger: FastifyBaseLogger;
+}
+
+/** The server's pino logger; request URLs are logged with `token=` values redacted. */
+export function createLogger(level: string): FastifyBaseLogger {
+  return pino({
+    level,
+    serializers: {
+      req: (req: { method?: string; url?: string }) => ({
+        method: req.method,
+        url: redactUrl(req.url ?? ''),
+      }),
+    },
+  });
 }
 
 /** A request that failed validation: answered 422 with FastAPI's body. */
@@ -84,12 +103,7 @@ const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: {
-      level: opts.logLevel,
-      serializers: {
-        req: (req: FastifyRequest) => ({ method: req.method, url: redactUrl(req.url) }),
-      },
-    },
+    loggerInstance: opts.logger,
     bodyLimit: 64 * 1024 * 1024,
     forceCloseConnections: true,
   });

@@ -12,7 +12,7 @@ import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { buildApp, handleUpgrade } from './app.js';
+import { buildApp, createLogger, handleUpgrade } from './app.js';
 import { AuthStore } from './auth-store.js';
 import { Registry } from './registry.js';
 import type { RuntimeFactory } from './runtime.js';
@@ -112,7 +112,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
 
   let publicUrl = options.publicUrl ?? '';
   const authStore = new AuthStore(dataDir);
-  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
+  const logger = createLogger(logLevel);
   const registry = new Registry({
     instancesDir: runDir,
     maxInstances: options.maxInstances ?? envNumber('BURROW_MAX_INSTANCES') ?? 8,
@@ -120,14 +120,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     publicUrl: () => publicUrl,
     chromiumPath,
     maxUploadBytes,
-    log: {
-      info: (o, m) => app?.log.info(o, m),
-      warn: (o, m) => app?.log.warn(o, m),
-      error: (o, m) => app?.log.error(o, m),
-      debug: (o, m) => app?.log.debug(o, m),
-    },
+    log: logger,
   });
-  app = await buildApp({ apiKey, registry, authStore, maxUploadBytes, logLevel });
+  const app = await buildApp({ apiKey, registry, authStore, maxUploadBytes, logger });
   app.server.on('upgrade', (req, socket, head) => handleUpgrade(registry, req, socket, head));
   await app.listen({ host, port });
   const address = app.server.address() as AddressInfo;

@@ -181,7 +181,9 @@ export class Registry {
   /** Stop every live instance (server shutdown). */
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all(this.list().map((r) => (r.live ? this.stop(r.id) : r.stopping)));
+    const live = this.list().filter((r) => r.live);
+    await Promise.all(live.map((r) => this.stop(r.id)));
+    await Promise.all(this.list().map((r) => r.stopping ?? Promise.resolve()));
   }
 
   #arm(rec: InstanceRecord, hours: number): void {
