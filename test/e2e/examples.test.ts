@@ -68,4 +68,8 @@ describe('examples', () => {
     expect(out).toMatch(/button at \{.*\} — click it/);
     expect(out).toMatch(/the green banner is on screen — goal reached/);
   });
+
+  it('client-ubuntu: bash, a streamed upload and Python on the same instance', async () => {
+    expect(await example('client-ubuntu')).toBe('bash: Linux\npython: ok 43.5\n');
+  });
 });
