@@ -25,7 +25,9 @@ export const ERROR_CODES = [
   'timeout',
   'aborted',
   'contract_violation',
-  // the bridge's own (src/session/errors.ts)
+] as const;
+/** Codes of the bridge's own errors (src/session/errors.ts), part of the same hierarchy. */
+export const SESSION_ERROR_CODES = [
   'peer_missing',
   'start_failed',
   'start_timeout',
@@ -33,7 +35,7 @@ export const ERROR_CODES = [
   'auth_state_ambiguous',
   'session_stopped',
 ] as const;
-export type BurrowErrorCode = (typeof ERROR_CODES)[number];
+export type BurrowErrorCode = (typeof ERROR_CODES)[number] | (typeof SESSION_ERROR_CODES)[number];
 
 /** Base class of every error the client and the bridge throw; switch on `code` or use `instanceof`. */
 export abstract class BurrowError extends Error {

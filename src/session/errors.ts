@@ -5,15 +5,9 @@
  */
 
 import { BurrowError } from '../client/index.js';
+import { SESSION_ERROR_CODES } from '../client/errors.js';
 
-export const SESSION_ERROR_CODES = [
-  'peer_missing',
-  'start_failed',
-  'start_timeout',
-  'auth_state_not_found',
-  'auth_state_ambiguous',
-  'session_stopped',
-] as const;
+export { SESSION_ERROR_CODES };
 export type SessionErrorCode = (typeof SESSION_ERROR_CODES)[number];
 
 /** Base class of the bridge's own errors: a `BurrowError`, so one `instanceof` catches all. */

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { operationIds, operations } from '../../src/api/index.js';
 import * as client from '../../src/index.js';
-import { ERROR_CODES } from '../../src/client/errors.js';
+import { ERROR_CODES, SESSION_ERROR_CODES } from '../../src/client/errors.js';
 
 const doc = readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8');
 /** The table's rows as [class, code]. */
@@ -25,7 +25,7 @@ describe('docs/errors.md', () => {
     expect(rows.map(([cls]) => cls)).toContain(name);
   });
 
-  it.each([...ERROR_CODES])('documents the code %s', (code) => {
+  it.each([...ERROR_CODES, ...SESSION_ERROR_CODES])('documents the code %s', (code) => {
     expect(rows.map(([, c]) => c)).toContain(code);
   });
 
