@@ -3,11 +3,12 @@
  * instance directory, DevTools on a random loopback port read from stderr.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { mkdir, readdir, symlink, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import type { StdioOptions } from 'node:child_process';
 import { descendants, Supervised } from '../../internal/process.js';
 
 /** Flags every Chromium gets: the network is closed, so nothing may phone home (DESIGN.md). */
@@ -45,6 +46,26 @@ export interface LaunchOptions {
   args?: readonly string[];
   /** How long Chromium may take to open DevTools, in ms. Default 20 000. */
   startTimeoutMs?: number;
+  /**
+   * How the process is started, e.g. inside an ubuntu instance's sandbox. Default: a
+   * `Supervised` child on the host. The hook must keep `stdio` (stderr carries the DevTools line).
+   */
+  spawn?: (argv: string[], opts: ChromiumSpawnOptions) => Supervised;
+  /**
+   * `dir` as the spawned process sees it (a sandbox that binds it elsewhere); default `dir`.
+   * Chromium's flags and environment name this path.
+   */
+  processDir?: string;
+  /**
+   * Creates directories named as the process sees them (`processDir/…`), e.g. inside the sandbox
+   * so that no host-side `mkdir` follows a link planted there. Default: `mkdir -p` on the host.
+   */
+  mkdir?: (paths: string[]) => Promise<void>;
+}
+
+export interface ChromiumSpawnOptions {
+  env: Record<string, string>;
+  stdio: StdioOptions;
 }
 
 export interface LaunchedChromium {
@@ -65,16 +86,31 @@ export interface LaunchedChromium {
 
 const STDERR_LINES = 20;
 
+/**
+ * Longest TMPDIR used as is: Chromium's singleton socket goes to
+ * `<TMPDIR>/.org.chromium.Chromium.XXXXXX/SingletonSocket` (47 more bytes), under the 108-byte limit
+ * of a Unix socket path with room to spare.
+ */
+const MAX_DIRECT_TMPDIR = 48;
+
 export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChromium> {
-  const profile = join(opts.dir, 'profile');
-  const tmp = join(opts.dir, 'tmp');
-  const home = join(opts.dir, 'home');
-  await Promise.all([profile, tmp, home].map((d) => mkdir(d, { recursive: true })));
+  const seen = opts.processDir ?? opts.dir; // the paths Chromium is told about
+  const profile = join(seen, 'profile');
+  const home = join(seen, 'home');
+  const dirs = [profile, join(seen, 'tmp'), home];
+  if (opts.mkdir) await opts.mkdir(dirs);
+  else await Promise.all(dirs.map((d) => mkdir(d, { recursive: true })));
   // Chromium binds its singleton socket under TMPDIR, and a Unix socket path must stay under
-  // 108 bytes, which deep instance directories exceed: TMPDIR is a short link to `tmp/`.
-  await removeDanglingLinks();
-  const tmpLink = join(tmpdir(), `burrow-${randomBytes(6).toString('hex')}`);
-  await symlink(tmp, tmpLink);
+  // 108 bytes, which deep instance directories exceed: TMPDIR is then a short link to `tmp/` in
+  // the system temp dir (when Chromium runs in a sandbox, its own view is short already).
+  let tmp = join(seen, 'tmp');
+  let tmpLink: string | undefined;
+  if (opts.processDir === undefined || tmp.length > MAX_DIRECT_TMPDIR) {
+    await removeDanglingLinks();
+    tmpLink = join(tmpdir(), `burrow-${randomBytes(6).toString('hex')}`);
+    await symlink(join(opts.dir, 'tmp'), tmpLink);
+    tmp = tmpLink;
+  }
 
   const rules = hostResolverRules(opts.blockedDomains ?? []);
   const args = [
@@ -90,15 +126,18 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: home,
-    TMPDIR: tmpLink,
+    TMPDIR: tmp,
     ...(process.env.LANG ? { LANG: process.env.LANG } : {}),
     ...opts.env,
   };
-  const proc = new Supervised(opts.executablePath, args, {
-    env,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  void proc.exited.then(() => unlink(tmpLink).catch(() => {}));
+  const stdio: StdioOptions = ['ignore', 'ignore', 'pipe'];
+  const proc = opts.spawn
+    ? opts.spawn([opts.executablePath, ...args], { env, stdio })
+    : new Supervised(opts.executablePath, args, { env, stdio });
+  if (tmpLink) {
+    const link = tmpLink;
+    void proc.exited.then(() => unlink(link).catch(() => {}));
+  }
 
   const tail: string[] = [];
   const stderrTail = () => tail.join('\n');
@@ -113,9 +152,25 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     });
   });
 
+  // In a sandbox the path Chromium names is not unique on the host (every instance has the same
+  // /home/user): a stray must also share the mount namespace of this launch's processes (never
+  // the server's own).
+  const sandboxed = opts.processDir !== undefined && opts.processDir !== opts.dir;
+  const namespaces = new Set<string>();
+  const hostNamespace = mountNamespace(process.pid);
+  const noteNamespaces = () => {
+    if (!sandboxed || !proc.running) return;
+    for (const pid of descendants(proc.pid)) {
+      const ns = mountNamespace(pid);
+      if (ns && ns !== hostNamespace) namespaces.add(ns);
+    }
+  };
   const signal = (sig: NodeJS.Signals) => {
     proc.signalGroup(sig);
-    const strays = processesNaming(join(opts.dir, '/'));
+    noteNamespaces();
+    const strays = processesNaming(join(seen, '/')).filter(
+      (pid) => !sandboxed || namespaces.has(mountNamespace(pid) ?? ''),
+    );
     for (const pid of proc.running ? [...descendants(proc.pid), ...strays] : strays) {
       try {
         process.kill(pid, sig);
@@ -142,6 +197,7 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     }),
   ]);
   clearTimeout(timer);
+  noteNamespaces();
   if (outcome instanceof Error) {
     await kill();
     const last = stderrTail();
@@ -177,6 +233,15 @@ function processesNaming(needle: string): number[] {
     }
   }
   return pids;
+}
+
+/** `mnt:[…]` of a process, or undefined when it is gone or unreadable. */
+function mountNamespace(pid: number): string | undefined {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/mnt`);
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -7,6 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { badRequest } from '../errors.js';
 import type { BrowserAuthData, BrowserCapability, RuntimeContext } from '../runtime.js';
+import type { LaunchOptions } from './chromium.js';
 import { refuseUpgrade } from './relay.js';
 import { ChromiumSession } from './session.js';
 
@@ -14,10 +15,16 @@ export interface BrowserControllerOptions {
   ctx: RuntimeContext;
   /** Default true. A headful Chromium needs `DISPLAY` in `env`. */
   headless?: boolean;
-  /** Extra environment for Chromium (e.g. `DISPLAY`). */
-  env?: Record<string, string>;
+  /** Extra environment for Chromium (e.g. `DISPLAY`); a function is read at each launch. */
+  env?: Record<string, string> | (() => Record<string, string>);
   /** Extra Chromium flags. */
   args?: readonly string[];
+  /** How Chromium is started (e.g. in a sandbox); default a child process on the host. */
+  spawn?: LaunchOptions['spawn'];
+  /** `ctx.dir` as the spawned Chromium sees it, when `spawn` shows it elsewhere. */
+  processDir?: string;
+  /** Creates Chromium's directories (see `LaunchOptions.mkdir`). */
+  mkdir?: LaunchOptions['mkdir'];
   /** Chromium died on its own while it should have been running. */
   onCrash(reason: string): void;
 }
@@ -106,7 +113,8 @@ export class BrowserController implements BrowserCapability {
   }
 
   #launch(): Promise<ChromiumSession> {
-    const { ctx, headless = true, env, args, onCrash } = this.#opts;
+    const { ctx, headless = true, args, spawn, processDir, mkdir, onCrash } = this.#opts;
+    const env = typeof this.#opts.env === 'function' ? this.#opts.env() : this.#opts.env;
     const base = ctx.publicUrl.replace(/^http/, 'ws').replace(/\/+$/, '');
     return ChromiumSession.launch({
       executablePath: ctx.chromiumPath,
@@ -116,6 +124,9 @@ export class BrowserController implements BrowserCapability {
       headless,
       ...(env ? { env } : {}),
       ...(args ? { args } : {}),
+      ...(spawn ? { spawn } : {}),
+      ...(processDir !== undefined ? { processDir } : {}),
+      ...(mkdir ? { mkdir } : {}),
       relayUrl: `${base}/cdp/${encodeURIComponent(ctx.id)}`,
       token: ctx.token,
       log: ctx.log,

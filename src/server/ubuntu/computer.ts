@@ -10,16 +10,17 @@
  * `UbuntuDesktop` (end of file) is what the runtime wires up: these computer actions, the live
  * view (vnc.ts, liveview-page.ts) and the headful desktop browser.
  */
-import { execFile } from 'node:child_process';
+import { execFile, type StdioOptions } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { crc32, deflate } from 'node:zlib';
 import { promisify } from 'node:util';
 import type { ParsedComputerAction, ToolResult } from '../../api/index.js';
+import type { Supervised } from '../../internal/process.js';
 import { BrowserController } from '../browser/controller.js';
 import type { StreamPage } from '../browser/liveview-page.js';
 import { refuseUpgrade } from '../browser/relay.js';
@@ -824,16 +825,37 @@ export interface DesktopOptions {
   ctx: RuntimeContext;
   /** Environment naming the instance's display for X clients on the host (`DISPLAY`, `XAUTHORITY`). */
   displayEnv: Readonly<Record<string, string>>;
-  /** A server-only directory of the instance (x11vnc's password file, the browser profile). */
+  /** A server-only directory of the instance (x11vnc's password file). */
   runDir: string;
   /** Host directory of the display's socket (the sandbox's `/tmp/.X11-unix` on the host). */
   x11SocketDir?: string | undefined;
+  /** Where the desktop browser runs: inside the instance's sandbox (ISOLATION.md). */
+  browserSandbox: BrowserSandbox;
 }
+
+/** What the desktop browser needs of the instance's sandbox. */
+export interface BrowserSandbox {
+  /** Start a process in the sandbox (`Sandbox.spawn`): tracked, paused and killed with it. */
+  spawn(argv: string[], opts: { env: Record<string, string>; stdio: StdioOptions }): Supervised;
+  /** Run a command in the sandbox to completion (`Sandbox.exec`). */
+  exec(
+    argv: string[],
+    opts: { env: Record<string, string>; timeoutMs: number },
+  ): Promise<{ code: number | null; stderr: Buffer }>;
+  /** The instance's environment as processes in the sandbox get it (HOME, DISPLAY, XAUTHORITY …). */
+  env(): Record<string, string>;
+  /** HOME inside the sandbox (`/home/user`) and on the host. */
+  home: string;
+  hostHome: string;
+}
+
+/** The desktop browser's files, under HOME in the sandbox: its profile and temp files. */
+const BROWSER_DIR = '.config/burrow-chromium';
 
 /**
  * Computer actions and screenshots (xdotool + X11), the live view (x11vnc + noVNC) and the
- * headful browser of one ubuntu instance's display. Everything here runs on the host next to
- * the sandbox and is paused, resumed and stopped with the instance.
+ * headful browser of one ubuntu instance's display. xdotool and x11vnc run on the host next to
+ * the sandbox, the browser inside it; all are paused, resumed and stopped with the instance.
  */
 export class UbuntuDesktop {
   readonly computer: XComputer;
@@ -844,7 +866,7 @@ export class UbuntuDesktop {
   #stopping: Promise<void> | undefined;
 
   constructor(opts: DesktopOptions) {
-    const { ctx, displayEnv, runDir, x11SocketDir } = opts;
+    const { ctx, displayEnv, runDir, x11SocketDir, browserSandbox: box } = opts;
     this.#ctx = ctx;
     const display = displayEnv.DISPLAY;
     if (!display) throw new Error('the display environment has no DISPLAY');
@@ -855,12 +877,33 @@ export class UbuntuDesktop {
       resolution: ctx.resolution,
     });
     this.vnc = new VncServer({ displayEnv, runDir, log: ctx.log });
+    // Chromium runs inside the sandbox, so a page sees only what the instance's processes see
+    // (file:// included); its profile and downloads are in the instance's home.
+    const env = () => {
+      // TMPDIR: the launcher's own (short) directory for Chromium's sockets
+      const { TMPDIR: _tmpdir, ...rest } = box.env();
+      return rest;
+    };
     this.browser = new BrowserController({
-      // the profile lives with the server's files of the instance, not in the user's home
-      ctx: { ...ctx, dir: join(runDir, 'browser'), failed: (reason) => ctx.failed(reason) },
+      ctx: { ...ctx, dir: join(box.hostHome, BROWSER_DIR), failed: (reason) => ctx.failed(reason) },
+      processDir: posix.join(box.home, BROWSER_DIR),
+      spawn: (argv, o) => box.spawn(argv, o),
+      mkdir: async (paths) => {
+        const r = await box.exec(['mkdir', '-p', '--', ...paths], {
+          env: env(),
+          timeoutMs: 10_000,
+        });
+        if (r.code !== 0) throw new Error(`mkdir failed: ${r.stderr.toString().trim()}`);
+      },
       headless: false,
-      env: { ...displayEnv },
-      args: ['--window-position=0,0', '--disable-infobars', '--no-default-browser-check'],
+      env,
+      args: [
+        '--window-position=0,0',
+        '--disable-infobars',
+        '--no-default-browser-check',
+        // bubblewrap's minimal /dev/shm need not be writable for an unprivileged server: use /tmp
+        '--disable-dev-shm-usage',
+      ],
       // a user closing the desktop browser is not an instance failure: browser/start opens it again
       onCrash: (reason) => ctx.log.info({ instance: ctx.id, reason }, 'desktop browser exited'),
     });

@@ -112,6 +112,13 @@ export class UbuntuRuntime implements InstanceRuntime {
           displayEnv: display.hostEnv,
           runDir: sandbox.hostRun,
           x11SocketDir: join(sandbox.hostTmp, '.X11-unix'),
+          browserSandbox: {
+            spawn: (argv, o) => sandbox.spawn(argv, o),
+            exec: (argv, o) => sandbox.exec(argv, o),
+            env: () => this.env.current(),
+            home: sandbox.home,
+            hostHome: sandbox.hostHome,
+          },
         }),
       };
       ctx.log.info(
