@@ -4,6 +4,7 @@
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
 
@@ -112,5 +113,36 @@ export function signalTree(pid: number, signal: NodeJS.Signals): void {
     } catch {
       /* gone */
     }
+  }
+}
+
+/** The scheduler state letter of `pid` (`R`, `S`, `T` …), or '' when it is gone. */
+export function processState(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.charAt(stat.lastIndexOf(')') + 2);
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * SIGSTOPs the processes `list()` names until /proc shows every one of them stopped: a process
+ * forked while the first signals went out is caught on the next round. Best effort within
+ * `deadlineMs`; returns the pids still not stopped (normally none).
+ */
+export async function freezeAll(list: () => number[], deadlineMs = 2000): Promise<number[]> {
+  const end = performance.now() + deadlineMs;
+  for (;;) {
+    const running = list().filter((pid) => !['T', 't', 'Z', 'X', ''].includes(processState(pid)));
+    if (running.length === 0 || performance.now() > end) return running;
+    for (const pid of running) {
+      try {
+        process.kill(pid, 'SIGSTOP');
+      } catch {
+        /* gone */
+      }
+    }
+    await sleep(10);
   }
 }

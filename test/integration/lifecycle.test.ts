@@ -3,7 +3,7 @@
  * terminated, the live-instance cap, 400s that say why, and processes gone after stop.
  */
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
@@ -14,9 +14,18 @@ afterAll(async () => {
   await server?.close();
 });
 
+/** Instances a test started: stopped after each test, so one failure cannot hold the cap. */
+const started: string[] = [];
+afterEach(async () => {
+  for (const id of started.splice(0))
+    await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
+});
+
 async function start(body: unknown = { instance_type: 'browser' }) {
   const res = await server.api('/v1/start', { json: body });
-  return { res, body: (await res.json()) as Record<string, unknown> };
+  const json = (await res.json()) as Record<string, unknown>;
+  if (typeof json.id === 'string') started.push(json.id);
+  return { res, body: json };
 }
 
 describe('browser instance lifecycle', () => {

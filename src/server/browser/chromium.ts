@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { StdioOptions } from 'node:child_process';
-import { descendants, Supervised } from '../../internal/process.js';
+import { descendants, freezeAll, Supervised } from '../../internal/process.js';
 
 /** Flags every Chromium gets: the network is closed, so nothing may phone home (DESIGN.md). */
 export const BASE_FLAGS = [
@@ -80,6 +80,8 @@ export interface LaunchedChromium {
    * which double-forks out of both but names the instance directory on its command line.
    */
   signal(signal: NodeJS.Signals): void;
+  /** SIGSTOP every process, repeating until all of them are stopped (pause). */
+  freeze(): Promise<void>;
   /** TERM the group, KILL it after a grace period, wait, then KILL any stray. */
   kill(): Promise<void>;
 }
@@ -165,19 +167,27 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
       if (ns && ns !== hostNamespace) namespaces.add(ns);
     }
   };
-  const signal = (sig: NodeJS.Signals) => {
-    proc.signalGroup(sig);
+  /** Every process of this Chromium: its tree, and strays that left it (crashpad). */
+  const pids = () => {
     noteNamespaces();
     const strays = processesNaming(join(seen, '/')).filter(
       (pid) => !sandboxed || namespaces.has(mountNamespace(pid) ?? ''),
     );
-    for (const pid of proc.running ? [...descendants(proc.pid), ...strays] : strays) {
+    return proc.running ? [...descendants(proc.pid), ...strays] : strays;
+  };
+  const signal = (sig: NodeJS.Signals) => {
+    proc.signalGroup(sig);
+    for (const pid of pids()) {
       try {
         process.kill(pid, sig);
       } catch {
         /* gone */
       }
     }
+  };
+  const freeze = async () => {
+    proc.signalGroup('SIGSTOP');
+    await freezeAll(() => (proc.running ? [proc.pid, ...pids()] : pids()));
   };
   const kill = async () => {
     await proc.kill();
@@ -209,6 +219,7 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     port: Number(new URL(outcome).port),
     stderrTail,
     signal,
+    freeze,
     kill,
   };
 }

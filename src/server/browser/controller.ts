@@ -93,12 +93,12 @@ export class BrowserController implements BrowserCapability {
     else refuseUpgrade(socket, 404, 'The browser is not running');
   }
 
-  pause(): void {
-    this.#session?.signal('SIGSTOP');
+  async pause(): Promise<void> {
+    await this.#session?.freeze();
   }
 
   resume(): void {
-    this.#session?.signal('SIGCONT');
+    this.#session?.thaw();
   }
 
   #running(): ChromiumSession {

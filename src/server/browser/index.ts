@@ -65,7 +65,7 @@ class BrowserRuntime implements InstanceRuntime {
   }
 
   async pause(): Promise<void> {
-    this.browser.pause();
+    await this.browser.pause();
   }
 
   async resume(): Promise<void> {

@@ -218,9 +218,14 @@ export class ChromiumSession implements AuthScope {
     this.#relay.handle(rest, req, socket, head);
   }
 
-  /** SIGSTOP / SIGCONT every process of this Chromium. */
-  signal(signal: 'SIGSTOP' | 'SIGCONT'): void {
-    this.#chromium.signal(signal);
+  /** SIGSTOP every process of this Chromium, until all are stopped. */
+  freeze(): Promise<void> {
+    return this.#chromium.freeze();
+  }
+
+  /** SIGCONT every process of this Chromium. */
+  thaw(): void {
+    this.#chromium.signal('SIGCONT');
   }
 
   /** Close every relay, then TERM (and if need be KILL) Chromium's group and wait. Idempotent. */

@@ -942,7 +942,7 @@ export class UbuntuDesktop {
   }
 
   async pause(): Promise<void> {
-    this.browser.pause();
+    await this.browser.pause();
     await this.vnc.pause();
   }
 
