@@ -8,11 +8,17 @@
  *   <dir>/run   → server-only files (X authority copy for host-side X clients); not visible inside
  */
 import { spawn as spawnChild, type StdioOptions } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, realpathSync } from 'node:fs';
+import { closeSync, existsSync, openSync, realpathSync } from 'node:fs';
 import { chmod, mkdir, realpath } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { Readable } from 'node:stream';
-import { descendants, Supervised, type ExitInfo } from '../../internal/process.js';
+import {
+  descendants,
+  freezeAll,
+  processState,
+  Supervised,
+  type ExitInfo,
+} from '../../internal/process.js';
 import type { Logger } from '../runtime.js';
 import { isUnder, SandboxView, type ViewLayout } from './paths.js';
 
@@ -232,18 +238,9 @@ export class Sandbox {
     return out;
   }
 
-  /** SIGSTOP every process, repeating until no new process appears (one may fork meanwhile). */
+  /** SIGSTOP every process, until /proc shows all stopped (one may fork meanwhile). */
   async pause(): Promise<void> {
-    const stopped = new Set<number>();
-    for (let round = 0; round < 10; round++) {
-      const fresh = this.pids().filter((p) => !stopped.has(p));
-      if (fresh.length === 0) return;
-      for (const pid of fresh) {
-        signal(pid, 'SIGSTOP');
-        stopped.add(pid);
-      }
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await freezeAll(() => this.pids());
   }
 
   async resume(): Promise<void> {
@@ -357,12 +354,8 @@ function buildBwrapArgs(hostHome: string, hostTmp: string, mask: readonly string
 
 /** Alive and not a zombie. */
 function isAlive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat[stat.lastIndexOf(')') + 2] !== 'Z';
-  } catch {
-    return false;
-  }
+  const state = processState(pid);
+  return state !== '' && state !== 'Z';
 }
 
 function signal(pid: number, sig: NodeJS.Signals): void {
