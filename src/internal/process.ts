@@ -126,6 +126,12 @@ export function processState(pid: number): string {
   }
 }
 
+/** Whether `pid` is a live process (a zombie counts as gone). */
+export function alive(pid: number): boolean {
+  const state = processState(pid);
+  return state !== '' && state !== 'Z';
+}
+
 /**
  * SIGSTOPs the processes `list()` names until /proc shows every one of them stopped: a process
  * forked while the first signals went out is caught on the next round. Best effort within

@@ -263,14 +263,7 @@ export function processTree(pids: number[]): number[] {
 }
 
 /** Whether `pid` runs (zombies count as gone). */
-export function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-}
+export { alive } from '../../src/internal/process.js';
 
 /** The command name of `pid` (`Xvfb`, `x11vnc`, `chromium` …), or '' when gone. */
 export function commName(pid: number): string {

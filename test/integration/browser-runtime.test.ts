@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { createBrowserRuntime, refuseUpgrade } from '../../src/server/browser/index.js';
+import { processState } from '../../src/internal/process.js';
 import type { InstanceRuntime, RuntimeContext } from '../../src/server/runtime.js';
 import { eventually, pidsMatching, pngSize } from '../helpers/server.js';
 
@@ -68,15 +69,6 @@ async function withRuntime(
   }
 }
 
-const procState = (pid: number) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-  } catch {
-    return ''; // exited
-  }
-};
-
 /** Entries of the system temp dir that link into `dir`. */
 const tmpLinks = (dir: string) =>
   readdirSync(tmpdir()).filter((name) => {
@@ -97,10 +89,10 @@ describe('browser runtime', () => {
       await runtime.pause();
       const pids = pidsMatching(`${ctx.dir}/`);
       expect(pids.length).toBeGreaterThan(3);
-      expect(pids.map(procState).filter((s) => s !== 'T' && s !== '')).toEqual([]);
+      expect(pids.map(processState).filter((s) => s !== 'T' && s !== '')).toEqual([]);
 
       await runtime.resume();
-      expect(pidsMatching(`${ctx.dir}/`).map(procState)).not.toContain('T');
+      expect(pidsMatching(`${ctx.dir}/`).map(processState)).not.toContain('T');
       expect(await page.title()).toBe('kept');
       expect(await page.evaluate(() => (document.getElementById('n')!.textContent = '2'))).toBe(
         '2',

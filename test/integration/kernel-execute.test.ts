@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Supervised, descendants } from '../../src/internal/process.js';
+import { alive, Supervised, descendants } from '../../src/internal/process.js';
 import { HttpError } from '../../src/server/errors.js';
 import {
   createKernels,
@@ -25,15 +25,6 @@ const cmdline = (pid: number) => {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
   } catch {
     return '';
-  }
-};
-/** Whether `pid` is a live process (zombies count as gone). */
-const alive = (pid: number) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
   }
 };
 async function eventually(check: () => boolean, ms = 10_000): Promise<boolean> {

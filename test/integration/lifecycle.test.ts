@@ -2,8 +2,8 @@
  * The instance state machine with real Chromium behind it: deploying → running ⇄ paused →
  * terminated, the live-instance cap, 400s that say why, and processes gone after stop.
  */
-import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { processState } from '../../src/internal/process.js';
 import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
@@ -66,7 +66,7 @@ describe('browser instance lifecycle', () => {
     const id = String(inst.id);
     const pause = await server.api(`/v1/instance/${id}/pause`, { method: 'POST' });
     expect(await pause.json()).toEqual({ status: 'paused' });
-    const states = pidsMatching(id).map((pid) => procState(pid));
+    const states = pidsMatching(id).map((pid) => processState(pid));
     expect(states.length).toBeGreaterThan(0);
     expect(states.every((s) => s === 'T' || s === 'X' || s === '')).toBe(true);
 
@@ -79,7 +79,7 @@ describe('browser instance lifecycle', () => {
     });
     expect(resume.status).toBe(200);
     expect(await resume.json()).toMatchObject({ id, status: 'running' });
-    expect(pidsMatching(id).map((pid) => procState(pid))).not.toContain('T');
+    expect(pidsMatching(id).map((pid) => processState(pid))).not.toContain('T');
     const shot2 = await server.api(`/v1/instance/${id}/screenshot`, { method: 'POST' });
     expect(shot2.status).toBe(200);
     await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
@@ -147,12 +147,3 @@ describe('expiry', () => {
     },
   );
 });
-
-function procState(pid: number): string {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-  } catch {
-    return '';
-  }
-}

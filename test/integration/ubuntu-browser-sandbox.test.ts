@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { processState } from '../../src/internal/process.js';
 import { alive, commName, processTree } from '../helpers/computer.js';
 import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
 
@@ -90,14 +91,7 @@ describe('the ubuntu desktop browser runs in the sandbox', () => {
   it('pause stops the browser, resume continues it', async () => {
     const pause = await server.api(`/v1/instance/${id}/pause`, { method: 'POST' });
     expect(pause.status).toBe(200);
-    const stateOf = (pid: number) => {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-        return stat.slice(stat.lastIndexOf(')') + 2)[0];
-      } catch {
-        return 'gone';
-      }
-    };
+    const stateOf = (pid: number) => processState(pid) || 'gone';
     const pids = chromiumPids();
     expect(pids.length).toBeGreaterThan(0);
     expect(pids.every((p) => ['T', 'gone'].includes(stateOf(p) ?? ''))).toBe(true);

@@ -16,6 +16,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { alive } from '../../src/internal/process.js';
 import type { RuntimeContext } from '../../src/server/runtime.js';
 import { UbuntuRuntime, type UbuntuRuntimeOptions } from '../../src/server/ubuntu/index.js';
 
@@ -56,15 +57,6 @@ async function startInstance(
   await rt.start();
   return { rt, dir, data, failures };
 }
-
-const alive = (pid: number) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-};
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -15,7 +15,7 @@ import type { Readable } from 'node:stream';
 import {
   descendants,
   freezeAll,
-  processState,
+  alive,
   Supervised,
   type ExitInfo,
 } from '../../internal/process.js';
@@ -276,7 +276,7 @@ export class Sandbox {
     // without bwrap, processes that left their group with setsid need a direct KILL
     for (const pid of all) signal(pid, 'SIGKILL');
     const deadline = Date.now() + 3000;
-    while (all.some(isAlive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while (all.some(alive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     if (this.#pidnsFd !== undefined) closeSync(this.#pidnsFd);
     this.#pidnsFd = undefined;
   }
@@ -350,12 +350,6 @@ function buildBwrapArgs(hostHome: string, hostTmp: string, mask: readonly string
   args.push('--bind', hostHome, SANDBOX_HOME, '--bind', hostTmp, '/tmp');
   args.push('--die-with-parent', '--cap-drop', 'ALL');
   return args;
-}
-
-/** Alive and not a zombie. */
-function isAlive(pid: number): boolean {
-  const state = processState(pid);
-  return state !== '' && state !== 'Z';
 }
 
 function signal(pid: number, sig: NodeJS.Signals): void {
