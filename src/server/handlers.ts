@@ -6,7 +6,7 @@ import type { z } from 'zod';
 import type { OperationId, Operations } from '../api/index.js';
 import type { AuthStore } from './auth-store.js';
 import { badRequest } from './errors.js';
-import type { InstanceRecord, Registry } from './registry.js';
+import type { Registry } from './registry.js';
 import type { InstanceRuntime } from './runtime.js';
 
 type Out<T> = T extends z.ZodType ? z.output<T> : undefined;
@@ -23,27 +23,19 @@ export type Handler<Op extends OperationId> = (
 
 export type Handlers = { [Op in Exclude<OperationId, 'upload'>]: Handler<Op> };
 
-/** The capability `key` of a running instance, or a 400 that names the instance type. */
-function capability<K extends keyof InstanceRuntime>(
-  registry: Registry,
-  id: string,
-  key: K,
-  what: string,
-): { rec: InstanceRecord; cap: NonNullable<InstanceRuntime[K]> } {
-  const rec = registry.running(id);
-  const cap = rec.runtime[key];
-  if (cap === undefined) throw badRequest(`${what} is not available on ${rec.type} instances`);
-  return { rec, cap: cap as NonNullable<InstanceRuntime[K]> };
-}
-
-/** Bind a method of a runtime capability so it can be called detached. */
+/**
+ * The capability `key` of a running instance (methods bound to its runtime), or the 404/400 that
+ * says why not; a 400 names the instance type when the type lacks it.
+ */
 function method<K extends keyof InstanceRuntime>(
   registry: Registry,
   id: string,
   key: K,
   what: string,
 ): NonNullable<InstanceRuntime[K]> {
-  const { rec, cap } = capability(registry, id, key, what);
+  const rec = registry.running(id);
+  const cap = rec.runtime[key];
+  if (cap === undefined) throw badRequest(`${what} is not available on ${rec.type} instances`);
   return (typeof cap === 'function' ? cap.bind(rec.runtime) : cap) as NonNullable<
     InstanceRuntime[K]
   >;
