@@ -7,7 +7,7 @@ import { join, relative } from 'node:path';
 const ASSET = /\.(py|html|css|mjs)$/;
 const root = new URL('..', import.meta.url).pathname;
 
-function walk(dir) {
+function walk(dir: string): void {
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);
     if (statSync(path).isDirectory()) walk(path);
