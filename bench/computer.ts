@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
-import { CdpConnection } from '../src/server/browser/cdp.js';
+import { CdpConnection } from '../src/server/chromium/cdp.js';
 import { startServer } from '../src/server/index.js';
 import { X11Screen } from '../src/server/ubuntu/computer.js';
 

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { chromium } from 'playwright-core';
-import { BASE_FLAGS } from '../src/server/browser/index.js';
+import { BASE_FLAGS } from '../src/server/chromium/index.js';
 import { startServer } from '../src/server/index.js';
 
 const N = Number(process.argv[2] ?? 10);

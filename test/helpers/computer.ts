@@ -7,7 +7,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { inflateSync } from 'node:zlib';
-import { CdpConnection } from '../../src/server/browser/cdp.js';
+import { CdpConnection } from '../../src/server/chromium/cdp.js';
 
 /** Colours of the playground's targets, `[r, g, b]`, distinct from everything else on screen. */
 export const GO_COLOR = [0, 160, 0] as const;

@@ -1,28 +1,14 @@
 /**
  * `browser` instances: one headless Chromium, running from `start` to `stop`, reached by clients
- * through the authenticated CDP relay. The pieces are exported for the ubuntu runtime, which
- * runs the same controller headful on its display.
+ * through the authenticated CDP relay. The Chromium layer itself lives in `../chromium/`, shared
+ * with the ubuntu runtime.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ParsedComputerAction, ToolResult } from '../../api/index.js';
 import type { InstanceRuntime, RuntimeContext, RuntimeFactory } from '../runtime.js';
-import { BrowserController } from './controller.js';
-import { CdpComputer } from './input.js';
+import { BrowserController, CdpComputer, refuseUpgrade, Screencast } from '../chromium/index.js';
 import { browserLiveViewPage, type StreamPage } from './liveview-page.js';
-import { refuseUpgrade } from './relay.js';
-import { Screencast } from './screencast.js';
-
-export { BrowserController, type BrowserControllerOptions } from './controller.js';
-export { ChromiumSession, type ChromiumSessionOptions } from './session.js';
-export {
-  BASE_FLAGS,
-  launchChromium,
-  normalizeBlockedDomain,
-  type LaunchOptions,
-  type LaunchedChromium,
-} from './chromium.js';
-export { refuseUpgrade } from './relay.js';
 
 /**
  * - `browser/start` returns the running browser's `cdp_url`.
@@ -76,12 +62,12 @@ class BrowserRuntime implements InstanceRuntime {
     return this.browser.screenshot();
   }
 
-  /** Computer actions on the active tab through CDP `Input.*` (input.ts). */
+  /** Computer actions on the active tab through CDP `Input.*` (chromium/input.ts). */
   computer(action: ParsedComputerAction): Promise<ToolResult> {
     return this.#computer.run(action);
   }
 
-  /** The live-view page: a CDP screencast of the active tab with input (screencast.ts). */
+  /** The live-view page: a CDP screencast of the active tab with input (chromium/screencast.ts). */
   async streamUrl(): Promise<string> {
     const { publicUrl, id, token } = this.#ctx;
     const base = publicUrl.replace(/\/+$/, '');

@@ -1,8 +1,8 @@
 /**
  * The live-view page of a browser instance (`stream_url`): a canvas that shows the screencast
  * of the active tab and sends mouse and keyboard back over `/stream/<id>/ws?token=…` (protocol
- * in screencast.ts). Self-contained: one HTML document, no assets, so the token in the page's
- * own query is all it needs.
+ * in ../chromium/screencast.ts). Self-contained: one HTML document, no assets, so the token in
+ * the page's own query is all it needs.
  */
 
 export interface StreamPage {

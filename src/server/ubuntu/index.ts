@@ -17,7 +17,7 @@ import type {
 } from '../../api/index.js';
 import type { Supervised } from '../../internal/process.js';
 import type { StreamPage } from '../browser/liveview-page.js';
-import { refuseUpgrade } from '../browser/relay.js';
+import { refuseUpgrade } from '../chromium/index.js';
 import { badRequest } from '../errors.js';
 import type {
   BrowserCapability,

@@ -17,7 +17,7 @@ import { createInterface } from 'node:readline';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { writeFileAtomic } from '../../internal/fs.js';
 import { Supervised } from '../../internal/process.js';
-import { refuseUpgrade } from '../browser/relay.js';
+import { refuseUpgrade } from '../chromium/index.js';
 import type { Logger } from '../runtime.js';
 
 export interface VncOptions {

@@ -1,0 +1,18 @@
+/**
+ * What both instance types do with a Chromium (DESIGN.md `server/chromium/`): launch, the CDP
+ * client, the authenticated relay behind `cdp_url`, input, screenshots and screencast, auth-state
+ * capture and apply. The `browser` runtime runs the controller headless; the ubuntu runtime runs
+ * it headful on its display.
+ */
+export { BrowserController, type BrowserControllerOptions } from './controller.js';
+export { ChromiumSession, type ChromiumSessionOptions } from './session.js';
+export {
+  BASE_FLAGS,
+  launchChromium,
+  normalizeBlockedDomain,
+  type LaunchOptions,
+  type LaunchedChromium,
+} from './chromium.js';
+export { refuseUpgrade } from './relay.js';
+export { CdpComputer } from './input.js';
+export { Screencast } from './screencast.js';
