@@ -1,0 +1,190 @@
+/**
+ * The server-wide part of the sandbox layer, made once at server start: what the machine
+ * supports (support.ts), the limits every instance gets, the generated /etc, the seccomp
+ * program, the uids handed out, and the egress policy the operator chose.
+ */
+import { randomInt } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import type { Logger } from '../runtime.js';
+import { sweepCgroups, type Limits } from './cgroups.js';
+import { unmountAllUnder } from './quota.js';
+import { buildEtc } from './rootfs.js';
+import { buildSeccompFilter } from './seccomp.js';
+import { CORE_GUARANTEES, describeSupport, hostSupport, type HostSupport } from './support.js';
+
+export interface InstanceLimits extends Limits {
+  /** Disk quota in bytes; 0 = none. */
+  diskBytes: number;
+}
+
+/**
+ * Defaults for a 24 GiB, 2-core machine: 50 idle browser instances fit (about 150 MiB each), and
+ * one busy instance cannot take the machine: 2 GiB of memory, 1024 processes, one core's worth of
+ * CPU time, 4 GiB of disk (sparse: only what is written takes space).
+ */
+export const DEFAULT_LIMITS: InstanceLimits = {
+  memoryBytes: 2 * 1024 ** 3,
+  pids: 1024,
+  cpus: 1,
+  diskBytes: 4 * 1024 ** 3,
+};
+
+export interface SandboxHostOptions {
+  /** The server run's directory in the data dir; its name also names this run's sandbox root. */
+  runDir: string;
+  /**
+   * Where instance disks and the generated /etc live: a path every instance uid can traverse
+   * (bubblewrap, unprivileged, opens what it binds by path), unlike a data dir under /root.
+   * Default `/var/lib/burrow/sandboxes`; env `BURROW_SANDBOX_ROOT`.
+   */
+  sandboxRoot?: string;
+  limits?: Partial<InstanceLimits>;
+  /** Run instances without isolation when the machine cannot isolate them. Loudly logged. */
+  insecureNoIsolation?: boolean;
+  /** Egress: every host loopback port but burrow's own (`--allow-host-loopback`). */
+  allowHostLoopback?: boolean;
+  /** Egress: these host loopback ports (`--allow-host-port`). */
+  allowHostPorts?: readonly number[];
+  log: Logger;
+}
+
+/** Host uids handed to instances: far above any account, below the 32-bit limits. */
+const UID_BASE = 2_100_000_000;
+const UID_SPAN = 1 << 24;
+
+export class SandboxHost {
+  readonly support: HostSupport;
+  readonly limits: InstanceLimits;
+  /** Whether instances are sandboxed (false only with `--insecure-no-isolation`). */
+  readonly isolated: boolean;
+  /** Why instances may not start (core guarantees missing and no `--insecure-no-isolation`). */
+  readonly refusal: string | undefined;
+  /** This run's directory under the sandbox root (0711): `etc/` and one directory per instance. */
+  readonly root: string;
+  readonly etcDir: string;
+  readonly seccomp: Buffer;
+  readonly listenHelper: string;
+  readonly allowHostLoopback: boolean;
+  readonly allowHostPorts: readonly number[];
+  /** burrow's own listening ports, never reachable from an instance (set by the server). */
+  protectedPorts: () => Iterable<number> = () => [];
+  readonly #uids = new Set<number>();
+  readonly #sandboxRoot: string;
+
+  private constructor(opts: SandboxHostOptions, support: HostSupport) {
+    this.support = support;
+    this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
+    const missing = support.guarantees.filter((g) => CORE_GUARANTEES.includes(g.name) && !g.ok);
+    this.isolated = missing.length === 0;
+    this.refusal =
+      missing.length > 0 && !opts.insecureNoIsolation
+        ? `This server cannot isolate instances: ${missing
+            .map((g) => `${g.name} (${g.fix ?? 'unavailable'})`)
+            .join(
+              '; ',
+            )}. Run \`burrow doctor\`, or start the server with --insecure-no-isolation to run instances unisolated.`
+        : undefined;
+    const sandboxRoot =
+      opts.sandboxRoot ?? process.env.BURROW_SANDBOX_ROOT ?? '/var/lib/burrow/sandboxes';
+    this.#sandboxRoot = sandboxRoot;
+    this.root = join(sandboxRoot, basename(opts.runDir));
+    this.etcDir = join(this.root, 'etc');
+    this.seccomp = support.seccomp ? buildSeccompFilter() : Buffer.alloc(0);
+    this.listenHelper = readFileSync(new URL('./listen-helper.mjs', import.meta.url), 'utf8');
+    this.allowHostLoopback = opts.allowHostLoopback ?? false;
+    this.allowHostPorts = opts.allowHostPorts ?? [];
+  }
+
+  static async create(opts: SandboxHostOptions): Promise<SandboxHost> {
+    const host = new SandboxHost(opts, hostSupport());
+    const { log } = opts;
+    for (const line of describeSupport(host.support)) log.info(`isolation: ${line}`);
+    if (!host.isolated) {
+      if (opts.insecureNoIsolation) {
+        log.warn(
+          'INSECURE: --insecure-no-isolation: instances run as plain processes of the server, with its privileges, its network and its files. Use only with code and agents you trust.',
+        );
+      } else {
+        log.warn(host.refusal!);
+      }
+    }
+    if (host.isolated) {
+      await host.#sweep();
+      await mkdirTraversable(host.root);
+      await buildEtc(host.etcDir);
+      if (host.support.cgroups) {
+        await sweepCgroups(host.support.cgroups, (name) => pidAlive(Number(name.split('.')[0])));
+      }
+    }
+    return host;
+  }
+
+  /** Where the sandbox of instance `name` keeps its disk (created, 0711, traversable). */
+  async instanceDir(name: string): Promise<string> {
+    const dir = join(this.root, name);
+    await mkdir(dir, { mode: 0o711 });
+    await chmod(dir, 0o711);
+    return dir;
+  }
+
+  /** Remove the sandbox roots of server runs whose process is gone (their disks unmounted). */
+  async #sweep(): Promise<void> {
+    let runs: string[] = [];
+    try {
+      runs = await readdir(this.#sandboxRoot);
+    } catch {
+      return;
+    }
+    for (const run of runs) {
+      const pid = Number(/^run-(\d+)-/.exec(run)?.[1]);
+      if (!pid || pidAlive(pid)) continue;
+      const dir = join(this.#sandboxRoot, run);
+      await unmountAllUnder(dir);
+      await rm(dir, { recursive: true, force: true }).catch(() => {});
+    }
+  }
+
+  /** A host uid no live instance of this server uses; freed with `releaseUid`. */
+  allocateUid(): number {
+    for (;;) {
+      const uid = UID_BASE + randomInt(UID_SPAN);
+      if (!this.#uids.has(uid)) {
+        this.#uids.add(uid);
+        return uid;
+      }
+    }
+  }
+
+  releaseUid(uid: number): void {
+    this.#uids.delete(uid);
+  }
+}
+
+/** mkdir -p where every created component is mode 0711 (root-owned, traversable, not listable). */
+async function mkdirTraversable(dir: string): Promise<void> {
+  const missing: string[] = [];
+  for (let d = dir; d !== dirname(d); d = dirname(d)) {
+    try {
+      await stat(d);
+      break;
+    } catch {
+      missing.unshift(d);
+    }
+  }
+  for (const d of missing) {
+    await mkdir(d, { mode: 0o711 });
+    await chmod(d, 0o711);
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  if (!pid) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

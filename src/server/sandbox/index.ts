@@ -1,0 +1,23 @@
+/**
+ * The sandbox layer both instance types build on: what makes an instance a machine of its own
+ * (ISOLATION.md in this folder is the threat model).
+ */
+export {
+  Sandbox,
+  SANDBOX_HOME,
+  SANDBOX_PATH,
+  describeExit,
+  type ExecResult,
+  type SandboxLimits,
+  type SandboxMode,
+  type SandboxOptions,
+  type SpawnOptions,
+} from './sandbox.js';
+export {
+  DEFAULT_LIMITS,
+  SandboxHost,
+  type InstanceLimits,
+  type SandboxHostOptions,
+} from './host.js';
+export { describeSupport, hostSupport, type Guarantee, type HostSupport } from './support.js';
+export { buildSeccompFilter, DENIED_SYSCALLS } from './seccomp.js';

@@ -1,0 +1,198 @@
+/**
+ * The root file system an instance sees: the host's programs read-only (`/usr` and the merged-usr
+ * links), an `/etc` made for instances (built once per server run from an allow list of harmless
+ * host entries plus generated users, hosts and resolver files: never the host's shadow, ssh keys,
+ * TLS private keys or service configs), and the instance's own writable home, /tmp, /var/tmp and
+ * /dev/shm from its disk. Nothing else of the host exists inside: no /root, /home of other users,
+ * /run, /var/lib, /srv, /opt, /mnt, the data dir or other instances.
+ */
+import {
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readlinkSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+
+/** The instance's user inside (uid and gid), and its home. */
+export const SANDBOX_UID = 1000;
+export const SANDBOX_HOME = '/home/user';
+export const SANDBOX_HOSTNAME = 'burrow';
+/** PATH inside an instance. */
+export const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/**
+ * Host /etc entries copied into an instance's /etc: what programs need to run (dynamic linker
+ * cache, alternatives links, fonts, CA certificates, locale and MIME data, shell defaults,
+ * Python and Jupyter and Chromium system configs, X11). Anything not listed does not exist.
+ */
+const ETC_ALLOW = [
+  'alternatives',
+  'bash.bashrc',
+  'ca-certificates',
+  'ca-certificates.conf',
+  'chromium',
+  'chromium.d',
+  'debian_version',
+  'dconf',
+  'fonts',
+  'gai.conf',
+  'gtk-3.0',
+  'host.conf',
+  'ImageMagick-6',
+  'inputrc',
+  'issue',
+  'jupyter',
+  'ld.so.cache',
+  'ld.so.conf',
+  'ld.so.conf.d',
+  'locale.alias',
+  'locale.gen',
+  'localtime',
+  'magic',
+  'magic.mime',
+  'mailcap',
+  'matplotlibrc',
+  'mime.types',
+  'nanorc',
+  'os-release',
+  'papersize',
+  'profile',
+  'profile.d',
+  'protocols',
+  'python3',
+  'python3.11',
+  'python3.12',
+  'python3.13',
+  'rpc',
+  'services',
+  'shells',
+  'skel',
+  'ssl/certs',
+  'ssl/openssl.cnf',
+  'terminfo',
+  'timezone',
+  'vim',
+  'X11',
+  'xdg',
+];
+
+const GENERATED: Record<string, string> = {
+  passwd: [
+    'root:x:0:0:root:/root:/bin/bash',
+    `user:x:${SANDBOX_UID}:${SANDBOX_UID}:user:${SANDBOX_HOME}:/bin/bash`,
+    'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin',
+    '',
+  ].join('\n'),
+  group: ['root:x:0:', `user:x:${SANDBOX_UID}:`, 'nogroup:x:65534:', ''].join('\n'),
+  hostname: `${SANDBOX_HOSTNAME}\n`,
+  hosts: [
+    '127.0.0.1\tlocalhost',
+    `127.0.1.1\t${SANDBOX_HOSTNAME}`,
+    '::1\tlocalhost ip6-localhost ip6-loopback',
+    '',
+  ].join('\n'),
+  // No DNS server is reachable from an instance: names are resolved by burrow's egress proxy
+  // (HTTP_PROXY / --proxy-server), which also enforces blocked_domains.
+  'resolv.conf': 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n',
+  'nsswitch.conf': [
+    'passwd: files',
+    'group: files',
+    'shadow: files',
+    'hosts: files dns',
+    'networks: files',
+    'protocols: files',
+    'services: files',
+    '',
+  ].join('\n'),
+};
+
+/**
+ * Build the instances' /etc under `dir` (replaced if it exists). Read-only for instances: the
+ * directory is root-owned and bound read-only.
+ */
+export async function buildEtc(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
+  for (const entry of ETC_ALLOW) {
+    const src = join('/etc', entry);
+    if (!existsSync(src) && !isLink(src)) continue;
+    const dest = join(dir, entry);
+    mkdirSync(dirname(dest), { recursive: true, mode: 0o755 });
+    // links stay links (alternatives, os-release → /usr/lib/os-release resolve inside too)
+    cpSync(src, dest, { recursive: true, verbatimSymlinks: true, dereference: false });
+  }
+  for (const [name, text] of Object.entries(GENERATED)) {
+    writeFileSync(join(dir, name), text, { mode: 0o644 });
+  }
+  writeFileSync(join(dir, 'machine-id'), `${randomHex(32)}\n`, { mode: 0o644 });
+  symlinkSync('../proc/self/mounts', join(dir, 'mtab'));
+}
+
+function isLink(path: string): boolean {
+  try {
+    return lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
+function randomHex(n: number): string {
+  let s = '';
+  while (s.length < n) s += Math.floor(Math.random() * 16).toString(16);
+  return s;
+}
+
+/** The fds bubblewrap binds: each an open directory, numbered as the child sees it. */
+export interface RootfsFds {
+  etc: number;
+  home: number;
+  tmp: number;
+  shm: number;
+}
+
+/**
+ * bubblewrap options that build the instance's view. The writable directories and /etc are
+ * bound by file descriptor (opened by the server), so the unprivileged bubblewrap never walks
+ * host paths it could not read (the data dir is usually under /root).
+ */
+export function rootfsArgs(fds: RootfsFds): string[] {
+  const args = ['--ro-bind', '/usr', '/usr'];
+  for (const top of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
+    if (isLink(top)) args.push('--symlink', readlinkSync(top), top);
+    else if (existsSync(top)) args.push('--ro-bind', top, top);
+  }
+  // Node for the sandbox's own helpers, when it is not installed under /usr
+  const nodePrefix = dirname(dirname(process.execPath));
+  if (!nodePrefix.startsWith('/usr/') && nodePrefix !== '/usr') {
+    args.push('--ro-bind', nodePrefix, nodePrefix);
+  }
+  args.push(
+    '--ro-bind-fd',
+    String(fds.etc),
+    '/etc',
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    '--bind-fd',
+    String(fds.shm),
+    '/dev/shm',
+    '--bind-fd',
+    String(fds.home),
+    SANDBOX_HOME,
+    '--bind-fd',
+    String(fds.tmp),
+    '/tmp',
+    '--symlink',
+    '/tmp',
+    '/var/tmp',
+    '--tmpfs',
+    '/run',
+  );
+  return args;
+}

@@ -1,0 +1,552 @@
+/**
+ * An instance's sandbox: a machine of its own for both instance types (DESIGN.md "Isolation
+ * model", ISOLATION.md in this folder).
+ *
+ * How it is built (root server):
+ * - **Identity.** A host uid of its own (`SandboxHost.allocateUid`), never 0, owning nothing on
+ *   the host but the instance's disk. Inside, that uid is `user` (1000) in a user namespace that
+ *   maps nothing else: host root does not exist in there.
+ * - **Namespaces.** An anchor process, started as that uid with `unshare`, owns the instance's
+ *   user, pid, network, IPC, UTS and cgroup namespaces; pid 1 of the pid namespace is a small
+ *   shell that reaps orphans, and when it dies the kernel kills everything in the namespace.
+ *   Every other process of the instance joins those namespaces (network, IPC, UTS with `nsenter`
+ *   as root; user and pid with bubblewrap `--userns/--pidns` after dropping to the instance's
+ *   uid), so they share one loopback, one SysV IPC space and one process tree: one machine.
+ * - **Filesystem.** bubblewrap builds each process's mount namespace the same way (rootfs.ts),
+ *   from the instance's disk (quota.ts) and a generated /etc; `--cap-drop ALL`, no_new_privs and
+ *   the seccomp filter (seccomp.ts) apply to every process.
+ * - **Limits.** Each process writes its pid into the instance's cgroup (cgroups.ts) before it
+ *   executes anything; pause freezes the cgroup; stop kills pid 1 and empties the cgroup.
+ * - **Network.** The namespace has only a loopback interface. `listen(port)` opens a TCP listener
+ *   inside it and hands the socket to the server, which is how the egress proxy (egress.ts)
+ *   serves the instance without any route out.
+ *
+ * The chain every process is started through:
+ *   setpriv --pdeathsig  →  sh (join cgroup)  →  nsenter --net --ipc --uts --cgroup  →
+ *   setpriv --reuid U  →  bwrap --userns --pidns --seccomp … --  command
+ *
+ * `none` mode (`--insecure-no-isolation`): processes are plain children of the server with HOME
+ * and TMPDIR in the instance directory. Convenience, not isolation.
+ */
+import { spawn as spawnChild, type StdioOptions } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { chmod, chown, mkdir, realpath, rm } from 'node:fs/promises';
+import type { Server } from 'node:net';
+import { join } from 'node:path';
+import type { Readable, Writable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  alive,
+  descendants,
+  freezeAll,
+  Supervised,
+  type ExitInfo,
+} from '../../internal/process.js';
+import type { Logger } from '../runtime.js';
+import { Cgroup } from './cgroups.js';
+import type { SandboxHost } from './host.js';
+import { DiskQuota } from './quota.js';
+import { rootfsArgs, SANDBOX_HOME, SANDBOX_HOSTNAME, SANDBOX_PATH, SANDBOX_UID } from './rootfs.js';
+import { toolPath } from './support.js';
+
+export { SANDBOX_HOME, SANDBOX_PATH } from './rootfs.js';
+
+export type SandboxMode =
+  /** Namespaces, its own host uid, cgroups, disk quota, seccomp (root server). */
+  | 'isolated'
+  /** No isolation at all (`--insecure-no-isolation`). */
+  | 'none';
+
+export interface SandboxOptions {
+  /** The instance directory (created by the registry, root-only). */
+  dir: string;
+  /** A name unique among live instances (the instance id); names the cgroup. */
+  name: string;
+  log: Logger;
+  /** A process of the sandbox's own (the anchor) died on its own. */
+  onCrash?: (reason: string) => void;
+}
+
+export interface SpawnOptions {
+  env: Record<string, string>;
+  /** stdio of the process; entries ≥ 3 reach the command as the same fd numbers. Default ignored. */
+  stdio?: StdioOptions;
+  /** Working directory as seen inside; default home. */
+  cwd?: string;
+}
+
+export interface ExecResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: Buffer;
+  stderr: Buffer;
+  timedOut: boolean;
+}
+
+/** What an instance may use, as reported by `GET /v1/instance/{id}`. */
+export interface SandboxLimits {
+  memory_bytes: number | null;
+  pids: number | null;
+  cpus: number | null;
+  disk_bytes: number | null;
+}
+
+export class Sandbox {
+  readonly mode: SandboxMode;
+  /** HOME as seen inside. */
+  readonly home: string;
+  /** /tmp as seen inside. */
+  readonly tmp: string;
+  /** Host paths of the instance's home, tmp and /dev/shm (on its disk). */
+  readonly hostHome: string;
+  readonly hostTmp: string;
+  readonly hostShm: string;
+  /** Server-only directory of the instance (root 0700, not visible inside). */
+  readonly hostRun: string;
+  /** The instance's host uid (isolated mode). */
+  readonly uid: number | undefined;
+  readonly #host: SandboxHost;
+  readonly #procs = new Set<Supervised>();
+  readonly #onCrash: ((reason: string) => void) | undefined;
+  readonly #log: Logger;
+  /** Holds the disk image and its mount point (under the sandbox root in isolated mode). */
+  readonly #diskDir: string;
+  #cgroup: Cgroup | undefined;
+  #quota: DiskQuota | undefined;
+  /** Host pid of pid 1 of the instance's pid namespace. */
+  #init = 0;
+  #stopping: Promise<void> | undefined;
+
+  private constructor(
+    host: SandboxHost,
+    mode: SandboxMode,
+    dir: string,
+    diskDir: string,
+    uid: number | undefined,
+    opts: SandboxOptions,
+  ) {
+    this.#host = host;
+    this.mode = mode;
+    this.uid = uid;
+    this.#onCrash = opts.onCrash;
+    this.#log = opts.log;
+    this.#diskDir = diskDir;
+    const disk = join(diskDir, 'disk');
+    this.hostHome = join(disk, 'home');
+    this.hostTmp = join(disk, 'tmp');
+    this.hostShm = join(disk, 'shm');
+    this.hostRun = join(dir, 'run');
+    this.home = mode === 'none' ? this.hostHome : SANDBOX_HOME;
+    this.tmp = mode === 'none' ? this.hostTmp : '/tmp';
+  }
+
+  /** Build the sandbox: disk, cgroup, namespaces. Cleans up after itself when a step fails. */
+  static async create(host: SandboxHost, opts: SandboxOptions): Promise<Sandbox> {
+    const dir = await realpath(opts.dir);
+    const mode: SandboxMode = host.isolated ? 'isolated' : 'none';
+    const uid = mode === 'isolated' ? host.allocateUid() : undefined;
+    const diskDir = mode === 'isolated' ? await host.instanceDir(opts.name) : dir;
+    const sandbox = new Sandbox(host, mode, dir, diskDir, uid, opts);
+    try {
+      await sandbox.#build(opts.name);
+    } catch (err) {
+      await sandbox.stop();
+      throw err;
+    }
+    return sandbox;
+  }
+
+  async #build(name: string): Promise<void> {
+    const host = this.#host;
+    await mkdir(this.hostRun, { recursive: true, mode: 0o700 });
+    const disk = join(this.#diskDir, 'disk');
+    if (this.mode === 'isolated' && host.limits.diskBytes > 0 && host.support.quota) {
+      this.#quota = await DiskQuota.create(
+        join(this.#diskDir, 'disk.img'),
+        disk,
+        host.limits.diskBytes,
+      );
+    } else {
+      await mkdir(disk, { recursive: true, mode: 0o700 });
+    }
+    for (const [path, mode] of [
+      [this.hostHome, 0o755],
+      [this.hostTmp, 0o1777],
+      [this.hostShm, 0o1777],
+    ] as const) {
+      await mkdir(path, { recursive: true });
+      await chmod(path, mode);
+      if (this.uid !== undefined) await chown(path, this.uid, this.uid);
+    }
+    if (this.mode === 'none') return;
+    // the disk's root stays root-owned 0711: the instance reaches only its three directories
+    await chmod(disk, 0o711);
+    if (host.support.cgroups !== undefined) {
+      this.#cgroup = await Cgroup.create(
+        host.support.cgroups,
+        `${process.pid}.${name}`,
+        host.limits,
+      );
+    }
+    await this.#startAnchor();
+  }
+
+  /** Limits that apply to this instance. */
+  get limits(): SandboxLimits {
+    const l = this.#host.limits;
+    return {
+      memory_bytes: this.#cgroup ? l.memoryBytes : null,
+      pids: this.#cgroup ? l.pids : null,
+      cpus: this.#cgroup ? l.cpus : null,
+      disk_bytes: this.#quota ? this.#quota.bytes : null,
+    };
+  }
+
+  /** Memory the instance uses now (bytes), when it has a cgroup. */
+  memoryUsage(): number | undefined {
+    return this.#cgroup?.memoryUsage();
+  }
+
+  /** Start a process inside. It is tracked: paused, resumed and killed with the sandbox. */
+  spawn(argv: readonly string[], opts: SpawnOptions): Supervised {
+    if (this.#stopping) throw new Error('sandbox is stopping');
+    const [cmd, ...args] = argv;
+    if (!cmd) throw new Error('spawn: empty argv');
+    const stdio: StdioOptions = opts.stdio ?? ['ignore', 'ignore', 'ignore'];
+    const cwd = opts.cwd ?? this.home;
+    const proc =
+      this.mode === 'none'
+        ? new Supervised(cmd, args, { env: opts.env, cwd, stdio })
+        : this.#spawnInside([cmd, ...args], stdio, opts.env, cwd);
+    this.#procs.add(proc);
+    void proc.exited.then(() => this.#procs.delete(proc));
+    return proc;
+  }
+
+  #spawnInside(
+    argv: string[],
+    stdio: StdioOptions,
+    env: Record<string, string>,
+    cwd: string,
+  ): Supervised {
+    const list: unknown[] = Array.isArray(stdio)
+      ? [...(stdio as unknown[])]
+      : [stdio, stdio, stdio];
+    const opened: number[] = [];
+    const pass = (fd: number) => {
+      opened.push(fd);
+      list.push(fd);
+      return list.length - 1;
+    };
+    const init = this.#init;
+    try {
+      const userns = pass(openSync(`/proc/${init}/ns/user`, 'r'));
+      const pidns = pass(openSync(`/proc/${init}/ns/pid`, 'r'));
+      const fds = {
+        etc: pass(openSync(this.#host.etcDir, 'r')),
+        home: pass(openSync(this.hostHome, 'r')),
+        tmp: pass(openSync(this.hostTmp, 'r')),
+        shm: pass(openSync(this.hostShm, 'r')),
+      };
+      list.push('pipe'); // the seccomp program, written below
+      const seccompFd = list.length - 1;
+      const chain = [
+        ...this.#joinCgroup(),
+        toolPath('nsenter')!,
+        `--net=/proc/${init}/ns/net`,
+        `--ipc=/proc/${init}/ns/ipc`,
+        `--uts=/proc/${init}/ns/uts`,
+        `--cgroup=/proc/${init}/ns/cgroup`,
+        '--',
+        toolPath('setpriv')!,
+        `--reuid=${this.uid}`,
+        `--regid=${this.uid}`,
+        '--clear-groups',
+        '--',
+        toolPath('bwrap')!,
+        '--userns',
+        String(userns),
+        '--pidns',
+        String(pidns),
+        ...rootfsArgs(fds),
+        '--die-with-parent',
+        '--cap-drop',
+        'ALL',
+        '--seccomp',
+        String(seccompFd),
+        '--chdir',
+        cwd,
+        '--',
+        ...argv,
+      ];
+      const [first, ...rest] = chain as [string, ...string[]];
+      const proc = new Supervised(first, rest, { env, stdio: list as StdioOptions });
+      const pipe = proc.child.stdio[seccompFd] as Writable | null;
+      pipe?.on('error', () => {});
+      pipe?.end(this.#host.seccomp);
+      return proc;
+    } finally {
+      for (const fd of opened) closeSync(fd);
+    }
+  }
+
+  /** `sh -c` prefix that writes its own pid into the instance's cgroup, then executes the rest. */
+  #joinCgroup(): string[] {
+    const files = this.#cgroup?.procsFiles ?? [];
+    if (files.length === 0) return [];
+    return [
+      toolPath('sh')!,
+      '-c',
+      'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
+      'sh',
+      String(files.length),
+      ...files,
+    ];
+  }
+
+  /**
+   * The anchor: pid 1 of the instance's pid namespace (a shell that only reaps), started as the
+   * instance's uid, owning all of its namespaces. Its loopback is brought up and its host name
+   * set from outside (root in the parent namespaces may; the instance itself may not).
+   */
+  async #startAnchor(): Promise<void> {
+    const [first, ...rest] = [
+      ...this.#joinCgroup(),
+      toolPath('setpriv')!,
+      `--reuid=${this.uid}`,
+      `--regid=${this.uid}`,
+      '--clear-groups',
+      '--',
+      toolPath('unshare')!,
+      '--user',
+      `--map-user=${SANDBOX_UID}`,
+      `--map-group=${SANDBOX_UID}`,
+      '--pid',
+      '--fork',
+      '--kill-child',
+      '--net',
+      '--ipc',
+      '--uts',
+      '--cgroup',
+      '--',
+      '/bin/sh',
+      '-c',
+      // pid 1 reaps every orphan of the namespace while it waits for a sleep that never ends
+      'trap "" TERM INT HUP; sleep infinity & while :; do wait; done',
+    ] as unknown as [string, ...string[]];
+    const anchor = new Supervised(first, rest, {
+      env: { PATH: SANDBOX_PATH },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    this.#procs.add(anchor);
+    let stderr = '';
+    anchor.child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+    const deadline = Date.now() + 10_000;
+    while (!this.#init) {
+      if (!anchor.running || Date.now() > deadline) {
+        await anchor.kill(0);
+        throw new Error(
+          `could not create the instance's namespaces: ${stderr.trim() || 'timeout'}`,
+        );
+      }
+      this.#init = namespaceInit(anchor.pid, this.uid!);
+      if (!this.#init) await sleep(2);
+    }
+    const ip = toolPath('ip')!;
+    const net = `--net=/proc/${this.#init}/ns/net`;
+    await run(toolPath('nsenter')!, [net, '--', ip, 'link', 'set', 'lo', 'up']);
+    await run(toolPath('nsenter')!, [
+      `--uts=/proc/${this.#init}/ns/uts`,
+      '--',
+      '/bin/hostname',
+      SANDBOX_HOSTNAME,
+    ]).catch(() => {}); // cosmetic
+    void anchor.exited.then((e) => {
+      this.#procs.delete(anchor);
+      if (!this.#stopping) this.#onCrash?.(`the instance's init exited (${describeExit(e)})`);
+    });
+  }
+
+  /**
+   * A TCP listener on `127.0.0.1:port` inside the instance's network namespace, handed to the
+   * server: a tiny Node helper started inside creates it and sends the socket over its IPC
+   * channel, then exits. Connections the instance makes to it arrive in the server process.
+   */
+  async listen(port: number): Promise<Server> {
+    if (this.mode === 'none') throw new Error('no network namespace in none mode');
+    const proc = this.spawn(
+      [process.execPath, '--input-type=module', '-e', this.#host.listenHelper, '--', String(port)],
+      { env: { PATH: SANDBOX_PATH, HOME: this.home }, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] },
+    );
+    let stderr = '';
+    proc.child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+    const server = await new Promise<Server | Error>((resolve) => {
+      proc.child.once('message', (_msg, handle) => resolve(handle as Server));
+      void proc.exited.then(() => resolve(new Error(stderr.trim() || 'listener helper exited')));
+      setTimeout(() => resolve(new Error('listener helper timed out')), 15_000).unref();
+    });
+    if (server instanceof Error) {
+      await proc.kill(0);
+      throw new Error(`could not open port ${port} inside the instance: ${server.message}`);
+    }
+    proc.child.disconnect?.();
+    return server;
+  }
+
+  /** Run a command inside to completion, with a deadline and capped output. */
+  async exec(
+    argv: readonly string[],
+    opts: { env: Record<string, string>; timeoutMs: number; maxBytes?: number; cwd?: string },
+  ): Promise<ExecResult> {
+    const spawnOpts: SpawnOptions = { env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] };
+    if (opts.cwd !== undefined) spawnOpts.cwd = opts.cwd;
+    const proc = this.spawn(argv, spawnOpts);
+    const max = opts.maxBytes ?? 1 << 20;
+    const collect = (stream: Readable | null) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      stream?.on('data', (c: Buffer) => {
+        if (size < max) chunks.push(c.subarray(0, max - size));
+        size += c.length;
+      });
+      return () => Buffer.concat(chunks);
+    };
+    const out = collect(proc.child.stdout);
+    const err = collect(proc.child.stderr);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      void this.terminate(proc);
+    }, opts.timeoutMs);
+    const info = await proc.exited;
+    clearTimeout(timer);
+    await streamsClosed(proc);
+    return { code: info.code, signal: info.signal, stdout: out(), stderr: err(), timedOut };
+  }
+
+  /** Every live process of the instance (host pids). */
+  pids(): number[] {
+    if (this.#cgroup) return this.#cgroup.pids();
+    const out: number[] = [];
+    for (const p of this.#procs) {
+      if (p.pid > 0 && p.running) out.push(p.pid, ...descendants(p.pid));
+    }
+    return out;
+  }
+
+  /** Freeze every process (the cgroup freezer: atomic; else SIGSTOP until all are stopped). */
+  async pause(): Promise<void> {
+    if (this.#cgroup) await this.#cgroup.freeze();
+    else await freezeAll(() => this.pids());
+  }
+
+  async resume(): Promise<void> {
+    if (this.#cgroup) await this.#cgroup.thaw();
+    else for (const pid of this.pids().reverse()) signal(pid, 'SIGCONT');
+  }
+
+  /** Kill every process, release the cgroup and the disk. Idempotent. */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  get stopping(): boolean {
+    return this.#stopping !== undefined;
+  }
+
+  /**
+   * Kill one process of the sandbox with everything below it: the processes inside first
+   * (their bubblewrap then exits on its own), then the process itself.
+   */
+  async terminate(proc: Supervised): Promise<void> {
+    if (!proc.running) return;
+    const below = descendants(proc.pid);
+    for (const pid of [proc.pid, ...below]) signal(pid, 'SIGCONT');
+    for (const pid of below) signal(pid, 'SIGKILL');
+    if (below.length > 0) {
+      await Promise.race([proc.exited, sleep(1000)]);
+    }
+    await proc.kill(200);
+  }
+
+  async #stop(): Promise<void> {
+    const all = this.pids();
+    await this.#cgroup?.thaw().catch(() => {});
+    // pid 1 dying makes the kernel kill the whole pid namespace
+    if (this.#init) signal(this.#init, 'SIGKILL');
+    await Promise.all([...this.#procs].map((p) => this.terminate(p)));
+    for (const pid of all) signal(pid, 'SIGKILL');
+    if (this.#cgroup) {
+      await this.#cgroup.kill();
+      await this.#cgroup
+        .remove()
+        .catch((err: unknown) => this.#log.warn({ err }, 'could not remove the instance cgroup'));
+    } else {
+      const deadline = Date.now() + 3000;
+      while (all.some(alive) && Date.now() < deadline) await sleep(20);
+    }
+    await this.#quota?.remove();
+    if (this.mode === 'isolated') await rm(this.#diskDir, { recursive: true, force: true });
+    if (this.uid !== undefined) this.#host.releaseUid(this.uid);
+  }
+}
+
+/**
+ * pid 1 of the namespace the anchor (`unshare --fork`) created: its child, once the child runs as
+ * the instance's uid in a user namespace of its own. 0 while not there yet.
+ */
+function namespaceInit(anchorPid: number, uid: number): number {
+  let children: string;
+  try {
+    children = readFileSync(`/proc/${anchorPid}/task/${anchorPid}/children`, 'utf8').trim();
+  } catch {
+    return 0;
+  }
+  const child = Number(children.split(' ')[0]);
+  if (!child) return 0;
+  try {
+    const status = readFileSync(`/proc/${child}/status`, 'utf8');
+    const uidLine = /^Uid:\s+(\d+)/m.exec(status)?.[1];
+    const comm = /^Name:\s+(\S+)/m.exec(status)?.[1];
+    return Number(uidLine) === uid && comm === 'sh' ? child : 0;
+  } catch {
+    return 0;
+  }
+}
+
+function run(cmd: string, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawnChild(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.once('error', reject);
+    child.once('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`${cmd} ${args.join(' ')}: ${stderr.trim()}`)),
+    );
+  });
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    /* gone */
+  }
+}
+
+export function describeExit(e: ExitInfo): string {
+  return e.signal ? `signal ${e.signal}` : `status ${e.code}`;
+}
+
+/** Resolve when the child's stdout and stderr have delivered everything (after exit). */
+function streamsClosed(proc: Supervised): Promise<void> {
+  const wait = (s: Readable | null) =>
+    s && !s.readableEnded && !s.destroyed
+      ? new Promise<void>((r) => {
+          s.once('close', r);
+          s.once('end', r);
+        })
+      : Promise.resolve();
+  return Promise.all([wait(proc.child.stdout), wait(proc.child.stderr)]).then(() => undefined);
+}
