@@ -16,6 +16,7 @@ import { buildApp, createLogger, handleUpgrade } from './app.js';
 import { AuthStore } from './auth-store.js';
 import { Registry } from './registry.js';
 import type { RuntimeFactory } from './runtime.js';
+import { SandboxHost } from './sandbox/index.js';
 
 export interface ServerOptions {
   /** Interface to bind. Default `127.0.0.1` (loopback only); env `BURROW_HOST`. */
@@ -36,6 +37,25 @@ export interface ServerOptions {
   publicUrl?: string;
   /** pino log level. Default `warn`; env `BURROW_LOG_LEVEL`. */
   logLevel?: string;
+  /** How instances are isolated (ISOLATION.md in src/server/sandbox/). */
+  isolation?: IsolationOptions;
+}
+
+export interface IsolationOptions {
+  /** Instances' browsers may reach every host loopback port but burrow's own. Default false. */
+  allowHostLoopback?: boolean;
+  /** Host loopback ports instances' browsers may reach. Default none. */
+  allowHostPorts?: number[];
+  /** Start instances even when this machine cannot isolate them (they then run unisolated). */
+  insecureNoIsolation?: boolean;
+  /** Memory limit per instance in bytes. Default 2 GiB. */
+  memoryBytes?: number;
+  /** Processes and threads per instance. Default 1024. */
+  pids?: number;
+  /** CPU time per instance, in cores. Default 1. */
+  cpus?: number;
+  /** Disk quota per instance in bytes. Default 4 GiB. */
+  diskBytes?: number;
 }
 
 export interface RunningServer extends AsyncDisposable {
@@ -80,12 +100,11 @@ async function sweepRuns(instancesRoot: string): Promise<void> {
   }
 }
 
-/** Runtimes are loaded on first use; sandboxes never see the data dir (auth states, other instances). */
-function runtimeFactories(dataDir: string): Record<'browser' | 'ubuntu', RuntimeFactory> {
+/** Runtimes are loaded on first use. */
+function runtimeFactories(): Record<'browser' | 'ubuntu', RuntimeFactory> {
   return {
     browser: async (ctx) => (await import('./browser/index.js')).createBrowserRuntime(ctx),
-    ubuntu: async (ctx) =>
-      (await import('./ubuntu/index.js')).createUbuntuRuntimeFactory({ mask: [dataDir] })(ctx),
+    ubuntu: async (ctx) => (await import('./ubuntu/index.js')).createUbuntuRuntime(ctx),
   };
 }
 
@@ -102,7 +121,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     options.chromiumPath ?? process.env.BURROW_CHROMIUM ?? '/usr/lib/chromium/chromium';
   const logLevel = options.logLevel ?? process.env.BURROW_LOG_LEVEL ?? 'warn';
 
-  const factories = runtimeFactories(dataDir);
+  const factories = runtimeFactories();
   const instancesRoot = join(dataDir, 'instances');
   await mkdir(instancesRoot, { recursive: true, mode: 0o700 });
   await sweepRuns(instancesRoot);
@@ -113,6 +132,20 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   let publicUrl = options.publicUrl ?? '';
   const authStore = new AuthStore(dataDir);
   const logger = createLogger(logLevel);
+  const iso = options.isolation ?? {};
+  const sandboxHost = await SandboxHost.create({
+    runDir,
+    log: logger,
+    ...(iso.insecureNoIsolation !== undefined && { insecureNoIsolation: iso.insecureNoIsolation }),
+    ...(iso.allowHostLoopback !== undefined && { allowHostLoopback: iso.allowHostLoopback }),
+    ...(iso.allowHostPorts !== undefined && { allowHostPorts: iso.allowHostPorts }),
+    limits: {
+      ...(iso.memoryBytes !== undefined && { memoryBytes: iso.memoryBytes }),
+      ...(iso.pids !== undefined && { pids: iso.pids }),
+      ...(iso.cpus !== undefined && { cpus: iso.cpus }),
+      ...(iso.diskBytes !== undefined && { diskBytes: iso.diskBytes }),
+    },
+  });
   const registry = new Registry({
     instancesDir: runDir,
     maxInstances: options.maxInstances ?? envNumber('BURROW_MAX_INSTANCES') ?? 8,
@@ -121,6 +154,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     chromiumPath,
     maxUploadBytes,
     log: logger,
+    sandboxHost,
   });
   const app = await buildApp({ apiKey, registry, authStore, maxUploadBytes, logger });
   app.server.on('upgrade', (req, socket, head) => handleUpgrade(registry, req, socket, head));
@@ -130,12 +164,15 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const wildcard = host === '0.0.0.0' || host === '::';
   const url = `http://${urlHost(wildcard ? '127.0.0.1' : host)}:${address.port}`;
   publicUrl ||= url;
+  // instances never reach burrow's own port, whatever the operator allows on loopback
+  sandboxHost.protectedPorts = () => [address.port];
 
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
       await registry.close();
       await app.close();
+      await sandboxHost.close();
       await rm(runDir, { recursive: true, force: true });
     })());
   return {

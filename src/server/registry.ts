@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { Instance, InstanceStatus, InstanceType, Resolution } from '../api/index.js';
 import { HttpError, badRequest, notFound } from './errors.js';
 import type { InstanceRuntime, Logger, RuntimeContext, RuntimeFactory } from './runtime.js';
+import type { SandboxHost } from './sandbox/index.js';
 
 export const DEFAULT_RESOLUTION: Resolution = [1024, 768];
 export const DEFAULT_TIMEOUT_HOURS = 1;
@@ -25,6 +26,8 @@ export interface RegistryOptions {
   chromiumPath: string;
   maxUploadBytes: number;
   log: Logger;
+  /** The sandbox layer (what this machine can isolate, limits, egress policy). */
+  sandboxHost: SandboxHost;
 }
 
 export interface StartOptions {
@@ -102,6 +105,8 @@ export class Registry {
     const factory = this.#opts.factories[type];
     if (type === 'windows') throw badRequest('windows instances are not available on this server');
     if (!factory) throw badRequest(`${type} instances are not available on this server yet`);
+    const { refusal } = this.#opts.sandboxHost;
+    if (refusal) throw new HttpError(503, refusal);
     const live = this.list().filter((r) => r.live).length;
     if (live >= this.#opts.maxInstances) {
       throw new HttpError(
@@ -133,6 +138,7 @@ export class Registry {
       chromiumPath: this.#opts.chromiumPath,
       maxUploadBytes: this.#opts.maxUploadBytes,
       failed: (reason) => this.#failed(rec, reason),
+      sandboxHost: this.#opts.sandboxHost,
     };
     try {
       await mkdir(rec.dir, { recursive: true, mode: 0o700 });

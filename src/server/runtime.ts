@@ -19,6 +19,7 @@ import type {
   UploadResult,
 } from '../api/index.js';
 import type { z } from 'zod';
+import type { SandboxHost } from './sandbox/index.js';
 import type { AddCellRequest, ExecuteCellRequest } from '../api/index.js';
 
 export interface Logger {
@@ -51,6 +52,8 @@ export interface RuntimeContext {
   readonly maxUploadBytes: number;
   /** Tell the registry a process died on its own: the instance goes to `error`. */
   failed(reason: string): void;
+  /** The server-wide sandbox layer every instance is built with (src/server/sandbox/). */
+  readonly sandboxHost: SandboxHost;
 }
 
 /** Cookies, localStorage and sessionStorage of a browser, as saved in an auth state. */
@@ -137,10 +140,15 @@ export interface InstanceRuntime {
     head: Buffer,
   ): void;
   /** Plain HTTP GET under `/stream/<id>/<rest>` (token checked), e.g. a live-view page. */
-  streamPage?(
-    rest: string,
-    query: URLSearchParams,
-  ): Promise<{ status: number; type: string; body: Buffer | string }>;
+  streamPage?(rest: string, query: URLSearchParams): Promise<StreamPage>;
+}
+
+/** The answer to a GET under `/stream/<id>/<rest>`: the route sends it with `no-store`. */
+export interface StreamPage {
+  status: number;
+  /** `Content-Type`. */
+  type: string;
+  body: Buffer | string;
 }
 
 export type RuntimeFactory = (ctx: RuntimeContext) => InstanceRuntime | Promise<InstanceRuntime>;

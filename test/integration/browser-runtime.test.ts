@@ -3,6 +3,7 @@
  * own, and a Chromium that cannot start. Clients reach it through a bare node:http server that
  * checks the token and hands upgrades to the runtime, as the real server does.
  */
+import { testSandboxHost } from '../helpers/sandbox.js';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
@@ -57,6 +58,7 @@ async function withRuntime(
     chromiumPath,
     maxUploadBytes: 1024,
     failed: (reason) => failures.push(reason),
+    sandboxHost: await testSandboxHost(join(dir, `run-${process.pid}-rt`)),
   };
   try {
     runtime = await createBrowserRuntime(ctx);

@@ -18,7 +18,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alive } from '../../src/internal/process.js';
 import type { RuntimeContext } from '../../src/server/runtime.js';
-import { UbuntuRuntime, type UbuntuRuntimeOptions } from '../../src/server/ubuntu/index.js';
+import { UbuntuRuntime } from '../../src/server/ubuntu/index.js';
+import { testSandboxHost } from '../helpers/sandbox.js';
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
 
@@ -30,11 +31,16 @@ interface Instance {
 }
 
 async function startInstance(
-  opts: UbuntuRuntimeOptions = {},
+  opts: { isolation?: 'none' } = {},
   resolution: [number, number] = [800, 600],
 ): Promise<Instance> {
   const data = mkdtempSync(join(tmpdir(), 'burrow-ubuntu-'));
-  const dir = join(data, 'instances', 'run', 'u1');
+  const runDir = join(
+    data,
+    'instances',
+    `run-${process.pid}-${Math.random().toString(16).slice(2)}`,
+  );
+  const dir = join(runDir, 'u1');
   mkdirSync(dir, { recursive: true });
   // something secret in the data dir, next to the instance
   mkdirSync(join(data, 'auth_states'), { recursive: true });
@@ -52,8 +58,9 @@ async function startInstance(
     chromiumPath: '/usr/lib/chromium/chromium',
     maxUploadBytes: 1 << 20,
     failed: (r) => failures.push(r),
+    sandboxHost: await testSandboxHost(runDir, { disableIsolation: opts.isolation === 'none' }),
   };
-  const rt = new UbuntuRuntime(ctx, { mask: [data], ...opts });
+  const rt = new UbuntuRuntime(ctx);
   await rt.start();
   return { rt, dir, data, failures };
 }
@@ -66,7 +73,7 @@ describe('ubuntu runtime with bubblewrap', () => {
   const bash = (req: Parameters<UbuntuRuntime['bash']>[0]) => rt.bash(req);
   const edit = (req: Parameters<UbuntuRuntime['edit']>[0]) => rt.edit(req);
   const file = (req: Parameters<UbuntuRuntime['file']>[0]) => rt.file(req);
-  const home = () => join(inst.dir, 'home');
+  const home = () => inst.rt.sandbox.hostHome;
 
   beforeAll(async () => {
     inst = await startInstance();
@@ -86,7 +93,7 @@ describe('ubuntu runtime with bubblewrap', () => {
   });
 
   it('runs in a bubblewrap sandbox with its own home, tmp and process tree', async () => {
-    expect(rt.sandbox.mode).toBe('bwrap');
+    expect(rt.sandbox.mode).toBe('isolated');
     const r = await bash({
       command: 'pwd; echo $HOME; touch /tmp/mine; ls /tmp; ps -e -o comm= | sort -u',
     });
@@ -95,7 +102,7 @@ describe('ubuntu runtime with bubblewrap', () => {
     expect(r.output).toContain('mine');
     expect(r.output).toContain('Xvfb');
     expect(r.output).not.toContain('node');
-    expect(existsSync(join(inst.dir, 'tmp', 'mine'))).toBe(true);
+    expect(existsSync(join(inst.rt.sandbox.hostTmp, 'mine'))).toBe(true);
   });
 
   it('cannot write outside its directory nor see the data dir', async () => {
@@ -468,7 +475,10 @@ describe('ubuntu runtime with bubblewrap', () => {
       expect((await file({ command: 'copy', src: 'g/a', dst: '/tmp/g-copy' })).output).toBe(
         'Copied /home/user/g/a to /tmp/g-copy',
       );
-      expect(readdirSync(join(inst.dir, 'tmp/g-copy')).sort()).toEqual(['in.txt', 'z2.txt']);
+      expect(readdirSync(join(inst.rt.sandbox.hostTmp, 'g-copy')).sort()).toEqual([
+        'in.txt',
+        'z2.txt',
+      ]);
       expect(
         (await file({ command: 'copy', src: '/etc/hostname', dst: 'g/hostname' })).output,
       ).toMatch(/^Copied/);
@@ -672,7 +682,7 @@ describe('ubuntu runtime with bubblewrap', () => {
         command:
           '(i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.05; done) > /dev/null 2>&1 &',
       });
-      const read = () => Number(readFileSync(join(inst.dir, 'tmp/counter'), 'utf8'));
+      const read = () => Number(readFileSync(join(inst.rt.sandbox.hostTmp, 'counter'), 'utf8'));
       await sleep(300);
       await rt.pause();
       await sleep(100);
@@ -727,15 +737,19 @@ describe('ubuntu runtime lifecycle', () => {
     const data = mkdtempSync(join(tmpdir(), 'burrow-ubuntu-kill-'));
     const script = join(data, 'server.mts');
     const entry = new URL('../../src/server/ubuntu/index.ts', import.meta.url).pathname;
+    const sandboxEntry = new URL('../../src/server/sandbox/index.ts', import.meta.url).pathname;
     writeFileSync(
       script,
       `import { mkdirSync } from 'node:fs';
 import { UbuntuRuntime } from ${JSON.stringify(entry)};
-const dir = ${JSON.stringify(join(data, 'instances', 'k1'))};
+import { SandboxHost } from ${JSON.stringify(sandboxEntry)};
+const runDir = ${JSON.stringify(join(data, 'instances'))} + '/run-' + process.pid + '-k';
+const dir = runDir + '/k1';
 mkdirSync(dir, { recursive: true });
 const log = { info() {}, warn() {}, error() {}, debug() {} };
+const sandboxHost = await SandboxHost.create({ runDir, log });
 const rt = new UbuntuRuntime({ id: 'k1', type: 'ubuntu', resolution: [640, 482], blockedDomains: [], dir, token: 't',
-  publicUrl: 'http://x', log, chromiumPath: '', maxUploadBytes: 1, failed() {} });
+  publicUrl: 'http://x', log, chromiumPath: '', maxUploadBytes: 1, failed() {}, sandboxHost });
 await rt.start();
 await rt.bash({ command: 'setsid sleep 1003 & sleep 1004 &' });
 console.log(JSON.stringify(rt.sandbox.pids()));
@@ -772,7 +786,7 @@ describe('ubuntu runtime without bubblewrap', () => {
     const inst = await startInstance({ isolation: 'none' }, [640, 483]);
     try {
       expect(inst.rt.sandbox.mode).toBe('none');
-      const home = join(inst.dir, 'home');
+      const home = inst.rt.sandbox.hostHome;
       const r = await inst.rt.bash({ command: 'echo $HOME; pwd; echo hi > f.txt; echo $DISPLAY' });
       expect(r.output).toBe(`${home}\n${home}\n:${inst.rt.display.number}\n`);
       expect((await inst.rt.file({ command: 'read', path: 'f.txt' })).output).toBe('hi\n');

@@ -7,8 +7,26 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ParsedComputerAction, ToolResult } from '../../api/index.js';
 import type { InstanceRuntime, RuntimeContext, RuntimeFactory } from '../runtime.js';
-import { BrowserController, CdpComputer, refuseUpgrade, Screencast } from '../chromium/index.js';
+import { join, posix } from 'node:path';
+import {
+  BrowserController,
+  CdpComputer,
+  refuseUpgrade,
+  Screencast,
+  type BrowserControllerOptions,
+} from '../chromium/index.js';
+import {
+  chromiumProxyArgs,
+  openEgress,
+  Sandbox,
+  SANDBOX_PATH,
+  type InstanceEgress,
+  type SandboxLimits,
+} from '../sandbox/index.js';
 import { browserLiveViewPage, type StreamPage } from './liveview-page.js';
+
+/** Chromium's profile, downloads and temp files, under the instance's home. */
+const CHROMIUM_DIR = '.config/burrow-chromium';
 
 /**
  * - `browser/start` returns the running browser's `cdp_url`.
@@ -23,10 +41,16 @@ class BrowserRuntime implements InstanceRuntime {
   readonly #ctx: RuntimeContext;
   readonly #computer: CdpComputer;
   readonly #screencast: Screencast;
+  #sandbox: Sandbox | undefined;
+  #egress: InstanceEgress | undefined;
 
   constructor(ctx: RuntimeContext) {
     this.#ctx = ctx;
-    this.browser = new BrowserController({ ctx, onCrash: (reason) => ctx.failed(reason) });
+    this.browser = new BrowserController({
+      ctx: { ...ctx, dir: ctx.dir }, // replaced per launch: see #launchOptions
+      onCrash: (reason) => ctx.failed(reason),
+      launch: () => this.#launchOptions(),
+    });
     const page = () => this.browser.activePage();
     this.#computer = new CdpComputer({
       page,
@@ -41,21 +65,75 @@ class BrowserRuntime implements InstanceRuntime {
     });
   }
 
+  /**
+   * Chromium runs inside the instance's sandbox as its unprivileged user, with Chromium's own
+   * sandbox on; its profile, downloads and temp files are on the instance's disk, and its network
+   * goes through the egress, which is where `localhost` pages of the host are allowed or not.
+   */
+  #launchOptions(): Partial<BrowserControllerOptions> {
+    const sandbox = this.#sandbox!;
+    if (sandbox.mode === 'none') {
+      return {
+        ctx: { ...this.#ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
+        spawn: (argv, o) => sandbox.spawn(argv, { env: o.env, stdio: o.stdio }),
+        // root cannot run Chromium's sandbox; this mode has no other
+        args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
+      };
+    }
+    return {
+      ctx: { ...this.#ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
+      processDir: posix.join(sandbox.home, CHROMIUM_DIR),
+      spawn: (argv, o) => sandbox.spawn(argv, { env: o.env, stdio: o.stdio }),
+      mkdir: async (paths) => {
+        const r = await sandbox.exec(['mkdir', '-p', '--', ...paths], {
+          env: { PATH: SANDBOX_PATH, HOME: sandbox.home },
+          timeoutMs: 10_000,
+        });
+        if (r.code !== 0) throw new Error(`mkdir failed: ${r.stderr.toString().trim()}`);
+      },
+      args: chromiumProxyArgs(true),
+    };
+  }
+
   async start(): Promise<void> {
-    await this.browser.start();
+    const ctx = this.#ctx;
+    const sandbox = await Sandbox.create(ctx.sandboxHost, {
+      dir: ctx.dir,
+      name: ctx.id,
+      log: ctx.log,
+      onCrash: (reason) => ctx.failed(reason),
+    });
+    this.#sandbox = sandbox;
+    try {
+      if (sandbox.mode === 'isolated') {
+        this.#egress = await openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log);
+      }
+      await this.browser.start();
+    } catch (err) {
+      await this.stop();
+      throw err;
+    }
   }
 
   async stop(): Promise<void> {
     await this.#screencast.close();
     await this.browser.dispose();
+    this.#egress?.close();
+    await this.#sandbox?.stop();
   }
 
+  /** The cgroup freezer (or SIGSTOP of every process) stops the whole instance at once. */
   async pause(): Promise<void> {
-    await this.browser.pause();
+    await this.#sandbox?.pause();
   }
 
   async resume(): Promise<void> {
-    this.browser.resume();
+    await this.#sandbox?.resume();
+  }
+
+  /** Limits that apply (GET /v1/instance/{id}). */
+  get limits(): SandboxLimits | undefined {
+    return this.#sandbox?.limits;
   }
 
   screenshot(): Promise<Buffer> {

@@ -1,19 +1,21 @@
 /**
  * Chromium launcher: one supervised process per browser, its profile and temp files under the
- * instance directory, DevTools on a random loopback port read from stderr.
+ * instance directory, DevTools on a pipe (`--remote-debugging-pipe`, fds 3 and 4), never on a
+ * port: no other process, in this instance or outside it, can connect to them.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { mkdir, readdir, symlink, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import type { Readable, Writable } from 'node:stream';
 import type { StdioOptions } from 'node:child_process';
 import { descendants, freezeAll, Supervised } from '../../internal/process.js';
+import { CdpPipe } from './pipe.js';
 
 /** Flags every Chromium gets: the network is closed, so nothing may phone home (DESIGN.md). */
 export const BASE_FLAGS = [
-  '--no-sandbox',
   '--no-first-run',
   '--disable-background-networking',
   '--disable-component-update',
@@ -44,11 +46,12 @@ export interface LaunchOptions {
   env?: Record<string, string>;
   /** Extra command-line flags, after the built-in ones. */
   args?: readonly string[];
-  /** How long Chromium may take to open DevTools, in ms. Default 20 000. */
+  /** How long Chromium may take to answer on its DevTools pipe, in ms. Default 20 000. */
   startTimeoutMs?: number;
   /**
    * How the process is started, e.g. inside an ubuntu instance's sandbox. Default: a
-   * `Supervised` child on the host. The hook must keep `stdio` (stderr carries the DevTools line).
+   * `Supervised` child on the host. The hook must pass `stdio` through unchanged: fds 3 and 4
+   * are the DevTools pipe, stderr feeds error messages.
    */
   spawn?: (argv: string[], opts: ChromiumSpawnOptions) => Supervised;
   /**
@@ -70,9 +73,10 @@ export interface ChromiumSpawnOptions {
 
 export interface LaunchedChromium {
   readonly process: Supervised;
-  /** `ws://127.0.0.1:<port>/devtools/browser/<guid>` */
-  readonly wsEndpoint: string;
-  readonly port: number;
+  /** The DevTools pipe; Chromium has answered on it. */
+  readonly pipe: CdpPipe;
+  /** A random id naming this browser in the public endpoint's path, `/devtools/browser/<id>`. */
+  readonly browserId: string;
   /** The last lines Chromium wrote to stderr, for error messages. */
   stderrTail(): string;
   /**
@@ -119,7 +123,7 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     ...BASE_FLAGS,
     ...(opts.headless === false ? [] : ['--headless']),
     `--user-data-dir=${profile}`,
-    '--remote-debugging-port=0',
+    '--remote-debugging-pipe',
     `--window-size=${opts.windowSize[0]},${opts.windowSize[1]}`,
     ...(rules ? [`--host-resolver-rules=${rules}`] : []),
     ...(opts.args ?? []),
@@ -132,7 +136,8 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     ...(process.env.LANG ? { LANG: process.env.LANG } : {}),
     ...opts.env,
   };
-  const stdio: StdioOptions = ['ignore', 'ignore', 'pipe'];
+  // fd 3: commands to Chromium; fd 4: its replies and events
+  const stdio: StdioOptions = ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'];
   const proc = opts.spawn
     ? opts.spawn([opts.executablePath, ...args], { env, stdio })
     : new Supervised(opts.executablePath, args, { env, stdio });
@@ -143,16 +148,13 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
 
   const tail: string[] = [];
   const stderrTail = () => tail.join('\n');
-  const lines = createInterface({ input: proc.child.stderr! });
-  const endpoint = new Promise<string>((resolve) => {
-    lines.on('line', (line) => {
-      if (line.includes(':ERROR:dbus/')) return; // no D-Bus here; Chromium complains constantly
-      tail.push(line);
-      if (tail.length > STDERR_LINES) tail.shift();
-      const m = /^DevTools listening on (ws:\/\/\S+)$/.exec(line);
-      if (m?.[1]) resolve(m[1]);
-    });
+  createInterface({ input: proc.child.stderr! }).on('line', (line) => {
+    if (line.includes(':ERROR:dbus/')) return; // no D-Bus here; Chromium complains constantly
+    tail.push(line);
+    if (tail.length > STDERR_LINES) tail.shift();
   });
+  const pipe = new CdpPipe(proc.child.stdio[3] as Writable, proc.child.stdio[4] as Readable);
+  const ready = answers(pipe);
 
   // In a sandbox the path Chromium names is not unique on the host (every instance has the same
   // /home/user): a stray must also share the mount namespace of this launch's processes (never
@@ -197,7 +199,7 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
   const timeoutMs = opts.startTimeoutMs ?? 20_000;
   let timer: NodeJS.Timeout | undefined;
   const outcome = await Promise.race([
-    endpoint,
+    ready,
     proc.exited.then((e) => new Error(`Chromium exited (${e.signal ?? `code ${e.code}`})`)),
     new Promise<Error>((r) => {
       timer = setTimeout(
@@ -209,19 +211,38 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
   clearTimeout(timer);
   noteNamespaces();
   if (outcome instanceof Error) {
+    pipe.close();
     await kill();
     const last = stderrTail();
     throw new Error(last ? `${outcome.message}; last stderr lines:\n${last}` : outcome.message);
   }
   return {
     process: proc,
-    wsEndpoint: outcome,
-    port: Number(new URL(outcome).port),
+    pipe,
+    browserId: randomUUID(),
     stderrTail,
     signal,
     freeze,
     kill,
   };
+}
+
+/**
+ * Resolves once Chromium answers a first command on its pipe; if the pipe closes first, the
+ * process's exit tells why. Chromium sends nothing unasked, and the probe's id 0 is never used
+ * again (the mux counts from 1): the pipe is left with no reader, holding what comes next.
+ */
+function answers(pipe: CdpPipe): Promise<true> {
+  return new Promise((resolve) => {
+    pipe.listen({
+      message: () => {
+        pipe.listen(undefined);
+        resolve(true);
+      },
+      close: () => {},
+    });
+    pipe.send('{"id":0,"method":"Browser.getVersion"}');
+  });
 }
 
 /** TMPDIR links left by a server that was killed before its Chromium exited. */

@@ -27,6 +27,8 @@ export interface BrowserControllerOptions {
   mkdir?: LaunchOptions['mkdir'];
   /** Chromium died on its own while it should have been running. */
   onCrash(reason: string): void;
+  /** Options read at each launch, over the ones above (e.g. a sandbox made after construction). */
+  launch?: () => Partial<Omit<BrowserControllerOptions, 'launch' | 'onCrash'>>;
 }
 
 export class BrowserController implements BrowserCapability {
@@ -113,8 +115,9 @@ export class BrowserController implements BrowserCapability {
   }
 
   #launch(): Promise<ChromiumSession> {
-    const { ctx, headless = true, args, spawn, processDir, mkdir, onCrash } = this.#opts;
-    const env = typeof this.#opts.env === 'function' ? this.#opts.env() : this.#opts.env;
+    const opts = { ...this.#opts, ...this.#opts.launch?.() };
+    const { ctx, headless = true, args, spawn, processDir, mkdir, onCrash } = opts;
+    const env = typeof opts.env === 'function' ? opts.env() : opts.env;
     const base = ctx.publicUrl.replace(/^http/, 'ws').replace(/\/+$/, '');
     return ChromiumSession.launch({
       executablePath: ctx.chromiumPath,

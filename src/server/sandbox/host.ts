@@ -43,6 +43,8 @@ export interface SandboxHostOptions {
   limits?: Partial<InstanceLimits>;
   /** Run instances without isolation when the machine cannot isolate them. Loudly logged. */
   insecureNoIsolation?: boolean;
+  /** Run instances without isolation even where it works (tests of that mode). Loudly logged. */
+  disableIsolation?: boolean;
   /** Egress: every host loopback port but burrow's own (`--allow-host-loopback`). */
   allowHostLoopback?: boolean;
   /** Egress: these host loopback ports (`--allow-host-port`). */
@@ -77,9 +79,9 @@ export class SandboxHost {
     this.support = support;
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
     const missing = support.guarantees.filter((g) => CORE_GUARANTEES.includes(g.name) && !g.ok);
-    this.isolated = missing.length === 0;
+    this.isolated = missing.length === 0 && !opts.disableIsolation;
     this.refusal =
-      missing.length > 0 && !opts.insecureNoIsolation
+      missing.length > 0 && !opts.insecureNoIsolation && !opts.disableIsolation
         ? `This server cannot isolate instances: ${missing
             .map((g) => `${g.name} (${g.fix ?? 'unavailable'})`)
             .join(
@@ -102,7 +104,7 @@ export class SandboxHost {
     const { log } = opts;
     for (const line of describeSupport(host.support)) log.info(`isolation: ${line}`);
     if (!host.isolated) {
-      if (opts.insecureNoIsolation) {
+      if (opts.insecureNoIsolation || opts.disableIsolation) {
         log.warn(
           'INSECURE: --insecure-no-isolation: instances run as plain processes of the server, with its privileges, its network and its files. Use only with code and agents you trust.',
         );
@@ -144,6 +146,12 @@ export class SandboxHost {
       await unmountAllUnder(dir);
       await rm(dir, { recursive: true, force: true }).catch(() => {});
     }
+  }
+
+  /** Remove this run's sandbox root (after every instance stopped). */
+  async close(): Promise<void> {
+    await unmountAllUnder(this.root);
+    await rm(this.root, { recursive: true, force: true }).catch(() => {});
   }
 
   /** A host uid no live instance of this server uses; freed with `releaseUid`. */

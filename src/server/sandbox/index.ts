@@ -21,3 +21,10 @@ export {
 } from './host.js';
 export { describeSupport, hostSupport, type Guarantee, type HostSupport } from './support.js';
 export { buildSeccompFilter, DENIED_SYSCALLS } from './seccomp.js';
+export {
+  chromiumProxyArgs,
+  EGRESS_PROXY,
+  openEgress,
+  proxyEnv,
+  type InstanceEgress,
+} from './network.js';

@@ -262,6 +262,8 @@ export class Sandbox {
         `--reuid=${this.uid}`,
         `--regid=${this.uid}`,
         '--clear-groups',
+        // after the uid change (which clears it): die with the server
+        '--pdeathsig=SIGKILL',
         '--',
         toolPath('bwrap')!,
         '--userns',
@@ -316,6 +318,7 @@ export class Sandbox {
       `--reuid=${this.uid}`,
       `--regid=${this.uid}`,
       '--clear-groups',
+      '--pdeathsig=SIGKILL',
       '--',
       toolPath('unshare')!,
       '--user',
@@ -396,9 +399,19 @@ export class Sandbox {
   /** Run a command inside to completion, with a deadline and capped output. */
   async exec(
     argv: readonly string[],
-    opts: { env: Record<string, string>; timeoutMs: number; maxBytes?: number; cwd?: string },
+    opts: {
+      env: Record<string, string>;
+      timeoutMs: number;
+      maxBytes?: number;
+      cwd?: string;
+      /** Written to the command's stdin (default: no stdin). */
+      stdin?: string | Buffer;
+    },
   ): Promise<ExecResult> {
-    const spawnOpts: SpawnOptions = { env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] };
+    const spawnOpts: SpawnOptions = {
+      env: opts.env,
+      stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    };
     if (opts.cwd !== undefined) spawnOpts.cwd = opts.cwd;
     const proc = this.spawn(argv, spawnOpts);
     const max = opts.maxBytes ?? 1 << 20;
@@ -413,6 +426,10 @@ export class Sandbox {
     };
     const out = collect(proc.child.stdout);
     const err = collect(proc.child.stderr);
+    if (opts.stdin !== undefined) {
+      proc.child.stdin?.on('error', () => {});
+      proc.child.stdin?.end(opts.stdin);
+    }
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;

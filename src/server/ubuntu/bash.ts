@@ -22,9 +22,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Readable, Writable } from 'node:stream';
 import type { BashRequest, ToolResult } from '../../api/index.js';
+import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import type { Supervised } from '../../internal/process.js';
 import { envDiff, shellQuote, type InstanceEnv } from './env.js';
-import type { Sandbox } from './sandbox.js';
+import type { Sandbox } from '../sandbox/index.js';
 
 /** Bytes of stdout, and of stderr, one call returns at most. */
 export const OUTPUT_CAP = 100_000;
@@ -178,7 +179,7 @@ class BashSession {
     status.on('data', (c: Buffer) => this.#onStatus(c.toString('latin1')));
     void proc.exited.then(async (e) => {
       // a background process may hold the pipes open: give them a moment, not forever
-      await Promise.race([Promise.all([ended(stdout), ended(stderr)]), sleep(200)]);
+      await raceDeadline(Promise.all([ended(stdout), ended(stderr)]), 200);
       this.#sync?.out.flush();
       this.#sync?.err.flush();
       const status = e.code ?? 128 + signalNumber(e.signal);
@@ -350,11 +351,8 @@ export class BashSessions {
         `session ${session.id}: an earlier command finished with exit status ${earlier.status}; its unreported output comes first`,
       );
     const done = session.start(command, this.env.current());
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<undefined>((r) => (timer = setTimeout(r, timeoutMs, undefined)));
-    const completion = await Promise.race([done, timeout]);
-    clearTimeout(timer);
-    if (!completion) {
+    const completion = await raceDeadline(done, timeoutMs);
+    if (completion === TIMED_OUT) {
       // keep syncing in the background; check_session reports the result
       session.detached = true;
       void done.then((c) => (session.finished = c));
@@ -425,8 +423,6 @@ function exitNote(id: number, c: Completion): string {
     ? `session ${id}: exit status ${c.status}; the shell exited, so session ${id} was closed`
     : `session ${id}: exit status ${c.status}`;
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 function ended(s: Readable): Promise<void> {
   if (s.readableEnded || s.destroyed) return Promise.resolve();

@@ -6,9 +6,10 @@
 import { randomBytes } from 'node:crypto';
 import { join, posix } from 'node:path';
 import type { Readable } from 'node:stream';
+import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import { writeFileAtomic } from '../../internal/fs.js';
 import type { Supervised } from '../../internal/process.js';
-import { describeExit, type Sandbox } from './sandbox.js';
+import { describeExit, type Sandbox } from '../sandbox/index.js';
 
 const XVFB = process.env.BURROW_XVFB ?? '/usr/bin/Xvfb';
 const START_TIMEOUT_MS = 15_000;
@@ -71,21 +72,17 @@ export class Display implements DisplayInfo {
     proc.child.stderr?.on('data', (c: Buffer) => {
       if (stderr.length < 8192) stderr += c.toString();
     });
-    const number = await new Promise<number | undefined>((resolve) => {
+    // -displayfd: the display number on fd 3 once Xvfb accepts connections
+    const announced = new Promise<number | undefined>((resolve) => {
       let text = '';
-      const timer = setTimeout(() => resolve(undefined), START_TIMEOUT_MS);
       (proc.child.stdio[3] as Readable | null)?.on('data', (c: Buffer) => {
         text += c.toString();
-        if (text.includes('\n')) {
-          clearTimeout(timer);
-          resolve(Number.parseInt(text, 10));
-        }
+        if (text.includes('\n')) resolve(Number.parseInt(text, 10));
       });
-      void proc.exited.then(() => {
-        clearTimeout(timer);
-        resolve(undefined);
-      });
+      void proc.exited.then(() => resolve(undefined));
     });
+    const outcome = await raceDeadline(announced, START_TIMEOUT_MS);
+    const number = outcome === TIMED_OUT ? undefined : outcome;
     if (number === undefined || Number.isNaN(number) || !proc.running) {
       await proc.kill(500);
       throw new Error(

@@ -6,7 +6,7 @@
 import { userInfo } from 'node:os';
 import { badRequest } from '../errors.js';
 import type { EnvCapability } from '../runtime.js';
-import { SANDBOX_PATH } from './sandbox.js';
+import { SANDBOX_PATH } from '../sandbox/index.js';
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 

@@ -33,19 +33,15 @@ import { EditTool } from './edit.js';
 import { InstanceEnv } from './env.js';
 import { FileTool } from './file.js';
 import { createKernels, type Kernels } from './kernels/index.js';
-import { Sandbox, type SpawnOptions } from './sandbox.js';
+import {
+  openEgress,
+  proxyEnv,
+  Sandbox,
+  type InstanceEgress,
+  type SpawnOptions,
+} from '../sandbox/index.js';
+import { SandboxView } from './paths.js';
 import { upload } from './upload.js';
-
-export interface UbuntuRuntimeOptions {
-  /**
-   * Host directories hidden from every sandbox (empty inside), e.g. the server's data dir with
-   * the other instances and the auth states. The parent of the instance directory, and
-   * `BURROW_DATA_DIR` when set, are always hidden too.
-   */
-  mask?: readonly string[];
-  /** `auto` (default): bubblewrap when it works, else no isolation. Env `BURROW_SANDBOX=none`. */
-  isolation?: 'auto' | 'bwrap' | 'none';
-}
 
 interface Started {
   sandbox: Sandbox;
@@ -57,6 +53,10 @@ interface Started {
   kernels: Kernels;
   /** Computer actions, screenshots, live view and the desktop browser (computer.ts). */
   desktop: UbuntuDesktop;
+  /** The instance's egress proxy (isolated mode). */
+  egress: InstanceEgress | undefined;
+  /** How the file tools resolve the instance's paths. */
+  view: SandboxView;
 }
 
 export class UbuntuRuntime implements InstanceRuntime {
@@ -65,41 +65,46 @@ export class UbuntuRuntime implements InstanceRuntime {
   #started: Started | undefined;
   #stopping: Promise<void> | undefined;
 
-  constructor(
-    readonly ctx: RuntimeContext,
-    readonly options: UbuntuRuntimeOptions = {},
-  ) {
+  constructor(readonly ctx: RuntimeContext) {
     this.env = new InstanceEnv('/home/user', '/tmp');
   }
 
   async start(): Promise<void> {
     const { ctx } = this;
-    const sandbox = await Sandbox.create({
+    const sandbox = await Sandbox.create(ctx.sandboxHost, {
       dir: ctx.dir,
-      mask: [
-        dirname(ctx.dir),
-        ...(process.env.BURROW_DATA_DIR ? [process.env.BURROW_DATA_DIR] : []),
-        ...(this.options.mask ?? []),
-      ],
+      name: ctx.id,
       log: ctx.log,
       onCrash: (reason) => ctx.failed(reason),
-      ...(this.options.isolation ? { isolation: this.options.isolation } : {}),
     });
+    let egress: InstanceEgress | undefined;
     try {
       this.env.setBase('HOME', sandbox.home);
       this.env.setBase('TMPDIR', sandbox.tmp);
+      if (sandbox.mode === 'isolated') {
+        egress = await openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log);
+        for (const [k, v] of Object.entries(proxyEnv())) this.env.setBase(k, v);
+      }
       const display = await Display.start(sandbox, ctx.resolution, this.env.current(), (reason) =>
         ctx.failed(reason),
       );
       for (const [k, v] of Object.entries(display.sandboxEnv)) this.env.setBase(k, v);
       const exec = (argv: string[], timeoutMs: number) =>
         sandbox.exec(argv, { env: this.env.current(), timeoutMs });
+      const view = new SandboxView({
+        home: sandbox.home,
+        binds: [
+          { sandbox: sandbox.home, host: sandbox.hostHome },
+          { sandbox: sandbox.tmp, host: sandbox.hostTmp },
+        ],
+        hidden: ['/proc', '/sys', '/dev'],
+      });
       this.#started = {
         sandbox,
         display,
         bash: new BashSessions(sandbox, this.env),
-        edit: new EditTool(sandbox.view),
-        file: new FileTool(sandbox.view, exec),
+        edit: new EditTool(view),
+        file: new FileTool(view, exec),
         kernels: createKernels({
           spawn: (argv, o) => sandbox.spawn(argv, o),
           hostHome: sandbox.hostHome,
@@ -118,14 +123,20 @@ export class UbuntuRuntime implements InstanceRuntime {
             env: () => this.env.current(),
             home: sandbox.home,
             hostHome: sandbox.hostHome,
+            tmp: sandbox.tmp,
+            hostTmp: sandbox.hostTmp,
+            isolated: sandbox.mode === 'isolated',
           },
         }),
+        egress,
+        view,
       };
       ctx.log.info(
         { instance: ctx.id, sandbox: sandbox.mode, display: display.number },
         'ubuntu instance started',
       );
     } catch (err) {
+      egress?.close();
       await sandbox.stop();
       throw err;
     }
@@ -138,6 +149,7 @@ export class UbuntuRuntime implements InstanceRuntime {
       await s.desktop.stop();
       await s.bash.stop();
       await s.kernels.stop();
+      s.egress?.close();
       await s.sandbox.stop();
     })();
     return this.#stopping;
@@ -221,14 +233,7 @@ export class UbuntuRuntime implements InstanceRuntime {
     mediaType: string | undefined,
     file: Readable,
   ): Promise<UploadResult> {
-    return upload(
-      this.#get().sandbox.view,
-      path,
-      filename,
-      mediaType,
-      file,
-      this.ctx.maxUploadBytes,
-    );
+    return upload(this.#get().view, path, filename, mediaType, file, this.ctx.maxUploadBytes);
   }
 
   /** The virtual display (number, environments for sandboxed and host-side X clients). */
@@ -257,14 +262,9 @@ export class UbuntuRuntime implements InstanceRuntime {
   }
 }
 
-/** A factory for `ubuntu` instances with server-wide options (e.g. the data dir to hide). */
-export function createUbuntuRuntimeFactory(options: UbuntuRuntimeOptions = {}): RuntimeFactory {
-  return (ctx) => new UbuntuRuntime(ctx, options);
-}
+/** `RuntimeFactory` for `instance_type: "ubuntu"`. */
+export const createUbuntuRuntime: RuntimeFactory = (ctx) => new UbuntuRuntime(ctx);
 
-/** `RuntimeFactory` for `instance_type: "ubuntu"` with default options. */
-export const createUbuntuRuntime: RuntimeFactory = createUbuntuRuntimeFactory();
-
-export { Sandbox } from './sandbox.js';
-export type { SandboxMode, SpawnOptions, ExecResult } from './sandbox.js';
+export { Sandbox } from '../sandbox/index.js';
+export type { SandboxMode, SpawnOptions, ExecResult } from '../sandbox/index.js';
 export type { DisplayInfo } from './display.js';

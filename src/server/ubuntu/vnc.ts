@@ -10,11 +10,16 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { connect, type Socket } from 'node:net';
-import { join } from 'node:path';
+import type { Socket } from 'node:net';
+import { existsSync } from 'node:fs';
+import { join, posix } from 'node:path';
 import type { Duplex } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { StdioOptions } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { connectWithDeadline } from '../../internal/connect.js';
+import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import { writeFileAtomic } from '../../internal/fs.js';
 import { Supervised } from '../../internal/process.js';
 import { refuseUpgrade } from '../chromium/index.js';
@@ -30,7 +35,38 @@ export interface VncOptions {
   x11vnc?: string;
   /** How long x11vnc may take to listen, in ms. Default 15 000. */
   startTimeoutMs?: number;
+  /**
+   * Run x11vnc inside the instance, as its user, listening on a Unix socket in its /tmp (the
+   * server reaches it there from the host): it parses replies of an X server the instance
+   * controls. `displayEnv` then names the display as the instance sees it. Without it x11vnc is a
+   * child of the server on 127.0.0.1 (no-isolation mode).
+   */
+  sandbox?: {
+    spawn(argv: string[], opts: { env: Record<string, string>; stdio: StdioOptions }): Supervised;
+    /** The instance's /tmp as seen inside, and its host path. */
+    tmp: string;
+    hostTmp: string;
+  };
 }
+
+/** x11vnc options both ways of running it share: no remote control, no clipboard, no extras. */
+const X11VNC_FLAGS = [
+  '-shared',
+  '-forever',
+  '-norc',
+  '-nocmds',
+  '-noremote',
+  '-nosel',
+  '-noxrecord',
+  '-nowf',
+  '-nobell',
+  '-cursor',
+  'arrow',
+  '-wait',
+  '10',
+  '-defer',
+  '10',
+];
 
 /** Bytes queued towards one viewer before the VNC side is paused. */
 const HIGH_WATER = 4 * 1024 * 1024;
@@ -38,7 +74,8 @@ const CONNECT_TIMEOUT_MS = 5_000;
 
 interface Running {
   proc: Supervised;
-  port: number;
+  /** TCP port on 127.0.0.1, or the host path of x11vnc's Unix socket. */
+  port: number | string;
 }
 
 export class VncServer {
@@ -60,8 +97,8 @@ export class VncServer {
     this.#opts = opts;
   }
 
-  /** Start x11vnc unless it runs; resolves with its port. */
-  ensure(): Promise<number> {
+  /** Start x11vnc unless it runs; resolves with its port (or socket path). */
+  ensure(): Promise<number | string> {
     if (this.#stopped) return Promise.reject(new Error('The live view is stopped'));
     const running = (this.#running ??= this.#start());
     running.catch(() => {
@@ -110,6 +147,7 @@ export class VncServer {
   }
 
   async #start(): Promise<Running> {
+    if (this.#opts.sandbox) return this.#startInside(this.#opts.sandbox);
     const { displayEnv, runDir, log } = this.#opts;
     const passwdFile = join(runDir, `vncpasswd-${randomBytes(6).toString('hex')}`);
     await writeFileAtomic(passwdFile, `${this.password}\n`);
@@ -123,21 +161,7 @@ export class VncServer {
       '5900',
       '-passwdfile',
       `rm:${passwdFile}`,
-      '-shared',
-      '-forever',
-      '-norc',
-      '-nocmds',
-      '-noremote',
-      '-nosel',
-      '-noxrecord',
-      '-nowf',
-      '-nobell',
-      '-cursor',
-      'arrow',
-      '-wait',
-      '10',
-      '-defer',
-      '10',
+      ...X11VNC_FLAGS,
     ];
     const env = { PATH: '/usr/bin:/bin', HOME: runDir, ...displayEnv };
     const proc = new Supervised(
@@ -160,25 +184,19 @@ export class VncServer {
       });
     });
     const timeoutMs = this.#opts.startTimeoutMs ?? 15_000;
-    let timer: NodeJS.Timeout | undefined;
-    const outcome = await Promise.race([
-      port,
-      proc.exited.then((e) => new Error(`x11vnc exited (${e.signal ?? `status ${e.code}`})`)),
-      new Promise<Error>((r) => {
-        timer = setTimeout(
-          () => r(new Error(`x11vnc did not listen within ${timeoutMs} ms`)),
-          timeoutMs,
-        );
-      }),
-    ]);
-    clearTimeout(timer);
-    if (outcome instanceof Error) {
+    const exited = proc.exited.then(
+      (e) => new Error(`x11vnc exited (${e.signal ?? `status ${e.code}`})`),
+    );
+    const outcome = await raceDeadline(Promise.race([port, exited]), timeoutMs);
+    if (outcome === TIMED_OUT || outcome instanceof Error) {
+      const reason =
+        outcome === TIMED_OUT ? `x11vnc did not listen within ${timeoutMs} ms` : outcome.message;
       await proc.kill(500);
       const last = tail
         .filter((l) => l.trim())
         .slice(-5)
         .join(' | ');
-      throw new Error(last ? `${outcome.message}: ${last}` : outcome.message);
+      throw new Error(last ? `${reason}: ${last}` : reason);
     }
     if (this.#paused) proc.signalGroup('SIGSTOP');
     const running: Running = { proc, port: outcome };
@@ -195,24 +213,68 @@ export class VncServer {
     return running;
   }
 
+  /** x11vnc inside the instance on a Unix socket in its /tmp; resolves once the socket exists. */
+  async #startInside(box: NonNullable<VncOptions['sandbox']>): Promise<Running> {
+    const { displayEnv, log } = this.#opts;
+    const name = `.burrow-vnc-${randomBytes(6).toString('hex')}.sock`;
+    const inside = posix.join(box.tmp, name);
+    const onHost = join(box.hostTmp, name);
+    const proc = box.spawn(
+      [
+        this.#opts.x11vnc ?? process.env.BURROW_X11VNC ?? '/usr/bin/x11vnc',
+        '-display',
+        displayEnv.DISPLAY ?? ':0',
+        ...(displayEnv.XAUTHORITY ? ['-auth', displayEnv.XAUTHORITY] : []),
+        '-rfbport',
+        '0',
+        '-unixsock',
+        inside,
+        // the password is visible to the instance's own processes, which see the screen anyway
+        '-passwd',
+        this.password,
+        ...X11VNC_FLAGS,
+      ],
+      { env: { ...displayEnv }, stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    const tail: string[] = [];
+    createInterface({ input: proc.child.stderr! }).on('line', (line) => {
+      tail.push(line);
+      if (tail.length > 15) tail.shift();
+    });
+    const deadline = Date.now() + (this.#opts.startTimeoutMs ?? 15_000);
+    while (!existsSync(onHost)) {
+      if (!proc.running || Date.now() > deadline) {
+        await proc.kill(500);
+        const last = tail
+          .filter((l) => l.trim())
+          .slice(-5)
+          .join(' | ');
+        throw new Error(`x11vnc did not start${last ? `: ${last}` : ''}`);
+      }
+      await sleep(20);
+    }
+    if (this.#paused) proc.signalGroup('SIGSTOP');
+    const running: Running = { proc, port: onHost };
+    void proc.exited.then((e) => {
+      if (this.#stopped) return;
+      log.warn({ exit: e, stderr: tail.join('\n') }, 'x11vnc exited; the next viewer restarts it');
+      if (this.#running) {
+        void this.#running.then((r) => {
+          if (r === running) this.#running = undefined;
+        });
+      }
+      for (const b of this.#bridges) b.ws?.close(1011, 'VNC server exited');
+    });
+    return running;
+  }
+
   async #bridge(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     const port = await this.ensure();
-    const tcp = await new Promise<Socket>((resolve, reject) => {
-      const s = connect({ host: '127.0.0.1', port });
-      const timer = setTimeout(() => {
-        s.destroy();
-        reject(new Error('connecting to x11vnc timed out'));
-      }, CONNECT_TIMEOUT_MS);
-      s.once('connect', () => {
-        clearTimeout(timer);
-        s.removeAllListeners('error');
-        resolve(s);
-      });
-      s.once('error', (err) => {
-        clearTimeout(timer);
-        reject(err);
-      });
-    });
+    const tcp = await connectWithDeadline(
+      typeof port === 'string' ? { path: port } : { host: '127.0.0.1', port },
+      CONNECT_TIMEOUT_MS,
+      () => new Error('connecting to x11vnc timed out'),
+    );
     const bridge: { ws?: WebSocket; tcp: Socket } = { tcp };
     this.#bridges.add(bridge);
     tcp.on('error', () => tcp.destroy());

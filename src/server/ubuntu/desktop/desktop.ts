@@ -1,0 +1,183 @@
+/**
+ * The desktop of an ubuntu instance, as the runtime wires it to the API: computer actions and
+ * screenshots (computer.ts), the live view (x11vnc + noVNC: ../vnc.ts, ../liveview-page.ts) and
+ * the headful desktop browser, all on the instance's X display.
+ */
+import type { StdioOptions } from 'node:child_process';
+import type { IncomingMessage } from 'node:http';
+import { join, posix } from 'node:path';
+import type { Duplex } from 'node:stream';
+import type { ParsedComputerAction, ToolResult } from '../../../api/index.js';
+import type { Supervised } from '../../../internal/process.js';
+import { BrowserController, refuseUpgrade } from '../../chromium/index.js';
+import type { RuntimeContext, StreamPage } from '../../runtime.js';
+import { vncLiveViewPage } from '../liveview-page.js';
+import { VncServer } from '../vnc.js';
+import { chromiumProxyArgs } from '../../sandbox/index.js';
+import { XComputer } from './computer.js';
+
+export interface DesktopOptions {
+  ctx: RuntimeContext;
+  /** Environment naming the instance's display for X clients on the host (`DISPLAY`, `XAUTHORITY`). */
+  displayEnv: Readonly<Record<string, string>>;
+  /** A server-only directory of the instance (x11vnc's password file). */
+  runDir: string;
+  /** Host directory of the display's socket (the sandbox's `/tmp/.X11-unix` on the host). */
+  x11SocketDir?: string | undefined;
+  /** Where the desktop browser runs: inside the instance's sandbox (ISOLATION.md). */
+  browserSandbox: BrowserSandbox;
+}
+
+/** What the desktop browser needs of the instance's sandbox. */
+export interface BrowserSandbox {
+  /** Start a process in the sandbox (`Sandbox.spawn`): tracked, paused and killed with it. */
+  spawn(argv: string[], opts: { env: Record<string, string>; stdio: StdioOptions }): Supervised;
+  /** Run a command in the sandbox to completion (`Sandbox.exec`). */
+  exec(
+    argv: string[],
+    opts: { env: Record<string, string>; timeoutMs: number; stdin?: string },
+  ): Promise<{ code: number | null; stdout: Buffer; stderr: Buffer; timedOut: boolean }>;
+  /** The instance's sandbox path of its /tmp and the host path of it (x11vnc's socket). */
+  tmp: string;
+  hostTmp: string;
+  /** The instance is sandboxed: its network goes through burrow's egress proxy. */
+  isolated: boolean;
+  /** The instance's environment as processes in the sandbox get it (HOME, DISPLAY, XAUTHORITY …). */
+  env(): Record<string, string>;
+  /** HOME inside the sandbox (`/home/user`) and on the host. */
+  home: string;
+  hostHome: string;
+}
+
+/** The desktop browser's files, under HOME in the sandbox: its profile and temp files. */
+const BROWSER_DIR = '.config/burrow-chromium';
+
+/**
+ * Computer actions and screenshots (xdotool + X11), the live view (x11vnc + noVNC) and the
+ * headful browser of one ubuntu instance's display. xdotool and x11vnc run on the host next to
+ * the sandbox, the browser inside it; all are paused, resumed and stopped with the instance.
+ */
+export class UbuntuDesktop {
+  readonly computer: XComputer;
+  readonly vnc: VncServer;
+  /** `browser/*` on the desktop: a headful Chromium on the display with the same CDP relay. */
+  readonly browser: BrowserController;
+  readonly #ctx: RuntimeContext;
+  #stopping: Promise<void> | undefined;
+
+  constructor(opts: DesktopOptions) {
+    const { ctx, displayEnv, runDir, x11SocketDir, browserSandbox: box } = opts;
+    this.#ctx = ctx;
+    const display = displayEnv.DISPLAY;
+    if (!display) throw new Error('the display environment has no DISPLAY');
+    const inside = box.env();
+    this.computer = new XComputer({
+      display,
+      xauthority: displayEnv.XAUTHORITY,
+      socketDir: x11SocketDir,
+      resolution: ctx.resolution,
+      // xdotool and x11vnc parse replies of an X server the instance controls: they run in there
+      xdotoolIn: {
+        exec: (argv, o) => box.exec(argv, { ...o, env: { ...box.env(), ...o.env } }),
+        display: inside.DISPLAY ?? display,
+        xauthority: inside.XAUTHORITY,
+      },
+    });
+    this.vnc = new VncServer({
+      displayEnv: { DISPLAY: inside.DISPLAY ?? display, XAUTHORITY: inside.XAUTHORITY ?? '' },
+      runDir,
+      log: ctx.log,
+      sandbox: {
+        spawn: (argv, o) => box.spawn(argv, { ...o, env: { ...box.env(), ...o.env } }),
+        tmp: box.tmp,
+        hostTmp: box.hostTmp,
+      },
+    });
+    // Chromium runs inside the sandbox, so a page sees only what the instance's processes see
+    // (file:// included); its profile and downloads are in the instance's home.
+    const env = () => {
+      // TMPDIR: the launcher's own (short) directory for Chromium's sockets
+      const { TMPDIR: _tmpdir, ...rest } = box.env();
+      return rest;
+    };
+    this.browser = new BrowserController({
+      ctx: { ...ctx, dir: join(box.hostHome, BROWSER_DIR), failed: (reason) => ctx.failed(reason) },
+      processDir: posix.join(box.home, BROWSER_DIR),
+      spawn: (argv, o) => box.spawn(argv, o),
+      mkdir: async (paths) => {
+        const r = await box.exec(['mkdir', '-p', '--', ...paths], {
+          env: env(),
+          timeoutMs: 10_000,
+        });
+        if (r.code !== 0) throw new Error(`mkdir failed: ${r.stderr.toString().trim()}`);
+      },
+      headless: false,
+      env,
+      args: [
+        '--window-position=0,0',
+        '--disable-infobars',
+        '--no-default-browser-check',
+        // bubblewrap's minimal /dev/shm need not be writable for an unprivileged server: use /tmp
+        '--disable-dev-shm-usage',
+        // the desktop browser's localhost is the instance's own (its servers), the rest goes out
+        // through the egress
+        ...(box.isolated ? chromiumProxyArgs(false) : []),
+        // unisolated as root: Chromium cannot run its own sandbox as root
+        ...(!box.isolated && process.getuid?.() === 0 ? ['--no-sandbox'] : []),
+      ],
+      // a user closing the desktop browser is not an instance failure: browser/start opens it again
+      onCrash: (reason) => ctx.log.info({ instance: ctx.id, reason }, 'desktop browser exited'),
+    });
+  }
+
+  screenshot(): Promise<Buffer> {
+    return this.computer.screenshot();
+  }
+
+  run(action: ParsedComputerAction): Promise<ToolResult> {
+    return this.computer.run(action);
+  }
+
+  /** Starts x11vnc if need be; the URL of the live-view page, carrying the instance token. */
+  async streamUrl(): Promise<string> {
+    await this.vnc.ensure();
+    const { publicUrl, id, token } = this.#ctx;
+    return `${publicUrl.replace(/\/+$/, '')}/stream/${encodeURIComponent(id)}/?token=${encodeURIComponent(token)}`;
+  }
+
+  streamPage(rest: string, query: URLSearchParams): Promise<StreamPage> {
+    return vncLiveViewPage(rest, query, { password: this.vnc.password });
+  }
+
+  /** `/stream/<id>/websockify` → x11vnc; `/cdp/<id>/…` → the desktop browser's relay. */
+  upgrade(
+    kind: 'cdp' | 'stream',
+    rest: string,
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+  ): void {
+    if (kind === 'cdp') this.browser.upgrade(rest, req, socket, head);
+    else if (rest === 'websockify') this.vnc.upgrade(req, socket, head);
+    else refuseUpgrade(socket, 404, 'Unknown live view path');
+  }
+
+  async pause(): Promise<void> {
+    await this.browser.pause();
+    await this.vnc.pause();
+  }
+
+  async resume(): Promise<void> {
+    await this.vnc.resume();
+    this.browser.resume();
+  }
+
+  /** Stops x11vnc and the browser, closes the X connection. Idempotent. */
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      await Promise.all([this.vnc.stop(), this.browser.dispose()]);
+      this.computer.close();
+    })();
+    return this.#stopping;
+  }
+}
