@@ -1,15 +1,14 @@
 /**
- * A small Chrome DevTools Protocol client over `ws`: commands with bounded timeouts, events, and
- * flattened sessions (`Target.attachToTarget {flatten: true}` → pass the `sessionId` to `send`).
+ * A small Chrome DevTools Protocol client: commands with bounded timeouts, events, and flattened
+ * sessions (`Target.attachToTarget {flatten: true}` → pass the `sessionId` to `send`), over a
+ * transport (transport.ts): the browser's pipe for the server, a WebSocket for tests.
  */
-import WebSocket from 'ws';
+import { connectWebSocket, type CdpParams, type CdpTransport } from './transport.js';
 
-/** Largest CDP message accepted (screenshots of big viewports are tens of MiB of base64). */
-export const CDP_MAX_PAYLOAD = 512 * 1024 * 1024;
+export { CDP_MAX_PAYLOAD, type CdpParams } from './transport.js';
 
 const DEFAULT_TIMEOUT_MS = 15_000;
 
-export type CdpParams = Record<string, unknown>;
 export type CdpListener = (params: CdpParams, sessionId: string | undefined) => void;
 
 export class CdpError extends Error {
@@ -39,49 +38,39 @@ interface Message {
 }
 
 export class CdpConnection {
-  readonly #ws: WebSocket;
+  readonly #transport: CdpTransport;
   readonly #pending = new Map<number, Pending>();
   readonly #listeners = new Map<string, Set<CdpListener>>();
   #nextId = 1;
   #closeReason: string | undefined;
-  /** Resolves when the socket has closed, for whatever reason. */
+  /** Resolves when the transport has closed, for whatever reason. */
   readonly closed: Promise<void>;
 
-  private constructor(ws: WebSocket) {
-    this.#ws = ws;
-    ws.on('message', (data) => this.#onMessage(data.toString()));
+  constructor(transport: CdpTransport) {
+    this.#transport = transport;
     this.closed = new Promise((resolve) => {
-      ws.once('close', () => {
-        this.#closeReason ??= 'CDP connection closed';
-        for (const p of this.#pending.values()) {
-          clearTimeout(p.timer);
-          p.reject(new CdpError(p.method, this.#closeReason));
-        }
-        this.#pending.clear();
-        resolve();
+      transport.listen({
+        message: (text) => this.#onMessage(text),
+        close: () => {
+          this.#closeReason ??= 'CDP connection closed';
+          for (const p of this.#pending.values()) {
+            clearTimeout(p.timer);
+            p.reject(new CdpError(p.method, this.#closeReason));
+          }
+          this.#pending.clear();
+          resolve();
+        },
       });
     });
   }
 
-  /** Open a connection to a DevTools WebSocket endpoint. */
-  static connect(url: string, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<CdpConnection> {
-    const ws = new WebSocket(url, {
-      perMessageDeflate: false,
-      maxPayload: CDP_MAX_PAYLOAD,
-      handshakeTimeout: timeoutMs,
-    });
-    return new Promise((resolve, reject) => {
-      ws.once('open', () => {
-        ws.removeAllListeners('error');
-        ws.on('error', () => ws.terminate()); // surfaces as 'close'
-        resolve(new CdpConnection(ws));
-      });
-      ws.once('error', reject);
-    });
+  /** Open a connection to a DevTools WebSocket endpoint, e.g. a `cdp_url`. */
+  static async connect(url: string, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<CdpConnection> {
+    return new CdpConnection(await connectWebSocket(url, timeoutMs));
   }
 
   get isOpen(): boolean {
-    return this.#ws.readyState === WebSocket.OPEN;
+    return this.#transport.isOpen;
   }
 
   send<T = CdpParams>(
@@ -100,9 +89,7 @@ export class CdpConnection {
         reject(new CdpError(method, `no answer within ${timeoutMs} ms`));
       }, timeoutMs);
       this.#pending.set(id, { method, resolve: resolve as (r: unknown) => void, reject, timer });
-      this.#ws.send(
-        JSON.stringify(sessionId ? { id, method, params, sessionId } : { id, method, params }),
-      );
+      this.#transport.send(sessionId ? { id, method, params, sessionId } : { id, method, params });
     });
   }
 
@@ -141,7 +128,7 @@ export class CdpConnection {
 
   close(reason = 'CDP connection closed'): void {
     this.#closeReason ??= reason;
-    this.#ws.terminate();
+    this.#transport.close();
   }
 
   #onMessage(text: string): void {

@@ -1,19 +1,23 @@
 /**
- * The authenticated CDP relay: a client WebSocket (token already checked by the server) is
- * joined to the same path on this browser's loopback DevTools port. Frames pass through
- * untouched, text stays text and binary stays binary; no client header reaches Chromium (no
- * `Origin`, `Host` is 127.0.0.1), and either side closing closes the other.
+ * The authenticated CDP relay behind `cdp_url`: a client WebSocket (token already checked by the
+ * server) becomes one more connection on the browser's DevTools pipe (mux.ts), with a browser
+ * session of its own, or a page session for `/devtools/page/<id>`. Nothing of the client's
+ * request reaches Chromium (no headers, no socket: DevTools listen nowhere); messages are text
+ * frames without compression, up to `CDP_MAX_PAYLOAD`; the browser stopping closes every client.
  */
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import WebSocket, { WebSocketServer } from 'ws';
-import { CDP_MAX_PAYLOAD } from './cdp.js';
+import type WebSocket from 'ws';
+import { WebSocketServer } from 'ws';
+import type { CdpMux, MuxClient, MuxTarget } from './mux.js';
+import { CDP_MAX_PAYLOAD } from './transport.js';
 
-/** The DevTools paths a client may reach: the browser endpoint or one page. */
-const DEVTOOLS_PATH = /^devtools\/(?:browser|page)\/[A-Za-z0-9-]+$/;
+const PAGE_PATH = /^devtools\/page\/([A-Za-z0-9-]+)$/;
 
 export class CdpRelay {
-  readonly #port: number;
+  readonly #mux: CdpMux;
+  /** `devtools/browser/<id>`, the one browser endpoint. */
+  readonly #browserPath: string;
   readonly #wss = new WebSocketServer({
     noServer: true,
     perMessageDeflate: false,
@@ -22,31 +26,27 @@ export class CdpRelay {
   readonly #sockets = new Set<WebSocket>();
   #closed = false;
 
-  constructor(devtoolsPort: number) {
-    this.#port = devtoolsPort;
+  /** `browserId`: the id in the public browser endpoint's path. */
+  constructor(mux: CdpMux, browserId: string) {
+    this.#mux = mux;
+    this.#browserPath = `devtools/browser/${browserId}`;
   }
 
   /** Relay one upgrade request for `/cdp/<id>/<rest>`; refuses paths other than DevTools ones. */
   handle(rest: string, req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
     if (this.#closed) return refuseUpgrade(socket, 404, 'The browser is not running');
-    if (!DEVTOOLS_PATH.test(rest)) return refuseUpgrade(socket, 404, 'Unknown DevTools path');
-
-    const upstream = this.#track(
-      new WebSocket(`ws://127.0.0.1:${this.#port}/${rest}`, {
-        perMessageDeflate: false,
-        maxPayload: CDP_MAX_PAYLOAD,
-      }),
+    const target = this.#target(rest);
+    if (!target) return refuseUpgrade(socket, 404, 'Unknown DevTools path');
+    this.#mux.open(target).then(
+      (client) => {
+        // whatever becomes of the handshake, the session ends with the socket
+        socket.once('close', () => client.close());
+        if (this.#closed || socket.destroyed) return client.close();
+        this.#wss.handleUpgrade(req, socket, head, (ws) => this.#join(ws, client));
+      },
+      () => refuseUpgrade(socket, 502, 'The browser refused the DevTools connection'),
     );
-    upstream.once('error', () =>
-      refuseUpgrade(socket, 502, 'The browser refused the DevTools connection'),
-    );
-    upstream.once('open', () => {
-      upstream.removeAllListeners('error');
-      upstream.on('error', () => upstream.terminate());
-      if (socket.destroyed) return upstream.terminate();
-      this.#wss.handleUpgrade(req, socket, head, (client) => join(this.#track(client), upstream));
-    });
   }
 
   /** Close every relayed connection and refuse new ones. */
@@ -55,22 +55,25 @@ export class CdpRelay {
     for (const ws of this.#sockets) ws.terminate();
   }
 
-  #track(ws: WebSocket): WebSocket {
+  #target(rest: string): MuxTarget | undefined {
+    if (rest === this.#browserPath) return { type: 'browser' };
+    const page = PAGE_PATH.exec(rest)?.[1];
+    return page ? { type: 'page', targetId: page } : undefined;
+  }
+
+  #join(ws: WebSocket, client: MuxClient): void {
     if (this.#closed) ws.terminate();
     this.#sockets.add(ws);
-    ws.once('close', () => this.#sockets.delete(ws));
-    return ws;
-  }
-}
-
-function join(client: WebSocket, upstream: WebSocket): void {
-  client.on('error', () => client.terminate());
-  for (const [from, to] of [
-    [client, upstream],
-    [upstream, client],
-  ] as const) {
-    from.on('message', (data, isBinary) => to.send(data, { binary: isBinary }));
-    from.once('close', () => to.close());
+    ws.on('error', () => ws.terminate());
+    ws.on('message', (data) => client.receive(data as Buffer)); // binaryType 'nodebuffer'
+    ws.once('close', () => {
+      this.#sockets.delete(ws);
+      client.close();
+    });
+    client.connect({
+      send: (data) => ws.send(data, { binary: false }),
+      close: () => ws.close(),
+    });
   }
 }
 

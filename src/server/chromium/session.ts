@@ -1,6 +1,7 @@
 /**
- * One running Chromium and what the server does with it: the CDP relay behind `cdp_url`, tab and
- * origin tracking, the active tab's URL and screenshot, auth capture and apply.
+ * One running Chromium and what the server does with it: its DevTools pipe shared by the server
+ * and the CDP relay behind `cdp_url` (mux.ts), tab and origin tracking, the active tab's URL and
+ * screenshot, auth capture and apply.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -9,6 +10,7 @@ import type { BrowserAuthData, Logger } from '../runtime.js';
 import { applyAuth, captureAuth, originOf, type AuthScope } from './auth.js';
 import { CdpConnection } from './cdp.js';
 import { launchChromium, type LaunchOptions, type LaunchedChromium } from './chromium.js';
+import { CdpMux } from './mux.js';
 import { CdpRelay } from './relay.js';
 
 export interface ChromiumSessionOptions extends LaunchOptions {
@@ -42,6 +44,12 @@ export class ChromiumSession implements AuthScope {
   readonly #opts: ChromiumSessionOptions;
   /** Open tabs of the default context, by target id. */
   readonly #tabs = new Map<string, TargetInfo>();
+  /**
+   * Page targets of every context, least recently activated first: a page counts as activated
+   * when it opens and when anyone brings it to front over CDP (`Target.activateTarget`,
+   * `Page.bringToFront`). The last one is the active tab.
+   */
+  readonly #activation = new Set<string>();
   readonly #origins = new Set<string>();
   readonly #sessions = new Map<string, Promise<string>>();
   /** Window id → its `Browser.setContentsSize` call. */
@@ -52,14 +60,7 @@ export class ChromiumSession implements AuthScope {
   /** Launch Chromium and resolve once CDP answers and the first window has its size. */
   static async launch(opts: ChromiumSessionOptions): Promise<ChromiumSession> {
     const chromium = await launchChromium(opts);
-    let cdp: CdpConnection;
-    try {
-      cdp = await CdpConnection.connect(chromium.wsEndpoint);
-    } catch (err) {
-      await chromium.kill();
-      throw err;
-    }
-    const session = new ChromiumSession(chromium, cdp, opts);
+    const session = new ChromiumSession(chromium, opts);
     try {
       await session.#init();
     } catch (err) {
@@ -70,16 +71,13 @@ export class ChromiumSession implements AuthScope {
     return session;
   }
 
-  private constructor(
-    chromium: LaunchedChromium,
-    cdp: CdpConnection,
-    opts: ChromiumSessionOptions,
-  ) {
+  private constructor(chromium: LaunchedChromium, opts: ChromiumSessionOptions) {
     this.#chromium = chromium;
-    this.cdp = cdp;
     this.#opts = opts;
-    this.#relay = new CdpRelay(chromium.port);
-    const browserPath = new URL(chromium.wsEndpoint).pathname; // /devtools/browser/<guid>
+    const mux = new CdpMux(chromium.pipe, { onActivate: (targetId) => this.#activated(targetId) });
+    this.cdp = new CdpConnection(mux.root);
+    this.#relay = new CdpRelay(mux, chromium.browserId);
+    const browserPath = `/devtools/browser/${chromium.browserId}`;
     this.cdpUrl = `${opts.relayUrl}${browserPath}?token=${encodeURIComponent(opts.token)}`;
   }
 
@@ -104,11 +102,13 @@ export class ChromiumSession implements AuthScope {
     cdp.on('Target.targetCreated', (p) => {
       const info = p.targetInfo as TargetInfo;
       this.#track(info);
+      if (info.type === 'page') this.#activation.add(info.targetId);
       if (fit && info.type === 'page') void this.#fitWindow(info.targetId);
     });
     cdp.on('Target.targetInfoChanged', (p) => this.#track(p.targetInfo as TargetInfo));
     cdp.on('Target.targetDestroyed', ({ targetId }) => {
       this.#tabs.delete(targetId as string);
+      this.#activation.delete(targetId as string);
       this.#sessions.delete(targetId as string);
     });
     cdp.on('Target.detachedFromTarget', ({ targetId }) =>
@@ -144,6 +144,11 @@ export class ChromiumSession implements AuthScope {
     }
   }
 
+  /** `targetId` was brought to front: it becomes the active tab if it is an open page. */
+  #activated(targetId: string): void {
+    if (this.#activation.delete(targetId)) this.#activation.add(targetId);
+  }
+
   tabs(): TargetInfo[] {
     return [...this.#tabs.values()];
   }
@@ -165,28 +170,37 @@ export class ChromiumSession implements AuthScope {
   }
 
   /**
-   * The active tab: the page most recently created or brought to front, in any context.
-   * Chromium's `/json/list` orders targets by last activation, which CDP's `Target` domain
-   * does not expose.
+   * The active tab: the page most recently opened or brought to front, in any context (CDP's
+   * `Target` domain has no activation order; `#activation` keeps it).
    */
-  async #activeTab(): Promise<{ id: string; url: string }> {
-    const res = await fetch(`http://127.0.0.1:${this.#chromium.port}/json/list`, {
-      signal: AbortSignal.timeout(10_000),
-    });
-    const targets = (await res.json()) as { id: string; type: string; url: string }[];
-    const tab = targets.find((t) => t.type === 'page');
-    if (!tab) throw badRequest('The browser has no open tab');
-    return tab;
+  #activeTab(): string {
+    let last: string | undefined;
+    for (const targetId of this.#activation) last = targetId;
+    if (last === undefined) throw badRequest('The browser has no open tab');
+    return last;
   }
 
+  /** The active tab's URL, read from Chromium now (not from the last event). */
   async currentUrl(): Promise<string> {
-    return (await this.#activeTab()).url;
+    for (;;) {
+      const targetId = this.#activeTab();
+      try {
+        const { targetInfo } = await this.cdp.send<{ targetInfo: TargetInfo }>(
+          'Target.getTargetInfo',
+          { targetId },
+        );
+        return targetInfo.url;
+      } catch (err) {
+        if (this.#activation.has(targetId) || !this.cdp.isOpen) throw err;
+        // it closed meanwhile: ask about the tab that is active now
+      }
+    }
   }
 
   /** The active tab with this server's own flattened CDP session attached to it. */
   async activePage(): Promise<{ cdp: CdpConnection; sessionId: string; targetId: string }> {
-    const { id } = await this.#activeTab();
-    return { cdp: this.cdp, sessionId: await this.attach(id), targetId: id };
+    const targetId = this.#activeTab();
+    return { cdp: this.cdp, sessionId: await this.attach(targetId), targetId };
   }
 
   /** PNG of the active tab's viewport. */

@@ -1,0 +1,434 @@
+/**
+ * One DevTools pipe, many connections: the server's own (`root`) and any number of relay
+ * clients, each of which behaves as if it had a DevTools connection of its own.
+ *
+ * - A client is given a session of its own, attached by the server: the browser target
+ *   (`Target.attachToBrowserTarget`, flattened) or, for a page endpoint, that page
+ *   (`Target.attachToTarget`). Its commands without `sessionId` go on that session; a command
+ *   naming a session goes out only if the session is the client's.
+ * - The client owns the sessions attached through its sessions: announced by
+ *   `Target.attachedToTarget` on them (auto-attach, nested too) or answered to its
+ *   `Target.attachTo*` commands; `Target.detachedFromTarget` ends them. Chromium names every
+ *   session anew, so a client can neither guess nor obtain another's.
+ * - Every command gets a wire id from one counter; the reply goes back to its sender with the
+ *   sender's own id. Events of a client's own session reach it without `sessionId`, events of
+ *   its other sessions as they are; everything else (the root session, the server's sessions)
+ *   goes to the server.
+ * - A client that goes away has its session detached, which ends the sessions under it; when
+ *   Chromium detaches a client's session (its page closed) the client is closed.
+ *
+ * Messages from Chromium are routed on their first and last bytes: Chromium writes a reply as
+ * `{"id":N,…` and appends `,"sessionId":"…"}` to messages of a session, so a reply needs only its
+ * id replaced and an event of a client's own session only that tail cut, without decoding (a
+ * screenshot is tens of MiB). Messages of any other shape are parsed (never seen from Chromium,
+ * kept for safety), as are the few that change ownership. Commands from clients are parsed and
+ * written anew: Chromium then reads exactly the fields that the ownership check saw.
+ */
+import type { CdpPipe } from './pipe.js';
+import type { CdpCommand, CdpParams, CdpTransport, CdpTransportReader } from './transport.js';
+
+/** Where a client's messages go: its WebSocket, in the relay. */
+export interface MuxPeer {
+  /** One message, a JSON text. */
+  send(data: Buffer): void;
+  /** Chromium ended the client's session, or the browser is gone. */
+  close(): void;
+}
+
+/** One client's connection, from `CdpMux.open`. */
+export interface MuxClient {
+  /** Start delivering to `peer` (messages that arrived before are delivered first). */
+  connect(peer: MuxPeer): void;
+  /** A message from the client: one CDP command as JSON. */
+  receive(data: Buffer): void;
+  /** The client went away: forget it and detach its session. Idempotent. */
+  close(): void;
+}
+
+export interface CdpMuxOptions {
+  /** A tab was brought to front (`Target.activateTarget`, `Page.bringToFront`) by anyone. */
+  onActivate?(targetId: string): void;
+}
+
+/** What a client attaches to: the browser, or one page target (`/devtools/page/<id>`). */
+export type MuxTarget = { type: 'browser' } | { type: 'page'; targetId: string };
+
+/** A message from Chromium, located but not decoded. */
+interface Incoming {
+  /** Wire id of a reply. */
+  id?: number | undefined;
+  /** Method of an event. */
+  method?: string | undefined;
+  sessionId?: string | undefined;
+  /** A reply carrying `result` (not `error`). */
+  ok: boolean;
+  /** The message with `id` in place of the wire id and, if `strip`, without its sessionId. */
+  rewrite(id: number | undefined, strip: boolean): Buffer;
+  /** The message decoded (used for the few messages that change ownership). */
+  parse(): Parsed;
+}
+
+interface Parsed {
+  id?: number;
+  method?: string;
+  params?: CdpParams;
+  result?: CdpParams;
+  error?: unknown;
+  sessionId?: string;
+}
+
+interface Client {
+  /** The session the server attached for it; its commands without `sessionId` go there. */
+  readonly session: string;
+  /** Its target when it is a page connection. */
+  readonly targetId: string | undefined;
+  /** Sessions it owns besides its own, with their targets when known. */
+  readonly owned: Map<string, string | undefined>;
+  peer: MuxPeer | undefined;
+  /** Messages that arrived before `connect`. */
+  queue: Buffer[];
+  closed: boolean;
+}
+
+interface Pending {
+  /** The sender's own id. */
+  id: number;
+  /** The client that sent it; undefined for the server's connection. */
+  client?: Client | undefined;
+  /** A command of the mux itself: the reply goes here and to nobody else. */
+  settle?: ((reply: Incoming) => void) | undefined;
+  /** The reply's sessionId is the client's from now on (`Target.attachTo*`), with its target. */
+  adopt?: { targetId: string | undefined } | undefined;
+  /** The reply, if a success, brings this target to front. */
+  activates?: string | undefined;
+}
+
+/** Chromium parses `id` as a 32-bit integer. */
+const MAX_WIRE_ID = 2 ** 31 - 1;
+const HEAD_BYTES = 128;
+const TAIL_BYTES = 128;
+const REPLY_HEAD = /^\{"id":(\d+),"(result|error)"/;
+const EVENT_HEAD = /^\{"method":"([^"\\]+)",/;
+const SESSION_TAIL = /,"sessionId":"([^"\\]+)"\}$/;
+const CLOSE_BRACE = Buffer.from('}');
+
+export class CdpMux {
+  readonly #pipe: CdpPipe;
+  readonly #opts: CdpMuxOptions;
+  readonly #pending = new Map<number, Pending>();
+  /** Every session of every client (their own and those they own) → the client. */
+  readonly #sessions = new Map<string, Client>();
+  readonly #clients = new Set<Client>();
+  #lastId = 0;
+  #rootReader: CdpTransportReader | undefined;
+  #open = true;
+
+  /** The server's own connection: the root session and every session no client owns. */
+  readonly root: CdpTransport;
+
+  constructor(pipe: CdpPipe, opts: CdpMuxOptions = {}) {
+    this.#pipe = pipe;
+    this.#opts = opts;
+    const isOpen = () => this.#open;
+    this.root = {
+      get isOpen() {
+        return isOpen();
+      },
+      send: (command) => this.#send(command, command.sessionId, {}),
+      listen: (reader) => {
+        this.#rootReader = reader;
+        if (!this.#open) reader.close();
+      },
+      close: () => this.close(),
+    };
+    pipe.listen({ message: (data) => this.#receive(data), close: () => this.close() });
+  }
+
+  /**
+   * Attach a session for a new client. Rejects when Chromium refuses (no such page) or the
+   * browser is gone; the client is then never connected.
+   */
+  open(target: MuxTarget): Promise<MuxClient> {
+    const [method, params]: [string, CdpParams] =
+      target.type === 'browser'
+        ? ['Target.attachToBrowserTarget', {}]
+        : ['Target.attachToTarget', { targetId: target.targetId, flatten: true }];
+    return new Promise((resolve, reject) => {
+      if (!this.#open) return reject(new Error('the browser is gone'));
+      this.#send({ id: 0, method, params }, undefined, {
+        settle: (reply) => {
+          const sessionId = reply.ok ? reply.parse().result?.sessionId : undefined;
+          if (typeof sessionId !== 'string') return reject(new Error(`${method} failed`));
+          if (!this.#open) return reject(new Error('the browser is gone'));
+          // registered before any event of the session can arrive (the reply comes first)
+          const client: Client = {
+            session: sessionId,
+            targetId: target.type === 'page' ? target.targetId : undefined,
+            owned: new Map(),
+            peer: undefined,
+            queue: [],
+            closed: false,
+          };
+          this.#clients.add(client);
+          this.#sessions.set(sessionId, client);
+          resolve({
+            connect: (peer) => this.#connect(client, peer),
+            receive: (data) => this.#fromClient(client, data),
+            close: () => this.#drop(client, true),
+          });
+        },
+      });
+    });
+  }
+
+  /** Close every client and the pipe; the server's connection ends too. Idempotent. */
+  close(): void {
+    if (!this.#open) return;
+    this.#open = false;
+    for (const client of [...this.#clients]) {
+      this.#drop(client, false);
+      client.peer?.close();
+    }
+    for (const p of this.#pending.values()) p.settle?.(FAILED);
+    this.#pending.clear();
+    this.#pipe.close();
+    this.#rootReader?.close();
+  }
+
+  #connect(client: Client, peer: MuxPeer): void {
+    if (client.closed) return peer.close();
+    client.peer = peer;
+    for (const data of client.queue) peer.send(data);
+    client.queue = [];
+  }
+
+  #deliver(client: Client, data: Buffer): void {
+    if (client.peer) client.peer.send(data);
+    else client.queue.push(data);
+  }
+
+  /** Forget a client; `detach` its session in Chromium too (unless Chromium ended it). */
+  #drop(client: Client, detach: boolean): void {
+    if (client.closed) return;
+    client.closed = true;
+    client.queue = [];
+    this.#clients.delete(client);
+    this.#sessions.delete(client.session);
+    for (const sessionId of client.owned.keys()) this.#sessions.delete(sessionId);
+    for (const [id, p] of this.#pending) if (p.client === client) this.#pending.delete(id);
+    // the sessions it owns are children of this one: Chromium ends them with it
+    if (detach && this.#open) {
+      const params = { sessionId: client.session };
+      this.#send({ id: 0, method: 'Target.detachFromTarget', params }, undefined, {
+        settle: () => {},
+      });
+    }
+  }
+
+  // -- outgoing ----------------------------------------------------------------------------
+
+  #send(command: CdpCommand, sessionId: string | undefined, route: Omit<Pending, 'id'>): void {
+    if (!this.#open) return;
+    const { method, params } = command;
+    const pending: Pending = { id: command.id, ...route };
+    if (method === 'Target.activateTarget' && typeof params.targetId === 'string') {
+      pending.activates = params.targetId;
+    } else if (method === 'Page.bringToFront' && route.client && sessionId !== undefined) {
+      pending.activates = this.#targetOf(route.client, sessionId);
+    } else if (
+      route.client &&
+      (method === 'Target.attachToTarget' || method === 'Target.attachToBrowserTarget')
+    ) {
+      pending.adopt = {
+        targetId: typeof params.targetId === 'string' ? params.targetId : undefined,
+      };
+    }
+    const id = this.#nextId();
+    this.#pending.set(id, pending);
+    this.#pipe.send(JSON.stringify({ id, method, params, sessionId }));
+  }
+
+  #nextId(): number {
+    do this.#lastId = this.#lastId >= MAX_WIRE_ID ? 1 : this.#lastId + 1;
+    while (this.#pending.has(this.#lastId));
+    return this.#lastId;
+  }
+
+  #targetOf(client: Client, sessionId: string): string | undefined {
+    return sessionId === client.session ? client.targetId : client.owned.get(sessionId);
+  }
+
+  /** A command from a client: checked, given a wire id and its session, written anew. */
+  #fromClient(client: Client, data: Buffer): void {
+    if (client.closed) return;
+    let msg: unknown;
+    try {
+      msg = JSON.parse(data.toString());
+    } catch {
+      return this.#deliver(client, errorReply(undefined, -32700, 'Message must be a valid JSON'));
+    }
+    if (!isObject(msg) || !Number.isSafeInteger(msg.id)) {
+      return this.#deliver(
+        client,
+        errorReply(undefined, -32600, "Message must have integer 'id' property"),
+      );
+    }
+    const id = msg.id as number;
+    const { method, params = {}, sessionId } = msg;
+    if (typeof method !== 'string') {
+      return this.#deliver(
+        client,
+        errorReply(id, -32600, "Message must have string 'method' property"),
+      );
+    }
+    if (!isObject(params)) {
+      return this.#deliver(
+        client,
+        errorReply(id, -32602, "Message has property 'params' but it is not an object"),
+      );
+    }
+    let wireSession = client.session;
+    if (sessionId !== undefined) {
+      if (typeof sessionId !== 'string' || !client.owned.has(sessionId)) {
+        return this.#deliver(client, errorReply(id, -32001, 'Session with given id not found.'));
+      }
+      wireSession = sessionId;
+    }
+    this.#send({ id, method, params }, wireSession, { client });
+  }
+
+  // -- incoming ----------------------------------------------------------------------------
+
+  #receive(data: Buffer): void {
+    const msg = locate(data) ?? decoded(data);
+    if (msg.id !== undefined) this.#reply(msg);
+    else this.#event(msg, data);
+  }
+
+  #reply(msg: Incoming): void {
+    const p = this.#pending.get(msg.id!);
+    if (!p) return; // its sender is gone
+    this.#pending.delete(msg.id!);
+    if (p.settle) return p.settle(msg);
+    if (p.activates !== undefined && msg.ok) this.#opts.onActivate?.(p.activates);
+    const { client } = p;
+    if (!client) return this.#toRoot(msg.rewrite(p.id, false));
+    if (p.adopt && msg.ok) {
+      const sessionId = msg.parse().result?.sessionId;
+      if (typeof sessionId === 'string') this.#own(client, sessionId, p.adopt.targetId);
+    }
+    this.#deliver(client, msg.rewrite(p.id, msg.sessionId === client.session));
+  }
+
+  #event(msg: Incoming, data: Buffer): void {
+    if (msg.method === 'Target.attachedToTarget' || msg.method === 'Target.detachedFromTarget') {
+      this.#ownership(msg);
+    }
+    const client = msg.sessionId !== undefined ? this.#sessions.get(msg.sessionId) : undefined;
+    if (!client) return this.#toRoot(data);
+    this.#deliver(client, msg.sessionId === client.session ? msg.rewrite(undefined, true) : data);
+  }
+
+  #ownership(msg: Incoming): void {
+    const { method, params } = msg.parse();
+    const child = params?.sessionId;
+    if (typeof child !== 'string') return;
+    if (method === 'Target.attachedToTarget') {
+      const client = msg.sessionId !== undefined ? this.#sessions.get(msg.sessionId) : undefined;
+      const info = params?.targetInfo as { targetId?: unknown } | undefined;
+      const targetId = typeof info?.targetId === 'string' ? info.targetId : undefined;
+      if (client) this.#own(client, child, targetId);
+      return;
+    }
+    const client = this.#sessions.get(child);
+    if (!client) return;
+    if (child === client.session) {
+      this.#drop(client, false); // Chromium ended it: its page closed
+      client.peer?.close();
+    } else {
+      client.owned.delete(child);
+      this.#sessions.delete(child);
+    }
+  }
+
+  #own(client: Client, sessionId: string, targetId: string | undefined): void {
+    if (client.closed) return;
+    client.owned.set(sessionId, targetId);
+    this.#sessions.set(sessionId, client);
+  }
+
+  #toRoot(data: Buffer): void {
+    this.#rootReader?.message(data.toString());
+  }
+}
+
+/** Routes a message by its first and last bytes; undefined when it has another shape. */
+function locate(data: Buffer): Incoming | undefined {
+  const tail = data.toString('latin1', Math.max(0, data.length - TAIL_BYTES));
+  const session = SESSION_TAIL.exec(tail);
+  if (!session && !tail.endsWith('}}')) return undefined;
+  const bodyEnd = data.length - (session ? session[0].length : 0);
+  const sessionId = session?.[1];
+  const head = data.toString('latin1', 0, Math.min(data.length, HEAD_BYTES));
+  const reply = REPLY_HEAD.exec(head);
+  const event = reply ? undefined : EVENT_HEAD.exec(head);
+  if (!reply && !event) return undefined;
+  /** Offset of the `,` after the id. */
+  const idEnd = reply ? reply[0].length - reply[2]!.length - 3 : 0;
+  return {
+    id: reply ? Number(reply[1]) : undefined,
+    method: event?.[1],
+    sessionId,
+    ok: reply?.[2] === 'result',
+    rewrite: (id, strip) => {
+      const cut = strip && session !== null;
+      const renumber = id !== undefined && reply !== null;
+      if (!renumber && !cut) return data;
+      const parts = [data.subarray(renumber ? idEnd : 0, cut ? bodyEnd : data.length)];
+      if (renumber) parts.unshift(Buffer.from(`{"id":${id}`));
+      if (cut) parts.push(CLOSE_BRACE);
+      return Buffer.concat(parts);
+    },
+    parse: () => JSON.parse(data.toString()) as Parsed,
+  };
+}
+
+/** The general case: any JSON object, decoded and, when rewritten, encoded again. */
+function decoded(data: Buffer): Incoming {
+  let msg: Parsed;
+  try {
+    const value: unknown = JSON.parse(data.toString());
+    msg = isObject(value) ? (value as Parsed) : {};
+  } catch {
+    msg = {};
+  }
+  const sessionId = typeof msg.sessionId === 'string' ? msg.sessionId : undefined;
+  return {
+    id: typeof msg.id === 'number' ? msg.id : undefined,
+    method: typeof msg.method === 'string' ? msg.method : undefined,
+    sessionId,
+    ok: msg.result !== undefined,
+    rewrite: (id, strip) => {
+      const out: Parsed = { ...msg };
+      if (id !== undefined) out.id = id;
+      if (strip) delete out.sessionId;
+      return Buffer.from(JSON.stringify(out));
+    },
+    parse: () => msg,
+  };
+}
+
+/** The reply of a mux command when the browser went away first. */
+const FAILED: Incoming = {
+  ok: false,
+  rewrite: () => Buffer.alloc(0),
+  parse: () => ({}),
+};
+
+function errorReply(id: number | undefined, code: number, message: string): Buffer {
+  return Buffer.from(JSON.stringify({ ...(id !== undefined && { id }), error: { code, message } }));
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

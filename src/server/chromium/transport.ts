@@ -1,0 +1,76 @@
+/**
+ * What a `CdpConnection` runs over: the server's own channel on a browser's DevTools pipe
+ * (mux.ts), or a DevTools WebSocket such as a `cdp_url` (tests and benchmarks use that one).
+ */
+import WebSocket from 'ws';
+
+/** Largest CDP message accepted (screenshots of big viewports are tens of MiB of base64). */
+export const CDP_MAX_PAYLOAD = 512 * 1024 * 1024;
+
+export type CdpParams = Record<string, unknown>;
+
+/** One command as the connection hands it to its transport, which serialises it. */
+export interface CdpCommand {
+  id: number;
+  method: string;
+  params: CdpParams;
+  sessionId?: string | undefined;
+}
+
+export interface CdpTransportReader {
+  /** One message (a JSON text): a reply or an event. */
+  message(text: string): void;
+  /** The transport is gone; called once. */
+  close(): void;
+}
+
+export interface CdpTransport {
+  readonly isOpen: boolean;
+  send(command: CdpCommand): void;
+  /** Deliver messages and the end of the transport to `reader`; called once. */
+  listen(reader: CdpTransportReader): void;
+  /** Close (the reader's `close` follows); idempotent. */
+  close(): void;
+}
+
+/** Open a DevTools WebSocket, e.g. a `cdp_url`. */
+export function connectWebSocket(url: string, timeoutMs: number): Promise<CdpTransport> {
+  const ws = new WebSocket(url, {
+    perMessageDeflate: false,
+    maxPayload: CDP_MAX_PAYLOAD,
+    handshakeTimeout: timeoutMs,
+  });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => {
+      ws.removeAllListeners('error');
+      ws.on('error', () => ws.terminate()); // surfaces as 'close'
+      resolve(new WebSocketTransport(ws));
+    });
+    ws.once('error', reject);
+  });
+}
+
+class WebSocketTransport implements CdpTransport {
+  readonly #ws: WebSocket;
+
+  constructor(ws: WebSocket) {
+    this.#ws = ws;
+  }
+
+  get isOpen(): boolean {
+    return this.#ws.readyState === WebSocket.OPEN;
+  }
+
+  send(command: CdpCommand): void {
+    this.#ws.send(JSON.stringify(command));
+  }
+
+  listen(reader: CdpTransportReader): void {
+    this.#ws.on('message', (data) => reader.message(data.toString()));
+    this.#ws.once('close', () => reader.close());
+  }
+
+  close(): void {
+    this.#ws.terminate();
+  }
+}
