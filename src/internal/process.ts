@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { raceDeadline, TIMED_OUT } from './deadline.js';
 
 const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
 
@@ -69,8 +70,8 @@ export class Supervised {
     if (this.pid <= 0) return this.exited;
     this.signalGroup('SIGCONT'); // a paused group cannot act on TERM
     this.signalGroup('SIGTERM');
-    const timer = new Promise<'timeout'>((r) => setTimeout(r, graceMs, 'timeout').unref());
-    if ((await Promise.race([this.exited, timer])) === 'timeout') this.signalGroup('SIGKILL');
+    const exited = await raceDeadline(this.exited, graceMs, { unref: true });
+    if (exited === TIMED_OUT) this.signalGroup('SIGKILL');
     const info = await this.exited;
     this.signalGroup('SIGKILL'); // stragglers left in the group after the leader exited
     return info;

@@ -6,6 +6,7 @@
  * is live, so an idle process behaves exactly as without burrow.
  */
 import { inspect } from 'node:util';
+import { raceDeadline } from '../internal/deadline.js';
 
 export interface Stoppable {
   stop(): Promise<unknown>;
@@ -21,12 +22,7 @@ let crashing = false;
 
 /** Stops every live session; settles when all settled or after the deadline. */
 export async function stopAll(deadlineMs = EXIT_DEADLINE_MS): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, deadlineMs);
-  });
-  await Promise.race([Promise.allSettled([...live].map((s) => s.stop())), deadline]);
-  clearTimeout(timer);
+  await raceDeadline(Promise.allSettled([...live].map((s) => s.stop())), deadlineMs);
 }
 
 function onSignal(signal: NodeJS.Signals): void {

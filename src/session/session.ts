@@ -15,6 +15,7 @@ import type {
   ToolResult,
 } from '../api/index.js';
 import { Burrow, NotFoundError } from '../client/index.js';
+import { abortable } from '../internal/deadline.js';
 import { findAuthState, sessionAuth, type SessionAuth } from './auth.js';
 import type { DriverConnectOptions, DriverConnection, DriverName } from './driver.js';
 import { embeddedServer } from './embedded.js';
@@ -188,20 +189,13 @@ async function unlessAborted<T>(
   onLate: (value: T) => unknown,
 ): Promise<T> {
   signal.throwIfAborted();
-  let onAbort = () => {};
-  const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
   try {
-    const value = await Promise.race([promise, aborted]);
-    if (signal.aborted) throw signal.reason;
+    const value = await abortable(promise, signal);
+    signal.throwIfAborted();
     return value;
   } catch (err) {
     promise.then(onLate, () => undefined);
     throw err;
-  } finally {
-    signal.removeEventListener('abort', onAbort);
   }
 }
 
