@@ -22,7 +22,7 @@ import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { CdpConnection } from '../src/server/chromium/cdp.js';
 import { startServer } from '../src/server/index.js';
-import { X11Screen } from '../src/server/ubuntu/computer.js';
+import { X11Screen } from '../src/server/ubuntu/desktop/x11.js';
 
 const N = Number(process.argv[2] ?? 30);
 const THROUGHPUT_MS = 3_000;

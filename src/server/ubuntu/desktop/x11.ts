@@ -1,0 +1,320 @@
+/**
+ * A minimal X11 client over the display's unix socket: screenshots of the root window
+ * (GetImage in ZPixmap, fetched in pipelined strips, encoded to PNG in process) and binding
+ * keysyms the keymap lacks to spare keycodes (so that xdotool can type any character). No
+ * process is spawned. The bytes on the wire are in x11-wire.ts.
+ */
+import { readFile } from 'node:fs/promises';
+import type { Socket } from 'node:net';
+import { connectWithDeadline } from '../../../internal/connect.js';
+import { withDeadline } from '../../../internal/deadline.js';
+import { encodePng } from '../../../internal/png.js';
+import { ActionError } from './errors.js';
+import { toRgbRows } from './pixels.js';
+import {
+  assignKeycodes,
+  changeKeyboardMappingRequest,
+  decodeMessage,
+  getImageRequest,
+  getInputFocusRequest,
+  getKeyboardMappingRequest,
+  imageData,
+  messageLength,
+  parseKeyboardMapping,
+  parseSetup,
+  parseXauthority,
+  setupRefusal,
+  setupReplyLength,
+  setupRequest,
+  stride,
+  type ScreenInfo,
+} from './x11-wire.js';
+
+/** Deadline of one X request, in ms; past it the connection is dropped and reopened next time. */
+const X_REQUEST_TIMEOUT_MS = 5_000;
+/** Bytes of pixels asked for per GetImage request (the screen is fetched in strips). */
+const STRIP_BYTES = 4 * 1024 * 1024;
+/** Where X servers put their sockets. */
+const HOST_SOCKET_DIR = '/tmp/.X11-unix';
+
+/** Where an X server is, for the X11 client. */
+export interface X11Target {
+  /** X display name, e.g. `:3`. */
+  display: string;
+  /** Xauthority file granting access to the display, if the server requires one. */
+  xauthority?: string | undefined;
+  /**
+   * Directory holding the display's socket as the host sees it, e.g. the sandbox's /tmp on the
+   * host plus `/.X11-unix`. Default `/tmp/.X11-unix`.
+   */
+  socketDir?: string | undefined;
+}
+
+const timedOut = (what: string, ms: number) => () =>
+  new Error(`${what} did not answer within ${ms} ms`);
+
+interface PendingReply {
+  resolve: (reply: Buffer) => void;
+  reject: (err: Error) => void;
+}
+
+/** One connection: setup, sequence numbers, replies matched to their requests. */
+class X11Connection {
+  readonly #socket: Socket;
+  readonly #pending = new Map<number, PendingReply>();
+  #chunks: Buffer[] = [];
+  #buffered = 0;
+  #seq = 0;
+  #error: Error | undefined;
+  /** An X error of a request that has no reply (see `sendAndSync`). */
+  #voidError: Error | undefined;
+  screen!: ScreenInfo;
+  #setup: PendingReply | undefined;
+
+  private constructor(socket: Socket) {
+    this.#socket = socket;
+    socket.on('data', (chunk) => this.#onData(chunk));
+    socket.on('error', (err) => this.#fail(err));
+    socket.on('close', () => this.#fail(new Error('X connection closed')));
+  }
+
+  static async open({ display, xauthority, socketDir }: X11Target): Promise<X11Connection> {
+    const m = /^:(\d+)(?:\.\d+)?$/.exec(display);
+    if (!m) throw new Error(`Unsupported X display name ${JSON.stringify(display)}`);
+    const number = m[1]!;
+    const cookie = xauthority ? parseXauthority(await readFile(xauthority), number) : undefined;
+    const socket = await openSocket(number, socketDir);
+    const conn = new X11Connection(socket);
+    const setup = new Promise<Buffer>((resolve, reject) => (conn.#setup = { resolve, reject }));
+    socket.write(setupRequest(cookie));
+    const reply = await withDeadline(
+      setup,
+      X_REQUEST_TIMEOUT_MS,
+      timedOut('X connection setup', X_REQUEST_TIMEOUT_MS),
+    ).catch((err: unknown) => {
+      socket.destroy();
+      throw err;
+    });
+    try {
+      conn.screen = parseSetup(reply);
+    } catch (err) {
+      socket.destroy();
+      throw err;
+    }
+    return conn;
+  }
+
+  get broken(): boolean {
+    return this.#error !== undefined;
+  }
+
+  /** Sends one request (already padded to 4 bytes) and resolves with its reply. */
+  request(body: Buffer): Promise<Buffer> {
+    if (this.#error) return Promise.reject(this.#error);
+    const seq = (this.#seq = (this.#seq + 1) & 0xffff);
+    return new Promise((resolve, reject) => {
+      this.#pending.set(seq, { resolve, reject });
+      this.#socket.write(body);
+    });
+  }
+
+  /**
+   * Sends requests that have no reply, then one round trip (GetInputFocus) so that they have
+   * been processed when it resolves; rejects with the first X error any of them caused.
+   */
+  async sendAndSync(bodies: Buffer[]): Promise<void> {
+    if (this.#error) throw this.#error;
+    this.#voidError = undefined;
+    for (const body of bodies) {
+      this.#seq = (this.#seq + 1) & 0xffff;
+      this.#socket.write(body);
+    }
+    await this.request(getInputFocusRequest());
+    if (this.#voidError) throw this.#voidError;
+  }
+
+  close(): void {
+    this.#socket.destroy();
+    this.#fail(new Error('X connection closed'));
+  }
+
+  #fail(err: Error): void {
+    this.#error ??= err;
+    this.#setup?.reject(err);
+    this.#setup = undefined;
+    for (const p of this.#pending.values()) p.reject(this.#error);
+    this.#pending.clear();
+  }
+
+  #take(n: number): Buffer {
+    const all =
+      this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#buffered);
+    const out = all.subarray(0, n);
+    const restBuf = all.subarray(n);
+    this.#chunks = restBuf.length > 0 ? [restBuf] : [];
+    this.#buffered = restBuf.length;
+    return out;
+  }
+
+  #peek(n: number): Buffer {
+    if (this.#chunks.length > 1 && this.#chunks[0]!.length < n) {
+      this.#chunks = [Buffer.concat(this.#chunks, this.#buffered)];
+    }
+    return this.#chunks[0]!;
+  }
+
+  #onData(chunk: Buffer): void {
+    this.#chunks.push(chunk);
+    this.#buffered += chunk.length;
+    for (;;) {
+      if (this.#setup) {
+        if (this.#buffered < 8) return;
+        const total = setupReplyLength(this.#peek(8));
+        if (this.#buffered < total) return;
+        const msg = this.#take(total);
+        const setup = this.#setup;
+        this.#setup = undefined;
+        const refusal = setupRefusal(msg);
+        if (refusal === undefined) setup.resolve(msg);
+        else setup.reject(new Error(`X server refused the connection: ${refusal}`));
+        continue;
+      }
+      if (this.#buffered < 32) return;
+      const total = messageLength(this.#peek(32));
+      if (this.#buffered < total) return;
+      const msg = decodeMessage(this.#take(total));
+      if (msg.kind === 'event') continue; // none selected, ignore
+      const p = this.#pending.get(msg.seq);
+      const err = msg.kind === 'error' ? new Error(msg.message) : undefined;
+      if (!p) {
+        if (err) this.#voidError ??= err;
+        continue;
+      }
+      this.#pending.delete(msg.seq);
+      if (msg.kind === 'error') p.reject(err!);
+      else p.resolve(msg.body);
+    }
+  }
+}
+
+/**
+ * The root window's pixels as PNG, and keysyms bound on demand, over one lazily (re)opened X
+ * connection.
+ */
+export class X11Screen {
+  readonly #target: X11Target;
+  /** Keysyms this client bound to spare keycodes (keysym → keycode), oldest first. */
+  readonly #bound = new Map<number, number>();
+  #conn: Promise<X11Connection> | undefined;
+  #closed = false;
+
+  constructor(target: X11Target) {
+    this.#target = target;
+  }
+
+  async screenshot(): Promise<Buffer> {
+    const conn = await this.#connection();
+    const { width, height } = conn.screen;
+    try {
+      const raw = await withDeadline(
+        getImage(conn, width, height),
+        X_REQUEST_TIMEOUT_MS,
+        timedOut('X GetImage', X_REQUEST_TIMEOUT_MS),
+      );
+      return await encodePng(width, height, toRgbRows(conn.screen, raw, width, height));
+    } catch (err) {
+      conn.close(); // unknown state: reconnect next time
+      this.#conn = undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * Gives every keysym in `keysyms` a keycode, binding the missing ones to spare keycodes
+   * (reusing the least recently bound when none are left). Resolves true when the keymap
+   * changed: applications learn of it asynchronously.
+   */
+  async ensureKeysyms(keysyms: readonly number[]): Promise<boolean> {
+    const conn = await this.#connection();
+    const { minKeycode, maxKeycode } = conn.screen;
+    const count = maxKeycode - minKeycode + 1;
+    const reply = await withDeadline(
+      conn.request(getKeyboardMappingRequest(minKeycode, count)),
+      X_REQUEST_TIMEOUT_MS,
+      timedOut('X GetKeyboardMapping', X_REQUEST_TIMEOUT_MS),
+    );
+    const mapping = parseKeyboardMapping(reply, minKeycode, count);
+    const assigned = assignKeycodes(mapping, keysyms, this.#bound);
+    if (!assigned) throw new ActionError('No spare keycode left to type this text');
+    if (assigned.length === 0) return false;
+    const changes: Buffer[] = [];
+    for (const { keysym, keycode } of assigned) {
+      changes.push(changeKeyboardMappingRequest(keycode, mapping.perKeycode, keysym));
+      for (const [s, c] of this.#bound) if (c === keycode) this.#bound.delete(s);
+      this.#bound.set(keysym, keycode);
+    }
+    await withDeadline(
+      conn.sendAndSync(changes),
+      X_REQUEST_TIMEOUT_MS,
+      timedOut('X ChangeKeyboardMapping', X_REQUEST_TIMEOUT_MS),
+    );
+    return true;
+  }
+
+  close(): void {
+    this.#closed = true;
+    void this.#conn?.then((c) => c.close()).catch(() => undefined);
+    this.#conn = undefined;
+  }
+
+  #connection(): Promise<X11Connection> {
+    if (this.#closed) return Promise.reject(new Error('The display is closed'));
+    const existing = this.#conn;
+    if (existing) {
+      return existing.then((c) => {
+        if (!c.broken) return c;
+        if (this.#conn === existing) this.#conn = undefined;
+        return this.#connection();
+      });
+    }
+    const conn = X11Connection.open(this.#target);
+    this.#conn = conn;
+    conn.catch(() => {
+      if (this.#conn === conn) this.#conn = undefined;
+    });
+    return conn;
+  }
+}
+
+/** ZPixmap data of the root window's top-left `w` × `h`, fetched in strips pipelined on `conn`. */
+function getImage(conn: X11Connection, w: number, h: number): Promise<Buffer[]> {
+  const rows = Math.max(1, Math.floor(STRIP_BYTES / stride(conn.screen.format, w)));
+  const strips: Promise<Buffer>[] = [];
+  for (let top = 0; top < h; top += rows) {
+    const req = getImageRequest(conn.screen.root, 0, top, w, Math.min(rows, h - top));
+    strips.push(conn.request(req).then(imageData));
+  }
+  return Promise.all(strips);
+}
+
+/**
+ * The display's socket file: in `socketDir` (where a sandboxed X server's /tmp is on the host),
+ * then in the host's /tmp. (Node 20 cannot reach Linux abstract sockets the way X clients name
+ * them, so the file is the way in.)
+ */
+async function openSocket(number: string, socketDir = HOST_SOCKET_DIR): Promise<Socket> {
+  const paths = [...new Set([`${socketDir}/X${number}`, `${HOST_SOCKET_DIR}/X${number}`])];
+  let last: unknown;
+  for (const path of paths) {
+    try {
+      return await connectWithDeadline(
+        { path },
+        X_REQUEST_TIMEOUT_MS,
+        () => new Error(`connecting to X display :${number} timed out`),
+      );
+    } catch (err) {
+      last = err;
+    }
+  }
+  throw new Error(`Cannot connect to X display :${number}: ${(last as Error).message}`);
+}
