@@ -4,13 +4,15 @@
  * kernel so that executions on a kernel run one at a time while different kernels run
  * concurrently.
  */
-import { createInterface } from 'node:readline';
 import type { StdioOptions } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
 import type { CodeExecuteResult, KernelInfo } from '../../../api/index.js';
+import { raceDeadline, withDeadline } from '../../../internal/deadline.js';
 import type { Supervised } from '../../../internal/process.js';
+import { KeyedSerialQueue } from '../../../internal/serial.js';
 import { HttpError, badRequest } from '../../errors.js';
 import type { Logger } from '../../runtime.js';
-import { BRIDGE_PY } from './bridge-py.js';
 
 /** Debian's interpreter: the `python3` first on PATH may be another one without ipykernel. */
 export const SYSTEM_PYTHON = '/usr/bin/python3';
@@ -58,6 +60,17 @@ interface Pending {
   reject(err: Error): void;
 }
 
+/**
+ * The Python side, bridge.py (shipped beside this module), read once. It reaches the bridge
+ * process as the first line of its stdin (see BOOT), so no file has to be visible in the sandbox.
+ */
+let bridgeSource: Promise<string> | undefined;
+function readBridgeSource(): Promise<string> {
+  bridgeSource ??= readFile(new URL('./bridge.py', import.meta.url), 'utf8');
+  bridgeSource.catch(() => (bridgeSource = undefined));
+  return bridgeSource;
+}
+
 /** Boot line: read the script (a JSON string) from stdin's first line and run it. */
 const BOOT =
   "import sys,json;exec(compile(json.loads(sys.stdin.readline()),'<burrow-kernel-bridge>','exec'))";
@@ -90,6 +103,7 @@ class BridgeProcess {
   }
 
   static async start(opts: PoolOptions): Promise<BridgeProcess> {
+    const source = await readBridgeSource();
     const env = {
       ...(await opts.env()),
       PYTHONUNBUFFERED: '1',
@@ -102,24 +116,19 @@ class BridgeProcess {
       cwd: opts.cwd,
     });
     const bridge = new BridgeProcess(proc, opts.log);
-    proc.child.stdin?.write(`${JSON.stringify(BRIDGE_PY)}\n`);
+    proc.child.stdin?.write(`${JSON.stringify(source)}\n`);
     const ready = new Promise<unknown>((resolve, reject) => {
       bridge.#pending.set(0, { resolve, reject });
     });
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error('kernel bridge did not start in time')),
-        READY_TIMEOUT_MS,
-      );
-    });
     try {
-      await Promise.race([ready, timeout]);
+      await withDeadline(
+        ready,
+        READY_TIMEOUT_MS,
+        () => new Error('kernel bridge did not start in time'),
+      );
     } catch (err) {
       await proc.kill(500);
       throw err;
-    } finally {
-      clearTimeout(timer);
     }
     return bridge;
   }
@@ -165,8 +174,7 @@ class BridgeProcess {
     if (this.proc.running) {
       this.proc.child.stdin?.write(`${JSON.stringify({ id: -1, op: 'exit' })}\n`);
       this.proc.child.stdin?.end();
-      const timer = new Promise<'timeout'>((r) => setTimeout(r, graceMs, 'timeout').unref());
-      await Promise.race([this.proc.exited, timer]);
+      await raceDeadline(this.proc.exited, graceMs, { unref: true });
     }
     await this.proc.kill(1000);
   }
@@ -204,7 +212,8 @@ export class KernelPool {
   #live = new Set<string>();
   /** Kernel keys whose kernel was lost with an earlier bridge: their next run reports it. */
   readonly #lost = new Set<string>();
-  readonly #queues = new Map<string, Promise<unknown>>();
+  /** One FIFO per kernel key. */
+  readonly #queues = new KeyedSerialQueue<string>();
   #stopping: Promise<void> | undefined;
 
   constructor(opts: PoolOptions) {
@@ -257,17 +266,9 @@ export class KernelPool {
    * when it died). Runs after the executions already queued on that kernel.
    */
   run(key: string, name: string, code: string, timeoutSeconds?: number): Promise<RunResult> {
-    const previous = this.#queues.get(key) ?? Promise.resolve();
-    const next = previous.then(
-      () => this.#run(key, name, code, timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS),
-      () => this.#run(key, name, code, timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS),
+    return this.#queues.run(key, () =>
+      this.#run(key, name, code, timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS),
     );
-    const tail = next.catch(() => undefined);
-    this.#queues.set(key, tail);
-    void tail.then(() => {
-      if (this.#queues.get(key) === tail) this.#queues.delete(key);
-    });
-    return next;
   }
 
   async #run(key: string, name: string, code: string, timeout: number): Promise<RunResult> {

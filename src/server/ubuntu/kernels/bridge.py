@@ -1,11 +1,4 @@
-/**
- * The Python side of the kernel layer, run with Debian's `/usr/bin/python3` inside the
- * instance's sandbox. It is embedded here rather than shipped as a `.py` file because the build
- * copies only TypeScript, and the published package holds only `dist/`: the Node side writes it
- * to the bridge's stdin as its first line (see `pool.ts`), so no file has to be visible in the
- * sandbox. Keep it free of backticks and dollar-brace sequences (it is a raw template literal).
- */
-export const BRIDGE_PY = String.raw`"""burrow kernel bridge.
+"""burrow kernel bridge.
 
 Runs with Debian's /usr/bin/python3 inside an instance's sandbox and drives Jupyter kernels
 through jupyter_client for the Node side. Protocol: one JSON object per line on stdin
@@ -26,7 +19,6 @@ import json
 import os
 import queue
 import re
-import shutil
 import signal
 import sys
 import threading
@@ -499,4 +491,3 @@ def main():
 
 
 main()
-`;
