@@ -9,13 +9,18 @@ import { createServer } from 'node:net';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
+import { descendants } from '../../src/internal/process.js';
+import { eventually, testServer, type TestServer } from '../helpers/server.js';
 import { startSite, type TestSite } from '../helpers/site.js';
 
 let server: TestServer;
 let site: TestSite;
 beforeAll(async () => {
-  [server, site] = await Promise.all([testServer(), startSite()]);
+  // the test site is on the host's loopback, which instances reach only when allowed
+  [server, site] = await Promise.all([
+    testServer({ isolation: { allowHostLoopback: true } }),
+    startSite(),
+  ]);
 });
 afterAll(async () => {
   await server?.close();
@@ -30,6 +35,21 @@ async function startBrowser(): Promise<{ id: string; cdpUrl: string }> {
   return { id, cdpUrl: ((await url.json()) as { cdp_url: string }).cdp_url };
 }
 const stop = (id: string) => server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
+
+/**
+ * Chromium processes started by this test file's server (one browser instance at a time), with
+ * their command lines (helpers rewrite theirs into one space-separated string).
+ */
+function chromiumProcesses(): { pid: number; cmdline: string }[] {
+  return descendants(process.pid).flatMap((pid) => {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      return /^[^\0 ]*\/chromium[\0 ]/.test(cmdline) ? [{ pid, cmdline }] : [];
+    } catch {
+      return []; // exited meanwhile
+    }
+  });
+}
 
 /** Inodes of the TCP sockets (v4 and v6) in LISTEN state in the network namespace of `pid`. */
 function listeningInodes(pid: number): Set<string> {
@@ -123,16 +143,14 @@ describe('DevTools on a pipe', () => {
     const browser = await chromium.connectOverCDP(cdpUrl);
     const page = browser.contexts()[0]!.pages()[0]!;
     await page.goto(`${site.origin}/listening`); // renderer and network service up
-    const pids = pidsMatching(`${id}/profile`);
-    expect(pids.length).toBeGreaterThan(2); // browser, zygotes, renderer, utilities
-    const main = pids.filter(
-      (pid) => !readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type='),
-    );
+    const processes = chromiumProcesses();
+    expect(processes.length).toBeGreaterThan(2); // browser, zygotes, renderer, utilities
+    const main = processes.filter((p) => !p.cmdline.includes('--type='));
     expect(main).toHaveLength(1);
-    const argv = readFileSync(`/proc/${main[0]}/cmdline`, 'utf8').split('\0');
+    const argv = main[0]!.cmdline.split('\0');
     expect(argv).toContain('--remote-debugging-pipe');
     expect(argv.filter((a) => a.startsWith('--remote-debugging-port'))).toEqual([]);
-    expect(listenersOf(pids)).toEqual([]);
+    expect(listenersOf(processes.map((p) => p.pid))).toEqual([]);
     await browser.close();
     await stop(id);
   });
