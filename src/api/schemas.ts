@@ -42,12 +42,29 @@ export const BlockedDomain = z
 // ---------------------------------------------------------------------------------------------
 // Records
 
+/** burrow extension: what an instance may use (null: no such limit on this server). */
+export const InstanceLimits = z.looseObject({
+  memory_bytes: z.number().nullable(),
+  pids: z.number().nullable(),
+  cpus: z.number().nullable(),
+  disk_bytes: z.number().nullable(),
+});
+export type InstanceLimits = z.output<typeof InstanceLimits>;
+
+/** burrow extension: why an instance ended. */
+export const EndReason = z.enum(['stopped', 'expired', 'crashed', 'server_restart']);
+export type EndReason = z.output<typeof EndReason>;
+
 export const Instance = z.looseObject({
   id: z.string(),
   launch_time: z.string(),
   instance_type: InstanceType,
   status: InstanceStatus,
   resolution: z.array(z.int()).optional(),
+  /** burrow extension (absent from other servers). */
+  limits: InstanceLimits.optional(),
+  /** burrow extension: set once the instance is terminated or in error. */
+  end_reason: EndReason.optional(),
 });
 export type Instance = z.output<typeof Instance>;
 

@@ -7,7 +7,14 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Instance, InstanceStatus, InstanceType, Resolution } from '../api/index.js';
+import type {
+  EndReason,
+  Instance,
+  InstanceLimits,
+  InstanceStatus,
+  InstanceType,
+  Resolution,
+} from '../api/index.js';
 import { HttpError, badRequest, notFound } from './errors.js';
 import type { InstanceRuntime, Logger, RuntimeContext, RuntimeFactory } from './runtime.js';
 import type { SandboxHost } from './sandbox/index.js';
@@ -53,13 +60,21 @@ export class InstanceRecord {
     readonly dir: string,
   ) {}
 
+  /** Why the instance ended (burrow extension), once it has. */
+  endReason: EndReason | undefined;
+  /** Its limits, kept after its runtime is gone. */
+  limits: InstanceLimits | undefined;
+
   toJSON(): Instance {
+    const limits = this.runtime?.limits ?? this.limits;
     return {
       id: this.id,
       launch_time: this.launchTime.toISOString(),
       instance_type: this.type,
       status: this.status,
       resolution: [...this.resolution],
+      ...(limits && { limits }),
+      ...(this.endReason && { end_reason: this.endReason }),
     };
   }
 
@@ -147,6 +162,7 @@ export class Registry {
     } catch (err) {
       this.#opts.log.error({ err, instance: id }, 'instance failed to start');
       rec.status = 'error';
+      rec.endReason = 'crashed';
       await this.#teardown(rec);
       throw new HttpError(500, `Instance ${id} failed to start: ${(err as Error).message}`);
     }
@@ -155,10 +171,11 @@ export class Registry {
     return rec;
   }
 
-  async stop(id: string): Promise<InstanceRecord> {
+  async stop(id: string, reason: EndReason = 'stopped'): Promise<InstanceRecord> {
     const rec = this.get(id);
     if (rec.status === 'terminated') return rec;
     rec.status = 'terminated';
+    rec.endReason ??= reason;
     await this.#teardown(rec);
     return rec;
   }
@@ -199,7 +216,7 @@ export class Registry {
     rec.timer = setTimeout(() => {
       if (!rec.live) return;
       this.#opts.log.info({ instance: rec.id }, 'instance expired');
-      this.stop(rec.id).catch((err: unknown) =>
+      this.stop(rec.id, 'expired').catch((err: unknown) =>
         this.#opts.log.error({ err, instance: rec.id }, 'expiry stop failed'),
       );
     }, ms);
@@ -210,6 +227,7 @@ export class Registry {
     if (!rec.live) return;
     this.#opts.log.warn({ instance: rec.id, reason }, 'instance failed');
     rec.status = 'error';
+    rec.endReason = 'crashed';
     void this.#teardown(rec);
   }
 
@@ -217,6 +235,7 @@ export class Registry {
   #teardown(rec: InstanceRecord): Promise<void> {
     clearTimeout(rec.timer);
     rec.stopping ??= (async () => {
+      rec.limits = rec.runtime?.limits;
       try {
         await rec.runtime?.stop();
       } catch (err) {

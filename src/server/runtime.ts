@@ -10,6 +10,7 @@ import type {
   CodeExecuteResult,
   EditRequest,
   FileRequest,
+  InstanceLimits,
   InstanceType,
   KernelInfo,
   Notebook,
@@ -107,6 +108,8 @@ export interface InstanceRuntime {
   pause(): Promise<void>;
   /** Thaw them (SIGCONT). */
   resume(): Promise<void>;
+  /** What the instance may use (its sandbox's limits), once started. */
+  readonly limits?: InstanceLimits | undefined;
 
   screenshot?(): Promise<Buffer>;
   streamUrl?(): Promise<string>;

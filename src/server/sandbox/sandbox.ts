@@ -42,6 +42,7 @@ import {
   Supervised,
   type ExitInfo,
 } from '../../internal/process.js';
+import type { InstanceLimits } from '../../api/index.js';
 import type { Logger } from '../runtime.js';
 import { Cgroup } from './cgroups.js';
 import type { SandboxHost } from './host.js';
@@ -84,12 +85,7 @@ export interface ExecResult {
 }
 
 /** What an instance may use, as reported by `GET /v1/instance/{id}`. */
-export interface SandboxLimits {
-  memory_bytes: number | null;
-  pids: number | null;
-  cpus: number | null;
-  disk_bytes: number | null;
-}
+export type SandboxLimits = InstanceLimits;
 
 export class Sandbox {
   readonly mode: SandboxMode;

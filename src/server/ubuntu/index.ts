@@ -38,9 +38,11 @@ import {
   proxyEnv,
   Sandbox,
   type InstanceEgress,
+  type SandboxLimits,
   type SpawnOptions,
 } from '../sandbox/index.js';
-import { SandboxView } from './paths.js';
+import { Toolbox } from '../sandbox/toolbox.js';
+import { InstanceFiles } from './fsops.js';
 import { upload } from './upload.js';
 
 interface Started {
@@ -55,8 +57,8 @@ interface Started {
   desktop: UbuntuDesktop;
   /** The instance's egress proxy (isolated mode). */
   egress: InstanceEgress | undefined;
-  /** How the file tools resolve the instance's paths. */
-  view: SandboxView;
+  /** The instance's files as the edit, file and upload tools reach them: inside the sandbox. */
+  files: InstanceFiles;
 }
 
 export class UbuntuRuntime implements InstanceRuntime {
@@ -91,24 +93,24 @@ export class UbuntuRuntime implements InstanceRuntime {
       for (const [k, v] of Object.entries(display.sandboxEnv)) this.env.setBase(k, v);
       const exec = (argv: string[], timeoutMs: number) =>
         sandbox.exec(argv, { env: this.env.current(), timeoutMs });
-      const view = new SandboxView({
+      const writable = [sandbox.home, sandbox.tmp];
+      const toolbox = new Toolbox({
+        spawn: (argv, o) => sandbox.spawn(argv, o),
         home: sandbox.home,
-        binds: [
-          { sandbox: sandbox.home, host: sandbox.hostHome },
-          { sandbox: sandbox.tmp, host: sandbox.hostTmp },
-        ],
-        hidden: ['/proc', '/sys', '/dev'],
+        writable,
+        log: ctx.log,
       });
+      const files = new InstanceFiles(toolbox, writable);
       this.#started = {
         sandbox,
         display,
         bash: new BashSessions(sandbox, this.env),
-        edit: new EditTool(view),
-        file: new FileTool(view, exec),
+        edit: new EditTool(files),
+        file: new FileTool(files, exec),
         kernels: createKernels({
           spawn: (argv, o) => sandbox.spawn(argv, o),
-          hostHome: sandbox.hostHome,
           sandboxHome: sandbox.home,
+          toolbox,
           env: () => this.env.current(),
           log: ctx.log,
         }),
@@ -129,7 +131,7 @@ export class UbuntuRuntime implements InstanceRuntime {
           },
         }),
         egress,
-        view,
+        files,
       };
       ctx.log.info(
         { instance: ctx.id, sandbox: sandbox.mode, display: display.number },
@@ -153,6 +155,11 @@ export class UbuntuRuntime implements InstanceRuntime {
       await s.sandbox.stop();
     })();
     return this.#stopping;
+  }
+
+  /** Limits that apply (GET /v1/instance/{id}). */
+  get limits(): SandboxLimits | undefined {
+    return this.#started?.sandbox.limits;
   }
 
   async pause(): Promise<void> {
@@ -233,7 +240,7 @@ export class UbuntuRuntime implements InstanceRuntime {
     mediaType: string | undefined,
     file: Readable,
   ): Promise<UploadResult> {
-    return upload(this.#get().view, path, filename, mediaType, file, this.ctx.maxUploadBytes);
+    return upload(this.#get().files, path, filename, mediaType, file, this.ctx.maxUploadBytes);
   }
 
   /** The virtual display (number, environments for sandboxed and host-side X clients). */
