@@ -34,6 +34,9 @@ export async function embeddedServer(): Promise<EmbeddedServerLease> {
         host: '127.0.0.1',
         port: 0,
         apiKey: `bk_${randomBytes(24).toString('base64url')}`,
+        // like a local browser, the embedded one loads pages the caller serves on its own
+        // loopback; burrow's own port stays unreachable from instances
+        isolation: { allowHostLoopback: true },
       }),
     ),
     users: 0,

@@ -12,7 +12,14 @@ export interface TestServer extends RunningServer {
 
 export async function testServer(options: ServerOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'burrow-test-'));
-  const server = await startServer({ port: 0, apiKey: 'test-key-0123456789', dataDir, ...options });
+  const server = await startServer({
+    port: 0,
+    apiKey: 'test-key-0123456789',
+    dataDir,
+    // tests serve their pages on the host's loopback, as suites using burrow do
+    isolation: { allowHostLoopback: true },
+    ...options,
+  });
   const api = (path: string, init: RequestInit & { json?: unknown } = {}) => {
     const { json, headers, ...rest } = init;
     return fetch(server.url + path, {
