@@ -7,6 +7,7 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { chromium, type Browser } from 'playwright-core';
+import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { descendants } from '../../src/internal/process.js';
@@ -128,7 +129,8 @@ async function rawClient(url: string) {
     ws.send(JSON.stringify({ id, method, params, ...(sessionId && { sessionId }) }));
     return next((m) => m.id === id);
   };
-  return { received, call, next, close: () => ws.close() };
+  const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
+  return { received, call, next, closed, close: () => ws.close() };
 }
 
 describe('DevTools on a pipe', () => {
@@ -191,6 +193,51 @@ describe('one cdp_url, several clients', () => {
     await tab.goto(`${site.origin}/again`);
     expect(await tab.evaluate(() => document.title)).toBe('Page /again');
     await Promise.all([a.close(), again.close()]);
+    await stop(id);
+  });
+
+  it('Puppeteer and Playwright at once, on the same tab', async () => {
+    const { id, cdpUrl } = await startBrowser();
+    const pw = await chromium.connectOverCDP(cdpUrl);
+    const pp = await puppeteer.connect({ browserWSEndpoint: cdpUrl, defaultViewport: null });
+    const [pwPage] = pw.contexts()[0]!.pages();
+    const [ppPage] = await pp.pages();
+    await pwPage!.goto(`${site.origin}/shared`);
+    expect(await ppPage!.evaluate(() => location.href)).toBe(`${site.origin}/shared`);
+    expect(await ppPage!.evaluate(() => document.title)).toBe('Page /shared');
+    const [own, title] = await Promise.all([
+      pp.newPage().then(async (page) => {
+        await page.goto(`${site.origin}/puppeteer`);
+        return page.title();
+      }),
+      pwPage!.evaluate(() => document.title),
+    ]);
+    expect([own, title]).toEqual(['Page /puppeteer', 'Page /shared']);
+    await pp.disconnect();
+    expect(await pwPage!.title()).toBe('Page /shared');
+    await pw.close();
+    await stop(id);
+  });
+
+  it('a page endpoint talks to that page alone and closes with it', async () => {
+    const { id, cdpUrl } = await startBrowser();
+    const browser = await rawClient(cdpUrl);
+    const created = await browser.call('Target.createTarget', { url: `${site.origin}/endpoint` });
+    const targetId = created.result?.targetId as string;
+    const page = await rawClient(
+      cdpUrl.replace(/devtools\/browser\/[^?]+/, `devtools/page/${targetId}`),
+    );
+    await eventually(async () => {
+      const r = await page.call('Runtime.evaluate', {
+        expression: 'document.title',
+        returnByValue: true,
+      });
+      return (r.result as { result?: { value?: unknown } }).result?.value === 'Page /endpoint';
+    }, 'the page to load');
+    expect(page.received.every((m) => m.sessionId === undefined)).toBe(true);
+    await browser.call('Target.closeTarget', { targetId });
+    await page.closed;
+    browser.close();
     await stop(id);
   });
 
