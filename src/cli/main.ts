@@ -8,6 +8,10 @@ interface Command {
 
 const commands: Record<string, Command> = {
   serve: { summary: 'run the server', load: () => import('./serve.js') },
+  doctor: {
+    summary: 'what this machine has, what is missing, which isolation guarantees hold',
+    load: () => import('./doctor.js'),
+  },
   demo: {
     summary: 'log in on a local site, save the auth state, reuse it in a new session',
     load: () => import('./demo.js'),
