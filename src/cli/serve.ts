@@ -1,50 +1,199 @@
+import { readFile, stat } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { startServer } from '../server/index.js';
+import { startServer, type IsolationOptions, type ServerOptions } from '../server/index.js';
 
-export const usage = `burrow serve [--host 127.0.0.1] [--port 8787] [--api-key K] [--data-dir D]
-            [--max-instances N] [--public-url URL] [--log-level warn]
+export const usage = `burrow serve [--host 127.0.0.1] [--port 8787] [--api-key K | --api-key-file PATH]
+            [--data-dir D] [--max-instances N] [--public-url URL] [--log-level warn]
+            [--max-connections-per-client N]
+            [--instance-memory SIZE] [--instance-pids N] [--instance-cpus N] [--instance-disk SIZE]
+            [--allow-host-loopback] [--allow-host-port PORT]... [--insecure-no-isolation]
 
-Runs the Remote Instance Control Service. The API key comes from --api-key, else
-BURROW_API_KEY, else a random one printed once at start.`;
+Runs the Remote Instance Control Service.
 
-export async function run(argv: string[]): Promise<void> {
+The API key comes from the first of: --api-key, --api-key-file, BURROW_API_KEY,
+BURROW_API_KEY_FILE; else a random one is printed once at start. A key file holds the key alone
+(a trailing newline is ignored). Giving both the key and a key file on the same level (two flags,
+or two variables) is an error. The key is never logged.
+
+  --max-connections-per-client N  open connections one client address may hold (default 64;
+                                  0 = no cap); past it requests get 429
+  --instance-memory SIZE          memory limit of each instance, e.g. 2g (suffixes k, m, g, t)
+  --instance-pids N               most processes and threads in each instance
+  --instance-cpus N               CPU share of each instance in cores, e.g. 1.5
+  --instance-disk SIZE            disk quota of each instance, e.g. 4g
+  --allow-host-loopback           let instances reach services on the host's loopback
+  --allow-host-port PORT          let instances reach this host loopback port (repeatable)
+  --insecure-no-isolation         start instances even where this machine cannot isolate them
+                                  (they then run unisolated; trusted use only)`;
+
+/** What `burrow serve` passes to `startServer`, and whether the key was generated. */
+export interface ServeConfig {
+  options: ServerOptions;
+  /** No key was given anywhere: the server generates one, printed once. */
+  generated: boolean;
+}
+
+const SIZE = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?$/i;
+const UNITS: Record<string, number> = { '': 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 };
+
+/** `2g` → 2147483648: a byte count with an optional binary k/m/g/t suffix. */
+export function parseSize(flag: string, value: string): number {
+  const m = SIZE.exec(value.trim());
+  const bytes = m ? Math.floor(Number(m[1]) * UNITS[m[2]!.toLowerCase()]!) : NaN;
+  if (!Number.isSafeInteger(bytes) || bytes < 1) {
+    throw new Error(`${flag} must be a size such as 512m or 2g, not "${value}"`);
+  }
+  return bytes;
+}
+
+function parseInteger(flag: string, value: string, min: number, max = Number.MAX_SAFE_INTEGER) {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `at least ${min}` : `from ${min} to ${max}`;
+    throw new Error(`${flag} must be an integer ${range}, not "${value}"`);
+  }
+  return n;
+}
+
+/**
+ * The key in the file at `path`: its content without trailing line breaks. Errors say which
+ * source failed and why, never what the file holds.
+ */
+export async function readKeyFile(source: string, path: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    throw new Error(`${source}: cannot read ${path} (${e.code ?? e.message})`);
+  }
+  const key = text.replace(/[\r\n]+$/, '');
+  if (key === '') throw new Error(`${source}: ${path} is empty`);
+  if (/[\r\n]/.test(key)) throw new Error(`${source}: ${path} must hold the key on one line`);
+  const mode = (await stat(path)).mode;
+  if (mode & 0o077) {
+    console.error(`burrow: warning: ${path} can be read by other users (chmod 600 it)`);
+  }
+  return key;
+}
+
+/** The API key by precedence: flag, key-file flag, variable, key-file variable; else none. */
+async function apiKey(
+  flags: { key: string | undefined; file: string | undefined },
+  env: NodeJS.ProcessEnv,
+): Promise<string | undefined> {
+  if (flags.key !== undefined && flags.file !== undefined) {
+    throw new Error('give --api-key or --api-key-file, not both');
+  }
+  if (flags.key !== undefined) {
+    if (flags.key === '') throw new Error('--api-key is empty');
+    return flags.key;
+  }
+  if (flags.file !== undefined) return readKeyFile('--api-key-file', flags.file);
+  const key = env.BURROW_API_KEY || undefined;
+  const file = env.BURROW_API_KEY_FILE || undefined;
+  if (key !== undefined && file !== undefined) {
+    throw new Error('set BURROW_API_KEY or BURROW_API_KEY_FILE, not both');
+  }
+  if (file !== undefined) return readKeyFile('BURROW_API_KEY_FILE', file);
+  return key;
+}
+
+/** Parses and checks `burrow serve`'s arguments; `undefined` when only help was asked for. */
+export async function serveConfig(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ServeConfig | undefined> {
   const { values } = parseArgs({
     args: argv,
     options: {
       host: { type: 'string' },
       port: { type: 'string' },
       'api-key': { type: 'string' },
+      'api-key-file': { type: 'string' },
       'data-dir': { type: 'string' },
       'max-instances': { type: 'string' },
       'public-url': { type: 'string' },
       'log-level': { type: 'string' },
+      'max-connections-per-client': { type: 'string' },
+      'allow-host-loopback': { type: 'boolean' },
+      'allow-host-port': { type: 'string', multiple: true },
+      'insecure-no-isolation': { type: 'boolean' },
+      'instance-memory': { type: 'string' },
+      'instance-pids': { type: 'string' },
+      'instance-cpus': { type: 'string' },
+      'instance-disk': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
-  if (values.help) {
-    console.log(usage);
-    return;
-  }
-  const port = values.port === undefined ? undefined : Number(values.port);
-  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) {
-    throw new Error(`--port must be an integer from 0 to 65535, not "${values.port}"`);
-  }
+  if (values.help) return undefined;
+  const port =
+    values.port === undefined ? undefined : parseInteger('--port', values.port, 0, 65535);
   const maxInstances =
-    values['max-instances'] === undefined ? undefined : Number(values['max-instances']);
-  if (maxInstances !== undefined && (!Number.isInteger(maxInstances) || maxInstances < 1)) {
-    throw new Error('--max-instances must be a positive integer');
+    values['max-instances'] === undefined
+      ? undefined
+      : parseInteger('--max-instances', values['max-instances'], 1);
+  const maxConnectionsPerClient =
+    values['max-connections-per-client'] === undefined
+      ? undefined
+      : parseInteger('--max-connections-per-client', values['max-connections-per-client'], 0);
+  const key = await apiKey({ key: values['api-key'], file: values['api-key-file'] }, env);
+
+  const cpusText = values['instance-cpus'];
+  const cpus = cpusText === undefined ? undefined : Number(cpusText);
+  if (cpus !== undefined && (cpusText!.trim() === '' || !Number.isFinite(cpus) || cpus < 0.01)) {
+    throw new Error(
+      `--instance-cpus must be a number of cores of at least 0.01, not "${cpusText}"`,
+    );
   }
-  const generated = !values['api-key'] && !process.env.BURROW_API_KEY;
-  const server = await startServer({
+  const ports = [
+    ...new Set(
+      (values['allow-host-port'] ?? []).map((p) => parseInteger('--allow-host-port', p, 1, 65535)),
+    ),
+  ];
+  const isolation: IsolationOptions = {
+    ...(values['allow-host-loopback'] && { allowHostLoopback: true }),
+    ...(ports.length > 0 && { allowHostPorts: ports }),
+    ...(values['insecure-no-isolation'] && { insecureNoIsolation: true }),
+    ...(values['instance-memory'] !== undefined && {
+      memoryBytes: parseSize('--instance-memory', values['instance-memory']),
+    }),
+    ...(values['instance-pids'] !== undefined && {
+      pids: parseInteger('--instance-pids', values['instance-pids'], 1),
+    }),
+    ...(cpus !== undefined && { cpus }),
+    ...(values['instance-disk'] !== undefined && {
+      diskBytes: parseSize('--instance-disk', values['instance-disk']),
+    }),
+  };
+
+  const options: ServerOptions = {
     ...(values.host !== undefined && { host: values.host }),
     ...(port !== undefined && { port }),
-    ...(values['api-key'] !== undefined && { apiKey: values['api-key'] }),
+    ...(key !== undefined && { apiKey: key }),
     ...(values['data-dir'] !== undefined && { dataDir: values['data-dir'] }),
     ...(maxInstances !== undefined && { maxInstances }),
     ...(values['public-url'] !== undefined && { publicUrl: values['public-url'] }),
     ...(values['log-level'] !== undefined && { logLevel: values['log-level'] }),
-  });
-  if (generated) console.log(`API key (generated, shown once): ${server.apiKey}`);
+    ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
+    ...(Object.keys(isolation).length > 0 && { isolation }),
+  };
+  return { options, generated: key === undefined };
+}
+
+export async function run(argv: string[]): Promise<void> {
+  const config = await serveConfig(argv);
+  if (!config) {
+    console.log(usage);
+    return;
+  }
+  if (config.options.isolation?.insecureNoIsolation) {
+    console.error(
+      'burrow: warning: --insecure-no-isolation: where this machine cannot isolate instances, they run unisolated',
+    );
+  }
+  const server = await startServer(config.options);
+  if (config.generated) console.log(`API key (generated, shown once): ${server.apiKey}`);
   console.log(`burrow listening on ${server.url} (data dir ${server.dataDir})`);
 
   let stopping = false;

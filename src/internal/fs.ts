@@ -1,7 +1,15 @@
-/** Atomic file writes: temp file in the same directory, fsync, rename, fsync the directory. */
+/**
+ * Atomic file writes: temp file in the same directory, fsync, rename, fsync the directory. A
+ * process killed mid-write leaves its temp file behind; `sweepAtomicTempsSync` removes those.
+ */
 import { randomBytes } from 'node:crypto';
+import { readdirSync, rmSync } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+
+/** `.<name>.<12 hex>.tmp`: the temp file of a write of `<name>` that has not been renamed yet. */
+const tempName = (name: string) => `.${name}.${randomBytes(6).toString('hex')}.tmp`;
+const TEMP = /^\..+\.[0-9a-f]{12}\.tmp$/;
 
 export async function writeFileAtomic(
   path: string,
@@ -10,7 +18,7 @@ export async function writeFileAtomic(
 ): Promise<void> {
   const dir = dirname(path);
   await mkdir(dir, { recursive: true });
-  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
+  const tmp = join(dir, tempName(basename(path)));
   const fh = await open(tmp, 'wx', mode);
   try {
     await fh.writeFile(data);
@@ -33,4 +41,22 @@ export async function writeFileAtomic(
   } finally {
     await d.close();
   }
+}
+
+/**
+ * Removes the temp files `writeFileAtomic` left in `dir` when a process died mid-write (their
+ * write never committed, so nothing is lost) and returns their names. Committed files are never
+ * touched. Call it only while no write into `dir` is in flight, e.g. when opening a store.
+ */
+export function sweepAtomicTempsSync(dir: string): string[] {
+  let entries;
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  const swept = entries.filter((e) => e.isFile() && TEMP.test(e.name)).map((e) => e.name);
+  for (const name of swept) rmSync(join(dir, name), { force: true });
+  return swept;
 }

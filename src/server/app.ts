@@ -1,7 +1,9 @@
 /**
  * The HTTP face of the server: one route per row of the operation table, API-key auth on every
  * route, FastAPI-shaped 422s, `{"detail": ...}` for every other error, and the WebSocket upgrade
- * routing for `/cdp/<id>/...` and `/stream/<id>/...`.
+ * routing for `/cdp/<id>/...` and `/stream/<id>/...`. What the HTTP server itself refuses (slow or
+ * idle clients, too many connections, `CONNECT`, unparseable requests) is in `http-limits.ts`;
+ * how JSON bodies are parsed, in `request-body.ts`; what never reaches a log line, in `logger.ts`.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
@@ -10,17 +12,15 @@ import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import type { Duplex, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import multipart from '@fastify/multipart';
+import multipart, { type Multipart } from '@fastify/multipart';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
-import { pino } from 'pino';
 import type { z } from 'zod';
 import {
-  jsonErrorOffset,
   operations,
   operationIds,
   UploadFields,
@@ -34,7 +34,12 @@ import {
 import type { AuthStore } from './auth-store.js';
 import { HttpError } from './errors.js';
 import { createHandlers } from './handlers.js';
+import { defaultHttpLimits, guardServer, serverOptions, type HttpLimits } from './http-limits.js';
+import { requestSerializer } from './logger.js';
 import type { Registry } from './registry.js';
+import { parseJsonBody, RequestInvalid } from './request-body.js';
+
+export { createLogger, redactUrl } from './logger.js';
 
 export interface AppOptions {
   apiKey: string;
@@ -42,27 +47,21 @@ export interface AppOptions {
   authStore: AuthStore;
   maxUploadBytes: number;
   logger: FastifyBaseLogger;
+  /** Largest JSON request body in bytes; past it 413. Default 4 MiB (uploads have their own limit). */
+  maxJsonBodyBytes?: number | undefined;
+  /** Open connections allowed per client address, past it 429; 0 means no cap. Default 64. */
+  maxConnectionsPerClient?: number | undefined;
+  /** Timeouts and rates of the HTTP server (see `http-limits.ts`); defaults there. */
+  httpLimits?: Partial<Omit<HttpLimits, 'maxConnectionsPerClient'>> | undefined;
 }
 
-/** The server's pino logger; request URLs are logged with `token=` values redacted. */
-export function createLogger(level: string): FastifyBaseLogger {
-  return pino({
-    level,
-    serializers: {
-      req: (req: { method?: string; url?: string }) => ({
-        method: req.method,
-        url: redactUrl(req.url ?? ''),
-      }),
-    },
-  });
-}
-
-/** A request that failed validation: answered 422 with FastAPI's body. */
-class RequestInvalid extends Error {
-  constructor(readonly detail: ValidationErrorItem[]) {
-    super('request validation failed');
-  }
-}
+/** Default of `AppOptions.maxJsonBodyBytes`. */
+export const DEFAULT_MAX_JSON_BODY_BYTES = 4 * 1024 * 1024;
+/** Body limit of routes without a JSON body (what a client sends is read and dropped; multipart uploads stream past it). */
+const NO_BODY_LIMIT = 64 * 1024;
+/** Multipart limits besides the file size: one file, its fields, short field values. */
+const MULTIPART_LIMITS = { files: 1, fields: 10, parts: 12, headerPairs: 32, fieldSize: 64 * 1024 };
+const CLOSE = { connection: 'close' };
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
@@ -71,42 +70,59 @@ export function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(digest(a), digest(b));
 }
 
-/** Redacts `token=` query values from URLs before they reach a log line. */
-export const redactUrl = (url: string) => url.replace(/([?&]token=)[^&]*/g, '$1[redacted]');
-
 function parse<S extends z.ZodType>(schema: S, value: unknown, where: Location): z.output<S> {
   const r = wireParse(schema, value);
   if (!r.success) throw new RequestInvalid(validationDetail(r.error, where, value));
   return r.data;
 }
 
-function parseJsonBody(raw: unknown): unknown {
-  if (raw === undefined || raw === null || raw === '') return {};
-  if (typeof raw !== 'string') return raw;
-  if (raw.trim() === '') return {};
-  try {
-    return JSON.parse(raw);
-  } catch {
-    const offset = Math.max(0, jsonErrorOffset(raw));
-    throw new RequestInvalid([
-      {
-        loc: ['body', offset],
-        msg: 'JSON decode error',
-        type: 'json_invalid',
-        ctx: { error: 'Invalid JSON' },
-      },
-    ]);
+/**
+ * A failure of the multipart body itself (truncated, no boundary, garbage, over a limit) as the
+ * 4xx it answers; the connection closes, since the rest of the body was not read.
+ */
+function multipartError(err: unknown): unknown {
+  if (err instanceof HttpError || err instanceof RequestInvalid) return err;
+  const e = err as { code?: string; statusCode?: number; message?: string };
+  if (e.code === 'FST_REQ_FILE_TOO_LARGE') return err; // the error handler names the limit
+  if (
+    e.code === 'FST_FILES_LIMIT' ||
+    e.code === 'FST_PARTS_LIMIT' ||
+    e.code === 'FST_FIELDS_LIMIT'
+  ) {
+    return new HttpError(
+      413,
+      `Too many parts in the multipart body (one file and at most ${MULTIPART_LIMITS.fields} fields)`,
+      CLOSE,
+    );
   }
+  return new HttpError(400, `Malformed multipart body: ${e.message ?? 'unreadable'}`, CLOSE);
 }
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
+  const limits: HttpLimits = {
+    ...defaultHttpLimits,
+    ...opts.httpLimits,
+    ...(opts.maxConnectionsPerClient !== undefined && {
+      maxConnectionsPerClient: opts.maxConnectionsPerClient,
+    }),
+  };
+  const maxJsonBodyBytes = opts.maxJsonBodyBytes ?? DEFAULT_MAX_JSON_BODY_BYTES;
+  const logRequest = requestSerializer([opts.apiKey]);
   const app = Fastify({
     loggerInstance: opts.logger,
-    bodyLimit: 64 * 1024 * 1024,
+    bodyLimit: maxJsonBodyBytes,
     forceCloseConnections: true,
+    ...serverOptions(limits),
+    // request URLs are logged without the key even if the logger was not told about it
+    childLoggerFactory: (logger, bindings, childOpts) =>
+      logger.child(bindings, {
+        ...childOpts,
+        serializers: { ...childOpts.serializers, req: logRequest },
+      }),
   });
+  const guards = guardServer(app.server, limits, opts.logger);
   const { registry } = opts;
   const handlers = createHandlers(registry, opts.authStore);
 
@@ -114,10 +130,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
   await app.register(multipart, {
-    limits: { fileSize: opts.maxUploadBytes, files: 1, fields: 10 },
+    limits: { fileSize: opts.maxUploadBytes, ...MULTIPART_LIMITS },
     throwFileSizeLimit: true,
   });
 
+  app.addHook('onRequest', guards.refuseOverCap);
   app.addHook('onRequest', async (req) => {
     if (req.url.startsWith('/stream/')) return; // live-view pages: per-instance token instead
     const key = req.headers['x-api-key'];
@@ -133,16 +150,26 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       return reply.code(err.status).headers(err.headers).send({ detail: err.detail });
     }
     const e = err as { statusCode?: number; code?: string; message?: string };
-    if (e.code === 'FST_REQ_FILE_TOO_LARGE' || e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    if (e.code === 'FST_REQ_FILE_TOO_LARGE') {
       return reply
         .code(413)
-        .header('connection', 'close')
-        .send({
-          detail: `Request body too large (limit ${opts.maxUploadBytes} bytes for uploads)`,
-        });
+        .headers(CLOSE)
+        .send({ detail: `Upload larger than ${opts.maxUploadBytes} bytes` });
+    }
+    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      const limit = req.routeOptions.bodyLimit ?? maxJsonBodyBytes;
+      return reply
+        .code(413)
+        .headers(CLOSE)
+        .send({ detail: `Request body larger than ${limit} bytes` });
     }
     if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) {
       return reply.code(e.statusCode).send({ detail: e.message ?? 'Bad request' });
+    }
+    if (e.code === 'ECONNRESET' || req.raw.socket.destroyed) {
+      // the client went away mid-request: nobody to answer, nothing wrong with the server
+      req.log.debug({ err }, 'client closed the connection during the request');
+      return reply.code(400).headers(CLOSE).send({ detail: 'Request aborted' });
     }
     req.log.error({ err }, 'unhandled error');
     return reply.code(500).send({ detail: 'Internal server error' });
@@ -157,6 +184,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     app.route({
       method: op.method,
       url: toFastifyPath(op.path),
+      bodyLimit: op.bodyKind === 'json' ? maxJsonBodyBytes : NO_BODY_LIMIT,
       handler: async (req: FastifyRequest, reply: FastifyReply) => {
         const params = op.params ? parse(op.params, req.params, 'path') : undefined;
         const query = op.query ? parse(op.query, req.query, 'query') : undefined;
@@ -173,7 +201,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     });
   }
 
-  /** Streams the multipart file to the instance; spools it first if `path` comes after it. */
+  /**
+   * Streams the multipart file to the instance; spools it first if `path` comes after it. A
+   * malformed body answers 4xx (see `multipartError`) and leaves no spool file behind.
+   */
   async function upload(req: FastifyRequest, instanceId: string) {
     const rec = registry.running(instanceId);
     if (!rec.runtime.upload)
@@ -187,9 +218,36 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     const fields: Record<string, string> = {};
     let spooled: { file: string; filename: string; mimetype: string } | undefined;
     let result: unknown;
+    // the file part being read, and the first error its stream emitted
+    let current: Readable | undefined;
+    let partError: unknown;
+    const parts = req.parts()[Symbol.asyncIterator]();
+    const nextPart = async (): Promise<Multipart | undefined> => {
+      try {
+        const next = await parts.next();
+        return next.done ? undefined : next.value;
+      } catch (err) {
+        throw multipartError(err);
+      }
+    };
     try {
-      for await (const part of req.parts()) {
+      for (let part = await nextPart(); part; part = await nextPart()) {
+        if (part.type === 'file') {
+          current = part.file;
+          part.file.once('error', (err) => (partError ??= err));
+        }
+        if (!part.fieldname) {
+          if (part.type === 'file') part.file.resume();
+          throw new HttpError(400, 'Malformed multipart body: a part has no name', CLOSE);
+        }
         if (part.type === 'field') {
+          if (part.valueTruncated || part.fieldnameTruncated) {
+            throw new HttpError(
+              413,
+              `Multipart field longer than ${MULTIPART_LIMITS.fieldSize} bytes`,
+              CLOSE,
+            );
+          }
           if (typeof part.value === 'string') fields[part.fieldname] = part.value;
           continue;
         }
@@ -222,6 +280,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         result = await rec.runtime.upload(path, s.filename, s.mimetype, stream);
       }
       return result;
+    } catch (err) {
+      // a part's stream failing on its own (not from a write of ours) is the body's fault
+      const fromBody =
+        err !== undefined &&
+        (err === partError || err === current?.errored) &&
+        !(err as { syscall?: string }).syscall;
+      throw fromBody ? multipartError(err) : err;
     } finally {
       if (spooled) await rm(spooled.file, { force: true });
     }

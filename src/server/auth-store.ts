@@ -1,12 +1,13 @@
 /**
  * Saved browser auth states: one JSON file per state under `<dataDir>/auth-states/`, written
- * atomically with mode 0600, so they survive server restarts. Loaded lazily on first use; the
+ * atomically with mode 0600, so they survive server restarts. Opening the store sweeps the temp
+ * files of writes a killed server never committed; states are loaded lazily on first use. The
  * store assumes one server process owns the data dir.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { writeFileAtomic } from '../internal/fs.js';
+import { sweepAtomicTempsSync, writeFileAtomic } from '../internal/fs.js';
 import { notFound } from './errors.js';
 import type { BrowserAuthData } from './runtime.js';
 
@@ -28,6 +29,7 @@ export class AuthStore {
 
   constructor(dataDir: string) {
     this.#dir = join(dataDir, 'auth-states');
+    sweepAtomicTempsSync(this.#dir); // no write of this store can be in flight yet
   }
 
   /** `{id, name}` of every saved state, oldest first. */

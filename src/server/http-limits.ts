@@ -1,0 +1,216 @@
+/**
+ * The HTTP server under Fastify, hardened against clients that hold connections without using
+ * them, and answering what Node would otherwise drop or answer in its own shape:
+ *
+ * - A request head must arrive within `headersTimeoutMs` of the connection (or of the first byte
+ *   of the next request on a keep-alive connection): an idle connection and one that trickles its
+ *   headers a byte at a time (slowloris) get 408 and are closed. Node checks once a second.
+ * - An idle keep-alive connection closes after `keepAliveTimeoutMs`.
+ * - A request body must keep arriving at `minBodyBytesPerSecond` on average after a grace of
+ *   `bodyGraceMs`: a large upload over a slow link is fine, a body trickled a byte at a time is
+ *   cut. The clock stops when the request is fully received, so a handler's own time (a bash call
+ *   with a ten-minute timeout) never counts. Node's fixed `requestTimeout` is off: no single
+ *   duration fits both a 4 KiB JSON body and a 100 MiB upload.
+ * - One client address holds at most `maxConnectionsPerClient` connections; a request on a
+ *   connection past the cap gets 429 `{"detail"}` with `Retry-After` and the connection closes.
+ *   Other clients are not affected.
+ * - `CONNECT` gets 405 instead of Node's silent close, and requests Node cannot parse (a garbage
+ *   method, oversized headers) get `{"detail"}` with 400, 413 or 431 instead of Fastify's shape.
+ */
+import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { performance } from 'node:perf_hooks';
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
+
+export interface HttpLimits {
+  /** Time to receive a whole request head, in ms. Default 10 000. */
+  headersTimeoutMs: number;
+  /** Idle time after which a keep-alive connection is closed, in ms. Default 5 000. */
+  keepAliveTimeoutMs: number;
+  /** Time a request body may take before the rate below applies, in ms. Default 10 000. */
+  bodyGraceMs: number;
+  /** Slowest average rate a request body may arrive at once the grace is used up. Default 8 KiB/s. */
+  minBodyBytesPerSecond: number;
+  /** Open connections allowed per client address; 0 means no cap. Default 64. */
+  maxConnectionsPerClient: number;
+}
+
+export const defaultHttpLimits: Readonly<HttpLimits> = {
+  headersTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 5_000,
+  bodyGraceMs: 10_000,
+  minBodyBytesPerSecond: 8 * 1024,
+  maxConnectionsPerClient: 64,
+};
+
+/** How often the body-rate guard looks at requests still arriving (Node's head check too). */
+const CHECK_INTERVAL_MS = 1_000;
+
+/** Methods some route of this server answers (the `Allow` of a 405). */
+const ALLOW = 'GET, HEAD, POST, DELETE, OPTIONS';
+
+/** A complete HTTP/1.1 response with a `{"detail"}` body that closes the connection. */
+export function rawResponse(
+  status: number,
+  detail: string,
+  headers: Record<string, string> = {},
+): string {
+  const body = JSON.stringify({ detail });
+  const head = [
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}`,
+    'Content-Type: application/json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    'Connection: close',
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ];
+  return `${head.join('\r\n')}\r\n\r\n${body}`;
+}
+
+/** Writes `response` and closes `socket`, destroying it if the peer does not let go soon. */
+function answerAndClose(socket: Duplex, response: string): void {
+  socket.on('error', () => socket.destroy());
+  if (socket.writable) socket.end(response);
+  setTimeout(() => socket.destroy(), 2_000).unref();
+}
+
+/** The status and detail for an error Node's HTTP parser raised. */
+function clientErrorAnswer(code: string | undefined): [number, string] {
+  switch (code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return [408, 'Request not received in time'];
+    case 'HPE_HEADER_OVERFLOW':
+      return [431, 'Request headers too large'];
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return [413, 'Chunk extensions too large'];
+    case 'HPE_INVALID_METHOD':
+      return [400, 'Bad request: unknown or malformed method'];
+    default:
+      return [400, 'Bad request: malformed HTTP'];
+  }
+}
+
+/**
+ * Fastify's `clientErrorHandler`: answers a request Node could not parse, or whose head did not
+ * arrive in time, with `{"detail"}`, unless a response is already under way on the connection.
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && !inFlight?.headersSent) {
+    const [status, detail] = clientErrorAnswer(err.code);
+    socket.write(rawResponse(status, detail));
+  }
+  socket.destroy();
+}
+
+/** The options Fastify passes to `http.createServer` and sets on the server it creates. */
+export function serverOptions(limits: HttpLimits) {
+  return {
+    http: {
+      headersTimeout: limits.headersTimeoutMs,
+      connectionsCheckingInterval: CHECK_INTERVAL_MS,
+      requestTimeout: 0,
+    },
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    requestTimeout: 0,
+    clientErrorHandler: answerClientError,
+  };
+}
+
+const clientAddress = (socket: { remoteAddress?: string | undefined }) =>
+  (socket.remoteAddress ?? 'unknown').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+
+export interface HttpGuards {
+  /** Fastify `onRequest` hook: 429 for a request on a connection past its client's cap. */
+  refuseOverCap(req: FastifyRequest, reply: FastifyReply): Promise<void>;
+}
+
+/**
+ * Installs the connection cap, the body-rate guard and the `CONNECT` answer on `server`. The
+ * cap's 429 for ordinary requests is sent by the returned `onRequest` hook (so it goes through
+ * Fastify's reply), for WebSocket upgrades by an `upgrade` listener that runs before the others.
+ */
+export function guardServer(
+  server: Server,
+  limits: HttpLimits,
+  log: FastifyBaseLogger,
+): HttpGuards {
+  const cap = limits.maxConnectionsPerClient;
+  const open = new Map<string, number>();
+  const overCap = new WeakSet<object>();
+  const warned = new Set<string>();
+  const tooMany = (address: string) =>
+    `Too many open connections from ${address} (limit ${cap}); close some and retry`;
+
+  server.on('connection', (socket: Duplex & { remoteAddress?: string }) => {
+    if (cap <= 0) return;
+    const address = clientAddress(socket);
+    const n = open.get(address) ?? 0;
+    if (n >= cap) {
+      overCap.add(socket);
+      if (!warned.has(address)) {
+        warned.add(address);
+        log.warn({ client: address, limit: cap }, 'connection cap reached; refusing with 429');
+      }
+      return;
+    }
+    open.set(address, n + 1);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left > 0) open.set(address, left);
+      else open.delete(address);
+      if (left < cap) warned.delete(address);
+    });
+  });
+
+  server.prependListener('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    if (overCap.has(socket)) {
+      answerAndClose(socket, rawResponse(429, tooMany(clientAddress(req.socket)), RETRY));
+    } else if (server.listenerCount('upgrade') === 1) {
+      // nobody else handles upgrades (an app without the WebSocket routes): not found
+      answerAndClose(socket, rawResponse(404, 'Not Found'));
+    }
+  });
+
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    answerAndClose(socket, rawResponse(405, 'Method CONNECT is not allowed', { Allow: ALLOW }));
+  });
+
+  // The body-rate guard: every request is watched from its head until it is fully received.
+  const arriving = new Map<IncomingMessage, { since: number; bytesAtStart: number }>();
+  server.on('request', (req: IncomingMessage) => {
+    arriving.set(req, { since: performance.now(), bytesAtStart: req.socket.bytesRead });
+  });
+  const check = setInterval(() => {
+    const now = performance.now();
+    for (const [req, { since, bytesAtStart }] of arriving) {
+      if (req.complete || req.socket.destroyed) {
+        arriving.delete(req);
+        continue;
+      }
+      const received = req.socket.bytesRead - bytesAtStart;
+      const allowed = limits.bodyGraceMs + (received / limits.minBodyBytesPerSecond) * 1000;
+      if (now - since > allowed) {
+        arriving.delete(req);
+        log.info(
+          { client: clientAddress(req.socket), received },
+          'request body arriving too slowly; closing the connection',
+        );
+        req.socket.destroy();
+      }
+    }
+  }, CHECK_INTERVAL_MS).unref();
+  server.once('close', () => clearInterval(check));
+
+  return {
+    async refuseOverCap(req, reply) {
+      if (!overCap.has(req.raw.socket)) return;
+      await reply
+        .code(429)
+        .headers({ ...RETRY, connection: 'close' })
+        .send({ detail: tooMany(clientAddress(req.raw.socket)) });
+    },
+  };
+}
+
+const RETRY = { 'Retry-After': '1' };

@@ -1,0 +1,65 @@
+/**
+ * Request bodies as the routes see them: JSON text parsed per route so that malformed input
+ * becomes a FastAPI-shaped 422 (`json_invalid` with the offset), never a 500. Nesting is bounded
+ * before anything recursive (the offset scanner, zod, the 422's `input`, pino) walks the value:
+ * 100 000 `[` must not overflow a stack.
+ */
+import { jsonErrorOffset, type ValidationErrorItem } from '../api/index.js';
+
+/** Deepest array/object nesting a JSON body may have (pydantic's JSON parser allows 200). */
+export const MAX_JSON_DEPTH = 256;
+
+/** A request that failed validation: answered 422 with FastAPI's body. */
+export class RequestInvalid extends Error {
+  constructor(readonly detail: ValidationErrorItem[]) {
+    super('request validation failed');
+  }
+}
+
+const jsonInvalid = (offset: number, error: string) =>
+  new RequestInvalid([
+    { loc: ['body', offset], msg: 'JSON decode error', type: 'json_invalid', ctx: { error } },
+  ]);
+
+/**
+ * The offset of the bracket that opens nesting level `maxDepth + 1` in `text`, or -1 when the
+ * text never nests that deep. Brackets inside strings do not count. Linear, no recursion.
+ */
+export function jsonNestingOffset(text: string, maxDepth: number): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c /* \ */) i++;
+      else if (c === 0x22 /* " */) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b /* [ */ || c === 0x7b /* { */) {
+      if (++depth > maxDepth) return i;
+    } else if (c === 0x5d /* ] */ || c === 0x7d /* } */) {
+      depth--;
+    }
+  }
+  return -1;
+}
+
+/** The JSON value of a route's body: `{}` when empty, a 422 `json_invalid` when malformed. */
+export function parseJsonBody(raw: unknown): unknown {
+  if (raw === undefined || raw === null || raw === '') return {};
+  if (typeof raw !== 'string') return raw;
+  if (raw.trim() === '') return {};
+  const deep = jsonNestingOffset(raw, MAX_JSON_DEPTH);
+  if (deep >= 0) {
+    // A syntax error before the too-deep bracket is reported first, as a parser would meet it.
+    // The prefix nests at most MAX_JSON_DEPTH deep, so the scanner's recursion stays bounded.
+    const offset = jsonErrorOffset(raw.slice(0, deep));
+    if (offset >= 0 && offset < deep) throw jsonInvalid(offset, 'Invalid JSON');
+    throw jsonInvalid(deep, `Nesting deeper than ${MAX_JSON_DEPTH} levels`);
+  }
+  try {
+    return JSON.parse(raw);
+  } catch {
+    throw jsonInvalid(Math.max(0, jsonErrorOffset(raw)), 'Invalid JSON');
+  }
+}

@@ -1,0 +1,804 @@
+/**
+ * The HTTP face under abuse, against the real server over real sockets (raw `net` where a client
+ * library would hide the behaviour): malformed multipart and JSON bodies answer 4xx and leave
+ * nothing behind, unknown methods are answered, body limits per route, idle and trickling
+ * connections are closed, one client cannot hold every connection, the API key never reaches a
+ * log line, and the auth store sweeps the temp files of a killed write.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { serveConfig } from '../../src/cli/serve.js';
+import { buildApp, createLogger } from '../../src/server/app.js';
+import { AuthStore } from '../../src/server/auth-store.js';
+import { Registry } from '../../src/server/registry.js';
+import type { SandboxHost } from '../../src/server/sandbox/index.js';
+import { eventually, testServer, type TestServer } from '../helpers/server.js';
+
+let server: TestServer;
+let port = 0;
+let ubuntuId = '';
+
+beforeAll(async () => {
+  server = await testServer();
+  port = Number(new URL(server.url).port);
+  const res = await server.api('/v1/start', { json: { instance_type: 'ubuntu' } });
+  expect(res.status).toBe(200);
+  ubuntuId = ((await res.json()) as { id: string }).id;
+}, 180_000);
+
+afterAll(async () => {
+  await server?.close();
+});
+
+// ---------------------------------------------------------------------------------------------
+// raw HTTP over net sockets
+
+interface Exchange {
+  /** Everything the server sent before closing (or before the wait ran out). */
+  text: string;
+  status: number | undefined;
+  /** The parsed JSON body, when there is one. */
+  body: unknown;
+  /** The server closed the connection (rather than the wait running out). */
+  closed: boolean;
+  /** Milliseconds from connecting to the close (or to the end of the wait). */
+  ms: number;
+}
+
+interface Connection {
+  socket: net.Socket;
+  /** Settles when the server closes the connection or the wait runs out. */
+  result: Promise<Exchange>;
+}
+
+function parseExchange(text: string): Pick<Exchange, 'status' | 'body'> {
+  const status = /^HTTP\/1\.1 (\d{3})/.exec(text)?.[1];
+  const sep = text.indexOf('\r\n\r\n');
+  let body: unknown;
+  if (sep >= 0) {
+    const len = /\r\ncontent-length: (\d+)/i.exec(text.slice(0, sep))?.[1];
+    const rest = text.slice(sep + 4);
+    try {
+      body = JSON.parse(len === undefined ? rest : rest.slice(0, Number(len)));
+    } catch {
+      body = undefined;
+    }
+  }
+  return { status: status === undefined ? undefined : Number(status), body };
+}
+
+/** Opens a connection (from `localAddress`, any 127.x reaches a loopback server) and records it. */
+function connect(opts: { localAddress?: string; waitMs?: number } = {}): Connection {
+  const started = performance.now();
+  const socket = net.connect({
+    port,
+    host: '127.0.0.1',
+    ...(opts.localAddress && { localAddress: opts.localAddress }),
+  });
+  const chunks: Buffer[] = [];
+  socket.on('data', (d) => chunks.push(d));
+  socket.on('error', () => undefined);
+  const result = new Promise<Exchange>((resolve) => {
+    const finish = (closed: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      const text = Buffer.concat(chunks).toString('latin1');
+      resolve({ text, closed, ms: performance.now() - started, ...parseExchange(text) });
+    };
+    const timer = setTimeout(() => finish(false), opts.waitMs ?? 5_000);
+    socket.once('close', () => finish(true));
+  });
+  return { socket, result };
+}
+
+/** Writes `data` on a new connection and collects the answer until the server closes. */
+function raw(data: string | Buffer, opts: { localAddress?: string; waitMs?: number } = {}) {
+  const c = connect(opts);
+  c.socket.write(data);
+  return c.result;
+}
+
+/** Resolves once `socket` is connected (and the server has had a moment to count it). */
+const connected = (socket: net.Socket) =>
+  new Promise<void>((resolve) => {
+    if (!socket.connecting) resolve();
+    else socket.once('connect', () => resolve());
+  });
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const head = (method: string, path: string, headers: Record<string, string | number> = {}) =>
+  [
+    `${method} ${path} HTTP/1.1`,
+    'Host: 127.0.0.1',
+    'Connection: close',
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    '',
+    '',
+  ].join('\r\n');
+
+/** A complete request with the key, `body` and its Content-Length (unless `headers` says). */
+const request = (
+  method: string,
+  path: string,
+  body: string | Buffer = '',
+  headers: Record<string, string | number> = {},
+) =>
+  Buffer.concat([
+    Buffer.from(
+      head(method, path, {
+        'x-api-key': server.apiKey,
+        'Content-Length': Buffer.byteLength(body, 'latin1'),
+        ...headers,
+      }),
+      'latin1',
+    ),
+    Buffer.isBuffer(body) ? body : Buffer.from(body, 'latin1'),
+  ]);
+
+async function stillServing() {
+  const res = await server.api('/v1/instances');
+  expect(res.status).toBe(200);
+  await res.arrayBuffer();
+}
+
+const detailString = { detail: expect.any(String) as unknown };
+
+// ---------------------------------------------------------------------------------------------
+
+describe('malformed multipart uploads', () => {
+  const B = 'burrowBoundary7d3';
+  const part = (disposition: string, content: string, extra = '') =>
+    `--${B}\r\nContent-Disposition: ${disposition}\r\n${extra}\r\n${content}\r\n`;
+  const END = `--${B}--\r\n`;
+  const pathPart = (p: string) => part('form-data; name="path"', p);
+  const filePart = (content: string) =>
+    part('form-data; name="file"; filename="up.txt"', content, 'Content-Type: text/plain\r\n');
+  const multipartType = `multipart/form-data; boundary=${B}`;
+  const uploadPath = () => `/v1/instance/${ubuntuId}/upload`;
+  const upload = (body: string | Buffer, contentType = multipartType) =>
+    raw(request('POST', uploadPath(), body, { 'Content-Type': contentType }));
+
+  /** Spool files of the upload route in the instance's directory on the host. */
+  function spoolFiles(): string[] {
+    const root = join(server.dataDir, 'instances');
+    return readdirSync(root)
+      .filter((run) => run.startsWith('run-'))
+      .flatMap((run) => {
+        try {
+          return readdirSync(join(root, run, ubuntuId));
+        } catch {
+          return [];
+        }
+      })
+      .filter((f) => f.startsWith('.upload-spool-'));
+  }
+
+  const cases: [name: string, body: string, contentType: string, status: number][] = [
+    ['truncated after the spooled file part', filePart('hello').slice(0, -2), multipartType, 400],
+    ['truncated inside the file part', pathPart('a.txt') + filePart('hel'), multipartType, 400],
+    ['no closing delimiter', pathPart('a.txt') + filePart('hello'), multipartType, 400],
+    ['no boundary', pathPart('a.txt') + filePart('x') + END, 'multipart/form-data', 400],
+    [
+      'a boundary too long for the parser',
+      `--${'b'.repeat(300)}\r\n`,
+      `multipart/form-data; boundary=${'b'.repeat(300)}`,
+      400,
+    ],
+    [
+      'garbage between delimiters',
+      `\x00junk\r\n--${B}\r\n\x00\xff\x13garbage\r\n\r\nzz\r\n--${B}\r\nnope\r\n${END}`,
+      multipartType,
+      422,
+    ],
+    [
+      'a file part with no name',
+      part('form-data; filename="x.txt"', 'x') + END,
+      multipartType,
+      400,
+    ],
+    [
+      'a field with no name before good parts',
+      part('form-data', 'x.txt') + pathPart('b.txt') + filePart('x') + END,
+      multipartType,
+      400,
+    ],
+    [
+      'a part header bomb',
+      `--${B}\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n${'X-A: b\r\n'.repeat(20_000)}\r\nx\r\n${END}`,
+      multipartType,
+      422,
+    ],
+    ['too many parts', pathPart('a').repeat(20) + filePart('x') + END, multipartType, 413],
+    ['a field too long', pathPart('a'.repeat(100_000)) + filePart('x') + END, multipartType, 413],
+  ];
+
+  it.each(cases)('%s → 4xx with a detail', async (_name, body, contentType, status) => {
+    const res = await upload(body, contentType);
+    expect(res.status, res.text.slice(0, 300)).toBe(status);
+    expect(res.body).toEqual(
+      status === 422 ? { detail: expect.any(Array) as unknown } : detailString,
+    );
+    expect(spoolFiles()).toEqual([]);
+    await stillServing();
+  });
+
+  it('a request head bomb → 431 with a detail', async () => {
+    const res = await raw(
+      head('POST', uploadPath(), { 'x-api-key': server.apiKey, 'X-Bomb': 'b'.repeat(20_000) }),
+    );
+    expect(res.status).toBe(431);
+    expect(res.body).toEqual(detailString);
+    await stillServing();
+  });
+
+  it('a client that leaves mid-upload leaves no spool file', async () => {
+    const c = connect({ waitMs: 20_000 });
+    // the file part comes first, so it is spooled; far less is sent than announced
+    c.socket.write(
+      request('POST', uploadPath(), '', {
+        'Content-Type': multipartType,
+        'Content-Length': 10 * 1024 * 1024,
+      }),
+    );
+    c.socket.write(filePart('x'.repeat(64 * 1024)).slice(0, -2));
+    await eventually(() => spoolFiles().length === 1, 'the spool file to appear');
+    c.socket.destroy();
+    await c.result;
+    await eventually(() => spoolFiles().length === 0, 'the spool file to be removed');
+    await stillServing();
+  });
+
+  it('fuzzed bodies never answer 5xx and never hang', async () => {
+    let seed = 0x5eed;
+    const rand = () => {
+      // mulberry32: deterministic, so a failing case replays
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+    };
+    const valid = Buffer.from(pathPart('fuzz/f.txt') + filePart('fuzz content') + END, 'latin1');
+    const garbage = (n: number) => Buffer.from(Array.from({ length: n }, () => (rand() * 256) | 0));
+    const statuses: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      const at = Math.floor(rand() * valid.length);
+      const body = [
+        () => valid.subarray(0, at), // truncated
+        () =>
+          Buffer.concat([valid.subarray(0, at), garbage(1 + (at % 16)), valid.subarray(at + 8)]),
+        () => Buffer.concat([valid.subarray(0, at), garbage(1 + (at % 64)), valid.subarray(at)]),
+        () => Buffer.concat([valid.subarray(0, at), valid.subarray(at + 2)]), // a pair dropped
+      ][i % 4]!();
+      const res = await upload(body);
+      expect(res.closed, `fuzz case ${i} hung`).toBe(true);
+      expect(res.status, `fuzz case ${i}: ${res.text.slice(0, 200)}`).toBeLessThan(500);
+      statuses.push(res.status ?? 0);
+    }
+    expect(statuses.filter((s) => s >= 400).length).toBeGreaterThan(10);
+    expect(spoolFiles()).toEqual([]);
+    await stillServing();
+  });
+
+  it('uploads larger than the JSON limit still stream through', async () => {
+    const form = new FormData();
+    form.append('path', 'big/six.bin');
+    form.append('file', new Blob([new Uint8Array(6 * 1024 * 1024).fill(7)]), 'six.bin');
+    const res = await server.api(uploadPath(), { method: 'POST', body: form });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ filename: 'six.bin' });
+  });
+});
+
+describe('JSON bodies', () => {
+  const post = (path: string, body: string) =>
+    raw(request('POST', path, body, { 'Content-Type': 'application/json' }));
+
+  it('100 000 nested brackets → 422 json_invalid, no stack overflow', async () => {
+    for (const body of [
+      '['.repeat(100_000),
+      '['.repeat(100_000) + ']'.repeat(100_000),
+      '{"a":'.repeat(50_000) + '1' + '}'.repeat(50_000),
+    ]) {
+      const res = await post('/v1/instance/x/bash', body);
+      expect(res.status).toBe(422);
+      expect(res.body).toEqual({
+        detail: [
+          {
+            loc: ['body', expect.any(Number) as unknown],
+            msg: 'JSON decode error',
+            type: 'json_invalid',
+            ctx: { error: expect.stringContaining('Nesting deeper') as unknown },
+          },
+        ],
+      });
+    }
+    await stillServing();
+  });
+
+  it('a syntax error before the deep part is reported at its own offset', async () => {
+    const res = await post('/v1/instance/x/bash', '[1,,' + '['.repeat(10_000));
+    expect(res.body).toMatchObject({ detail: [{ loc: ['body', 3], type: 'json_invalid' }] });
+  });
+
+  it('nesting within the limit is parsed as usual', async () => {
+    const res = await post('/v1/instance/x/bash', '['.repeat(200) + ']'.repeat(200));
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({ detail: [{ loc: ['body'], type: 'model_attributes_type' }] });
+  });
+
+  it('huge numbers → 422 on the field, not 500', async () => {
+    for (const [path, body, loc] of [
+      ['/v1/start', '{"timeout_hours": 1e400}', 'timeout_hours'],
+      ['/v1/start', `{"timeout_hours": 1${'0'.repeat(100_000)}}`, 'timeout_hours'],
+      ['/v1/start', `{"timeout_hours": -1${'0'.repeat(400)}.5e-99999}`, 'timeout_hours'],
+      ['/v1/instance/x/bash', `{"session": ${'9'.repeat(5_000)}}`, 'session'],
+    ] as const) {
+      const res = await post(path, body);
+      expect(res.status, body.slice(0, 40)).toBe(422);
+      expect(res.body).toMatchObject({ detail: [{ loc: ['body', loc] }] });
+    }
+    await stillServing();
+  });
+
+  it('a JSON body announced over 4 MiB → 413 with a detail, before it is read', async () => {
+    // only the head is sent: the server answers from Content-Length alone
+    const res = await raw(
+      head('POST', '/v1/instance/inst_nope/bash', {
+        'x-api-key': server.apiKey,
+        'Content-Type': 'application/json',
+        'Content-Length': 4 * 1024 * 1024 + 1,
+      }),
+    );
+    expect(res.status).toBe(413);
+    expect(res.body).toEqual({ detail: 'Request body larger than 4194304 bytes' });
+
+    const under = JSON.stringify({ command: 'true', pad: 'x'.repeat(3 * 1024 * 1024) });
+    const ok = await post('/v1/instance/inst_nope/bash', under);
+    expect(ok.status).toBe(404); // the body was read and valid; the instance does not exist
+  });
+
+  it('a chunked JSON body that grows past the limit → 413 too', async () => {
+    const c = connect();
+    c.socket.write(
+      head('POST', '/v1/instance/inst_nope/bash', {
+        'x-api-key': server.apiKey,
+        'Content-Type': 'application/json',
+        'Transfer-Encoding': 'chunked',
+      }),
+    );
+    const mib = 'x'.repeat(1024 * 1024);
+    for (const chunk of [mib, mib, mib, mib, 'x'.repeat(1024)]) {
+      c.socket.write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+      await sleep(20);
+    }
+    const res = await c.result;
+    expect(res.status).toBe(413);
+    expect(res.body).toEqual(detailString);
+  });
+
+  it('routes without a body accept only a small one', async () => {
+    const res = await raw(
+      head('POST', '/v1/instance/inst_nope/stop', {
+        'x-api-key': server.apiKey,
+        'Content-Type': 'application/json',
+        'Content-Length': 100_000,
+      }),
+    );
+    expect(res.status).toBe(413);
+    expect(res.body).toEqual({ detail: 'Request body larger than 65536 bytes' });
+  });
+});
+
+describe('methods', () => {
+  it('CONNECT → 405 with a detail instead of a silent close', async () => {
+    const res = await raw('CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n');
+    expect(res.status).toBe(405);
+    expect(res.text).toMatch(/\r\nAllow: /);
+    expect(res.body).toEqual({ detail: 'Method CONNECT is not allowed' });
+    expect(res.closed).toBe(true);
+  });
+
+  it('methods no route has → 4xx with a detail', async () => {
+    for (const method of ['PROPFIND', 'TRACE', 'PATCH', 'PUT', 'DELETE', 'MKCOL']) {
+      const anonymous = await raw(head(method, '/v1/instances'));
+      expect(anonymous.status, method).toBe(401);
+      expect(anonymous.body).toEqual(detailString);
+      const keyed = await raw(head(method, '/v1/instances', { 'x-api-key': server.apiKey }));
+      expect(keyed.status, method).toBe(404);
+      expect(keyed.body).toEqual({ detail: 'Not Found' });
+    }
+  });
+
+  it('a garbage method → 400 with a detail', async () => {
+    for (const line of [
+      'FOO%% / HTTP/1.1',
+      'G\x01T / HTTP/1.1',
+      '\x16\x03\x01\x02\x00 / HTTP/1.1',
+    ]) {
+      const res = await raw(`${line}\r\nHost: x\r\n\r\n`);
+      expect(res.status, JSON.stringify(line)).toBe(400);
+      expect(res.body).toEqual(detailString);
+    }
+    await stillServing();
+  });
+
+  it('WebSocket upgrades are still routed', async () => {
+    const unknown = await raw(
+      head('GET', '/cdp/inst_nope/devtools/browser/x', {
+        Upgrade: 'websocket',
+        Connection: 'Upgrade',
+        'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==',
+        'Sec-WebSocket-Version': 13,
+      }).replace('Connection: close\r\n', ''),
+    );
+    expect(unknown.status).toBe(404);
+
+    const res = await server.api(`/v1/instance/${ubuntuId}/stream_url`);
+    const streamUrl = new URL(((await res.json()) as { stream_url: string }).stream_url);
+    const token = streamUrl.searchParams.get('token') ?? '';
+    const ws = new WebSocket(
+      `ws://127.0.0.1:${port}/stream/${ubuntuId}/websockify?token=${encodeURIComponent(token)}`,
+    );
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    ws.close();
+  });
+});
+
+describe.concurrent('slow and idle clients', () => {
+  it('an idle connection is answered 408 and closed within seconds', async () => {
+    const res = await connect({ waitMs: 20_000 }).result;
+    expect(res.closed).toBe(true);
+    expect(res.ms).toBeLessThan(13_000);
+    expect(res.status).toBe(408);
+    expect(res.body).toEqual(detailString);
+  });
+
+  it('a head trickled a byte at a time (slowloris) is closed within seconds', async () => {
+    const c = connect({ waitMs: 20_000 });
+    const text = head('GET', '/v1/instances', { 'x-api-key': server.apiKey });
+    let i = 0;
+    const timer = setInterval(() => {
+      if (i < text.length - 2 && !c.socket.destroyed) c.socket.write(text[i++]!);
+    }, 200);
+    const res = await c.result;
+    clearInterval(timer);
+    expect(res.closed).toBe(true);
+    expect(res.ms).toBeLessThan(13_000);
+    expect(res.status).toBe(408);
+  });
+
+  it('an idle keep-alive connection is closed within seconds of its last answer', async () => {
+    const c = connect({ waitMs: 20_000 });
+    c.socket.write(
+      head('GET', '/v1/instances', { 'x-api-key': server.apiKey }).replace(
+        'Connection: close',
+        'Connection: keep-alive',
+      ),
+    );
+    const res = await c.result;
+    expect(res.status).toBe(200);
+    expect(res.closed).toBe(true);
+    expect(res.ms).toBeLessThan(8_000);
+  });
+
+  it('a body trickled a byte at a time is cut after the grace period', async () => {
+    const c = connect({ waitMs: 30_000 });
+    c.socket.write(
+      request('POST', '/v1/instance/inst_nope/bash', '', {
+        'Content-Type': 'application/json',
+        'Content-Length': 100_000,
+      }),
+    );
+    const timer = setInterval(() => !c.socket.destroyed && c.socket.write(' '), 250);
+    const res = await c.result;
+    clearInterval(timer);
+    expect(res.closed).toBe(true);
+    expect(res.ms).toBeLessThan(14_000);
+    expect(res.status).toBeUndefined(); // cut, not answered: the request never arrived
+  });
+
+  it('a slow but steady upload outlasts the grace period', async () => {
+    const B = 'steadyBoundary';
+    const prefix = `--${B}\r\nContent-Disposition: form-data; name="path"\r\n\r\nsteady.bin\r\n--${B}\r\nContent-Disposition: form-data; name="file"; filename="steady.bin"\r\n\r\n`;
+    const suffix = `\r\n--${B}--\r\n`;
+    const chunk = Buffer.alloc(16 * 1024, 0x61);
+    const chunks = 28; // 448 KiB at 32 KiB/s: 14 s, well past the 10 s grace
+    const c = connect({ waitMs: 40_000 });
+    c.socket.write(
+      head('POST', `/v1/instance/${ubuntuId}/upload`, {
+        'x-api-key': server.apiKey,
+        'Content-Type': `multipart/form-data; boundary=${B}`,
+        'Content-Length': prefix.length + chunk.length * chunks + suffix.length,
+      }) + prefix,
+    );
+    for (let i = 0; i < chunks && !c.socket.destroyed; i++) {
+      c.socket.write(chunk);
+      await sleep(500);
+    }
+    c.socket.write(suffix);
+    const res = await c.result;
+    expect(res.status, res.text.slice(0, 300)).toBe(200);
+    expect(res.body).toMatchObject({ filename: 'steady.bin' });
+  });
+
+  it('a handler that runs longer than every timeout still answers', async () => {
+    const res = await server.api(`/v1/instance/${ubuntuId}/bash`, {
+      json: { command: 'sleep 14; echo still-here', timeout: 60 },
+    });
+    expect(res.status).toBe(200);
+    expect(JSON.stringify(await res.json())).toContain('still-here');
+  });
+});
+
+describe('connections per client', () => {
+  it('past 64 open connections a client gets 429; others are unaffected', async () => {
+    const crowd = Array.from({ length: 64 }, () => connect({ localAddress: '127.0.0.3' }));
+    try {
+      await Promise.all(crowd.map((c) => connected(c.socket)));
+      await sleep(300); // let the server see every connection
+
+      const over = await raw(request('GET', '/v1/instances'), { localAddress: '127.0.0.3' });
+      expect(over.status).toBe(429);
+      expect(over.text).toMatch(/\r\nretry-after: 1\r\n/i);
+      expect(over.body).toEqual({ detail: expect.stringContaining('limit 64') as unknown });
+      expect(over.closed).toBe(true);
+
+      const upgrade = await raw(
+        head('GET', '/cdp/inst_nope/devtools/browser/x', {
+          Upgrade: 'websocket',
+          Connection: 'Upgrade',
+          'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==',
+          'Sec-WebSocket-Version': 13,
+        }).replace('Connection: close\r\n', ''),
+        { localAddress: '127.0.0.3' },
+      );
+      expect(upgrade.status).toBe(429);
+
+      const other = await raw(request('GET', '/v1/instances'), { localAddress: '127.0.0.4' });
+      expect(other.status).toBe(200);
+
+      // a connection of the crowd still works, and closing one frees a place
+      crowd[0]!.socket.write(request('GET', '/v1/instances'));
+      expect((await crowd[0]!.result).status).toBe(200);
+      await eventually(
+        async () =>
+          (await raw(request('GET', '/v1/instances'), { localAddress: '127.0.0.3' })).status ===
+          200,
+        'a freed place',
+      );
+    } finally {
+      for (const c of crowd) c.socket.destroy();
+    }
+  });
+});
+
+describe('the API key in logs', () => {
+  it('never appears in a log line, wherever a client puts it', async () => {
+    const key = 'bk_Lo"g\\key+/=0123456789';
+    const lines: string[] = [];
+    const stream = new PassThrough();
+    stream.on('data', (d: Buffer) => lines.push(...d.toString().split('\n').filter(Boolean)));
+    const logger = createLogger('trace', { secrets: [key], destination: stream });
+    const dir = mkdtempSync(join(tmpdir(), 'burrow-log-'));
+    const registry = new Registry({
+      instancesDir: dir,
+      maxInstances: 1,
+      factories: {},
+      publicUrl: () => 'http://127.0.0.1',
+      chromiumPath: '',
+      maxUploadBytes: 1024,
+      log: logger,
+      sandboxHost: undefined as unknown as SandboxHost, // no instance is started here
+    });
+    const app = await buildApp({
+      apiKey: key,
+      registry,
+      authStore: new AuthStore(dir),
+      maxUploadBytes: 1024,
+      logger,
+    });
+    try {
+      const base = await app.listen({ host: '127.0.0.1', port: 0 });
+      const enc = encodeURIComponent(key);
+      const calls: [string, Record<string, string>][] = [
+        [`/v1/instances?api_key=${enc}&limit=1`, { 'x-api-key': key }],
+        [`/v1/instances?key=${enc}`, {}],
+        [`/v1/instances?token=abc123&password=hunter2&client_secret=s3&q=ok`, { 'x-api-key': key }],
+        [`/v1/instances?anything=${enc}`, { authorization: `Bearer ${key}` }],
+        [`/v1/instance/${enc}`, { 'x-api-key': key }],
+        [`/v1/instance/${enc}/bash`, { 'x-api-token': key, cookie: `k=${key}` }],
+        [`/v1/nothing?sig=${enc}`, { 'x-api-key': 'wrong-key-0000' }],
+      ];
+      for (const [path, headers] of calls) {
+        const res = await fetch(base + path, { headers });
+        await res.arrayBuffer();
+      }
+      const bad = await fetch(`${base}/v1/instance/${enc}/bash?api_key=${enc}`, {
+        method: 'POST',
+        headers: { 'x-api-key': key, 'content-type': 'application/json' },
+        body: `{"command": "${key.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}", }`,
+      });
+      await bad.arrayBuffer();
+      // what libraries log at trace level (multipart logs the request headers) and errors
+      logger.trace({ busboyOptions: { headers: { 'x-api-key': key, 'x-other': key } } }, 'opts');
+      logger.error({ err: new Error(`refused ${key}`) }, `key ${encodeURIComponent(key)}`);
+    } finally {
+      await app.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+    await sleep(50);
+    const all = lines.join('\n');
+    expect(lines.length).toBeGreaterThan(10); // requests were logged
+    for (const form of [key, encodeURIComponent(key), JSON.stringify(key).slice(1, -1)]) {
+      expect(all).not.toContain(form);
+    }
+    expect(all).not.toContain('hunter2');
+    const urls = lines.map((l) => (JSON.parse(l) as { req?: { url?: string } }).req?.url ?? '');
+    expect(urls).toContain('/v1/instances?api_key=[redacted]&limit=1');
+    expect(urls).toContain(
+      '/v1/instances?token=[redacted]&password=[redacted]&client_secret=[redacted]&q=ok',
+    );
+    expect(urls).toContain('/v1/instances?anything=[redacted]');
+    expect(urls).toContain('/v1/instance/[redacted]');
+  });
+});
+
+describe('auth store temp files', () => {
+  it('temp files of a killed write are swept when the store opens; committed states stay', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'burrow-auth-'));
+    const dir = join(dataDir, 'auth-states');
+    mkdirSync(dir, { recursive: true });
+    const id = 'auth_0123456789abcdef';
+    const committed = JSON.stringify({
+      id,
+      name: 'kept',
+      created_at: '2026-01-01T00:00:00.000Z',
+      updated_at: '2026-01-01T00:00:00.000Z',
+      data: { cookies: [], origins: [] },
+    });
+    writeFileSync(join(dir, `${id}.json`), committed, { mode: 0o600 });
+    const orphans = [
+      `.${id}.json.a1b2c3d4e5f6.tmp`, // an overwrite that never committed
+      '.auth_fedcba9876543210.json.000000000000.tmp', // a new state cut short
+    ];
+    writeFileSync(join(dir, orphans[0]!), '{"id": "auth_0123456789abcdef", "name": "half');
+    writeFileSync(join(dir, orphans[1]!), '');
+    const unrelated = ['.keep', 'notes.tmp', '.auth_x.json.nothex.tmp'];
+    for (const f of unrelated) writeFileSync(join(dir, f), 'mine');
+    try {
+      const s = await testServer({ dataDir });
+      try {
+        expect(readdirSync(dir).sort()).toEqual([`${id}.json`, ...unrelated].sort());
+        expect(readFileSync(join(dir, `${id}.json`), 'utf8')).toBe(committed);
+        const res = await s.api('/v1/auth_states');
+        expect(await res.json()).toEqual([{ id, name: 'kept' }]);
+      } finally {
+        await s.close();
+      }
+      // and a store opened directly does the same
+      writeFileSync(join(dir, orphans[1]!), '{');
+      expect(new AuthStore(dataDir).list()).toEqual([{ id, name: 'kept' }]);
+      expect(readdirSync(dir)).not.toContain(orphans[1]);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('burrow serve options', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'burrow-serve-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const file = (name: string, text: string) => {
+    const p = join(dir, name);
+    writeFileSync(p, text, { mode: 0o600 });
+    return p;
+  };
+
+  it('reads the key from --api-key-file or BURROW_API_KEY_FILE, trailing newline stripped', async () => {
+    const p = file('key', 'from-file-key-0123\n');
+    expect((await serveConfig(['--api-key-file', p], {}))?.options.apiKey).toBe(
+      'from-file-key-0123',
+    );
+    const crlf = file('crlf', 'crlf-key-0123456\r\n');
+    expect((await serveConfig([], { BURROW_API_KEY_FILE: crlf }))?.options.apiKey).toBe(
+      'crlf-key-0123456',
+    );
+    expect((await serveConfig([], { BURROW_API_KEY_FILE: crlf }))?.generated).toBe(false);
+    expect((await serveConfig([], {}))?.generated).toBe(true);
+  });
+
+  it('precedence: --api-key, --api-key-file, BURROW_API_KEY, BURROW_API_KEY_FILE', async () => {
+    const p = file('key2', 'file-key-0123456');
+    const envFile = file('key3', 'env-file-key-0123');
+    const env = { BURROW_API_KEY: 'env-key-0123456' };
+    expect((await serveConfig(['--api-key-file', p], env))?.options.apiKey).toBe(
+      'file-key-0123456',
+    );
+    expect((await serveConfig([], env))?.options.apiKey).toBe('env-key-0123456');
+    expect(
+      (await serveConfig(['--api-key', 'flag-key-0123456'], { BURROW_API_KEY_FILE: envFile }))
+        ?.options.apiKey,
+    ).toBe('flag-key-0123456');
+    await expect(serveConfig(['--api-key', 'a', '--api-key-file', p], {})).rejects.toThrow(
+      /not both/,
+    );
+    await expect(
+      serveConfig([], { BURROW_API_KEY: 'x', BURROW_API_KEY_FILE: envFile }),
+    ).rejects.toThrow(/not both/);
+  });
+
+  it('clear errors for a key file that is missing, empty or not one line, without its content', async () => {
+    await expect(serveConfig(['--api-key-file', join(dir, 'missing')], {})).rejects.toThrow(
+      /--api-key-file: cannot read .*missing \(ENOENT\)/,
+    );
+    await expect(serveConfig([], { BURROW_API_KEY_FILE: file('empty', '\n') })).rejects.toThrow(
+      /BURROW_API_KEY_FILE: .*empty is empty/,
+    );
+    const twoLines = file('two', 'secret-line-one\nsecret-line-two\n');
+    const err = await serveConfig(['--api-key-file', twoLines], {}).catch((e: Error) => e);
+    expect(String(err)).toMatch(/one line/);
+    expect(String(err)).not.toContain('secret-line');
+    await expect(serveConfig(['--api-key-file', dir], {})).rejects.toThrow(/cannot read/);
+  });
+
+  it('isolation flags and the connection cap are parsed and checked', async () => {
+    const config = await serveConfig(
+      [
+        '--instance-memory',
+        '2g',
+        '--instance-disk',
+        '512M',
+        '--instance-pids',
+        '1024',
+        '--instance-cpus',
+        '1.5',
+        '--allow-host-port',
+        '8080',
+        '--allow-host-port',
+        '5432',
+        '--allow-host-port',
+        '8080',
+        '--allow-host-loopback',
+        '--insecure-no-isolation',
+        '--max-connections-per-client',
+        '0',
+      ],
+      {},
+    );
+    expect(config?.options.isolation).toEqual({
+      allowHostLoopback: true,
+      allowHostPorts: [8080, 5432],
+      insecureNoIsolation: true,
+      memoryBytes: 2 * 1024 ** 3,
+      pids: 1024,
+      cpus: 1.5,
+      diskBytes: 512 * 1024 ** 2,
+    });
+    expect(config?.options).toMatchObject({ maxConnectionsPerClient: 0 });
+    expect((await serveConfig([], {}))?.options.isolation).toBeUndefined();
+    for (const [argv, message] of [
+      [['--allow-host-port', '0'], /--allow-host-port must be an integer from 1 to 65535/],
+      [['--allow-host-port', '70000'], /--allow-host-port/],
+      [['--allow-host-port', 'http'], /--allow-host-port/],
+      [['--instance-memory', '2x'], /--instance-memory must be a size/],
+      [['--instance-memory', '0'], /--instance-memory/],
+      [['--instance-disk', ''], /--instance-disk/],
+      [['--instance-pids', '1.5'], /--instance-pids must be an integer/],
+      [['--instance-cpus', '0'], /--instance-cpus must be a number of cores/],
+      [['--instance-cpus', 'many'], /--instance-cpus/],
+      [['--max-connections-per-client', '-1'], /--max-connections-per-client/],
+      [['--port', '65536'], /--port/],
+    ] as const) {
+      await expect(serveConfig([...argv], {}), argv.join(' ')).rejects.toThrow(message);
+    }
+  });
+});
