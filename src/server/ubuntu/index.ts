@@ -1,5 +1,5 @@
 /**
- * `ubuntu` instances: a sandbox (sandbox.ts, ISOLATION.md) with a virtual X display, persistent
+ * `ubuntu` instances: a sandbox (../sandbox/, whose ISOLATION.md is the threat model) with a virtual X display, persistent
  * bash sessions, the edit and file tools, uploads and an environment. Later capabilities (kernels,
  * computer actions, a headful browser) build on `spawn`, `display` and `env.current()`.
  */

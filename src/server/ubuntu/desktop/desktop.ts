@@ -24,7 +24,7 @@ export interface DesktopOptions {
   runDir: string;
   /** Host directory of the display's socket (the sandbox's `/tmp/.X11-unix` on the host). */
   x11SocketDir?: string | undefined;
-  /** Where the desktop browser runs: inside the instance's sandbox (ISOLATION.md). */
+  /** Where the desktop browser runs: inside the instance's sandbox (../../sandbox/ISOLATION.md). */
   browserSandbox: BrowserSandbox;
 }
 
