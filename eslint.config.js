@@ -2,6 +2,30 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/** @param {string[]} names @returns {Record<string, 'readonly'>} */
+const readonly = (names) => Object.fromEntries(names.map((n) => [n, 'readonly']));
+
+/**
+ * Globals of the pages' scripts (they run in the viewer's browser). Listed here rather than
+ * taken from the `globals` package, which is not a dependency: add a name when a page needs it.
+ */
+const BROWSER_GLOBALS = readonly([
+  ...['window', 'document', 'location', 'navigator', 'console', 'performance', 'devicePixelRatio'],
+  ...['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask'],
+  ...['requestAnimationFrame', 'cancelAnimationFrame', 'getComputedStyle', 'createImageBitmap'],
+  ...['URL', 'URLSearchParams', 'WebSocket', 'fetch', 'Blob', 'File', 'FileReader'],
+  ...['TextEncoder', 'TextDecoder', 'AbortController', 'atob', 'btoa', 'structuredClone'],
+  ...['Event', 'CustomEvent', 'EventTarget', 'KeyboardEvent', 'MouseEvent', 'PointerEvent'],
+  ...['HTMLElement', 'HTMLCanvasElement', 'ResizeObserver'],
+]);
+
+/** Globals of plain Node modules shipped in src/ (helpers run inside instances). */
+const NODE_GLOBALS = readonly([
+  ...['process', 'console', 'Buffer', 'URL', 'URLSearchParams', 'AbortController'],
+  ...['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate'],
+  ...['queueMicrotask', 'structuredClone', 'TextEncoder', 'TextDecoder', 'performance'],
+]);
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'test-results/**', 'eslint.config.js'] },
   js.configs.recommended,
@@ -27,5 +51,24 @@ export default tseslint.config(
         },
       ],
     },
+  },
+  {
+    // Plain JavaScript modules shipped in src/ as they are: outside the TypeScript project, so
+    // no project service and no type-aware rules.
+    files: ['src/**/*.mjs'],
+    extends: [tseslint.configs.disableTypeChecked],
+    languageOptions: { sourceType: 'module' },
+  },
+  {
+    // Scripts of the pages the server serves: `<name>.page.mjs` beside `<name>.html`, inlined
+    // into it by src/server/pages.ts. They run in the viewer's browser.
+    files: ['src/**/*.page.mjs'],
+    languageOptions: { globals: BROWSER_GLOBALS },
+  },
+  {
+    // Other plain modules run under Node (helpers started inside an instance).
+    files: ['src/**/*.mjs'],
+    ignores: ['src/**/*.page.mjs'],
+    languageOptions: { globals: NODE_GLOBALS },
   },
 );

@@ -1,7 +1,8 @@
 /**
- * The live-view page of an ubuntu instance (`stream_url`): noVNC (npm `@novnc/novnc`, its
- * `core/` and `vendor/` ES modules served from node_modules) connected to
- * `/stream/<id>/websockify?token=…`, view and control.
+ * The live-view page of an ubuntu instance (`stream_url`): liveview.html with its script
+ * liveview.page.mjs (inlined, ../pages.ts), noVNC (npm `@novnc/novnc`, its `core/` and
+ * `vendor/` ES modules served from node_modules) connected to `/stream/<id>/websockify?token=…`,
+ * view and control.
  *
  * The server checks `?token=` on every `/stream/` request, and relative module imports drop
  * the query. So the page carries an import map with one entry per noVNC module, mapping
@@ -11,12 +12,15 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, sep } from 'node:path';
-import type { StreamPage } from '../browser/liveview-page.js';
+import { fillPage, loadPage, scriptJson } from '../pages.js';
+import type { StreamPage } from '../runtime.js';
 
 export interface VncPageOptions {
   /** The VNC password the page hands to x11vnc (the page itself is behind the token). */
   password: string;
 }
+
+const PAGE = new URL('./liveview.html', import.meta.url);
 
 /** Directory of the installed `@novnc/novnc` package. */
 const NOVNC_ROOT = dirname(dirname(createRequire(import.meta.url).resolve('@novnc/novnc')));
@@ -57,7 +61,7 @@ export async function vncLiveViewPage(
     return {
       status: 200,
       type: 'text/html; charset=utf-8',
-      body: page(await modules(), query.get('token') ?? '', opts),
+      body: await page(await modules(), query.get('token') ?? '', opts),
     };
   }
   if (rest.startsWith('novnc/')) {
@@ -79,73 +83,13 @@ export async function vncLiveViewPage(
   return { status: 404, type: 'application/json', body: JSON.stringify({ detail: 'Not Found' }) };
 }
 
-/** JSON safe to place inside a `<script>` element. */
-const scriptJson = (v: unknown) =>
-  JSON.stringify(v).replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026');
-
-function page(files: string[], token: string, opts: VncPageOptions): string {
+/** The page for `token`: one import-map entry per noVNC module, adding the token to its URL. */
+async function page(files: string[], token: string, opts: VncPageOptions): Promise<string> {
   const suffix = `?token=${encodeURIComponent(token)}`;
   const imports: Record<string, string> = {};
   for (const f of files) imports[`./novnc/${f}`] = `./novnc/${f}${suffix}`;
-  const script = String.raw`
-import RFB from './novnc/core/rfb.js';
-const { password } = ${scriptJson({ password: opts.password })};
-const screen = document.getElementById('screen');
-const status = document.getElementById('status');
-const url = new URL('websockify' + location.search, location.href);
-url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
-let retry = 500;
-
-function say(text) {
-  status.textContent = text;
-  status.hidden = !text;
-}
-
-function connect() {
-  const rfb = new RFB(screen, url.href, { credentials: { password }, wsProtocols: ['binary'] });
-  rfb.scaleViewport = true;
-  rfb.resizeSession = false;
-  rfb.focusOnClick = true;
-  rfb.background = '#1e1e1e';
-  rfb.addEventListener('connect', () => {
-    retry = 500;
-    say('');
-    document.body.dataset.connected = 'true';
-    rfb.focus();
+  return fillPage(await loadPage(PAGE), {
+    importmap: scriptJson({ imports }),
+    options: scriptJson({ password: opts.password }),
   });
-  rfb.addEventListener('credentialsrequired', () => rfb.sendCredentials({ password }));
-  rfb.addEventListener('securityfailure', (e) => say('Access refused: ' + (e.detail.reason || 'security failure')));
-  rfb.addEventListener('disconnect', () => {
-    document.body.dataset.connected = 'false';
-    say('Disconnected; reconnecting…');
-    setTimeout(connect, retry);
-    retry = Math.min(retry * 2, 8000);
-  });
-  window.rfb = rfb;
-}
-connect();
-`;
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<link rel="icon" href="data:,">
-<title>burrow live view</title>
-<style>
-  html, body { margin: 0; height: 100%; background: #1e1e1e; overflow: hidden; }
-  #screen { width: 100vw; height: 100vh; }
-  #status { position: fixed; top: 8px; left: 8px; padding: 4px 8px; border-radius: 4px;
-    font: 13px system-ui, sans-serif; color: #eee; background: rgba(0, 0, 0, .6); }
-</style>
-<script type="importmap">${scriptJson({ imports })}</script>
-</head>
-<body>
-<div id="screen"></div>
-<div id="status">Connecting…</div>
-<script type="module">${script}</script>
-</body>
-</html>
-`;
 }
