@@ -1,5 +1,6 @@
 import { readFile, stat } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { describeSupport } from '../server/sandbox/index.js';
 import { startServer, type IsolationOptions, type ServerOptions } from '../server/index.js';
 
 export const usage = `burrow serve [--host 127.0.0.1] [--port 8787] [--api-key K | --api-key-file PATH]
@@ -195,6 +196,8 @@ export async function run(argv: string[]): Promise<void> {
   const server = await startServer(config.options);
   if (config.generated) console.log(`API key (generated, shown once): ${server.apiKey}`);
   console.log(`burrow listening on ${server.url} (data dir ${server.dataDir})`);
+  // what `burrow doctor` says about isolation, so an operator sees it without asking
+  for (const line of describeSupport()) console.log(`isolation: ${line}`);
 
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {

@@ -39,6 +39,8 @@ export interface ServerOptions {
   logLevel?: string;
   /** How instances are isolated (ISOLATION.md in src/server/sandbox/). */
   isolation?: IsolationOptions;
+  /** Open connections per client address; past it 429. 0 = no cap. Default 64; env `BURROW_MAX_CONNECTIONS_PER_CLIENT`. */
+  maxConnectionsPerClient?: number;
 }
 
 export interface IsolationOptions {
@@ -131,7 +133,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
 
   let publicUrl = options.publicUrl ?? '';
   const authStore = new AuthStore(dataDir);
-  const logger = createLogger(logLevel);
+  const logger = createLogger(logLevel, { secrets: [apiKey] });
   const iso = options.isolation ?? {};
   const sandboxHost = await SandboxHost.create({
     runDir,
@@ -156,7 +158,16 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     log: logger,
     sandboxHost,
   });
-  const app = await buildApp({ apiKey, registry, authStore, maxUploadBytes, logger });
+  const maxConnectionsPerClient =
+    options.maxConnectionsPerClient ?? envNumber('BURROW_MAX_CONNECTIONS_PER_CLIENT');
+  const app = await buildApp({
+    apiKey,
+    registry,
+    authStore,
+    maxUploadBytes,
+    logger,
+    ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
+  });
   app.server.on('upgrade', (req, socket, head) => handleUpgrade(registry, req, socket, head));
   await app.listen({ host, port });
   const address = app.server.address() as AddressInfo;
