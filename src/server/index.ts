@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { buildApp, createLogger, handleUpgrade } from './app.js';
 import { AuthStore } from './auth-store.js';
-import { Registry } from './registry.js';
+import { Registry, type JournalEntry } from './registry.js';
 import type { RuntimeFactory } from './runtime.js';
 import { SandboxHost } from './sandbox/index.js';
 
@@ -91,16 +91,31 @@ const pidAlive = (pid: number) => {
   }
 };
 
-/** Removes instance directories of earlier server runs whose process is gone. */
-async function sweepRuns(instancesRoot: string): Promise<void> {
+/**
+ * Removes instance directories of earlier server runs whose process is gone; returns what their
+ * journals say about the instances they ran.
+ */
+async function sweepRuns(instancesRoot: string): Promise<JournalEntry[]> {
+  const entries: JournalEntry[] = [];
   for (const run of await readdir(instancesRoot).catch(() => [] as string[])) {
     const dir = join(instancesRoot, run);
     const pid = Number(await readFile(join(dir, 'owner.pid'), 'utf8').catch(() => 'NaN'));
     if (!Number.isInteger(pid) || !pidAlive(pid)) {
+      const journal = await readFile(join(dir, JOURNAL), 'utf8').catch(() => '');
+      for (const line of journal.split('\n')) {
+        try {
+          if (line) entries.push(JSON.parse(line) as JournalEntry);
+        } catch {
+          /* a line cut by the kill */
+        }
+      }
       await rm(dir, { recursive: true, force: true }).catch(() => undefined);
     }
   }
+  return entries;
 }
+
+const JOURNAL = 'instances.jsonl';
 
 /** Runtimes are loaded on first use. */
 function runtimeFactories(): Record<'browser' | 'ubuntu', RuntimeFactory> {
@@ -126,7 +141,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const factories = runtimeFactories();
   const instancesRoot = join(dataDir, 'instances');
   await mkdir(instancesRoot, { recursive: true, mode: 0o700 });
-  await sweepRuns(instancesRoot);
+  const earlier = await sweepRuns(instancesRoot);
   const runDir = join(instancesRoot, `run-${process.pid}-${randomBytes(4).toString('hex')}`);
   await mkdir(runDir, { recursive: true, mode: 0o700 });
   await writeFile(join(runDir, 'owner.pid'), String(process.pid));
@@ -157,7 +172,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     maxUploadBytes,
     log: logger,
     sandboxHost,
+    journal: join(runDir, JOURNAL),
   });
+  registry.adoptEnded(earlier);
   const maxConnectionsPerClient =
     options.maxConnectionsPerClient ?? envNumber('BURROW_MAX_CONNECTIONS_PER_CLIENT');
   const app = await buildApp({

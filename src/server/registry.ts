@@ -5,6 +5,7 @@
  * the clock. The registry owns ids, tokens, directories and timers; runtimes own processes.
  */
 import { randomBytes } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type {
@@ -35,7 +36,17 @@ export interface RegistryOptions {
   log: Logger;
   /** The sandbox layer (what this machine can isolate, limits, egress policy). */
   sandboxHost: SandboxHost;
+  /**
+   * A file this run appends each instance's start and end to, so that the next server run can
+   * still answer for them (`end_reason: "server_restart"`) after this process was killed.
+   */
+  journal?: string;
 }
+
+/** One line of the journal. */
+export type JournalEntry =
+  | { id: string; type: InstanceType; launch_time: string; resolution: Resolution }
+  | { id: string; ended: EndReason };
 
 export interface StartOptions {
   instance_type?: InstanceType | undefined;
@@ -140,6 +151,12 @@ export class Registry {
       join(this.#opts.instancesDir, id),
     );
     this.#instances.set(id, rec);
+    this.#journal({
+      id,
+      type,
+      launch_time: rec.launchTime.toISOString(),
+      resolution: [...rec.resolution],
+    });
     this.#arm(rec, options.timeout_hours ?? DEFAULT_TIMEOUT_HOURS);
     const ctx: RuntimeContext = {
       id,
@@ -201,6 +218,31 @@ export class Registry {
     return rec;
   }
 
+  /**
+   * Instances of an earlier server run that ended without stopping them (it was killed): they are
+   * listed as terminated, with the reason they ended, `server_restart` unless the journal says.
+   */
+  adoptEnded(entries: readonly JournalEntry[]): void {
+    const ended = new Map<string, EndReason>();
+    for (const e of entries) if ('ended' in e) ended.set(e.id, e.ended);
+    for (const e of entries) {
+      if ('ended' in e || this.#instances.has(e.id)) continue;
+      const rec = new InstanceRecord(e.id, e.type, new Date(e.launch_time), e.resolution, '', '');
+      rec.status = 'terminated';
+      rec.endReason = ended.get(e.id) ?? 'server_restart';
+      this.#instances.set(e.id, rec);
+    }
+  }
+
+  #journal(entry: JournalEntry): void {
+    if (!this.#opts.journal) return;
+    try {
+      appendFileSync(this.#opts.journal, `${JSON.stringify(entry)}\n`, { mode: 0o600 });
+    } catch (err) {
+      this.#opts.log.warn({ err }, 'could not write the instance journal');
+    }
+  }
+
   /** Stop every live instance (server shutdown). */
   async close(): Promise<void> {
     this.#closed = true;
@@ -235,6 +277,7 @@ export class Registry {
   #teardown(rec: InstanceRecord): Promise<void> {
     clearTimeout(rec.timer);
     rec.stopping ??= (async () => {
+      this.#journal({ id: rec.id, ended: rec.endReason ?? 'stopped' });
       rec.limits = rec.runtime?.limits;
       try {
         await rec.runtime?.stop();

@@ -72,3 +72,23 @@ export function pngSize(png: Buffer): [number, number] {
   if (png.readUInt32BE(0) !== 0x89504e47) throw new Error('not a PNG');
   return [png.readUInt32BE(16), png.readUInt32BE(20)];
 }
+
+/**
+ * Processes of instances this test process's servers started, read from their cgroups (an
+ * instance's processes cannot leave its cgroup; a cgroup is removed only once it is empty), plus
+ * every process whose command line names `needle` when given.
+ */
+export function instanceProcesses(needle?: string): number[] {
+  let out = '';
+  try {
+    out = execFileSync(
+      'sh',
+      ['-c', `cat /sys/fs/cgroup/pids/burrow/${process.pid}.*/cgroup.procs 2>/dev/null || true`],
+      { encoding: 'utf8' },
+    );
+  } catch {
+    /* no cgroups here */
+  }
+  const pids = out.split('\n').filter(Boolean).map(Number);
+  return [...new Set([...pids, ...(needle ? pidsMatching(needle) : [])])];
+}

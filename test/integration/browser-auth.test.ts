@@ -10,7 +10,7 @@ import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthStore } from '../../src/server/auth-store.js';
 import { HttpError } from '../../src/server/errors.js';
-import { pidsMatching, testServer, type TestServer } from '../helpers/server.js';
+import { instanceProcesses, testServer, type TestServer } from '../helpers/server.js';
 import { startSite, type TestSite } from '../helpers/site.js';
 
 let server: TestServer;
@@ -21,7 +21,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close();
   await site?.close();
-  expect(pidsMatching(server.dataDir)).toEqual([]);
+  expect(instanceProcesses()).toEqual([]);
 });
 
 async function startBrowser(): Promise<{ id: string; cdpUrl: string }> {

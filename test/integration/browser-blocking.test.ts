@@ -1,7 +1,7 @@
 /** `blocked_domains`: the host and every subdomain are refused, everything else loads. */
 import { chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pidsMatching, testServer, type TestServer } from '../helpers/server.js';
+import { instanceProcesses, testServer, type TestServer } from '../helpers/server.js';
 import { startSite, type TestSite } from '../helpers/site.js';
 
 let server: TestServer;
@@ -12,7 +12,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close();
   await site?.close();
-  expect(pidsMatching(server.dataDir)).toEqual([]);
+  expect(instanceProcesses()).toEqual([]);
 });
 
 /** Open `host` on the test site in a new tab: its `#host` text, or the navigation error. */

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import {
   eventually,
+  instanceProcesses,
   pidsMatching,
   pngSize,
   testServer,
@@ -25,7 +26,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close();
   await site?.close();
-  expect(pidsMatching(server.dataDir)).toEqual([]);
+  expect(instanceProcesses()).toEqual([]);
 });
 
 async function startBrowser(body: Record<string, unknown> = {}) {

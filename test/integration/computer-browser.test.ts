@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   eventually,
-  pidsMatching,
+  instanceProcesses,
   pngSize,
   testServer,
   type TestServer,
@@ -39,7 +39,7 @@ afterAll(async () => {
   page?.close();
   await server?.close();
   await site?.close();
-  expect(pidsMatching(server.dataDir)).toEqual([]);
+  expect(instanceProcesses()).toEqual([]);
 });
 
 interface Result {

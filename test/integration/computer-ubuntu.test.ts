@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   eventually,
+  instanceProcesses,
   pidsMatching,
   pngSize,
   testServer,
@@ -44,7 +45,7 @@ afterAll(async () => {
   page?.close();
   await server?.close();
   await site?.close();
-  expect(pidsMatching(server.dataDir)).toEqual([]);
+  expect(instanceProcesses()).toEqual([]);
 });
 
 interface Result {

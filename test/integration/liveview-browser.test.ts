@@ -6,7 +6,13 @@
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
+import {
+  eventually,
+  instanceProcesses,
+  pidsMatching,
+  testServer,
+  type TestServer,
+} from '../helpers/server.js';
 import { LAYOUT, PageProbe, startPlayground, type Playground } from '../helpers/computer.js';
 
 const CHROMIUM_ARGS = [
@@ -33,7 +39,7 @@ afterAll(async () => {
   await viewer?.close();
   await server?.close();
   await site?.close();
-  expect(pidsMatching(server.dataDir)).toEqual([]);
+  expect(instanceProcesses()).toEqual([]);
 });
 
 async function startBrowser(): Promise<{ id: string; page: PageProbe }> {

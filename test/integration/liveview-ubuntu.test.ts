@@ -7,7 +7,13 @@
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
+import {
+  eventually,
+  instanceProcesses,
+  pidsMatching,
+  testServer,
+  type TestServer,
+} from '../helpers/server.js';
 import {
   alive,
   commName,
@@ -45,7 +51,7 @@ afterAll(async () => {
   await viewer?.close();
   await server?.close();
   await site?.close();
-  expect(pidsMatching(server.dataDir)).toEqual([]);
+  expect(instanceProcesses()).toEqual([]);
 });
 
 async function startUbuntu(): Promise<string> {

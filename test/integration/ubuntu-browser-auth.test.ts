@@ -5,7 +5,7 @@
  */
 import { chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pidsMatching, testServer, type TestServer } from '../helpers/server.js';
+import { instanceProcesses, testServer, type TestServer } from '../helpers/server.js';
 import { startSite, type TestSite } from '../helpers/site.js';
 
 let server: TestServer;
@@ -18,7 +18,7 @@ afterAll(async () => {
   for (const id of started) await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
   await server?.close();
   await site?.close();
-  expect(pidsMatching(server.dataDir)).toEqual([]);
+  expect(instanceProcesses()).toEqual([]);
 });
 
 async function start(type: 'ubuntu' | 'browser'): Promise<string> {

@@ -107,6 +107,8 @@ export class Sandbox {
   readonly #log: Logger;
   /** Holds the disk image and its mount point (under the sandbox root in isolated mode). */
   readonly #diskDir: string;
+  /** The instance's name (its id). */
+  readonly #name: string;
   #cgroup: Cgroup | undefined;
   #quota: DiskQuota | undefined;
   /** Host pid of pid 1 of the instance's pid namespace. */
@@ -127,6 +129,7 @@ export class Sandbox {
     this.#onCrash = opts.onCrash;
     this.#log = opts.log;
     this.#diskDir = diskDir;
+    this.#name = opts.name;
     const disk = join(diskDir, 'disk');
     this.hostHome = join(disk, 'home');
     this.hostTmp = join(disk, 'tmp');
@@ -267,6 +270,11 @@ export class Sandbox {
         '--pidns',
         String(pidns),
         ...rootfsArgs(fds),
+        // names the instance on the host (`pgrep -f <id>` lists its processes' wrappers) and
+        // tells its processes which instance they are
+        '--setenv',
+        'BURROW_INSTANCE',
+        this.#name,
         '--die-with-parent',
         '--cap-drop',
         'ALL',
@@ -332,6 +340,7 @@ export class Sandbox {
       '-c',
       // pid 1 reaps every orphan of the namespace while it waits for a sleep that never ends
       'trap "" TERM INT HUP; sleep infinity & while :; do wait; done',
+      `burrow-init-${this.#name}`,
     ] as unknown as [string, ...string[]];
     const anchor = new Supervised(first, rest, {
       env: { PATH: SANDBOX_PATH },
