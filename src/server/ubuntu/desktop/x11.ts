@@ -6,6 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
+import { MAX_RESOLUTION } from '../../../api/schemas.js';
 import { connectWithDeadline } from '../../../internal/connect.js';
 import { withDeadline } from '../../../internal/deadline.js';
 import { encodePng } from '../../../internal/png.js';
@@ -34,6 +35,14 @@ import {
 const X_REQUEST_TIMEOUT_MS = 5_000;
 /** Bytes of pixels asked for per GetImage request (the screen is fetched in strips). */
 const STRIP_BYTES = 4 * 1024 * 1024;
+/**
+ * Largest message accepted from the server: a GetImage strip (STRIP_BYTES of pixels, or one
+ * row) or a keyboard mapping is far smaller. The X server runs inside the instance, so its
+ * replies are untrusted; a larger length ends the connection instead of buffering it.
+ */
+const MAX_MESSAGE_BYTES = 2 * STRIP_BYTES;
+/** Largest screen side accepted, as for an instance's `resolution`. */
+const MAX_SCREEN_SIDE = MAX_RESOLUTION;
 /** Where X servers put their sockets. */
 const HOST_SOCKET_DIR = '/tmp/.X11-unix';
 
@@ -97,6 +106,10 @@ class X11Connection {
     });
     try {
       conn.screen = parseSetup(reply);
+      const { width, height } = conn.screen;
+      if (width > MAX_SCREEN_SIDE || height > MAX_SCREEN_SIDE) {
+        throw new Error(`X screen of ${width}×${height} is larger than any instance's`);
+      }
     } catch (err) {
       socket.destroy();
       throw err;
@@ -181,6 +194,11 @@ class X11Connection {
       }
       if (this.#buffered < 32) return;
       const total = messageLength(this.#peek(32));
+      if (total > MAX_MESSAGE_BYTES) {
+        this.#socket.destroy();
+        this.#fail(new Error(`X server announced a reply of ${total} bytes`));
+        return;
+      }
       if (this.#buffered < total) return;
       const msg = decodeMessage(this.#take(total));
       if (msg.kind === 'event') continue; // none selected, ignore
