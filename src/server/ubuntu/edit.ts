@@ -2,19 +2,20 @@
  * The `edit` tool: the well-known `str_replace_editor` semantics and messages (view, create,
  * str_replace, insert, undo_edit). COMPAT decisions: relative paths resolve against home;
  * `insert` accepts `file_text` when `new_str` is absent; tabs are preserved (no expandtabs).
- * Paths in messages are the requested path made absolute.
+ * Paths in messages are the requested path made absolute. The file operations run inside the
+ * sandbox as the instance's user (fsops.ts).
  */
 import type { EditRequest, ToolResult } from '../../api/index.js';
 import {
   checkViewRange,
   countOccurrences,
+  FileOpError,
   numbered,
   pyList,
-  readText,
-  tree,
-  writeAtomic,
+  type InstanceFiles,
+  type Stat,
 } from './fsops.js';
-import { ToolError, type Resolved, type SandboxView } from './paths.js';
+import { ToolError } from './paths.js';
 
 const SNIPPET_LINES = 4;
 const MAX_RESPONSE_LEN = 16_000;
@@ -26,28 +27,28 @@ const MAX_HISTORY = 32;
 export class EditTool {
   readonly #history = new Map<string, string[]>();
 
-  constructor(readonly view: SandboxView) {}
+  constructor(readonly files: InstanceFiles) {}
 
   async run(req: EditRequest): Promise<ToolResult> {
     try {
       return await this.#run(req);
     } catch (err) {
-      return { error: toolMessage(err, this.view.display(req.path)) };
+      return { error: toolMessage(err, this.files.display(req.path)) };
     }
   }
 
   async #run(req: EditRequest): Promise<ToolResult> {
-    const r = await this.view.resolve(req.path);
+    const r = await this.files.stat(req.path);
     const p = r.display;
-    if (!r.stat && req.command !== 'create') {
+    if (!r.type && req.command !== 'create') {
       throw new ToolError(`The path ${p} does not exist. Please provide a valid path.`);
     }
-    if (r.stat && req.command === 'create') {
+    if (r.type && req.command === 'create') {
       throw new ToolError(
         `File already exists at: ${p}. Cannot overwrite files using command \`create\`.`,
       );
     }
-    if (r.stat?.isDirectory() && req.command !== 'view') {
+    if (r.type === 'dir' && req.command !== 'view') {
       throw new ToolError(
         `The path ${p} is a directory and only the \`view\` command can be used on directories`,
       );
@@ -80,19 +81,19 @@ export class EditTool {
     }
   }
 
-  async #view(r: Resolved, range: readonly number[] | undefined): Promise<ToolResult> {
+  async #view(r: Stat, range: readonly number[] | undefined): Promise<ToolResult> {
     const p = r.display;
-    if (r.stat?.isDirectory()) {
+    if (r.type === 'dir') {
       if (range?.length)
         throw new ToolError(
           'The `view_range` parameter is not allowed when `path` points to a directory.',
         );
-      const lines = await tree(this.view, r, p);
+      const lines = [p, ...(await this.files.tree(r, 2)).map((rel) => `${p}/${rel}`)];
       return {
         output: `Here's the files and directories up to 2 levels deep in ${p}, excluding hidden items:\n${lines.join('\n')}\n\n`,
       };
     }
-    let content = await readText(this.view, r);
+    let content = (await this.files.readText(r)).text;
     let first = 1;
     if (range?.length) {
       const lines = content.split('\n');
@@ -103,9 +104,9 @@ export class EditTool {
     return { output: makeOutput(content, p, first) };
   }
 
-  async #strReplace(r: Resolved, oldStr: string, newStr: string): Promise<ToolResult> {
+  async #strReplace(r: Stat, oldStr: string, newStr: string): Promise<ToolResult> {
     const p = r.display;
-    const content = await readText(this.view, r);
+    const content = (await this.files.readText(r)).text;
     const occurrences = countOccurrences(content, oldStr);
     if (occurrences === 0) {
       throw new ToolError(
@@ -139,9 +140,9 @@ export class EditTool {
     };
   }
 
-  async #insert(r: Resolved, line: number, text: string): Promise<ToolResult> {
+  async #insert(r: Stat, line: number, text: string): Promise<ToolResult> {
     const p = r.display;
-    const content = await readText(this.view, r);
+    const content = (await this.files.readText(r)).text;
     const lines = content.split('\n');
     if (line < 0 || line > lines.length) {
       throw new ToolError(
@@ -165,7 +166,7 @@ export class EditTool {
     };
   }
 
-  async #undo(r: Resolved): Promise<ToolResult> {
+  async #undo(r: Stat): Promise<ToolResult> {
     const stack = this.#history.get(r.path);
     const previous = stack?.pop();
     if (previous === undefined) throw new ToolError(`No edit history found for ${r.display}.`);
@@ -175,17 +176,18 @@ export class EditTool {
     };
   }
 
-  async #write(r: Resolved, content: string): Promise<void> {
-    const w = await this.view.resolveWritable(r.path);
+  async #write(r: Stat, content: string): Promise<void> {
     try {
-      await writeAtomic(this.view, w, content);
+      await this.files.write({ path: r.path, display: r.display }, content);
     } catch (err) {
-      if (err instanceof ToolError) throw err;
-      throw new ToolError(`Ran into ${errorText(err)} while trying to write to ${r.display}`);
+      // the well-known wording for a system error; refusals (read-only, hidden) as they are
+      if (err instanceof FileOpError && /^E[A-Z]+$/.test(err.code) && err.code !== 'EROFS')
+        throw new ToolError(`Ran into ${err.reason} while trying to write to ${r.display}`);
+      throw err;
     }
   }
 
-  #push(r: Resolved, content: string): void {
+  #push(r: Stat, content: string): void {
     const stack = this.#history.get(r.path) ?? [];
     stack.push(content);
     if (stack.length > MAX_HISTORY) stack.shift();
@@ -202,29 +204,9 @@ function makeOutput(content: string, descriptor: string, first = 1): string {
   return `Here's the result of running \`cat -n\` on ${descriptor}:\n${numbered(clipped, first)}\n`;
 }
 
-const ERRNO: Record<string, string> = {
-  ENOENT: 'No such file or directory',
-  EACCES: 'Permission denied',
-  EPERM: 'Operation not permitted',
-  ENOSPC: 'No space left on device',
-  EDQUOT: 'Disk quota exceeded',
-  EROFS: 'Read-only file system',
-  EISDIR: 'Is a directory',
-  ENOTDIR: 'Not a directory',
-  ENOTEMPTY: 'Directory not empty',
-  EEXIST: 'File exists',
-  EXDEV: 'Cross-device link',
-  EINVAL: 'Invalid argument',
-  ELOOP: 'Too many levels of symbolic links',
-  ENAMETOOLONG: 'File name too long',
-  EMFILE: 'Too many open files',
-};
-
-/** A failure as text, without host paths (errno messages name the host file). */
+/** A failure as text (ours are `ToolError`s with the path in their message). */
 export function errorText(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  if (e?.code && (e.syscall || ERRNO[e.code])) return ERRNO[e.code] ?? `${e.code} (${e.syscall})`;
-  return e instanceof Error ? e.message : String(err);
+  return err instanceof Error ? err.message : String(err);
 }
 
 /** The message a tool reports for a failure: ours verbatim, others with the path they concern. */

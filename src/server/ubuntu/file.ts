@@ -1,28 +1,24 @@
 /**
- * The `file` tool: the 17 commands of COMPAT.md's table, run in the server process through the
- * sandbox's view (paths.ts). Every failure is a 200 with `error`; writes are atomic.
- * `grep` is the exception: it runs `grep -P` inside the sandbox, so a pathological pattern can
- * only burn a sandboxed process with a deadline, never the server's event loop.
+ * The `file` tool: the 17 commands of COMPAT.md's table. Its file operations run inside the
+ * sandbox as the instance's user (fsops.ts, ../sandbox/toolbox.ts): the kernel resolves paths in
+ * the instance's view and applies its permissions. Every failure is a 200 with `error`; writes
+ * are atomic. `grep` runs `grep -P` inside the sandbox too, as its own process with a deadline,
+ * so a pathological pattern can only burn a sandboxed process, never the server's event loop.
  */
 import { existsSync } from 'node:fs';
-import { cp, rename, rm, rmdir, unlink } from 'node:fs/promises';
-import { dirname, posix } from 'node:path';
+import { posix } from 'node:path';
 import { FILE_COMMANDS, type FileRequest, type ToolResult } from '../../api/index.js';
+import type { ExecResult } from '../sandbox/index.js';
 import { toolMessage } from './edit.js';
 import {
   checkViewRange,
-  copyFileAtomic,
   countOccurrences,
-  listDir,
+  FileOpError,
   MAX_READ_BYTES,
-  mkdirInside,
-  readBytes,
-  readText,
-  resolveFile,
-  writeAtomic,
+  type InstanceFiles,
+  type Stat,
 } from './fsops.js';
-import { ToolError, type Bind, type Resolved, type SandboxView } from './paths.js';
-import type { ExecResult } from './sandbox.js';
+import { isUnder, ToolError } from './paths.js';
 
 /** Characters of grep output one call returns at most. */
 export const GREP_OUTPUT_CAP = 100_000;
@@ -50,7 +46,7 @@ export class FileTool {
   readonly #history = new Map<string, string[]>();
 
   constructor(
-    readonly view: SandboxView,
+    readonly files: InstanceFiles,
     readonly exec: Exec,
   ) {}
 
@@ -64,7 +60,7 @@ export class FileTool {
       return await this.#dispatch(req);
     } catch (err) {
       const path = req.path ?? req.src;
-      return { error: toolMessage(err, path === undefined ? undefined : this.view.display(path)) };
+      return { error: toolMessage(err, path === undefined ? undefined : this.files.display(path)) };
     }
   }
 
@@ -108,125 +104,98 @@ export class FileTool {
   }
 
   async #read(req: Req): Promise<ToolResult> {
-    const r = await resolveFile(this.view, need(req, 'path'));
-    const bytes = await readBytes(this.view, r, MAX_READ_BYTES);
-    if (mode(req) === 'binary') return { output: bytes.toString('base64'), system: 'binary' };
-    const text = bytes.toString(encoding(req));
+    const path = need(req, 'path');
+    const binary = mode(req) === 'binary';
+    const enc = binary ? 'utf8' : encoding(req);
+    const { data } = await this.files.readBytes(path, MAX_READ_BYTES);
+    if (binary) return { output: data.toString('base64'), system: 'binary' };
+    const text = data.toString(enc);
     return { output: req.line_numbers ? numberLines(splitLines(text).lines) : text };
   }
 
   async #write(req: Req, append: boolean): Promise<ToolResult> {
     const content = need(req, 'content');
     const data = mode(req) === 'binary' ? fromBase64(content) : Buffer.from(content, encoding(req));
-    const r = await this.view.resolveWritable(need(req, 'path'));
-    if (append && r.stat?.isFile()) {
-      const old = await readBytes(this.view, r, MAX_READ_BYTES);
-      await writeAtomic(this.view, r, Buffer.concat([old, data]));
-      return { output: `Appended ${data.length} bytes to ${r.display}` };
-    }
-    await writeAtomic(this.view, r, data);
-    return { output: `Wrote ${data.length} bytes to ${r.display}` };
+    const t = this.files.target(need(req, 'path'));
+    const { appended } = await this.files.write(t, data, { append });
+    return {
+      output: appended
+        ? `Appended ${data.length} bytes to ${t.display}`
+        : `Wrote ${data.length} bytes to ${t.display}`,
+    };
   }
 
   async #delete(req: Req): Promise<ToolResult> {
-    const r = await this.#writableObject(need(req, 'path'));
-    if (r.stat!.isDirectory()) {
-      if (req.recursive) await rm(r.host, { recursive: true });
-      else
-        await rmdir(r.host).catch(
-          notEmpty(r, 'set recursive: true to delete it with its contents'),
-        );
-    } else {
-      await unlink(r.host);
-    }
-    return { output: `Deleted ${r.display}` };
+    const t = this.files.target(need(req, 'path'));
+    await this.files
+      .remove(t, { recursive: req.recursive ?? false })
+      .catch(notEmpty(t.display, 'set recursive: true to delete it with its contents'));
+    return { output: `Deleted ${t.display}` };
   }
 
   async #exists(req: Req): Promise<ToolResult> {
-    const r = await this.view.resolve(need(req, 'path'));
-    return { output: r.stat ? 'True' : 'False' };
+    const st = await this.files.stat(need(req, 'path'));
+    return { output: st.type ? 'True' : 'False' };
   }
 
   async #list(req: Req): Promise<ToolResult> {
-    const r = await this.view.resolve(req.path ?? '.');
-    if (!r.stat) throw new ToolError(`No such file or directory: ${r.display}`);
-    if (!r.stat.isDirectory()) throw new ToolError(`Not a directory: ${r.display}`);
-    return { output: (await listDir(this.view, r)).join('\n') };
+    return { output: (await this.files.list(req.path ?? '.')).join('\n') };
   }
 
   async #mkdir(req: Req): Promise<ToolResult> {
-    const r = await this.view.resolveWritable(need(req, 'path'));
-    if (r.stat && !r.stat.isDirectory())
-      throw new ToolError(`File exists and is not a directory: ${r.display}`);
-    await mkdirInside(this.view, r, r.host);
-    return { output: `Created directory ${r.display}` };
+    const t = this.files.target(need(req, 'path'));
+    await this.files.mkdir(t).catch((err: unknown) => {
+      if (err instanceof FileOpError && err.code === 'EEXIST')
+        throw new ToolError(`File exists and is not a directory: ${t.display}`);
+      throw err;
+    });
+    return { output: `Created directory ${t.display}` };
   }
 
   async #rmdir(req: Req): Promise<ToolResult> {
-    const r = await this.#writableObject(need(req, 'path'));
-    if (!r.stat!.isDirectory()) throw new ToolError(`Not a directory: ${r.display}`);
-    await rmdir(r.host).catch(
-      notEmpty(r, 'use delete with recursive: true to remove it with its contents'),
-    );
-    return { output: `Removed directory ${r.display}` };
+    const t = this.files.target(need(req, 'path'));
+    await this.files
+      .remove(t, { dirOnly: true })
+      .catch(notEmpty(t.display, 'use delete with recursive: true to remove it with its contents'));
+    return { output: `Removed directory ${t.display}` };
   }
 
   async #moveOrCopy(req: Req, op: 'move' | 'copy'): Promise<ToolResult> {
     const srcIn = need(req, 'src');
     const dstIn = need(req, 'dst');
-    const src = op === 'move' ? await this.#writableObject(srcIn) : await this.view.resolve(srcIn);
-    if (!src.stat) throw new ToolError(`No such file or directory: ${src.display}`);
-    let dst = await this.view.resolve(dstIn);
-    if (dst.stat?.isDirectory())
-      dst = await this.view.resolve(posix.join(dst.path, posix.basename(src.path)));
-    const target = await this.view.resolveWritable(dst.path, { follow: false });
-    const shown = this.view.display(dstIn);
+    // move acts on a symlink itself, copy on what it points to
+    const src = await this.files.stat(srcIn, op === 'copy');
+    if (!src.type) throw new ToolError(`No such file or directory: ${src.display}`);
+    const shown = this.files.display(dstIn);
+    const dst = await this.files.stat(dstIn);
+    const into = dst.type === 'dir';
+    const target = await this.files.stat(
+      into ? posix.join(dst.path, posix.basename(src.path)) : dstIn,
+      false,
+    );
     if (target.path === src.path)
       throw new ToolError(`${src.display} and ${shown} are the same file`);
-    if (src.stat.isDirectory() && (target.path + '/').startsWith(src.path + '/')) {
+    if (src.type === 'dir' && isUnder(target.path, src.path))
       throw new ToolError(`Cannot ${op} ${src.display} into itself`);
-    }
-    if (target.stat?.isDirectory())
+    if (target.type === 'dir')
       throw new ToolError(`Destination exists and is a directory: ${shown}`);
-    await mkdirInside(this.view, target, dirname(target.host));
+    const to = { path: target.path, display: shown };
     if (op === 'move') {
-      await rename(src.host, target.host).catch(async (err: NodeJS.ErrnoException) => {
-        if (err.code !== 'EXDEV') throw err;
-        await cp(src.host, target.host, {
-          recursive: true,
-          verbatimSymlinks: true,
-          errorOnExist: true,
-          force: false,
-        });
-        await rm(src.host, { recursive: true });
-      });
+      await this.files.move({ path: src.path, display: src.display }, to);
       return { output: `Moved ${src.display} to ${shown}` };
     }
-    if (src.stat.isDirectory()) {
-      if (!this.view.walkable(src))
-        throw new ToolError(
-          `Cannot copy ${src.display}: it contains paths this instance cannot access`,
-        );
-      if (target.stat) throw new ToolError(`Destination exists: ${shown}`);
-      await cp(src.host, target.host, {
-        recursive: true,
-        verbatimSymlinks: true,
-        errorOnExist: true,
-        force: false,
-      });
-    } else {
-      if (!src.stat.isFile()) throw new ToolError(`${src.display} is not a regular file`);
-      await this.view.verify(src);
-      await copyFileAtomic(this.view, src.host, target);
-    }
+    if (src.type === 'dir' && target.type) throw new ToolError(`Destination exists: ${shown}`);
+    if (src.type !== 'dir' && src.type !== 'file')
+      throw new ToolError(`${src.display} is not a regular file`);
+    await this.files.copy({ path: src.path, display: src.display }, to);
     return { output: `Copied ${src.display} to ${shown}` };
   }
 
   async #view(req: Req): Promise<ToolResult> {
-    const r = await this.view.resolve(need(req, 'path'));
-    if (!r.stat) throw new ToolError(`No such file or directory: ${r.display}`);
-    if (r.stat.isDirectory()) return { output: (await listDir(this.view, r)).join('\n') };
-    let { lines } = splitLines(await readText(this.view, await resolveFile(this.view, r.path)));
+    const st = await this.files.stat(need(req, 'path'));
+    if (!st.type) throw new ToolError(`No such file or directory: ${st.display}`);
+    if (st.type === 'dir') return { output: (await this.files.list(st)).join('\n') };
+    let { lines } = splitLines((await this.files.readText(st)).text);
     let first = 1;
     if (req.view_range?.length) {
       const [a, b] = checkViewRange(req.view_range, lines.length);
@@ -237,21 +206,24 @@ export class FileTool {
   }
 
   async #create(req: Req): Promise<ToolResult> {
-    const r = await this.view.resolveWritable(need(req, 'path'));
-    if (r.stat) throw new ToolError(`File already exists at: ${r.display}`);
-    await writeAtomic(this.view, r, req.content ?? '');
-    return { output: `File created successfully at: ${r.display}` };
+    const t = this.files.target(need(req, 'path'));
+    await this.files.write(t, req.content ?? '', { exclusive: true }).catch((err: unknown) => {
+      if (err instanceof FileOpError && err.code === 'EEXIST')
+        throw new ToolError(`File already exists at: ${t.display}`);
+      throw err;
+    });
+    return { output: `File created successfully at: ${t.display}` };
   }
 
   async #replace(req: Req): Promise<ToolResult> {
     const oldStr = need(req, 'old_str');
     if (oldStr === '') throw new ToolError('`old_str` must not be empty');
     const newStr = req.new_str ?? '';
-    const { r, content } = await this.#editable(req);
+    const { t, content } = await this.#editable(req);
     const found = countOccurrences(content, oldStr);
     if (found === 0) {
       throw new ToolError(
-        `No replacement was performed, old_str \`${oldStr}\` did not appear verbatim in ${r.display}.`,
+        `No replacement was performed, old_str \`${oldStr}\` did not appear verbatim in ${t.display}.`,
       );
     }
     const at = content.indexOf(oldStr);
@@ -259,20 +231,20 @@ export class FileTool {
       ? content.split(oldStr).join(newStr)
       : content.slice(0, at) + newStr + content.slice(at + oldStr.length);
     const count = req.all_occurrences ? found : 1;
-    await this.#save(r, content, updated);
+    await this.#save(t, content, updated);
     return {
-      output: `Replaced ${count} occurrence${count === 1 ? '' : 's'} of old_str in ${r.display}`,
+      output: `Replaced ${count} occurrence${count === 1 ? '' : 's'} of old_str in ${t.display}`,
     };
   }
 
   async #insert(req: Req): Promise<ToolResult> {
     const line = need(req, 'line');
     const text = need(req, 'text');
-    const { r, content } = await this.#editable(req);
+    const { t, content } = await this.#editable(req);
     const { lines, trailing } = splitLines(content);
     if (line < 1 || line > lines.length + 1) {
       throw new ToolError(
-        `Invalid line ${line}: it should be within the range [1, ${lines.length + 1}] for ${r.display}`,
+        `Invalid line ${line}: it should be within the range [1, ${lines.length + 1}] for ${t.display}`,
       );
     }
     const added = splitLines(text.endsWith('\n') ? text : `${text}\n`).lines;
@@ -280,21 +252,21 @@ export class FileTool {
       [...lines.slice(0, line - 1), ...added, ...lines.slice(line - 1)],
       trailing || lines.length === 0,
     );
-    await this.#save(r, content, updated);
+    await this.#save(t, content, updated);
     return {
-      output: `Inserted ${added.length} line${added.length === 1 ? '' : 's'} at line ${line} of ${r.display}`,
+      output: `Inserted ${added.length} line${added.length === 1 ? '' : 's'} at line ${line} of ${t.display}`,
     };
   }
 
   async #deleteLines(req: Req): Promise<ToolResult> {
     const wanted = need(req, 'lines');
     if (wanted.length === 0) throw new ToolError('`lines` must not be empty');
-    const { r, content } = await this.#editable(req);
+    const { t, content } = await this.#editable(req);
     const { lines, trailing } = splitLines(content);
     const bad = wanted.filter((n) => n < 1 || n > lines.length);
     if (bad.length) {
       throw new ToolError(
-        `Invalid line numbers [${bad.join(', ')}]: ${r.display} has ${lines.length} lines`,
+        `Invalid line numbers [${bad.join(', ')}]: ${t.display} has ${lines.length} lines`,
       );
     }
     const drop = new Set(wanted);
@@ -302,30 +274,30 @@ export class FileTool {
       lines.filter((_, i) => !drop.has(i + 1)),
       trailing,
     );
-    await this.#save(r, content, updated);
-    return { output: `Deleted ${drop.size} line${drop.size === 1 ? '' : 's'} from ${r.display}` };
+    await this.#save(t, content, updated);
+    return { output: `Deleted ${drop.size} line${drop.size === 1 ? '' : 's'} from ${t.display}` };
   }
 
   async #undo(req: Req): Promise<ToolResult> {
-    const r = await this.view.resolveWritable(need(req, 'path'));
-    const previous = this.#history.get(r.path)?.pop();
-    if (previous === undefined) throw new ToolError(`No edit history found for ${r.display}.`);
-    await writeAtomic(this.view, r, previous);
-    return { output: `Last edit to ${r.display} undone successfully.` };
+    const st = await this.files.stat(need(req, 'path'));
+    const previous = this.#history.get(st.path)?.pop();
+    if (previous === undefined) throw new ToolError(`No edit history found for ${st.display}.`);
+    await this.files.write({ path: st.path, display: st.display }, previous);
+    return { output: `Last edit to ${st.display} undone successfully.` };
   }
 
   async #grep(req: Req): Promise<ToolResult> {
     const pattern = need(req, 'pattern');
-    const r = await this.view.resolve(req.path ?? '.');
-    if (!r.stat) throw new ToolError(`No such file or directory: ${r.display}`);
-    if (r.stat.isDirectory() && !req.recursive) {
-      throw new ToolError(`${r.display} is a directory; set recursive: true to search it`);
+    const st = await this.files.stat(req.path ?? '.');
+    if (!st.type) throw new ToolError(`No such file or directory: ${st.display}`);
+    if (st.type === 'dir' && !req.recursive) {
+      throw new ToolError(`${st.display} is a directory; set recursive: true to search it`);
     }
     const argv = [GREP, '-P', '-I', '-H', '--color=never'];
     if (req.line_numbers ?? true) argv.push('-n');
     if (req.case_sensitive === false) argv.push('-i');
     if (req.recursive) argv.push('-r');
-    argv.push('-e', pattern, '--', r.path);
+    argv.push('-e', pattern, '--', st.path);
     const res = await this.exec(argv, GREP_TIMEOUT_MS);
     if (res.timedOut)
       throw new ToolError(`grep took longer than ${GREP_TIMEOUT_MS / 1000} s and was stopped`);
@@ -344,29 +316,20 @@ export class FileTool {
     return { output: text };
   }
 
-  /** A writable path that must exist, not followed (delete/move act on a symlink itself). */
-  async #writableObject(input: string): Promise<Resolved & { bind: Bind }> {
-    const r = await this.view.resolveWritable(input, { follow: false });
-    if (!r.stat) throw new ToolError(`No such file or directory: ${r.display}`);
-    if (r.path === r.bind.sandbox)
-      throw new ToolError(
-        `Refusing to remove ${r.display}: it is one of the instance's own directories`,
-      );
-    return r;
+  /** A UTF-8 file to edit: its canonical path (history key), display and contents. */
+  async #editable(req: Req): Promise<{ t: Stat; content: string }> {
+    const st = await this.files.stat(need(req, 'path'));
+    if (!st.type) throw new ToolError(`No such file or directory: ${st.display}`);
+    const { text } = await this.files.readText(st);
+    return { t: st, content: text };
   }
 
-  async #editable(req: Req): Promise<{ r: Resolved & { bind: Bind }; content: string }> {
-    const r = await this.view.resolveWritable(need(req, 'path'));
-    await resolveFile(this.view, r.path);
-    return { r, content: await readText(this.view, r) };
-  }
-
-  async #save(r: Resolved & { bind: Bind }, before: string, after: string): Promise<void> {
-    await writeAtomic(this.view, r, after);
-    const stack = this.#history.get(r.path) ?? [];
+  async #save(t: Stat, before: string, after: string): Promise<void> {
+    await this.files.write({ path: t.path, display: t.display }, after);
+    const stack = this.#history.get(t.path) ?? [];
     stack.push(before);
     if (stack.length > MAX_HISTORY) stack.shift();
-    this.#history.set(r.path, stack);
+    this.#history.set(t.path, stack);
   }
 }
 
@@ -417,10 +380,10 @@ function numberLines(lines: string[], first = 1): string {
   return lines.map((line, i) => `${String(i + first).padStart(6)}\t${line}`).join('\n');
 }
 
-function notEmpty(r: Resolved, hint: string) {
-  return (err: NodeJS.ErrnoException) => {
-    if (err.code === 'ENOTEMPTY' || err.code === 'EEXIST')
-      throw new ToolError(`Directory not empty: ${r.display} (${hint})`);
+function notEmpty(display: string, hint: string) {
+  return (err: unknown): never => {
+    if (err instanceof FileOpError && (err.code === 'ENOTEMPTY' || err.code === 'EEXIST'))
+      throw new ToolError(`Directory not empty: ${display} (${hint})`);
     throw err;
   };
 }

@@ -1,95 +1,209 @@
 /**
- * File operations shared by the edit and file tools, all through the sandbox's view: reads of
- * resolved paths, atomic writes (temp file in the same directory, fsync, rename) into binds only.
+ * The instance's files as the edit, file and upload tools use them: the toolbox's operations
+ * (../sandbox/toolbox-files.ts, run inside the sandbox as the instance's user) with the tools'
+ * display paths and messages, plus the text helpers both tools share.
  */
-import { randomBytes } from 'node:crypto';
-import { copyFile, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
-import { basename, dirname, join, posix } from 'node:path';
-import { writeFileAtomic } from '../../internal/fs.js';
-import { ToolError, type Bind, type Resolved, type SandboxView } from './paths.js';
+import { SandboxFiles, type Entry } from '../sandbox/toolbox-files.js';
+import { ToolboxError, ToolboxUnavailable, type Toolbox } from '../sandbox/toolbox.js';
+import { displayPath, ToolError } from './paths.js';
 
 /** Largest file the text tools read into memory. */
 export const MAX_TEXT_BYTES = 32 * 1024 * 1024;
 /** Largest file `read` returns. */
 export const MAX_READ_BYTES = 64 * 1024 * 1024;
 
-/** Resolve and require an existing regular file (following symlinks). */
-export async function resolveFile(view: SandboxView, input: string): Promise<Resolved> {
-  const r = await view.resolve(input);
-  if (!r.stat) throw new ToolError(`No such file or directory: ${r.display}`);
-  if (r.stat.isDirectory()) throw new ToolError(`${r.display} is a directory`);
-  if (!r.stat.isFile()) throw new ToolError(`${r.display} is not a regular file`);
-  return r;
+/** A failed file operation: the toolbox's `code` (errno name or its own) and a tool message. */
+export class FileOpError extends ToolError {
+  override name = 'FileOpError';
+  constructor(
+    readonly code: string,
+    message: string,
+    /** The system's text for errno codes ("Permission denied"), else the message. */
+    readonly reason: string,
+  ) {
+    super(message);
+  }
 }
 
-export async function readBytes(view: SandboxView, r: Resolved, max: number): Promise<Buffer> {
-  if (r.stat && r.stat.size > max) {
-    throw new ToolError(
-      `${r.display} is ${r.stat.size} bytes; this tool reads files of at most ${max} bytes`,
+/** A path as requested (`path`, sent to the toolbox) and as the tools show it (`display`). */
+export interface Target {
+  readonly path: string;
+  readonly display: string;
+}
+
+export interface Stat extends Entry {
+  /** How the tools show it: the request made absolute (not the canonical `path`). */
+  display: string;
+}
+
+/** An upload in progress: `UploadSink` with the tools' messages. */
+export interface FileUpload {
+  /** Canonical sandbox path of the target. */
+  readonly path: string;
+  readonly display: string;
+  write(chunk: Uint8Array): Promise<void>;
+  /** fsync and rename the temp file into place. */
+  commit(): Promise<void>;
+  /** Remove the temp file. Never throws. */
+  abort(): Promise<void>;
+}
+
+type Displays = Partial<Record<'path' | 'src' | 'dst', string>>;
+
+export class InstanceFiles {
+  /** The instance's home as seen inside: base of relative paths. */
+  readonly home: string;
+  readonly #files: SandboxFiles;
+
+  constructor(
+    toolbox: Toolbox,
+    /** The instance's writable directories, named in "read-only" answers. */
+    readonly writable: readonly string[],
+  ) {
+    this.#files = new SandboxFiles(toolbox);
+    this.home = toolbox.home;
+  }
+
+  display(input: string): string {
+    return displayPath(this.home, input);
+  }
+
+  target(input: string | Target): Target {
+    return typeof input === 'string' ? { path: input, display: this.display(input) } : input;
+  }
+
+  /** What is at a path (the last symlink followed unless `follow` is false). */
+  stat(input: string | Target, follow = true): Promise<Stat> {
+    const t = this.target(input);
+    return this.#run({ path: t.display }, async () => ({
+      ...(await this.#files.stat(t.path, follow)),
+      display: t.display,
+    }));
+  }
+
+  readBytes(input: string | Target, max: number): Promise<{ path: string; data: Buffer }> {
+    const t = this.target(input);
+    return this.#run({ path: t.display }, () => this.#files.read(t.path, max));
+  }
+
+  /** A UTF-8 text file; invalid UTF-8 is an error (editing it would corrupt it). */
+  async readText(input: string | Target): Promise<{ path: string; text: string }> {
+    const t = this.target(input);
+    const { path, data } = await this.readBytes(t, MAX_TEXT_BYTES);
+    try {
+      return { path, text: new TextDecoder('utf-8', { fatal: true }).decode(data) };
+    } catch {
+      throw new ToolError(`Ran into invalid UTF-8 data while trying to read ${t.display}`);
+    }
+  }
+
+  /** Atomic write, parents created, an existing file's mode kept (see `SandboxFiles.write`). */
+  write(
+    input: string | Target,
+    data: string | Uint8Array,
+    opts: { append?: boolean; exclusive?: boolean } = {},
+  ): Promise<{ path: string; appended: boolean }> {
+    const t = this.target(input);
+    return this.#run({ path: t.display }, () => this.#files.write(t.path, data, opts));
+  }
+
+  mkdir(input: string | Target): Promise<string> {
+    const t = this.target(input);
+    return this.#run({ path: t.display }, () => this.#files.mkdir(t.path));
+  }
+
+  remove(
+    input: string | Target,
+    opts: { recursive?: boolean; dirOnly?: boolean } = {},
+  ): Promise<string> {
+    const t = this.target(input);
+    return this.#run({ path: t.display }, () => this.#files.remove(t.path, opts));
+  }
+
+  move(src: Target, dst: Target): Promise<void> {
+    return this.#run({ src: src.display, dst: dst.display }, () =>
+      this.#files.move(src.path, dst.path),
     );
   }
-  await view.verify(r);
-  return readFile(r.host);
-}
 
-/** Read a UTF-8 text file; invalid UTF-8 is an error (editing it would corrupt it). */
-export async function readText(view: SandboxView, r: Resolved): Promise<string> {
-  const bytes = await readBytes(view, r, MAX_TEXT_BYTES);
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    throw new ToolError(`Ran into invalid UTF-8 data while trying to read ${r.display}`);
+  copy(src: Target, dst: Target): Promise<void> {
+    return this.#run({ src: src.display, dst: dst.display }, () =>
+      this.#files.copy(src.path, dst.path),
+    );
   }
-}
 
-/** Write atomically to a writable resolved path, creating parents; keeps an existing file's mode. */
-export async function writeAtomic(
-  view: SandboxView,
-  r: Resolved & { bind: Bind },
-  data: string | Uint8Array,
-): Promise<void> {
-  if (r.stat?.isDirectory()) throw new ToolError(`${r.display} is a directory`);
-  await mkdirInside(view, r, dirname(r.host));
-  const mode = r.stat ? r.stat.mode & 0o7777 : 0o644;
-  await writeFileAtomic(r.host, data, mode);
-}
+  /** Sorted names of a directory, directories suffixed `/` (symlinks followed). */
+  async list(input: string | Target): Promise<string[]> {
+    const t = this.target(input);
+    const { entries } = await this.#run({ path: t.display }, () => this.#files.list(t.path));
+    return entries.map((e) => (e.dir ? `${e.name}/` : e.name)).sort();
+  }
 
-/** Copy `src` (a host file) to `r` atomically. */
-export async function copyFileAtomic(
-  view: SandboxView,
-  src: string,
-  r: Resolved & { bind: Bind },
-): Promise<void> {
-  await mkdirInside(view, r, dirname(r.host));
-  const tmp = tempPath(r.host);
-  try {
-    await copyFile(src, tmp);
-    const fh = await open(tmp, 'r+');
+  /** `find <dir> -maxdepth <depth> -not -path '*\/.*'` as paths relative to the directory. */
+  async tree(input: string | Target, depth: number): Promise<string[]> {
+    const t = this.target(input);
+    return (await this.#run({ path: t.display }, () => this.#files.tree(t.path, depth))).entries;
+  }
+
+  /** Start an upload (`UploadSink`); its failures name the target as `display`. */
+  async openUpload(input: string | Target): Promise<FileUpload> {
+    const t = this.target(input);
+    const sink = await this.#run({ path: t.display }, () => this.#files.openUpload(t.path));
+    const run = <T>(fn: () => Promise<T>) => this.#run({ path: t.display }, fn);
+    return {
+      path: sink.path,
+      display: t.display,
+      write: (chunk) => run(() => sink.write(chunk)),
+      commit: () => run(() => sink.commit()),
+      abort: () => sink.abort(),
+    };
+  }
+
+  /** Run a toolbox call, its failures as the tools report them. */
+  async #run<T>(displays: Displays, fn: () => Promise<T>): Promise<T> {
     try {
-      await fh.sync();
-    } finally {
-      await fh.close();
+      return await fn();
+    } catch (err) {
+      throw this.describe(err, displays);
     }
-    await rename(tmp, r.host);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
+  }
+
+  /** A toolbox failure as a `FileOpError` naming the path it concerns; other errors unchanged. */
+  describe(err: unknown, displays: Displays): unknown {
+    if (err instanceof ToolboxUnavailable) {
+      const reason = `The instance's file operations are unavailable: ${err.message}`;
+      return new FileOpError('UNAVAILABLE', reason, reason);
+    }
+    if (!(err instanceof ToolboxError)) return err;
+    const d =
+      displays[err.arg as keyof Displays] ?? displays.path ?? displays.src ?? displays.dst ?? '';
+    const { size, max } = err.details;
+    const message = (() => {
+      switch (err.code) {
+        case 'HIDDEN':
+          return `Access denied: ${d} is outside what this instance can access`;
+        case 'EROFS':
+          return `Access denied: ${d} is read-only (writes are allowed only under ${this.writable.join(' and ')})`;
+        case 'EISDIR':
+          return `${d} is a directory`;
+        case 'NOT_REGULAR':
+          return `${d} is not a regular file`;
+        case 'TOO_LARGE':
+          return `${d} is ${String(size)} bytes; this tool reads files of at most ${String(max)} bytes`;
+        case 'OWN_DIR':
+          return `Refusing to remove ${d}: it is one of the instance's own directories`;
+        case 'UNWALKABLE':
+          return `Cannot copy ${d}: it contains paths this instance cannot access`;
+        case 'ENOSPC':
+        case 'EDQUOT':
+          return `${err.message}: ${d} (the instance's disk is full)`;
+        default:
+          return `${err.message}: ${d}`;
+      }
+    })();
+    return new FileOpError(err.code, message, err.message);
   }
 }
-
-/** `mkdir -p` of a host directory inside r's bind, re-checked against symlink swaps afterwards. */
-export async function mkdirInside(
-  view: SandboxView,
-  r: Resolved & { bind: Bind },
-  hostDir: string,
-): Promise<void> {
-  await view.verify(r);
-  await mkdir(hostDir, { recursive: true });
-  await view.verify(r);
-}
-
-export const tempPath = (host: string) =>
-  join(dirname(host), `.${basename(host)}.${randomBytes(6).toString('hex')}.tmp`);
 
 /** `cat -n` style: `%6d\t%s` per line. */
 export function numbered(content: string, first = 1): string {
@@ -133,41 +247,4 @@ export function checkViewRange(range: readonly number[], lines: number): [number
     );
   }
   return [first, last];
-}
-
-/** Sorted names of a directory, directories suffixed `/` (symlinks followed in the sandbox's view). */
-export async function listDir(view: SandboxView, dir: Resolved): Promise<string[]> {
-  const out: string[] = [];
-  for (const name of await view.readdir(dir.path)) {
-    const child = await view.lstatChild(dir.path, name);
-    let isDir = child.stat?.isDirectory() ?? false;
-    if (child.stat?.isSymbolicLink()) {
-      isDir = await view
-        .resolve(child.path)
-        .then((t) => t.stat?.isDirectory() ?? false)
-        .catch(() => false);
-    }
-    out.push(isDir ? `${name}/` : name);
-  }
-  return out;
-}
-
-/**
- * The editor tool's directory view: `find <dir> -maxdepth 2 -not -path '*\/.*'` (entries sorted,
- * symlinks not followed).
- */
-export async function tree(view: SandboxView, dir: Resolved, shown: string): Promise<string[]> {
-  const lines = [shown];
-  const walk = async (sandboxDir: string, shownDir: string, depth: number) => {
-    for (const name of await view.readdir(sandboxDir)) {
-      if (name.startsWith('.')) continue;
-      const child = await view.lstatChild(sandboxDir, name);
-      const childShown = posix.join(shownDir, name);
-      lines.push(childShown);
-      if (depth < 2 && child.stat?.isDirectory() && !child.hidden)
-        await walk(child.path, childShown, depth + 1);
-    }
-  };
-  await walk(dir.path, shown, 1);
-  return lines;
 }

@@ -1,26 +1,28 @@
 /**
- * Uploads: the multipart file stream goes to a temp file in the destination directory, is fsynced
- * and renamed into place. On any error, or a stream cut short by the route's size limit
- * (`truncated`), the temp file is removed and the error (413 for size) thrown: nothing
+ * Uploads: the multipart file stream goes, in chunks of at most `UPLOAD_CHUNK_BYTES`, to a temp
+ * file in the destination directory, written inside the sandbox as the instance's user (the
+ * toolbox), then fsynced and renamed into place. The next chunk is read only once the toolbox has
+ * written the previous one, so the server holds about one chunk per upload. On any error (the
+ * route's size limit, a full disk, a client that went away) the temp file is removed: nothing
  * half-written is left.
  */
-import { createWriteStream } from 'node:fs';
-import { open, rename, rm } from 'node:fs/promises';
-import { dirname, posix } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { posix } from 'node:path';
+import type { Readable } from 'node:stream';
 import type { UploadResult } from '../../api/index.js';
 import { HttpError, badRequest } from '../errors.js';
 import { toolMessage } from './edit.js';
-import { mkdirInside, tempPath } from './fsops.js';
-import { ToolError, type SandboxView } from './paths.js';
+import { FileOpError, type FileUpload, type InstanceFiles } from './fsops.js';
+import { ToolError } from './paths.js';
+
+/** Bytes sent to the toolbox per request. */
+export const UPLOAD_CHUNK_BYTES = 1024 * 1024;
 
 /**
  * Store `file` at `path` (relative to home). A `path` ending in `/`, or naming an existing
  * directory, receives the file under its own (base)name; otherwise `path` is the file's path.
  */
 export async function upload(
-  view: SandboxView,
+  files: InstanceFiles,
   path: string,
   filename: string,
   mediaType: string | undefined,
@@ -28,55 +30,65 @@ export async function upload(
   maxBytes: number,
 ): Promise<UploadResult> {
   const name = safeName(filename);
-  let target;
+  let sink: FileUpload;
   try {
-    const r = await view.resolve(path);
-    const intoDir = path.endsWith('/') || r.stat?.isDirectory();
-    target = await view.resolveWritable(intoDir ? posix.join(r.path, name) : r.path);
-    if (target.stat?.isDirectory()) throw new ToolError(`${target.display} is a directory`);
-    await mkdirInside(view, target, dirname(target.host));
+    const st = await files.stat(path);
+    const intoDir = path.endsWith('/') || st.type === 'dir';
+    sink = await files.openUpload(
+      intoDir
+        ? { path: posix.join(st.path, name), display: posix.join(st.display, name) }
+        : { path, display: st.display },
+    );
   } catch (err) {
     file.resume(); // let the request finish; the route answers with the error
-    throw badRequest(toolMessage(err, view.display(path)));
+    throw httpError(err, files.display(path));
   }
-  const tmp = tempPath(target.host);
   // a multipart size limit ends the stream early, marked `truncated` (busboy) after a 'limit'
   let limited = false;
   file.once('limit', () => (limited = true));
   const tooLarge = () => new HttpError(413, `Upload larger than ${maxBytes} bytes`);
-  let size = 0;
-  const limit = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      size += chunk.length;
-      if (size > maxBytes) done(tooLarge());
-      else done(null, chunk);
-    },
-  });
   try {
-    await pipeline(
-      file,
-      limit,
-      createWriteStream(tmp, {
-        flags: 'wx',
-        mode: target.stat ? target.stat.mode & 0o7777 : 0o644,
-      }),
-    );
-    if (limited || (file as Readable & { truncated?: boolean }).truncated) throw tooLarge();
-    const fh = await open(tmp, 'r+');
-    try {
-      await fh.sync();
-    } finally {
-      await fh.close();
+    let size = 0;
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    const flush = async () => {
+      if (pendingBytes === 0) return;
+      const chunk = pending.length === 1 ? pending[0]! : Buffer.concat(pending, pendingBytes);
+      pending = [];
+      pendingBytes = 0;
+      await sink.write(chunk);
+    };
+    for await (const chunk of file as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > maxBytes) throw tooLarge();
+      pending.push(chunk);
+      pendingBytes += chunk.length;
+      if (pendingBytes >= UPLOAD_CHUNK_BYTES) await flush();
     }
-    await view.verify(target);
-    await rename(tmp, target.host);
+    if (limited || (file as Readable & { truncated?: boolean }).truncated) throw tooLarge();
+    await flush();
+    await sink.commit();
   } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
+    await sink.abort();
+    throw httpError(err, sink.display);
   }
-  const result: UploadResult = { filename: name, path: target.path };
+  const result: UploadResult = { filename: name, path: sink.path };
   if (mediaType !== undefined) result.media_type = mediaType;
   return result;
+}
+
+/**
+ * The HTTP answer for a failed upload: 413 when the instance's disk is full, 503 when its file
+ * operations are unavailable, 400 for other refusals (read-only, a directory ...). Other errors
+ * (the request stream's own) stay as they are.
+ */
+function httpError(err: unknown, display: string): unknown {
+  if (err instanceof FileOpError) {
+    if (err.code === 'ENOSPC' || err.code === 'EDQUOT') return new HttpError(413, err.message);
+    if (err.code === 'UNAVAILABLE') return new HttpError(503, err.message);
+  }
+  if (err instanceof ToolError) return badRequest(toolMessage(err, display));
+  return err;
 }
 
 function safeName(filename: string): string {

@@ -7,8 +7,8 @@
  * ```ts
  * const kernels = createKernels({
  *   spawn: (argv, o) => sandbox.spawn(argv, o),
- *   hostHome: sandbox.hostHome,
  *   sandboxHome: sandbox.home,
+ *   toolbox, // the instance's (../../sandbox/toolbox.ts)
  *   env: () => instanceEnv.current(), // base environment + the instance's variables
  * });
  * ```
@@ -36,9 +36,11 @@
  *   SIGKILLed: the bridge runs under the sandbox's death signal, each kernel under
  *   `setpriv --pdeathsig SIGKILL` tied to the bridge.
  */
-import { join } from 'node:path';
+import { posix } from 'node:path';
 import type { CodeExecuteResult } from '../../../api/index.js';
 import type { Logger, NotebookCapability } from '../../runtime.js';
+import { SandboxFiles } from '../../sandbox/toolbox-files.js';
+import { Toolbox } from '../../sandbox/toolbox.js';
 import { Notebooks } from './notebooks.js';
 import { KernelPool, type RunResult, type SandboxSpawn } from './pool.js';
 
@@ -48,10 +50,18 @@ export { DEFAULT_TIMEOUT_SECONDS, SYSTEM_PYTHON } from './pool.js';
 export interface KernelsOptions {
   /** Start a process inside the instance's sandbox (`Sandbox.spawn`). */
   spawn: SandboxSpawn;
-  /** The instance's home directory on the host; notebooks live in `<hostHome>/notebooks`. */
-  hostHome: string;
-  /** The same directory as seen inside the sandbox: the kernels' working directory. */
+  /** Unused: notebook files are reached inside the sandbox (`toolbox`). */
+  hostHome?: string;
+  /**
+   * The instance's home as seen inside the sandbox: the kernels' working directory; notebooks
+   * live in `<sandboxHome>/notebooks`.
+   */
   sandboxHome: string;
+  /**
+   * The instance's toolbox, through which notebook files are read and written inside the
+   * sandbox. Default: one of its own, started with `spawn` (and stopped by `stop`).
+   */
+  toolbox?: Toolbox;
   /**
    * The complete environment a process started in the sandbox now gets (HOME, PATH, LANG,
    * DISPLAY … plus the instance's variables). Read at each kernel start and execution.
@@ -111,7 +121,15 @@ export function createKernels(opts: KernelsOptions): Kernels {
     ...(opts.python ? { python: opts.python } : {}),
     ...(opts.interruptGraceSeconds ? { interruptGraceSeconds: opts.interruptGraceSeconds } : {}),
   });
-  const notebooks = new Notebooks(pool, join(opts.hostHome, 'notebooks'));
+  const toolbox =
+    opts.toolbox ??
+    new Toolbox({
+      spawn: opts.spawn,
+      home: opts.sandboxHome,
+      ...(opts.log ? { log: opts.log } : {}),
+    });
+  const files = new SandboxFiles(toolbox);
+  const notebooks = new Notebooks(pool, files, posix.join(opts.sandboxHome, 'notebooks'));
   return {
     codeExecute: async (code, kernelName, timeoutSeconds) =>
       toCodeExecuteAnswer(
@@ -119,6 +137,9 @@ export function createKernels(opts: KernelsOptions): Kernels {
       ),
     notebooks,
     bridgePid: () => pool.bridgePid(),
-    stop: () => pool.stop(),
+    stop: async () => {
+      await pool.stop();
+      if (!opts.toolbox) await toolbox.stop();
+    },
   };
 }

@@ -16,9 +16,12 @@
  *   notebook. `timeout` applies to each cell.
  * - A cell whose kernel had to be restarted (state lost) comes back with `kernel_restarted:
  *   true`; that flag is not stored in the file.
+ * - The files are read, written (atomically: temp file, fsync, rename) and deleted inside the
+ *   sandbox as the instance's user (the toolbox, ../../sandbox/toolbox.ts): a `notebooks`
+ *   directory or `.ipynb` file that is a symlink leads where it leads inside the instance, never
+ *   to the host.
  */
-import { readFile, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { posix } from 'node:path';
 import type { z } from 'zod';
 import type {
   AddCellRequest,
@@ -27,9 +30,10 @@ import type {
   Notebook,
   NotebookCell,
 } from '../../../api/index.js';
-import { writeFileAtomic } from '../../../internal/fs.js';
-import { badRequest, notFound } from '../../errors.js';
+import { badRequest, HttpError, notFound } from '../../errors.js';
 import type { NotebookCapability } from '../../runtime.js';
+import type { SandboxFiles } from '../../sandbox/toolbox-files.js';
+import { ToolboxError } from '../../sandbox/toolbox.js';
 import {
   ensureCellIds,
   kernelNameOf,
@@ -61,27 +65,44 @@ export function slugify(name: string): string {
   return slug || 'notebook';
 }
 
-const exists = (path: string) =>
-  stat(path).then(
-    () => true,
-    () => false,
-  );
+/** Largest notebook file read. */
+const MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024;
+
+/** A failed file operation as the HTTP error the route answers with. */
+function fileError(err: unknown, id: string): Error {
+  if (err instanceof HttpError) return err;
+  if (err instanceof ToolboxError) {
+    const status = err.code === 'ENOSPC' || err.code === 'EDQUOT' ? 413 : 400;
+    return new HttpError(status, `notebooks/${id}.ipynb: ${err.message}`);
+  }
+  return new HttpError(503, `Notebook files are unavailable: ${(err as Error).message}`);
+}
 
 export class Notebooks implements NotebookCapability {
   readonly #pool: KernelPool;
-  /** Host path of `<home>/notebooks`. */
+  readonly #files: SandboxFiles;
+  /** Sandbox path of `<home>/notebooks`. */
   readonly dir: string;
   /** Serializes read-modify-write of one notebook file (and, under `''`, id allocation). */
   readonly #locks = new Map<string, Promise<unknown>>();
 
-  constructor(pool: KernelPool, dir: string) {
+  constructor(pool: KernelPool, files: SandboxFiles, dir: string) {
     this.#pool = pool;
+    this.#files = files;
     this.dir = dir;
   }
 
-  /** Host path of a notebook's file. */
+  /** Sandbox path of a notebook's file. */
   path(id: string): string {
-    return join(this.dir, `${id}.ipynb`);
+    return posix.join(this.dir, `${id}.ipynb`);
+  }
+
+  async #exists(id: string): Promise<boolean> {
+    try {
+      return (await this.#files.stat(this.path(id), false)).type !== undefined;
+    } catch (err) {
+      throw fileError(err, id);
+    }
   }
 
   #locked<T>(key: string, fn: () => Promise<T>): Promise<T> {
@@ -100,13 +121,13 @@ export class Notebooks implements NotebookCapability {
     if (!NOTEBOOK_ID.test(id)) throw notFound(`Notebook '${id}' not found`);
     let text: string;
     try {
-      text = await readFile(this.path(id), 'utf8');
+      text = (await this.#files.read(this.path(id), MAX_NOTEBOOK_BYTES)).data.toString('utf8');
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') {
+      const code = err instanceof ToolboxError ? err.code : '';
+      if (['ENOENT', 'EISDIR', 'ENOTDIR', 'NOT_REGULAR', 'ELOOP'].includes(code)) {
         throw notFound(`Notebook '${id}' not found`);
       }
-      throw err;
+      throw fileError(err, id);
     }
     let nb: FileNotebook;
     try {
@@ -118,8 +139,12 @@ export class Notebooks implements NotebookCapability {
     return nb;
   }
 
-  #write(id: string, nb: FileNotebook): Promise<void> {
-    return writeFileAtomic(this.path(id), serializeNotebook(nb), 0o644);
+  async #write(id: string, nb: FileNotebook): Promise<void> {
+    try {
+      await this.#files.write(this.path(id), serializeNotebook(nb));
+    } catch (err) {
+      throw fileError(err, id);
+    }
   }
 
   kernels(): Promise<KernelInfo[]> {
@@ -136,7 +161,7 @@ export class Notebooks implements NotebookCapability {
     return this.#locked('', async () => {
       const base = slugify(name);
       let id = base;
-      for (let n = 2; await exists(this.path(id)); n++) id = `${base}-${n}`;
+      for (let n = 2; await this.#exists(id); n++) id = `${base}-${n}`;
       const nb = newNotebook(name, spec);
       await this.#locked(id, () => this.#write(id, nb));
       return toWireNotebook(id, nb);
@@ -152,7 +177,10 @@ export class Notebooks implements NotebookCapability {
   async delete(notebookId: string): Promise<Record<string, unknown>> {
     await this.#locked(notebookId, async () => {
       await this.#read(notebookId);
-      await rm(this.path(notebookId), { force: true });
+      await this.#files.remove(this.path(notebookId)).catch((err: unknown) => {
+        if (!(err instanceof ToolboxError && err.code === 'ENOENT'))
+          throw fileError(err, notebookId);
+      });
     });
     await this.#pool.shutdown(notebookKernelKey(notebookId));
     return { status: 'success', message: `Deleted notebook ${notebookId}` };
