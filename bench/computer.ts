@@ -91,6 +91,7 @@ async function main(): Promise<void> {
     port: 0,
     dataDir: join(work, 'data'),
     apiKey: 'bench-key-0123456789',
+    isolation: { allowHostPorts: [(site.address() as AddressInfo).port] },
   });
   const api = async (path: string, body?: unknown) => {
     const res = await fetch(server.url + path, {

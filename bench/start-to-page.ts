@@ -34,7 +34,11 @@ await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
 const pageUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}/`;
 
 const dataDir = mkdtempSync(join(tmpdir(), 'burrow-bench-'));
-const server = await startServer({ port: 0, dataDir });
+const server = await startServer({
+  port: 0,
+  dataDir,
+  isolation: { allowHostPorts: [(site.address() as AddressInfo).port] },
+});
 const api = async (path: string, body?: unknown) => {
   const res = await fetch(server.url + path, {
     method: body === undefined ? 'GET' : 'POST',

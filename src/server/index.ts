@@ -50,6 +50,8 @@ export interface IsolationOptions {
   allowHostPorts?: number[];
   /** Start instances even when this machine cannot isolate them (they then run unisolated). */
   insecureNoIsolation?: boolean;
+  /** Run instances unisolated even where isolation works (benchmarks of its cost; tests). */
+  disable?: boolean;
   /** Memory limit per instance in bytes. Default 2 GiB. */
   memoryBytes?: number;
   /** Processes and threads per instance. Default 1024. */
@@ -155,6 +157,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     log: logger,
     ...(iso.insecureNoIsolation !== undefined && { insecureNoIsolation: iso.insecureNoIsolation }),
     ...(iso.allowHostLoopback !== undefined && { allowHostLoopback: iso.allowHostLoopback }),
+    ...(iso.disable && { disableIsolation: true }),
     ...(iso.allowHostPorts !== undefined && { allowHostPorts: iso.allowHostPorts }),
     limits: {
       ...(iso.memoryBytes !== undefined && { memoryBytes: iso.memoryBytes }),

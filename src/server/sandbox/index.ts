@@ -24,6 +24,7 @@ export { buildSeccompFilter, DENIED_SYSCALLS } from './seccomp.js';
 export {
   chromiumProxyArgs,
   EGRESS_PROXY,
+  hostLoopbackAllowed,
   openEgress,
   proxyEnv,
   type InstanceEgress,

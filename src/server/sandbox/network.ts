@@ -7,6 +7,7 @@
 import type { Logger } from '../runtime.js';
 import { Egress } from './egress.js';
 import type { SandboxHost } from './host.js';
+import { SANDBOX_HOSTNAME } from './rootfs.js';
 import type { Sandbox } from './sandbox.js';
 
 /** The egress proxy's port on the instance's own loopback. */
@@ -30,15 +31,22 @@ export function proxyEnv(): Record<string, string> {
 }
 
 /**
- * Chromium flags for the egress. `hostLoopback`: the browser's loopback is the host's (a `browser`
- * instance, where test suites load pages they serve on the host; the egress decides which ports),
- * instead of the instance's own (the ubuntu desktop browser, next to the instance's servers).
+ * Chromium flags for the egress. `hostLoopback`: the browser's `localhost`/`127.0.0.1` is the
+ * host's, reached through the egress where the operator allowed it (browser instances always:
+ * nothing of their own listens; the ubuntu desktop browser when the operator allowed host
+ * loopback ports, as test suites need). Otherwise loopback stays the instance's own. Either way
+ * the instance's own servers answer at `http://burrow:PORT` (its host name, 127.0.1.1).
  */
 export function chromiumProxyArgs(hostLoopback: boolean): string[] {
   return [
     `--proxy-server=${EGRESS_PROXY}`,
-    ...(hostLoopback ? ['--proxy-bypass-list=<-loopback>'] : []),
+    `--proxy-bypass-list=${hostLoopback ? '<-loopback>;' : ''}${SANDBOX_HOSTNAME}`,
   ];
+}
+
+/** Whether the operator lets instances reach some host loopback port. */
+export function hostLoopbackAllowed(host: SandboxHost): boolean {
+  return host.allowHostLoopback || host.allowHostPorts.length > 0;
 }
 
 export interface InstanceEgress {

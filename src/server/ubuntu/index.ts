@@ -16,7 +16,7 @@ import type {
   UploadResult,
 } from '../../api/index.js';
 import type { Supervised } from '../../internal/process.js';
-import type { StreamPage } from '../browser/liveview-page.js';
+
 import { refuseUpgrade } from '../chromium/index.js';
 import { badRequest } from '../errors.js';
 import type {
@@ -25,15 +25,17 @@ import type {
   NotebookCapability,
   RuntimeContext,
   RuntimeFactory,
+  StreamPage,
 } from '../runtime.js';
 import { BashSessions } from './bash.js';
-import { UbuntuDesktop } from './computer.js';
+import { UbuntuDesktop } from './desktop/desktop.js';
 import { Display, type DisplayInfo } from './display.js';
 import { EditTool } from './edit.js';
 import { InstanceEnv } from './env.js';
 import { FileTool } from './file.js';
 import { createKernels, type Kernels } from './kernels/index.js';
 import {
+  hostLoopbackAllowed,
   openEgress,
   proxyEnv,
   Sandbox,
@@ -53,7 +55,7 @@ interface Started {
   file: FileTool;
   /** Jupyter kernels and notebooks (kernels/index.ts); the bridge starts on first use. */
   kernels: Kernels;
-  /** Computer actions, screenshots, live view and the desktop browser (computer.ts). */
+  /** Computer actions, screenshots, live view and the desktop browser (desktop/). */
   desktop: UbuntuDesktop;
   /** The instance's egress proxy (isolated mode). */
   egress: InstanceEgress | undefined;
@@ -128,6 +130,7 @@ export class UbuntuRuntime implements InstanceRuntime {
             tmp: sandbox.tmp,
             hostTmp: sandbox.hostTmp,
             isolated: sandbox.mode === 'isolated',
+            hostLoopback: hostLoopbackAllowed(ctx.sandboxHost),
           },
         }),
         egress,

@@ -42,6 +42,8 @@ export interface BrowserSandbox {
   hostTmp: string;
   /** The instance is sandboxed: its network goes through burrow's egress proxy. */
   isolated: boolean;
+  /** The browser's loopback is the host's (operator allowed host loopback ports). */
+  hostLoopback: boolean;
   /** The instance's environment as processes in the sandbox get it (HOME, DISPLAY, XAUTHORITY …). */
   env(): Record<string, string>;
   /** HOME inside the sandbox (`/home/user`) and on the host. */
@@ -119,9 +121,8 @@ export class UbuntuDesktop {
         '--no-default-browser-check',
         // bubblewrap's minimal /dev/shm need not be writable for an unprivileged server: use /tmp
         '--disable-dev-shm-usage',
-        // the desktop browser's localhost is the instance's own (its servers), the rest goes out
-        // through the egress
-        ...(box.isolated ? chromiumProxyArgs(false) : []),
+        // everything goes out through the egress (network.ts says what loopback means)
+        ...(box.isolated ? chromiumProxyArgs(box.hostLoopback) : []),
         // unisolated as root: Chromium cannot run its own sandbox as root
         ...(!box.isolated && process.getuid?.() === 0 ? ['--no-sandbox'] : []),
       ],
