@@ -5,6 +5,7 @@
  * Paths in messages are the requested path made absolute. The file operations run inside the
  * sandbox as the instance's user (fsops.ts).
  */
+import { posix } from 'node:path';
 import type { EditRequest, ToolResult } from '../../api/index.js';
 import {
   checkViewRange,
@@ -88,7 +89,7 @@ export class EditTool {
         throw new ToolError(
           'The `view_range` parameter is not allowed when `path` points to a directory.',
         );
-      const lines = [p, ...(await this.files.tree(r, 2)).map((rel) => `${p}/${rel}`)];
+      const lines = [p, ...(await this.files.tree(r, 2)).map((rel) => posix.join(p, rel))];
       return {
         output: `Here's the files and directories up to 2 levels deep in ${p}, excluding hidden items:\n${lines.join('\n')}\n\n`,
       };
