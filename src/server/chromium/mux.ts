@@ -119,6 +119,8 @@ export class CdpMux {
   /** Every session of every client (their own and those they own) → the client. */
   readonly #sessions = new Map<string, Client>();
   readonly #clients = new Set<Client>();
+  /** Sessions of departed clients, until Chromium has detached them: their events are dropped. */
+  readonly #retired = new Set<string>();
   #lastId = 0;
   #rootReader: CdpTransportReader | undefined;
   #open = true;
@@ -215,12 +217,15 @@ export class CdpMux {
     this.#clients.delete(client);
     this.#sessions.delete(client.session);
     for (const sessionId of client.owned.keys()) this.#sessions.delete(sessionId);
+    // replies still on their way are dropped (wire ids count up: none is reused meanwhile)
     for (const [id, p] of this.#pending) if (p.client === client) this.#pending.delete(id);
-    // the sessions it owns are children of this one: Chromium ends them with it
     if (detach && this.#open) {
+      // the sessions it owns are children of this one: Chromium ends them with it
+      const sessions = [client.session, ...client.owned.keys()];
+      for (const sessionId of sessions) this.#retired.add(sessionId);
       const params = { sessionId: client.session };
       this.#send({ id: 0, method: 'Target.detachFromTarget', params }, undefined, {
-        settle: () => {},
+        settle: () => sessions.forEach((sessionId) => this.#retired.delete(sessionId)),
       });
     }
   }
@@ -324,9 +329,13 @@ export class CdpMux {
     if (msg.method === 'Target.attachedToTarget' || msg.method === 'Target.detachedFromTarget') {
       this.#ownership(msg);
     }
-    const client = msg.sessionId !== undefined ? this.#sessions.get(msg.sessionId) : undefined;
-    if (!client) return this.#toRoot(data);
-    this.#deliver(client, msg.sessionId === client.session ? msg.rewrite(undefined, true) : data);
+    const { sessionId } = msg;
+    const client = sessionId !== undefined ? this.#sessions.get(sessionId) : undefined;
+    if (client) {
+      this.#deliver(client, sessionId === client.session ? msg.rewrite(undefined, true) : data);
+    } else if (sessionId === undefined || !this.#retired.has(sessionId)) {
+      this.#toRoot(data);
+    }
   }
 
   #ownership(msg: Incoming): void {

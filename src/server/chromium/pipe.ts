@@ -16,8 +16,6 @@ export interface CdpPipeReader {
   close(): void;
 }
 
-const NUL = Buffer.from([0]);
-
 export class CdpPipe {
   readonly #out: Writable;
   readonly #in: Readable;
@@ -59,8 +57,7 @@ export class CdpPipe {
   /** Write one message; dropped when the pipe is closed. */
   send(text: string): void {
     if (!this.#open) return;
-    this.#out.write(text);
-    this.#out.write(NUL);
+    this.#out.write(`${text}\0`); // one write: no wakeup of Chromium's reader for a lone NUL
   }
 
   /** Close both ends; idempotent. The reader's `close` follows. */

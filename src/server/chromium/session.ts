@@ -111,9 +111,19 @@ export class ChromiumSession implements AuthScope {
       this.#activation.delete(targetId as string);
       this.#sessions.delete(targetId as string);
     });
-    cdp.on('Target.detachedFromTarget', ({ targetId }) =>
-      this.#sessions.delete(targetId as string),
-    );
+    // on the root session this also reports the sessions of relay clients (mux.ts): forget only
+    // this server's own session of the target
+    cdp.on('Target.detachedFromTarget', ({ targetId, sessionId }) => {
+      const session = this.#sessions.get(targetId as string);
+      void session?.then(
+        (id) => {
+          if (id === sessionId && this.#sessions.get(targetId as string) === session) {
+            this.#sessions.delete(targetId as string);
+          }
+        },
+        () => {},
+      );
+    });
     await cdp.send('Target.setDiscoverTargets', { discover: true }); // reports existing targets
     if (fit) await Promise.all(this.tabs().map((t) => this.#fitWindow(t.targetId)));
   }
