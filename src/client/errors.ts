@@ -120,6 +120,11 @@ const ValidationDetail = z.array(
   }),
 );
 
+function headerValue(headers: Record<string, string>, name: string): string | undefined {
+  for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() === name) return v;
+  return undefined;
+}
+
 function detailOf(body: unknown): unknown {
   return body !== null && typeof body === 'object' && 'detail' in body ? body.detail : body;
 }
@@ -140,6 +145,11 @@ export class APIError extends BurrowError implements RequestTarget {
   readonly method: string;
   readonly path: string;
   readonly retryAfterMs: number | undefined;
+  /**
+   * The server's own error code from the `x-burrow-error` header (a burrow server sends one per
+   * row of docs/server-errors.md, e.g. `instance_not_found`); undefined when it sent none.
+   */
+  readonly serverCode: string | undefined;
 
   constructor(init: APIErrorInit, code: APIErrorCode = 'api_error') {
     const text = detailText(init.body);
@@ -153,6 +163,7 @@ export class APIError extends BurrowError implements RequestTarget {
     this.method = init.method;
     this.path = init.path;
     this.retryAfterMs = init.retryAfterMs;
+    this.serverCode = headerValue(init.headers, 'x-burrow-error');
   }
 
   /** The one factory: the subclass for the status, or `APIError` itself. */

@@ -1,9 +1,10 @@
 /**
  * The HTTP face of the server: one route per row of the operation table, API-key auth on every
- * route, FastAPI-shaped 422s, `{"detail": ...}` for every other error, and the WebSocket upgrade
- * routing for `/cdp/<id>/...` and `/stream/<id>/...`. What the HTTP server itself refuses (slow or
- * idle clients, too many connections, `CONNECT`, unparseable requests) is in `http-limits.ts`;
- * how JSON bodies are parsed, in `request-body.ts`; what never reaches a log line, in `logger.ts`.
+ * route, FastAPI-shaped 422s, `{"detail": ...}` and `x-burrow-error` for every other error (a row
+ * of the catalogue in `errors.ts`), and the WebSocket upgrade routing for `/cdp/<id>/...` and
+ * `/stream/<id>/...`. What the HTTP server itself refuses (slow or idle clients, too many
+ * connections, `CONNECT`, unparseable requests) is in `http-limits.ts`; how JSON bodies are
+ * parsed, in `request-body.ts`; what never reaches a log line, in `logger.ts`.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
@@ -32,7 +33,7 @@ import {
   type ValidationErrorItem,
 } from '../api/index.js';
 import type { AuthStore } from './auth-store.js';
-import { HttpError } from './errors.js';
+import { HttpError, refuseUpgrade, serverError } from './errors.js';
 import { createHandlers } from './handlers.js';
 import { defaultHttpLimits, guardServer, serverOptions, type HttpLimits } from './http-limits.js';
 import { requestSerializer } from './logger.js';
@@ -61,7 +62,6 @@ export const DEFAULT_MAX_JSON_BODY_BYTES = 4 * 1024 * 1024;
 const NO_BODY_LIMIT = 64 * 1024;
 /** Multipart limits besides the file size: one file, its fields, short field values. */
 const MULTIPART_LIMITS = { files: 1, fields: 10, parts: 12, headerPairs: 32, fieldSize: 64 * 1024 };
-const CLOSE = { connection: 'close' };
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
@@ -89,16 +89,44 @@ function multipartError(err: unknown): unknown {
     e.code === 'FST_PARTS_LIMIT' ||
     e.code === 'FST_FIELDS_LIMIT'
   ) {
-    return new HttpError(
-      413,
-      `Too many parts in the multipart body (one file and at most ${MULTIPART_LIMITS.fields} fields)`,
-      CLOSE,
-    );
+    return serverError('multipart_too_many_parts', { fields: MULTIPART_LIMITS.fields });
   }
-  return new HttpError(400, `Malformed multipart body: ${e.message ?? 'unreadable'}`, CLOSE);
+  return serverError('malformed_multipart', { reason: e.message ?? 'unreadable' });
+}
+
+/** Sends `err` as `{"detail"}` with its status and headers (`x-burrow-error` among them). */
+const sendError = (reply: FastifyReply, err: HttpError) =>
+  reply.code(err.status).headers(err.responseHeaders).send({ detail: err.detail });
+
+/**
+ * The catalogue row of an error Fastify raised before or while reading the request (its own
+ * messages would echo the URL and read differently from ours).
+ */
+function fastifyError(
+  e: { code?: string; statusCode?: number; message?: string },
+  limits: { upload: number; body: number },
+): HttpError | undefined {
+  switch (e.code) {
+    case 'FST_REQ_FILE_TOO_LARGE':
+      return serverError('upload_too_large', { limit: limits.upload });
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return serverError('body_too_large', { limit: limits.body });
+    case 'FST_ERR_BAD_URL':
+      return serverError('bad_url');
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return serverError('uri_too_long', { limit: MAX_PARAM_LENGTH });
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return serverError('unsupported_media_type');
+  }
+  if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) {
+    return serverError('bad_request', { detail: e.message ?? 'Bad request' });
+  }
+  return undefined;
 }
 
 const toFastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
+/** Longest path parameter Fastify routes (its default); longer ones answer `uri_too_long`. */
+const MAX_PARAM_LENGTH = 100;
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const limits: HttpLimits = {
@@ -114,6 +142,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     loggerInstance: opts.logger,
     bodyLimit: maxJsonBodyBytes,
     forceCloseConnections: true,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // a malformed or over-long URL is refused before routing, so before the error handler
+    frameworkErrors: (err, _req, reply) =>
+      sendError(
+        reply,
+        fastifyError(err, { upload: opts.maxUploadBytes, body: maxJsonBodyBytes }) ??
+          serverError('bad_request', { detail: err.message }),
+      ),
     ...serverOptions(limits),
     // request URLs are logged without the key even if the logger was not told about it
     childLoggerFactory: (logger, bindings, childOpts) =>
@@ -139,7 +175,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     if (req.url.startsWith('/stream/')) return; // live-view pages: per-instance token instead
     const key = req.headers['x-api-key'];
     if (typeof key !== 'string' || !safeEqual(key, opts.apiKey)) {
-      throw new HttpError(401, 'Missing or invalid API key (header x-api-key)');
+      throw serverError('unauthorized');
     }
   });
 
@@ -147,35 +183,22 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     if (err instanceof RequestInvalid) return reply.code(422).send({ detail: err.detail });
     if (err instanceof HttpError) {
       if (err.status >= 500) req.log.error({ err }, err.detail);
-      return reply.code(err.status).headers(err.headers).send({ detail: err.detail });
+      return sendError(reply, err);
     }
     const e = err as { statusCode?: number; code?: string; message?: string };
-    if (e.code === 'FST_REQ_FILE_TOO_LARGE') {
-      return reply
-        .code(413)
-        .headers(CLOSE)
-        .send({ detail: `Upload larger than ${opts.maxUploadBytes} bytes` });
-    }
-    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      const limit = req.routeOptions.bodyLimit ?? maxJsonBodyBytes;
-      return reply
-        .code(413)
-        .headers(CLOSE)
-        .send({ detail: `Request body larger than ${limit} bytes` });
-    }
-    if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) {
-      return reply.code(e.statusCode).send({ detail: e.message ?? 'Bad request' });
-    }
+    const bodyLimit = req.routeOptions.bodyLimit ?? maxJsonBodyBytes;
+    const known = fastifyError(e, { upload: opts.maxUploadBytes, body: bodyLimit });
+    if (known) return sendError(reply, known);
     if (e.code === 'ECONNRESET' || req.raw.socket.destroyed) {
       // the client went away mid-request: nobody to answer, nothing wrong with the server
       req.log.debug({ err }, 'client closed the connection during the request');
-      return reply.code(400).headers(CLOSE).send({ detail: 'Request aborted' });
+      return sendError(reply, serverError('request_aborted'));
     }
     req.log.error({ err }, 'unhandled error');
-    return reply.code(500).send({ detail: 'Internal server error' });
+    return sendError(reply, serverError('internal_error'));
   });
 
-  app.setNotFoundHandler((_req, reply) => reply.code(404).send({ detail: 'Not Found' }));
+  app.setNotFoundHandler((_req, reply) => sendError(reply, serverError('not_found')));
 
   registerStreamPages(app, registry);
 
@@ -208,7 +231,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   async function upload(req: FastifyRequest, instanceId: string) {
     const rec = registry.running(instanceId);
     if (!rec.runtime.upload)
-      throw new HttpError(400, `upload is not available on ${rec.type} instances`);
+      throw serverError('capability_unavailable', { what: 'upload', type: rec.type });
     if (!req.isMultipart()) {
       throw new RequestInvalid([
         { loc: ['body', 'file'], msg: 'Field required', type: 'missing' },
@@ -238,15 +261,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         }
         if (!part.fieldname) {
           if (part.type === 'file') part.file.resume();
-          throw new HttpError(400, 'Malformed multipart body: a part has no name', CLOSE);
+          throw serverError('malformed_multipart', { reason: 'a part has no name' });
         }
         if (part.type === 'field') {
           if (part.valueTruncated || part.fieldnameTruncated) {
-            throw new HttpError(
-              413,
-              `Multipart field longer than ${MULTIPART_LIMITS.fieldSize} bytes`,
-              CLOSE,
-            );
+            throw serverError('multipart_field_too_long', { limit: MULTIPART_LIMITS.fieldSize });
           }
           if (typeof part.value === 'string') fields[part.fieldname] = part.value;
           continue;
@@ -302,23 +321,27 @@ export function handleUpgrade(
   socket: Duplex,
   head: Buffer,
 ): void {
-  const refuse = (status: number, text: string) => {
-    socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
-  };
   socket.on('error', () => socket.destroy());
   const url = new URL(req.url ?? '/', 'http://localhost');
   const m = /^\/(cdp|stream)\/([^/]+)\/(.*)$/.exec(url.pathname);
-  if (!m) return refuse(404, 'Not Found');
+  if (!m) return refuseUpgrade(socket, serverError('not_found'));
   const [, kind, id, rest] = m as unknown as [string, 'cdp' | 'stream', string, string];
   const token = url.searchParams.get('token') ?? '';
   let rec;
   try {
     rec = registry.get(id);
-  } catch {
-    return refuse(404, 'Not Found');
+  } catch (err) {
+    return refuseUpgrade(socket, err instanceof HttpError ? err : serverError('internal_error'));
   }
-  if (!safeEqual(token, rec.token)) return refuse(401, 'Unauthorized');
-  if (!rec.live || !rec.runtime?.upgrade) return refuse(410, 'Gone');
+  if (!safeEqual(token, rec.token)) {
+    return refuseUpgrade(
+      socket,
+      serverError('token_invalid', { kind: kind === 'cdp' ? 'CDP' : 'live-view' }),
+    );
+  }
+  if (!rec.live || !rec.runtime?.upgrade) {
+    return refuseUpgrade(socket, serverError('instance_gone', { id, state: rec.status }));
+  }
   rec.runtime.upgrade(kind, rest, req, socket, head);
 }
 
@@ -330,10 +353,9 @@ export function registerStreamPages(app: FastifyInstance, registry: Registry): v
     const url = new URL(req.url, 'http://localhost');
     const rec = registry.get(id);
     if (!safeEqual(url.searchParams.get('token') ?? '', rec.token)) {
-      throw new HttpError(401, 'Invalid or expired live-view token');
+      throw serverError('token_invalid', { kind: 'live-view' });
     }
-    if (!rec.live || !rec.runtime?.streamPage)
-      throw new HttpError(404, 'No live view for this instance');
+    if (!rec.live || !rec.runtime?.streamPage) throw serverError('live_view_unavailable');
     const page = await rec.runtime.streamPage(rest, url.searchParams);
     return reply
       .code(page.status)

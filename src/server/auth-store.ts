@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sweepAtomicTempsSync, writeFileAtomic } from '../internal/fs.js';
-import { notFound } from './errors.js';
+import { serverError } from './errors.js';
 import type { BrowserAuthData } from './runtime.js';
 
 export interface StoredAuthState {
@@ -42,7 +42,7 @@ export class AuthStore {
   /** The saved state `id`; 404 when there is none. */
   get(id: string): StoredAuthState {
     const state = this.#loaded().get(id);
-    if (!state) throw notFound(`Auth state ${JSON.stringify(id)} not found`);
+    if (!state) throw serverError('auth_state_not_found', { id: JSON.stringify(id) });
     return state;
   }
 

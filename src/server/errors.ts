@@ -1,19 +1,235 @@
 /**
- * Non-422 HTTP errors (COMPAT.md decision): a status and a human `detail`, sent as
- * `{"detail": "..."}`. Never put the API key or a token in a detail.
+ * The server's error catalogue (STYLE.md 16): every non-422 error the server answers is a row of
+ * `SERVER_ERRORS`, with its HTTP status, a stable snake_case code and a message template. On the
+ * wire an error is `{"detail": "<message>"}` (COMPAT.md decision) plus the header
+ * `x-burrow-error: <code>`; the body keeps the API's shape. docs/server-errors.md lists every row
+ * and a unit test keeps the two equal.
+ *
+ * Make an error with `serverError(code, params)`: the template's `{name}` placeholders are the
+ * params, checked by the compiler. Never put the API key or a token in a param.
  */
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+
+interface ServerErrorRow {
+  readonly status: number;
+  /** The `detail`, with `{name}` placeholders filled from the params. */
+  readonly message: string;
+  /** Headers every answer of this row carries (besides `x-burrow-error`). */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+const CLOSE = { Connection: 'close' } as const;
+
+export const SERVER_ERRORS = {
+  // --- the request itself (HTTP parser, Fastify, body limits) ---
+  unauthorized: { status: 401, message: 'Missing or invalid API key (header x-api-key)' },
+  token_invalid: { status: 401, message: 'Invalid or expired {kind} token' },
+  not_found: { status: 404, message: 'Not Found' },
+  method_not_allowed: {
+    status: 405,
+    message: 'Method {method} is not allowed',
+    headers: { Allow: 'GET, HEAD, POST, DELETE, OPTIONS' },
+  },
+  request_timeout: { status: 408, message: 'Request not received in time' },
+  headers_too_large: { status: 431, message: 'Request headers too large' },
+  chunk_extensions_too_large: { status: 413, message: 'Chunk extensions too large' },
+  invalid_method: { status: 400, message: 'Bad request: unknown or malformed method' },
+  malformed_request: { status: 400, message: 'Bad request: malformed HTTP' },
+  bad_url: { status: 400, message: 'Malformed percent-encoding in the URL path' },
+  uri_too_long: { status: 414, message: 'A path parameter is longer than {limit} characters' },
+  unsupported_media_type: { status: 415, message: 'Unsupported Media Type' },
+  request_aborted: { status: 400, message: 'Request aborted', headers: CLOSE },
+  too_many_connections: {
+    status: 429,
+    message: 'Too many open connections from {address} (limit {limit}); close some and retry',
+    headers: { 'Retry-After': '1', ...CLOSE },
+  },
+  body_too_large: {
+    status: 413,
+    message: 'Request body larger than {limit} bytes',
+    headers: CLOSE,
+  },
+  upload_too_large: { status: 413, message: 'Upload larger than {limit} bytes', headers: CLOSE },
+  malformed_multipart: {
+    status: 400,
+    message: 'Malformed multipart body: {reason}',
+    headers: CLOSE,
+  },
+  multipart_too_many_parts: {
+    status: 413,
+    message: 'Too many parts in the multipart body (one file and at most {fields} fields)',
+    headers: CLOSE,
+  },
+  multipart_field_too_long: {
+    status: 413,
+    message: 'Multipart field longer than {limit} bytes',
+    headers: CLOSE,
+  },
+  bad_request: { status: 400, message: '{detail}' },
+
+  // --- instances and the server ---
+  instance_not_found: { status: 404, message: 'Instance {id} not found' },
+  instance_not_running: { status: 400, message: 'Instance {id} is {state}' },
+  instance_not_paused: { status: 400, message: 'Instance {id} is {status}, not paused' },
+  instance_not_ready: { status: 400, message: 'Instance is not running yet' },
+  instance_stopping: { status: 400, message: 'Instance is stopping or stopped' },
+  instance_gone: { status: 410, message: 'Instance {id} is {state}' },
+  instance_not_live: { status: 404, message: 'The instance is not running' },
+  instance_type_unavailable: {
+    status: 400,
+    message: '{type} instances are not available on this server',
+  },
+  capability_unavailable: { status: 400, message: '{what} is not available on {type} instances' },
+  server_at_capacity: {
+    status: 429,
+    message: 'Server at capacity: {live} live instances (limit {limit}); stop one or retry later',
+    headers: { 'Retry-After': '5' },
+  },
+  isolation_unavailable: { status: 503, message: '{reason}' },
+  shutting_down: { status: 503, message: 'Server is shutting down' },
+  instance_failed_to_start: { status: 500, message: 'Instance {id} failed to start: {reason}' },
+
+  // --- browser, CDP relay, live view ---
+  browser_not_running: {
+    status: 400,
+    message: 'The browser is not running; call browser/start',
+  },
+  browser_no_tab: { status: 400, message: 'The browser has no open tab' },
+  cdp_browser_not_running: { status: 404, message: 'The browser is not running' },
+  cdp_path_not_found: { status: 404, message: 'Unknown DevTools path' },
+  cdp_refused: { status: 502, message: 'The browser refused the DevTools connection' },
+  live_view_unavailable: { status: 404, message: 'No live view for this instance' },
+  live_view_not_found: { status: 404, message: 'Unknown live view path' },
+  live_view_closed: { status: 410, message: 'The live view is closed' },
+  live_view_failed: { status: 502, message: 'The live view is not available' },
+  auth_state_not_found: { status: 404, message: 'Auth state {id} not found' },
+
+  // --- environment, files, uploads ---
+  invalid_env_name: { status: 400, message: 'Invalid environment variable name: {name}' },
+  invalid_env_value: { status: 400, message: 'The value of {name} contains a NUL character' },
+  upload_refused: { status: 400, message: '{reason}' },
+  disk_full: { status: 413, message: '{reason}' },
+  files_unavailable: { status: 503, message: '{reason}' },
+
+  // --- kernels and notebooks ---
+  unknown_kernel: { status: 400, message: "Unknown kernel '{name}'" },
+  unknown_notebook_kernel: {
+    status: 400,
+    message: "Unknown kernel '{name}'; installed kernels: {installed}",
+  },
+  kernel_failed_to_start: { status: 503, message: "Kernel '{name}' did not start: {reason}" },
+  kernel_bridge_error: { status: 500, message: 'Kernel bridge error: {reason}' },
+  kernels_unavailable: { status: 503, message: 'Kernels are unavailable: {reason}' },
+  notebook_not_found: { status: 404, message: "Notebook '{id}' not found" },
+  cell_not_found: { status: 404, message: "Cell '{cell}' not found in notebook '{notebook}'" },
+  notebook_invalid: { status: 400, message: 'notebooks/{id}.ipynb is {reason}' },
+  notebook_file_refused: { status: 400, message: 'notebooks/{id}.ipynb: {reason}' },
+  notebook_files_unavailable: { status: 503, message: 'Notebook files are unavailable: {reason}' },
+
+  // --- generic rows of the legacy helpers (code not yet given its own row) ---
+  payload_too_large: { status: 413, message: '{detail}' },
+  service_unavailable: { status: 503, message: '{detail}' },
+  internal_error: { status: 500, message: 'Internal server error' },
+} as const satisfies Record<string, ServerErrorRow>;
+
+export type ServerErrorCode = keyof typeof SERVER_ERRORS;
+/** Every status the server answers an error with (422 aside). */
+export type ErrorStatus = (typeof SERVER_ERRORS)[ServerErrorCode]['status'];
+
+/** The placeholder names of a message template: `'a {x} b {y}'` → `'x' | 'y'`. */
+type Placeholders<S extends string> = S extends `${string}{${infer P}}${infer Rest}`
+  ? P | Placeholders<Rest>
+  : never;
+
+/** The params `serverError(code, …)` needs: one per placeholder of the row's message. */
+export type ServerErrorParams<C extends ServerErrorCode> = {
+  readonly [P in Placeholders<(typeof SERVER_ERRORS)[C]['message']>]: string | number;
+};
+
+type ParamArgs<C extends ServerErrorCode> = [
+  Placeholders<(typeof SERVER_ERRORS)[C]['message']>,
+] extends [never]
+  ? []
+  : [params: ServerErrorParams<C>];
+
+/** `template` with its `{name}` placeholders replaced, in one pass (params are not re-read). */
+export function formatMessage(template: string, params: Readonly<Record<string, unknown>>): string {
+  return template.replace(/\{(\w+)\}/g, (whole, name: string) =>
+    name in params ? String(params[name]) : whole,
+  );
+}
+
+/** Statuses the legacy numeric constructor accepts, and the generic row each stands for. */
+const LEGACY_ROWS = {
+  400: 'bad_request',
+  404: 'not_found',
+  413: 'payload_too_large',
+  500: 'internal_error',
+  503: 'service_unavailable',
+} as const satisfies Record<number, ServerErrorCode>;
+type LegacyStatus = keyof typeof LEGACY_ROWS;
+
+/** A non-422 error answer: a catalogue row with its message filled in. */
 export class HttpError extends Error {
+  readonly code: ServerErrorCode;
+  readonly status: ErrorStatus;
+  readonly headers: Readonly<Record<string, string>>;
+
+  /**
+   * Prefer `serverError(code, params)`. This takes a finished `detail`; the form with a bare
+   * status is for modules not yet converted to their own rows (it maps to the generic row).
+   */
+  constructor(code: ServerErrorCode, detail: string);
+  /** @deprecated use `serverError` with a specific row. */
+  constructor(status: LegacyStatus, detail: string);
   constructor(
-    readonly status: 400 | 401 | 404 | 413 | 429 | 500 | 503,
+    codeOrStatus: ServerErrorCode | LegacyStatus,
     readonly detail: string,
-    readonly headers: Record<string, string> = {},
   ) {
     super(detail);
     this.name = 'HttpError';
+    this.code = typeof codeOrStatus === 'number' ? LEGACY_ROWS[codeOrStatus] : codeOrStatus;
+    const row: ServerErrorRow = SERVER_ERRORS[this.code];
+    this.status = row.status as ErrorStatus;
+    this.headers = row.headers ?? {};
+  }
+
+  /** The headers of the answer: the row's and `x-burrow-error`. */
+  get responseHeaders(): Record<string, string> {
+    return { ...this.headers, 'x-burrow-error': this.code };
   }
 }
 
-/** 400: the operation is not allowed for this instance's type or state. */
-export const badRequest = (detail: string) => new HttpError(400, detail);
-/** 404: unknown instance, notebook, cell or auth state. */
-export const notFound = (detail: string) => new HttpError(404, detail);
+/** The error of catalogue row `code`, its message filled from `params`. */
+export function serverError<C extends ServerErrorCode>(code: C, ...args: ParamArgs<C>): HttpError {
+  const params: Readonly<Record<string, unknown>> = args[0] ?? {};
+  return new HttpError(code, formatMessage(SERVER_ERRORS[code].message, params));
+}
+
+/** @deprecated use `serverError` with a specific row: the generic `bad_request` (400). */
+export const badRequest = (detail: string) => new HttpError('bad_request', detail);
+/** @deprecated use `serverError` with a specific row: the generic `not_found` (404). */
+export const notFound = (detail: string) => new HttpError('not_found', detail);
+
+/** `err` as a complete HTTP/1.1 response that closes the connection, for raw sockets. */
+export function rawErrorResponse(err: HttpError): string {
+  const body = JSON.stringify({ detail: err.detail });
+  const extra = Object.entries(err.responseHeaders).filter(
+    ([k]) => k.toLowerCase() !== 'connection',
+  );
+  const head = [
+    `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? ''}`,
+    'Content-Type: application/json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    'Connection: close',
+    ...extra.map(([k, v]) => `${k}: ${v}`),
+  ];
+  return `${head.join('\r\n')}\r\n\r\n${body}`;
+}
+
+/** Answer a WebSocket upgrade (or any raw request) with `err` and close the socket. */
+export function refuseUpgrade(socket: Duplex, err: HttpError): void {
+  if (socket.destroyed) return;
+  socket.end(rawErrorResponse(err));
+}

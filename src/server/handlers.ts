@@ -5,7 +5,7 @@
 import type { z } from 'zod';
 import type { OperationId, Operations } from '../api/index.js';
 import type { AuthStore } from './auth-store.js';
-import { badRequest } from './errors.js';
+import { serverError } from './errors.js';
 import type { Registry } from './registry.js';
 import type { InstanceRuntime } from './runtime.js';
 
@@ -35,7 +35,7 @@ function method<K extends keyof InstanceRuntime>(
 ): NonNullable<InstanceRuntime[K]> {
   const rec = registry.running(id);
   const cap = rec.runtime[key];
-  if (cap === undefined) throw badRequest(`${what} is not available on ${rec.type} instances`);
+  if (cap === undefined) throw serverError('capability_unavailable', { what, type: rec.type });
   return (typeof cap === 'function' ? cap.bind(rec.runtime) : cap) as NonNullable<
     InstanceRuntime[K]
   >;

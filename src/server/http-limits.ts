@@ -16,11 +16,14 @@
  *   Other clients are not affected.
  * - `CONNECT` gets 405 instead of Node's silent close, and requests Node cannot parse (a garbage
  *   method, oversized headers) get `{"detail"}` with 400, 413 or 431 instead of Fastify's shape.
+ *
+ * Every answer is a row of the error catalogue (`errors.ts`), with its `x-burrow-error` header.
  */
-import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
-import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
+import { rawErrorResponse, serverError, type HttpError } from './errors.js';
 
 export interface HttpLimits {
   /** Time to receive a whole request head, in ms. Default 10 000. */
@@ -46,26 +49,6 @@ export const defaultHttpLimits: Readonly<HttpLimits> = {
 /** How often the body-rate guard looks at requests still arriving (Node's head check too). */
 const CHECK_INTERVAL_MS = 1_000;
 
-/** Methods some route of this server answers (the `Allow` of a 405). */
-const ALLOW = 'GET, HEAD, POST, DELETE, OPTIONS';
-
-/** A complete HTTP/1.1 response with a `{"detail"}` body that closes the connection. */
-export function rawResponse(
-  status: number,
-  detail: string,
-  headers: Record<string, string> = {},
-): string {
-  const body = JSON.stringify({ detail });
-  const head = [
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}`,
-    'Content-Type: application/json; charset=utf-8',
-    `Content-Length: ${Buffer.byteLength(body)}`,
-    'Connection: close',
-    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
-  ];
-  return `${head.join('\r\n')}\r\n\r\n${body}`;
-}
-
 /** Writes `response` and closes `socket`, destroying it if the peer does not let go soon. */
 function answerAndClose(socket: Duplex, response: string): void {
   socket.on('error', () => socket.destroy());
@@ -73,19 +56,19 @@ function answerAndClose(socket: Duplex, response: string): void {
   setTimeout(() => socket.destroy(), 2_000).unref();
 }
 
-/** The status and detail for an error Node's HTTP parser raised. */
-function clientErrorAnswer(code: string | undefined): [number, string] {
+/** The answer to an error Node's HTTP parser raised. */
+function clientErrorAnswer(code: string | undefined): HttpError {
   switch (code) {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return [408, 'Request not received in time'];
+      return serverError('request_timeout');
     case 'HPE_HEADER_OVERFLOW':
-      return [431, 'Request headers too large'];
+      return serverError('headers_too_large');
     case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
-      return [413, 'Chunk extensions too large'];
+      return serverError('chunk_extensions_too_large');
     case 'HPE_INVALID_METHOD':
-      return [400, 'Bad request: unknown or malformed method'];
+      return serverError('invalid_method');
     default:
-      return [400, 'Bad request: malformed HTTP'];
+      return serverError('malformed_request');
   }
 }
 
@@ -97,8 +80,7 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): v
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (socket.writable && !inFlight?.headersSent) {
-    const [status, detail] = clientErrorAnswer(err.code);
-    socket.write(rawResponse(status, detail));
+    socket.write(rawErrorResponse(clientErrorAnswer(err.code)));
   }
   socket.destroy();
 }
@@ -121,14 +103,15 @@ const clientAddress = (socket: { remoteAddress?: string | undefined }) =>
   (socket.remoteAddress ?? 'unknown').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
 
 export interface HttpGuards {
-  /** Fastify `onRequest` hook: 429 for a request on a connection past its client's cap. */
-  refuseOverCap(req: FastifyRequest, reply: FastifyReply): Promise<void>;
+  /** Fastify `onRequest` hook: throws the 429 for a request on a connection past the cap. */
+  refuseOverCap(req: FastifyRequest): Promise<void>;
 }
 
 /**
  * Installs the connection cap, the body-rate guard and the `CONNECT` answer on `server`. The
- * cap's 429 for ordinary requests is sent by the returned `onRequest` hook (so it goes through
- * Fastify's reply), for WebSocket upgrades by an `upgrade` listener that runs before the others.
+ * cap's 429 for ordinary requests is thrown by the returned `onRequest` hook (so it goes through
+ * the app's error handler), for WebSocket upgrades sent by an `upgrade` listener that runs before
+ * the others.
  */
 export function guardServer(
   server: Server,
@@ -139,8 +122,7 @@ export function guardServer(
   const open = new Map<string, number>();
   const overCap = new WeakSet<object>();
   const warned = new Set<string>();
-  const tooMany = (address: string) =>
-    `Too many open connections from ${address} (limit ${cap}); close some and retry`;
+  const tooMany = (address: string) => serverError('too_many_connections', { address, limit: cap });
 
   server.on('connection', (socket: Duplex & { remoteAddress?: string }) => {
     if (cap <= 0) return;
@@ -165,15 +147,18 @@ export function guardServer(
 
   server.prependListener('upgrade', (req: IncomingMessage, socket: Duplex) => {
     if (overCap.has(socket)) {
-      answerAndClose(socket, rawResponse(429, tooMany(clientAddress(req.socket)), RETRY));
+      answerAndClose(socket, rawErrorResponse(tooMany(clientAddress(req.socket))));
     } else if (server.listenerCount('upgrade') === 1) {
       // nobody else handles upgrades (an app without the WebSocket routes): not found
-      answerAndClose(socket, rawResponse(404, 'Not Found'));
+      answerAndClose(socket, rawErrorResponse(serverError('not_found')));
     }
   });
 
   server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
-    answerAndClose(socket, rawResponse(405, 'Method CONNECT is not allowed', { Allow: ALLOW }));
+    answerAndClose(
+      socket,
+      rawErrorResponse(serverError('method_not_allowed', { method: 'CONNECT' })),
+    );
   });
 
   // The body-rate guard: every request is watched from its head until it is fully received.
@@ -203,14 +188,8 @@ export function guardServer(
   server.once('close', () => clearInterval(check));
 
   return {
-    async refuseOverCap(req, reply) {
-      if (!overCap.has(req.raw.socket)) return;
-      await reply
-        .code(429)
-        .headers({ ...RETRY, connection: 'close' })
-        .send({ detail: tooMany(clientAddress(req.raw.socket)) });
+    async refuseOverCap(req) {
+      if (overCap.has(req.raw.socket)) throw tooMany(clientAddress(req.raw.socket));
     },
   };
 }
-
-const RETRY = { 'Retry-After': '1' };

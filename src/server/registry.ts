@@ -16,7 +16,7 @@ import type {
   InstanceType,
   Resolution,
 } from '../api/index.js';
-import { HttpError, badRequest, notFound } from './errors.js';
+import { serverError } from './errors.js';
 import type { InstanceRuntime, Logger, RuntimeContext, RuntimeFactory } from './runtime.js';
 import type { SandboxHost } from './sandbox/index.js';
 
@@ -110,7 +110,7 @@ export class Registry {
   /** The record, or 404. */
   get(id: string): InstanceRecord {
     const rec = this.#instances.get(id);
-    if (!rec) throw notFound(`Instance ${id} not found`);
+    if (!rec) throw serverError('instance_not_found', { id });
     return rec;
   }
 
@@ -118,28 +118,22 @@ export class Registry {
   running(id: string): InstanceRecord & { runtime: InstanceRuntime } {
     const rec = this.get(id);
     if (rec.status !== 'running' || !rec.runtime) {
-      throw badRequest(
-        `Instance ${id} is ${rec.status === 'deploying' ? 'still deploying' : rec.status}`,
-      );
+      const state = rec.status === 'deploying' ? 'still deploying' : rec.status;
+      throw serverError('instance_not_running', { id, state });
     }
     return rec as InstanceRecord & { runtime: InstanceRuntime };
   }
 
   async start(options: StartOptions): Promise<InstanceRecord> {
-    if (this.#closed) throw new HttpError(503, 'Server is shutting down');
+    if (this.#closed) throw serverError('shutting_down');
     const type = options.instance_type ?? 'ubuntu';
     const factory = this.#opts.factories[type];
-    if (type === 'windows') throw badRequest('windows instances are not available on this server');
-    if (!factory) throw badRequest(`${type} instances are not available on this server yet`);
+    if (!factory) throw serverError('instance_type_unavailable', { type });
     const { refusal } = this.#opts.sandboxHost;
-    if (refusal) throw new HttpError(503, refusal);
+    if (refusal) throw serverError('isolation_unavailable', { reason: refusal });
     const live = this.list().filter((r) => r.live).length;
     if (live >= this.#opts.maxInstances) {
-      throw new HttpError(
-        429,
-        `Server at capacity: ${live} live instances (limit ${this.#opts.maxInstances}); stop one or retry later`,
-        { 'retry-after': '5' },
-      );
+      throw serverError('server_at_capacity', { live, limit: this.#opts.maxInstances });
     }
     const id = `inst_${randomBytes(8).toString('hex')}`;
     const rec = new InstanceRecord(
@@ -181,7 +175,7 @@ export class Registry {
       rec.status = 'error';
       rec.endReason = 'crashed';
       await this.#teardown(rec);
-      throw new HttpError(500, `Instance ${id} failed to start: ${(err as Error).message}`);
+      throw serverError('instance_failed_to_start', { id, reason: (err as Error).message });
     }
     if (rec.status === 'deploying') rec.status = 'running';
     else await this.#teardown(rec); // stopped or failed while deploying
@@ -212,7 +206,7 @@ export class Registry {
       await rec.runtime.resume();
       rec.status = 'running';
     } else if (rec.status !== 'running') {
-      throw badRequest(`Instance ${id} is ${rec.status}, not paused`);
+      throw serverError('instance_not_paused', { id, status: rec.status });
     }
     this.#arm(rec, timeoutHours);
     return rec;

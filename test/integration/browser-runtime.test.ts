@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { createBrowserRuntime } from '../../src/server/browser/index.js';
-import { refuseUpgrade } from '../../src/server/chromium/index.js';
+import { refuseUpgrade, serverError } from '../../src/server/errors.js';
 import { processState } from '../../src/internal/process.js';
 import type { InstanceRuntime, RuntimeContext } from '../../src/server/runtime.js';
 import { eventually, pidsMatching, pngSize } from '../helpers/server.js';
@@ -42,7 +42,8 @@ async function withRuntime(
   const http = createServer((_req, res) => res.writeHead(404).end());
   http.on('upgrade', (req, socket, head) => {
     const m = /^\/cdp\/inst_rt\/([^?]*)\?token=(\w+)$/.exec(req.url ?? '');
-    if (!m || m[2] !== token || !runtime?.upgrade) return refuseUpgrade(socket, 401, 'no');
+    if (!m || m[2] !== token || !runtime?.upgrade)
+      return refuseUpgrade(socket, serverError('token_invalid', { kind: 'CDP' }));
     runtime.upgrade('cdp', m[1]!, req, socket, head);
   });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));

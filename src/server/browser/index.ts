@@ -11,10 +11,10 @@ import { join, posix } from 'node:path';
 import {
   BrowserController,
   CdpComputer,
-  refuseUpgrade,
   Screencast,
   type BrowserControllerOptions,
 } from '../chromium/index.js';
+import { refuseUpgrade, serverError } from '../errors.js';
 import {
   chromiumProxyArgs,
   openEgress,
@@ -165,7 +165,7 @@ class BrowserRuntime implements InstanceRuntime {
   ): void {
     if (kind === 'cdp') this.browser.upgrade(rest, req, socket, head);
     else if (rest === 'ws') this.#screencast.upgrade(req, socket, head);
-    else refuseUpgrade(socket, 404, 'Unknown live view path');
+    else refuseUpgrade(socket, serverError('live_view_not_found'));
   }
 }
 

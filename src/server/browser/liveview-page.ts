@@ -4,6 +4,7 @@
  * keyboard back over `/stream/<id>/ws?token=…` (protocol in ../chromium/screencast.ts). One
  * self-contained document (../pages.ts), so the token in the page's own query is all it needs.
  */
+import { serverError } from '../errors.js';
 import { loadPage } from '../pages.js';
 import type { StreamPage } from '../runtime.js';
 
@@ -11,10 +12,10 @@ export type { StreamPage } from '../runtime.js';
 
 const PAGE = new URL('./liveview.html', import.meta.url);
 
-/** Answer a GET under `/stream/<id>/<rest>` for a browser instance's live view. */
+/** Answer a GET under `/stream/<id>/<rest>` for a browser instance's live view (else 404). */
 export async function browserLiveViewPage(rest: string): Promise<StreamPage> {
   if (rest === '' || rest === 'index.html') {
     return { status: 200, type: 'text/html; charset=utf-8', body: await loadPage(PAGE) };
   }
-  return { status: 404, type: 'application/json', body: JSON.stringify({ detail: 'Not Found' }) };
+  throw serverError('live_view_not_found');
 }

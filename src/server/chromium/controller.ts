@@ -5,10 +5,9 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { badRequest } from '../errors.js';
+import { refuseUpgrade, serverError } from '../errors.js';
 import type { BrowserAuthData, BrowserCapability, RuntimeContext } from '../runtime.js';
 import type { LaunchOptions } from './chromium.js';
-import { refuseUpgrade } from './relay.js';
 import { ChromiumSession } from './session.js';
 
 export interface BrowserControllerOptions {
@@ -45,7 +44,7 @@ export class BrowserController implements BrowserCapability {
   /** Launch Chromium unless it runs; resolve with its `cdp_url`. */
   start(): Promise<string> {
     return this.#serial(async () => {
-      if (this.#disposed) throw badRequest('The instance is stopped');
+      if (this.#disposed) throw serverError('instance_stopping');
       this.#session ??= await this.#launch();
       return this.#session.cdpUrl;
     });
@@ -92,7 +91,7 @@ export class BrowserController implements BrowserCapability {
 
   upgrade(rest: string, req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (this.#session) this.#session.upgrade(rest, req, socket, head);
-    else refuseUpgrade(socket, 404, 'The browser is not running');
+    else refuseUpgrade(socket, serverError('cdp_browser_not_running'));
   }
 
   async pause(): Promise<void> {
@@ -104,7 +103,7 @@ export class BrowserController implements BrowserCapability {
   }
 
   #running(): ChromiumSession {
-    if (!this.#session) throw badRequest('The browser is not running; call browser/start');
+    if (!this.#session) throw serverError('browser_not_running');
     return this.#session;
   }
 

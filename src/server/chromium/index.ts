@@ -13,6 +13,5 @@ export {
   type LaunchOptions,
   type LaunchedChromium,
 } from './chromium.js';
-export { refuseUpgrade } from './relay.js';
 export { CdpComputer } from './input.js';
 export { Screencast } from './screencast.js';

@@ -18,6 +18,7 @@ import type { Duplex } from 'node:stream';
 import WebSocket, { WebSocketServer } from 'ws';
 import { z } from 'zod';
 import { MOUSE_BUTTONS } from '../../api/index.js';
+import { refuseUpgrade, serverError } from '../errors.js';
 import type { Logger } from '../runtime.js';
 import type { CdpComputer, PageTarget } from './input.js';
 
@@ -109,10 +110,7 @@ export class Screencast {
   /** Accept a viewer WebSocket (token already checked). */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
-    if (this.#closed) {
-      socket.end('HTTP/1.1 410 Gone\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-      return;
-    }
+    if (this.#closed) return refuseUpgrade(socket, serverError('live_view_closed'));
     this.#wss.handleUpgrade(req, socket, head, (ws) => this.#add(ws));
   }
 

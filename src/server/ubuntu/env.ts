@@ -4,7 +4,7 @@
  * command through `diff()`.
  */
 import { userInfo } from 'node:os';
-import { badRequest } from '../errors.js';
+import { serverError } from '../errors.js';
 import type { EnvCapability } from '../runtime.js';
 import { SANDBOX_PATH } from '../sandbox/index.js';
 
@@ -52,9 +52,8 @@ export class InstanceEnv implements EnvCapability {
 
   async set(vars: Record<string, string>): Promise<void> {
     for (const [k, v] of Object.entries(vars)) {
-      if (!NAME.test(k))
-        throw badRequest(`Invalid environment variable name: ${JSON.stringify(k)}`);
-      if (v.includes('\0')) throw badRequest(`The value of ${k} contains a NUL character`);
+      if (!NAME.test(k)) throw serverError('invalid_env_name', { name: JSON.stringify(k) });
+      if (v.includes('\0')) throw serverError('invalid_env_value', { name: k });
     }
     for (const [k, v] of Object.entries(vars)) this.#vars.set(k, v);
   }

@@ -17,8 +17,7 @@ import type {
 } from '../../api/index.js';
 import type { Supervised } from '../../internal/process.js';
 
-import { refuseUpgrade } from '../chromium/index.js';
-import { badRequest } from '../errors.js';
+import { refuseUpgrade, serverError } from '../errors.js';
 import type {
   BrowserCapability,
   InstanceRuntime,
@@ -203,7 +202,7 @@ export class UbuntuRuntime implements InstanceRuntime {
     head: Buffer,
   ): void {
     const s = this.#stopping ? undefined : this.#started;
-    if (!s) return refuseUpgrade(socket, 404, 'The instance is not running');
+    if (!s) return refuseUpgrade(socket, serverError('instance_not_live'));
     s.desktop.upgrade(kind, rest, req, socket, head);
   }
 
@@ -266,8 +265,8 @@ export class UbuntuRuntime implements InstanceRuntime {
   }
 
   #get(): Started {
-    if (this.#stopping) throw badRequest('Instance is stopped');
-    if (!this.#started) throw badRequest('Instance is not running yet');
+    if (this.#stopping) throw serverError('instance_stopping');
+    if (!this.#started) throw serverError('instance_not_ready');
     return this.#started;
   }
 }

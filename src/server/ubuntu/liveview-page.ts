@@ -12,6 +12,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, sep } from 'node:path';
+import { serverError } from '../errors.js';
 import { fillPage, loadPage, scriptJson } from '../pages.js';
 import type { StreamPage } from '../runtime.js';
 
@@ -51,7 +52,7 @@ function modules(): Promise<string[]> {
   return moduleList;
 }
 
-/** Answer a GET under `/stream/<id>/<rest>` for an ubuntu instance's live view. */
+/** Answer a GET under `/stream/<id>/<rest>` for an ubuntu instance's live view (else 404). */
 export async function vncLiveViewPage(
   rest: string,
   query: URLSearchParams,
@@ -80,7 +81,7 @@ export async function vncLiveViewPage(
       return { status: 200, type: 'text/javascript; charset=utf-8', body: await body };
     }
   }
-  return { status: 404, type: 'application/json', body: JSON.stringify({ detail: 'Not Found' }) };
+  throw serverError('live_view_not_found');
 }
 
 /** The page for `token`: one import-map entry per noVNC module, adding the token to its URL. */

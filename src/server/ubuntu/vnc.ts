@@ -22,7 +22,7 @@ import { connectWithDeadline } from '../../internal/connect.js';
 import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import { writeFileAtomic } from '../../internal/fs.js';
 import { Supervised } from '../../internal/process.js';
-import { refuseUpgrade } from '../chromium/index.js';
+import { refuseUpgrade, serverError } from '../errors.js';
 import type { Logger } from '../runtime.js';
 
 export interface VncOptions {
@@ -112,7 +112,7 @@ export class VncServer {
     socket.on('error', () => socket.destroy());
     void this.#bridge(req, socket, head).catch((err: unknown) => {
       this.#opts.log.warn({ err }, 'live view connection failed');
-      refuseUpgrade(socket, 502, 'The live view is not available');
+      refuseUpgrade(socket, serverError('live_view_failed'));
     });
   }
 

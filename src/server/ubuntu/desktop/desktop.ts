@@ -9,7 +9,8 @@ import { join, posix } from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { ParsedComputerAction, ToolResult } from '../../../api/index.js';
 import type { Supervised } from '../../../internal/process.js';
-import { BrowserController, refuseUpgrade } from '../../chromium/index.js';
+import { BrowserController } from '../../chromium/index.js';
+import { refuseUpgrade, serverError } from '../../errors.js';
 import type { RuntimeContext, StreamPage } from '../../runtime.js';
 import { vncLiveViewPage } from '../liveview-page.js';
 import { VncServer } from '../vnc.js';
@@ -160,7 +161,7 @@ export class UbuntuDesktop {
   ): void {
     if (kind === 'cdp') this.browser.upgrade(rest, req, socket, head);
     else if (rest === 'websockify') this.vnc.upgrade(req, socket, head);
-    else refuseUpgrade(socket, 404, 'Unknown live view path');
+    else refuseUpgrade(socket, serverError('live_view_not_found'));
   }
 
   async pause(): Promise<void> {

@@ -11,7 +11,7 @@ import type { CodeExecuteResult, KernelInfo } from '../../../api/index.js';
 import { raceDeadline, withDeadline } from '../../../internal/deadline.js';
 import type { Supervised } from '../../../internal/process.js';
 import { KeyedSerialQueue } from '../../../internal/serial.js';
-import { HttpError, badRequest } from '../../errors.js';
+import { HttpError, serverError } from '../../errors.js';
 import type { Logger } from '../../runtime.js';
 
 /** Debian's interpreter: the `python3` first on PATH may be another one without ipykernel. */
@@ -193,13 +193,13 @@ class BridgeRequestError extends Error {
 /** An error from the bridge as the HTTP error the route answers with. */
 function httpError(err: unknown, kernelName: string): Error {
   if (err instanceof BridgeRequestError) {
-    if (err.code === 'no_such_kernel') return badRequest(`Unknown kernel '${kernelName}'`);
+    if (err.code === 'no_such_kernel') return serverError('unknown_kernel', { name: kernelName });
     if (err.code === 'start_failed')
-      return new HttpError(503, `Kernel '${kernelName}' did not start: ${err.message}`);
-    return new HttpError(500, `Kernel bridge error: ${err.message}`);
+      return serverError('kernel_failed_to_start', { name: kernelName, reason: err.message });
+    return serverError('kernel_bridge_error', { reason: err.message });
   }
   if (err instanceof HttpError) return err;
-  return new HttpError(503, `Kernels are unavailable: ${(err as Error).message}`);
+  return serverError('kernels_unavailable', { reason: (err as Error).message });
 }
 
 /** `timeout` when the caller gives none, in seconds (below the reference SDK's 600 s request timeout). */
@@ -222,7 +222,7 @@ export class KernelPool {
 
   /** The running bridge, started (again) when there is none. */
   #getBridge(): Promise<BridgeProcess> {
-    if (this.#stopping) return Promise.reject(badRequest('Instance is stopping'));
+    if (this.#stopping) return Promise.reject(serverError('instance_stopping'));
     const current = this.#bridge;
     if (current) {
       return current.then(

@@ -1,0 +1,115 @@
+/**
+ * docs/server-errors.md and the server's error catalogue list the same rows, with the same status
+ * and message, both ways (STYLE.md 8 and 16); and the catalogue behaves as its header says.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import {
+  HttpError,
+  SERVER_ERRORS,
+  badRequest,
+  formatMessage,
+  notFound,
+  rawErrorResponse,
+  serverError,
+  type ServerErrorCode,
+} from '../../src/server/errors.js';
+
+const doc = readFileSync(new URL('../../docs/server-errors.md', import.meta.url), 'utf8');
+/** The tables' rows: | status | `code` | when | `message` | */
+const rows = [...doc.matchAll(/^\| (\d{3}) \| `(\w+)` \| (.+) \| `([^`]*)` \|$/gm)].map((m) => ({
+  status: Number(m[1]),
+  code: m[2]!,
+  when: m[3]!,
+  message: m[4]!,
+}));
+const codes = Object.keys(SERVER_ERRORS) as ServerErrorCode[];
+
+describe('docs/server-errors.md', () => {
+  it('finds the table rows (sanity check of this test)', () => {
+    expect(rows.length).toBeGreaterThanOrEqual(40);
+    expect(rows.map((r) => r.code)).toContain('instance_not_found');
+  });
+
+  it.each(codes)('documents %s with its status and message', (code) => {
+    const row = rows.find((r) => r.code === code);
+    expect(row, `no row for ${code}`).toBeDefined();
+    expect(row).toMatchObject({
+      status: SERVER_ERRORS[code].status,
+      message: SERVER_ERRORS[code].message,
+    });
+    expect(row!.when.trim()).not.toBe('');
+  });
+
+  it('documents no code the catalogue lacks, and each once', () => {
+    for (const { code } of rows) expect(codes).toContain(code);
+    expect(new Set(rows.map((r) => r.code)).size).toBe(rows.length);
+  });
+});
+
+describe('the catalogue', () => {
+  it('codes are snake_case and statuses are non-422 errors', () => {
+    for (const code of codes) {
+      expect(code).toMatch(/^[a-z]+(_[a-z0-9]+)*$/);
+      const { status } = SERVER_ERRORS[code];
+      expect(status).toBeGreaterThanOrEqual(400);
+      expect(status).not.toBe(422);
+    }
+  });
+
+  it('serverError fills the template and carries status, code and headers', () => {
+    const err = serverError('server_at_capacity', { live: 3, limit: 3 });
+    expect(err).toBeInstanceOf(HttpError);
+    expect(err).toMatchObject({
+      status: 429,
+      code: 'server_at_capacity',
+      detail: 'Server at capacity: 3 live instances (limit 3); stop one or retry later',
+      message: 'Server at capacity: 3 live instances (limit 3); stop one or retry later',
+    });
+    expect(err.responseHeaders).toEqual({
+      'Retry-After': '5',
+      'x-burrow-error': 'server_at_capacity',
+    });
+    expect(serverError('not_found').detail).toBe('Not Found');
+  });
+
+  it('params are inserted as given, never re-read as placeholders', () => {
+    expect(formatMessage('a {x} b', { x: '{x}' })).toBe('a {x} b');
+    expect(serverError('instance_not_found', { id: '{id}' }).detail).toBe(
+      'Instance {id} not found',
+    );
+  });
+
+  it('rejects unknown codes and missing params at compile time', () => {
+    // @ts-expect-error: not a row of the catalogue
+    expect(() => serverError('instance_missing')).toThrow();
+    // @ts-expect-error: the template needs `id`
+    expect(serverError('instance_not_found').detail).toBe('Instance {id} not found');
+    // @ts-expect-error: `name` is not a placeholder of the template
+    serverError('instance_not_found', { id: 'x', name: 'x' });
+  });
+
+  it('legacy helpers map to the generic rows', () => {
+    expect(badRequest('nope')).toMatchObject({ status: 400, code: 'bad_request', detail: 'nope' });
+    expect(notFound('gone')).toMatchObject({ status: 404, code: 'not_found', detail: 'gone' });
+    expect(new HttpError(413, 'full')).toMatchObject({ status: 413, code: 'payload_too_large' });
+    expect(new HttpError(503, 'down')).toMatchObject({ status: 503, code: 'service_unavailable' });
+    expect(new HttpError(500, 'bug')).toMatchObject({ status: 500, code: 'internal_error' });
+  });
+
+  it('a raw answer is a complete response with the code header, closing the connection', () => {
+    const text = rawErrorResponse(
+      serverError('too_many_connections', { address: '::1', limit: 2 }),
+    );
+    const [head, body] = text.split('\r\n\r\n');
+    const lines = head!.split('\r\n');
+    expect(lines[0]).toBe('HTTP/1.1 429 Too Many Requests');
+    expect(lines).toContain('x-burrow-error: too_many_connections');
+    expect(lines).toContain('Retry-After: 1');
+    expect(lines.filter((l) => /^connection:/i.test(l))).toEqual(['Connection: close']);
+    expect(lines).toContain(`Content-Length: ${Buffer.byteLength(body!)}`);
+    expect(JSON.parse(body!)).toEqual({
+      detail: 'Too many open connections from ::1 (limit 2); close some and retry',
+    });
+  });
+});
