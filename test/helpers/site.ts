@@ -15,6 +15,8 @@ export interface TestSite {
   /** `http://127.0.0.1:<port>` */
   origin: string;
   port: number;
+  /** The `Host` header of every request the site received, in order. */
+  hosts: string[];
   close(): Promise<void>;
 }
 
@@ -24,7 +26,9 @@ const page = (title: string, body: string) =>
 export async function startSite(): Promise<TestSite> {
   const sessions = new Map<string, { user: string; token: string }>(); // sid → session
 
+  const hosts: string[] = [];
   const server = createServer((req, res) => {
+    hosts.push(req.headers.host ?? '');
     const url = new URL(req.url ?? '/', 'http://site');
     const html = (status: number, body: string, headers: Record<string, string> = {}) => {
       res.writeHead(status, { 'content-type': 'text/html; charset=utf-8', ...headers });
@@ -95,6 +99,7 @@ export async function startSite(): Promise<TestSite> {
   return {
     origin: `http://127.0.0.1:${port}`,
     port,
+    hosts,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -1,0 +1,700 @@
+/**
+ * An instance's only way out: an HTTP proxy whose listening socket lives in the instance's network
+ * namespace (127.0.0.1:3128 there) and whose accepted connections are handed to `handle()` in the
+ * server process, which makes every outbound connection on the instance's behalf.
+ *
+ * It speaks what proxy-aware clients send: `CONNECT host:port` tunnels (HTTPS, wss, anything over
+ * TCP), absolute-form HTTP requests (`GET http://host/path`, any number per keep-alive connection,
+ * to any number of hosts) and absolute-form upgrades (WebSocket over plain HTTP).
+ *
+ * Guarantees, for every connection:
+ * - a blocked domain (or a subdomain of one) is refused when named by the CONNECT target, the
+ *   absolute URI, the `Host` header, or the SNI of a TLS ClientHello sent through a tunnel (domain
+ *   fronting): the tunnel is closed before any client byte reaches the server;
+ * - names are resolved here, once; the connection goes to the very addresses that were checked
+ *   (no second lookup, so DNS rebinding cannot swap them);
+ * - the host itself (loopback, unspecified, every interface address, IPv4-mapped spellings) is
+ *   reachable only on ports the operator allowed, burrow's own ports never, link-local addresses
+ *   (cloud metadata) never; see `egress-policy.ts`;
+ * - refusals are an HTTP status with a short text body (403 policy, 400 malformed, 431 head too
+ *   large, 502 upstream failure, 504 upstream timeout, 503 too many connections) and a closed
+ *   connection; after a CONNECT was answered 200, a refusal is a TLS `access_denied` alert;
+ * - no input from the instance can throw out of this module; idle client connections close
+ *   after `idleTimeoutMs`, request heads are bounded, connections are capped; `close()` ends
+ *   everything, tunnels included;
+ * - logs name host:port and the decision, at debug level; never paths or query strings.
+ *
+ * Not guaranteed:
+ * - a client that ignores the proxy settings gets nowhere (the namespace has no other route), and
+ *   raw TCP needs a CONNECT-capable client; UDP (QUIC, DNS) has no way out at all;
+ * - only the first TLS ClientHello of a tunnel is read: what flows after it (STARTTLS, a proxy
+ *   chained behind an allowed host, a plain-HTTP request with another `Host` inside a CONNECT,
+ *   Encrypted Client Hello's inner name) is not inspected. `blocked_domains` keeps honest clients
+ *   away from names; an allowed server willing to relay can always be used as a relay;
+ * - "the host" is what its interfaces say: a public address reached through NAT hairpinning is
+ *   not recognised as the host. Other machines of the LAN are not the host and are reachable;
+ * - established tunnels have no idle timeout (WebSockets idle for long); TCP keepalive finds dead
+ *   peers, `close()` ends the rest.
+ *
+ * For whoever wires it in: set the proxy variables in lower case too (curl reads `http_proxy`
+ * only in lower case), and `no_proxy=localhost,127.0.0.1,::1` keeps the instance's own loopback
+ * services out of the proxy (through it, `localhost` means the host's).
+ */
+import type { LookupAddress } from 'node:dns';
+import { lookup } from 'node:dns/promises';
+import http from 'node:http';
+import net from 'node:net';
+import type { Logger } from '../runtime.js';
+import {
+  blockedDomainMatcher,
+  checkAddresses,
+  hostAddresses,
+  type AddressRefusalCode,
+} from './egress-policy.js';
+import {
+  forwardHeaders,
+  headerValues,
+  parseAuthority,
+  parseProxyTarget,
+  plainResponse,
+  responseHead,
+  type Authority,
+  type ProxyTarget,
+} from './proxy-http.js';
+import { MAX_CLIENT_HELLO_BYTES, sniffClientHello } from './sni.js';
+
+export interface EgressPolicy {
+  /**
+   * Bare host names refused with all their subdomains (case-insensitive, trailing dot ignored).
+   * Read once, when the `Egress` is made.
+   */
+  blockedDomains: readonly string[];
+  /**
+   * Allow every port of the host's loopback (and its other own addresses) except
+   * `protectedPorts` (operator flag `--allow-host-loopback`).
+   */
+  allowHostLoopback: boolean;
+  /** Host loopback ports allowed one by one (operator flag `--allow-host-port`, repeatable). */
+  allowHostPorts: readonly number[];
+  /**
+   * burrow's own ports (API, anything else it listens on): never reachable on the host, whatever
+   * the flags. Called for each connection and each request, so ports opened later count.
+   */
+  protectedPorts: () => Iterable<number>;
+}
+
+export interface EgressOptions {
+  /** Client connection with no request in flight closed after this long, in ms. Default 60 000. */
+  idleTimeoutMs?: number;
+  /** Time for a started TLS ClientHello to arrive whole, in ms. Default 5 000. */
+  helloTimeoutMs?: number;
+  /** Deadline for resolving a name, and again for connecting to it, in ms. Default 15 000. */
+  connectTimeoutMs?: number;
+  /** Largest request head (request line and headers), in bytes. Default 16 384. */
+  maxHeaderBytes?: number;
+  /**
+   * Client connections open at once; more are answered 503. Also caps the upstream connections of
+   * plain HTTP requests (pipelined requests queue). Chromium opens at most 32 to a proxy. Default
+   * 256.
+   */
+  maxConnections?: number;
+}
+
+const DEFAULTS: Required<EgressOptions> = {
+  idleTimeoutMs: 60_000,
+  helloTimeoutMs: 5_000,
+  connectTimeoutMs: 15_000,
+  maxHeaderBytes: 16 * 1024,
+  maxConnections: 256,
+};
+
+/** Bytes of a tunnel's first flight held back while its ClientHello is read. */
+const MAX_SNIFF_BYTES = 2 * MAX_CLIENT_HELLO_BYTES;
+/** How long a refused client gets to read the answer before its socket is destroyed, in ms. */
+const LINGER_MS = 2_000;
+/** TLS alert record: fatal (2), access_denied (49). */
+const TLS_ACCESS_DENIED = Uint8Array.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31]);
+
+export type EgressRefusalCode =
+  | 'bad_request'
+  | 'origin_form'
+  | 'header_too_large'
+  | 'blocked_domain'
+  | AddressRefusalCode
+  | 'blocked_sni'
+  | 'tls_invalid'
+  | 'dns_failed'
+  | 'connect_failed'
+  | 'upstream_failed'
+  | 'timeout'
+  | 'busy'
+  | 'internal';
+
+/** Why a connection is not served; `status` is what the client is answered. */
+class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: EgressRefusalCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+type Kind = 'connect' | 'http' | 'upgrade';
+
+const bracketed = (host: string) => (host.includes(':') ? `[${host}]` : host);
+/** `host:port` for logs and messages. */
+const label = (t: Authority) => `${bracketed(t.host)}:${t.port}`;
+/** The `Host` header a client should have sent for `t`. */
+const hostHeader = (t: Authority) => (t.port === 80 ? bracketed(t.host) : label(t));
+
+/** A `lookup` that answers with addresses already resolved and checked, never asking DNS again. */
+function pinnedLookup(addresses: readonly LookupAddress[]): net.LookupFunction {
+  return (_hostname, options, callback) => {
+    if (options.all) callback(null, [...addresses]);
+    else callback(null, addresses[0]!.address, addresses[0]!.family);
+  };
+}
+
+/**
+ * Close `socket` gently: send `answer` (if any) and FIN, keep reading and dropping what the peer
+ * still sends (closing with unread bytes would reset the connection and could discard the answer
+ * before the peer reads it); it closes once the peer's FIN arrives, or is destroyed after
+ * `LINGER_MS` of silence.
+ */
+function hangUp(socket: net.Socket, answer?: string | Uint8Array): void {
+  if (socket.destroyed) return;
+  if (socket.writableEnded && answer !== undefined) {
+    socket.destroy();
+    return;
+  }
+  socket.on('data', () => {});
+  socket.resume();
+  socket.setTimeout(LINGER_MS);
+  socket.once('timeout', () => socket.destroy());
+  // autoDestroy closes it once both sides have ended.
+  if (socket.writableEnded) return;
+  if (answer === undefined) socket.end();
+  else socket.end(answer);
+}
+
+function errorCode(err: unknown): string {
+  const e = err as NodeJS.ErrnoException | undefined;
+  return e?.code ?? e?.message ?? String(err);
+}
+
+export class Egress {
+  readonly #policy: EgressPolicy;
+  readonly #log: Logger;
+  readonly #opts: Required<EgressOptions>;
+  readonly #blocked: (host: string) => string | undefined;
+  /** Never listens: Node's HTTP parser, fed with `emit('connection')`. */
+  readonly #server: http.Server;
+  /** Keeps upstream connections of plain HTTP requests alive between requests. */
+  readonly #agent: http.Agent;
+  readonly #clients = new Set<net.Socket>();
+  readonly #upstreams = new Set<net.Socket>();
+  /** Responses in flight per client connection (a parse error then cannot be answered). */
+  readonly #inFlight = new WeakMap<net.Socket, number>();
+  #closed = false;
+
+  constructor(policy: EgressPolicy, log: Logger, options: EgressOptions = {}) {
+    this.#policy = policy;
+    this.#log = log;
+    this.#opts = { ...DEFAULTS, ...options };
+    this.#blocked = blockedDomainMatcher(policy.blockedDomains);
+    this.#server = http.createServer({
+      maxHeaderSize: this.#opts.maxHeaderBytes,
+      requireHostHeader: false,
+      noDelay: true,
+    });
+    // Idle before the first request and between requests; Node's parser applies both.
+    this.#server.timeout = this.#opts.idleTimeoutMs;
+    this.#server.keepAliveTimeout = this.#opts.idleTimeoutMs;
+    this.#server.on('request', (req, res) => this.#onRequest(req, res));
+    this.#server.on('connect', (req, socket, head) =>
+      this.#onConnect(req, socket as net.Socket, head),
+    );
+    this.#server.on('upgrade', (req, socket, head) =>
+      this.#onUpgrade(req, socket as net.Socket, head),
+    );
+    this.#server.on('clientError', (err, socket) => this.#onClientError(err, socket as net.Socket));
+    this.#agent = new http.Agent({
+      keepAlive: true,
+      timeout: this.#opts.idleTimeoutMs,
+      maxTotalSockets: this.#opts.maxConnections,
+    });
+  }
+
+  /** Serve one accepted client connection (a net.Socket from the instance's listener). */
+  handle(socket: net.Socket): void {
+    socket.on('error', (err) => this.#log.debug({ egress: 'client', err: errorCode(err) }));
+    if (this.#closed) {
+      socket.destroy();
+      return;
+    }
+    if (this.#clients.size >= this.#opts.maxConnections) {
+      this.#log.warn({ egress: 'client', decision: 'refused', code: 'busy' });
+      hangUp(socket, plainResponse(503, 'busy', 'too many connections'));
+      return;
+    }
+    this.#clients.add(socket);
+    socket.once('close', () => this.#clients.delete(socket));
+    socket.setKeepAlive(true, 30_000);
+    this.#server.emit('connection', socket);
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  /** Destroy every open connection and tunnel (instance stopped). Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const s of [...this.#clients, ...this.#upstreams]) s.destroy();
+    this.#agent.destroy();
+  }
+
+  // ---- policy ----
+
+  /**
+   * Check the names, resolve, check every address: the addresses to connect to, or a Refusal.
+   * `alsoNamed` is the `Host` header's host, which must pass the name rule too.
+   */
+  async #admit(kind: Kind, target: Authority, alsoNamed?: string): Promise<LookupAddress[]> {
+    let addresses: LookupAddress[];
+    try {
+      for (const name of alsoNamed === undefined ? [target.host] : [target.host, alsoNamed]) {
+        const hit = this.#blocked(name);
+        if (hit !== undefined) {
+          throw new Refusal(403, 'blocked_domain', `${name} is blocked (${hit})`);
+        }
+      }
+      const family = net.isIP(target.host);
+      addresses = family ? [{ address: target.host, family }] : await this.#resolve(target.host);
+      const access = { ...this.#policy, protectedPorts: this.#policy.protectedPorts() };
+      const refused = checkAddresses(
+        access,
+        addresses.map((a) => a.address),
+        target.port,
+        hostAddresses(),
+      );
+      if (refused) throw new Refusal(403, refused.code, refused.message);
+    } catch (err) {
+      throw this.#asRefusal(err);
+    }
+    this.#log.debug({ egress: kind, target: label(target), decision: 'allowed' });
+    return addresses;
+  }
+
+  async #resolve(host: string): Promise<LookupAddress[]> {
+    // RFC 6761: localhost and its subdomains are loopback, whatever DNS says (browsers agree)
+    const name = host.toLowerCase().replace(/\.+$/, '');
+    if (name === 'localhost' || name.endsWith('.localhost')) {
+      return [
+        { address: '127.0.0.1', family: 4 },
+        { address: '::1', family: 6 },
+      ];
+    }
+    const ms = this.#opts.connectTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Refusal(504, 'timeout', `resolving ${host} took over ${ms} ms`)),
+        ms,
+      );
+    });
+    try {
+      const found = await Promise.race([lookup(host, { all: true, verbatim: true }), deadline]);
+      if (found.length === 0) throw new Refusal(502, 'dns_failed', `${host} has no address`);
+      return found;
+    } catch (err) {
+      if (err instanceof Refusal) throw err;
+      throw new Refusal(502, 'dns_failed', `cannot resolve ${host} (${errorCode(err)})`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  #asRefusal(err: unknown): Refusal {
+    if (err instanceof Refusal) return err;
+    this.#log.error({ egress: 'internal', err: errorCode(err) }, 'egress: unexpected error');
+    return new Refusal(500, 'internal', 'internal error');
+  }
+
+  // ---- connections ----
+
+  #trackUpstream(socket: net.Socket): void {
+    if (this.#upstreams.has(socket)) return; // a kept-alive socket, seen again
+    this.#upstreams.add(socket);
+    socket.on('error', (err) => this.#log.debug({ egress: 'upstream', err: errorCode(err) }));
+    socket.once('close', () => this.#upstreams.delete(socket));
+    if (this.#closed) socket.destroy();
+  }
+
+  /** TCP connection to a checked target, within the connect deadline. */
+  #dial(target: Authority, addresses: readonly LookupAddress[]): Promise<net.Socket> {
+    const ms = this.#opts.connectTimeoutMs;
+    return new Promise((resolve, reject) => {
+      const socket = net.connect({
+        host: target.host,
+        port: target.port,
+        lookup: pinnedLookup(addresses),
+        autoSelectFamily: true,
+        allowHalfOpen: true,
+        noDelay: true,
+        keepAlive: true,
+        keepAliveInitialDelay: 30_000,
+      });
+      const timer = setTimeout(() => {
+        reject(new Refusal(504, 'timeout', `connecting to ${label(target)} took over ${ms} ms`));
+        socket.destroy();
+      }, ms);
+      socket.once('connect', () => {
+        clearTimeout(timer);
+        resolve(socket);
+      });
+      socket.once('error', (err) => {
+        reject(new Refusal(502, 'connect_failed', `${label(target)}: ${errorCode(err)}`));
+      });
+      socket.once('close', () => {
+        clearTimeout(timer);
+        reject(new Refusal(502, 'connect_failed', `${label(target)}: closed`));
+      });
+      this.#trackUpstream(socket);
+    });
+  }
+
+  /** Apply the connect deadline to a client request's socket, when it is a new one. */
+  #watchConnect(req: http.ClientRequest, target: Authority): void {
+    req.once('socket', (socket) => {
+      this.#trackUpstream(socket);
+      if (!socket.connecting) return;
+      const ms = this.#opts.connectTimeoutMs;
+      const timer = setTimeout(
+        () =>
+          req.destroy(
+            new Refusal(504, 'timeout', `connecting to ${label(target)} took over ${ms} ms`),
+          ),
+        ms,
+      );
+      socket.once('connect', () => clearTimeout(timer));
+      socket.once('close', () => clearTimeout(timer));
+    });
+  }
+
+  /** Log a refusal: its code and message, which name host and port but never a path. */
+  #logRefusal(kind: Kind, r: Refusal): void {
+    this.#log.debug({ egress: kind, decision: 'refused', code: r.code, reason: r.message });
+  }
+
+  #refuseRaw(kind: Kind, socket: net.Socket, err: unknown): void {
+    const r = this.#asRefusal(err);
+    this.#logRefusal(kind, r);
+    try {
+      hangUp(socket, plainResponse(r.status, r.code, r.message));
+    } catch {
+      socket.destroy();
+    }
+  }
+
+  #refuseResponse(res: http.ServerResponse, err: unknown): void {
+    const r = this.#asRefusal(err);
+    this.#logRefusal('http', r);
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const body = `burrow egress: ${r.code}: ${r.message}\n`;
+    try {
+      res.writeHead(r.status, {
+        'Content-Type': 'text/plain; charset=utf-8',
+        'Content-Length': Buffer.byteLength(body),
+        Connection: 'close',
+        'X-Burrow-Egress': r.code,
+      });
+      res.end(body);
+    } catch {
+      res.destroy();
+    }
+  }
+
+  /**
+   * Join a client and an upstream socket both ways, half-close included. With `sniff`, client
+   * bytes are held back until they are known not to be a TLS ClientHello naming a blocked domain.
+   */
+  #splice(client: net.Socket, upstream: net.Socket, head: Buffer, sniff: Authority | undefined) {
+    client.setTimeout(0); // a tunnel may idle for long (WebSockets); keepalive finds dead peers
+    client.allowHalfOpen = true;
+    upstream.allowHalfOpen = true;
+    // Once one side is closed both ways, nothing more can reach it: the other side sends what it
+    // still holds, then goes too (at once after an error).
+    client.once('close', (hadError) => (hadError ? upstream.destroy() : hangUp(upstream)));
+    upstream.once('close', (hadError) => (hadError ? client.destroy() : hangUp(client)));
+    upstream.pipe(client);
+
+    const forward = (first: Buffer) => {
+      if (first.length > 0) upstream.write(first);
+      client.pipe(upstream);
+      if (client.readableEnded && !upstream.writableEnded) upstream.end();
+    };
+    if (sniff === undefined) {
+      forward(head);
+      return;
+    }
+
+    let held = head;
+    let timer: NodeJS.Timeout | undefined;
+    const settle = () => {
+      clearTimeout(timer);
+      client.off('data', onData);
+      client.off('end', onEnd);
+      client.off('close', settle);
+    };
+    const refuse = (code: EgressRefusalCode, detail: object) => {
+      settle();
+      this.#log.debug({
+        egress: 'connect',
+        target: label(sniff),
+        decision: 'refused',
+        code,
+        ...detail,
+      });
+      upstream.destroy();
+      hangUp(client, TLS_ACCESS_DENIED);
+    };
+    // Decide on what is held; true once decided (forwarded or refused).
+    const decide = (): boolean => {
+      const hello = sniffClientHello(held);
+      switch (hello.kind) {
+        case 'incomplete':
+          if (held.length === 0) return false;
+          if (held.length > MAX_SNIFF_BYTES) {
+            refuse('tls_invalid', { reason: 'ClientHello too large' });
+            return true;
+          }
+          timer ??= setTimeout(
+            () => refuse('timeout', { reason: 'ClientHello incomplete' }),
+            this.#opts.helloTimeoutMs,
+          ).unref();
+          return false;
+        case 'invalid':
+          refuse('tls_invalid', { reason: hello.reason });
+          return true;
+        case 'client-hello': {
+          for (const name of hello.serverNames) {
+            const hit = this.#blocked(name);
+            if (hit !== undefined) {
+              refuse('blocked_sni', { server_name: name });
+              return true;
+            }
+          }
+          break;
+        }
+        case 'not-tls':
+          break;
+      }
+      settle();
+      forward(held);
+      return true;
+    };
+    const onData = (chunk: Buffer) => {
+      held = held.length === 0 ? chunk : Buffer.concat([held, chunk]);
+      decide();
+    };
+    const onEnd = () => {
+      // The client finished sending before a decision: nothing at all passes, or a partial hello.
+      if (held.length === 0) {
+        settle();
+        forward(held);
+      } else refuse('tls_invalid', { reason: 'client closed mid-ClientHello' });
+    };
+    if (decide()) return;
+    client.on('data', onData);
+    client.once('end', onEnd);
+    client.once('close', settle);
+  }
+
+  // ---- CONNECT ----
+
+  #onConnect(req: http.IncomingMessage, socket: net.Socket, head: Buffer): void {
+    this.#openTunnel(req, socket, head).catch((err: unknown) =>
+      this.#refuseRaw('connect', socket, err),
+    );
+  }
+
+  async #openTunnel(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
+    const target = parseAuthority(req.url ?? '');
+    if (target === undefined) throw new Refusal(400, 'bad_request', 'CONNECT needs host:port');
+    const addresses = await this.#admit('connect', target);
+    const upstream = await this.#dial(target, addresses);
+    if (socket.destroyed || this.#closed) {
+      upstream.destroy();
+      return;
+    }
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    this.#splice(socket, upstream, head, target);
+  }
+
+  // ---- absolute-form requests ----
+
+  /** Target and `Host` header of an absolute-form request, or a 400 Refusal. */
+  #requestTarget(req: http.IncomingMessage): { target: ProxyTarget; host: Authority | undefined } {
+    const target = parseProxyTarget(req.url ?? '');
+    if (target === undefined) {
+      throw new Refusal(
+        400,
+        'origin_form',
+        'this is a proxy: send absolute-form requests (GET http://host/path) or CONNECT host:port',
+      );
+    }
+    const values = headerValues(req.rawHeaders, 'host');
+    if (values.length > 1) throw new Refusal(400, 'bad_request', 'more than one Host header');
+    if (values[0] === undefined) return { target, host: undefined };
+    const host = parseAuthority(values[0], target.port);
+    if (host === undefined) throw new Refusal(400, 'bad_request', 'malformed Host header');
+    return { target, host };
+  }
+
+  #onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const socket = req.socket as net.Socket;
+    this.#inFlight.set(socket, (this.#inFlight.get(socket) ?? 0) + 1);
+    res.once('close', () => this.#inFlight.set(socket, (this.#inFlight.get(socket) ?? 1) - 1));
+    // A request in flight is not idle (long polls wait for minutes); Node then skips the timeout.
+    res.on('timeout', () => {});
+    this.#forward(req, res).catch((err: unknown) => this.#refuseResponse(res, err));
+  }
+
+  async #forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const { target, host } = this.#requestTarget(req);
+    const addresses = await this.#admit('http', target, host?.host);
+    if (res.destroyed || this.#closed) return;
+    const headers = forwardHeaders(req.rawHeaders);
+    if (host === undefined) headers.push('Host', hostHeader(target));
+    const up = http.request({
+      agent: this.#agent,
+      host: target.host,
+      port: target.port,
+      method: req.method ?? 'GET',
+      path: target.path,
+      headers,
+      setHost: false,
+      lookup: pinnedLookup(addresses), // Node 20 tries each address (autoSelectFamily)
+    });
+    this.#watchConnect(up, target);
+    up.once('response', (upRes) => {
+      upRes.on('error', () => res.destroy());
+      try {
+        res.writeHead(
+          upRes.statusCode ?? 502,
+          upRes.statusMessage,
+          forwardHeaders(upRes.rawHeaders),
+        );
+      } catch (err) {
+        upRes.destroy();
+        this.#refuseResponse(
+          res,
+          new Refusal(502, 'upstream_failed', `${label(target)}: bad response (${errorCode(err)})`),
+        );
+        return;
+      }
+      upRes.pipe(res);
+    });
+    up.on('error', (err) => {
+      this.#refuseResponse(
+        res,
+        err instanceof Refusal
+          ? err
+          : new Refusal(502, 'upstream_failed', `${label(target)}: ${errorCode(err)}`),
+      );
+    });
+    res.once('close', () => {
+      if (!res.writableFinished) up.destroy();
+    });
+    req.on('error', () => up.destroy());
+    req.pipe(up);
+  }
+
+  // ---- absolute-form upgrades (WebSocket over plain HTTP) ----
+
+  #onUpgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer): void {
+    this.#openUpgrade(req, socket, head).catch((err: unknown) =>
+      this.#refuseRaw('upgrade', socket, err),
+    );
+  }
+
+  async #openUpgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
+    const { target, host } = this.#requestTarget(req);
+    const addresses = await this.#admit('upgrade', target, host?.host);
+    if (socket.destroyed || this.#closed) return;
+    const headers = forwardHeaders(req.rawHeaders, { upgrade: true });
+    if (host === undefined) headers.push('Host', hostHeader(target));
+    const up = http.request({
+      agent: false,
+      host: target.host,
+      port: target.port,
+      method: req.method ?? 'GET',
+      path: target.path,
+      headers,
+      setHost: false,
+      lookup: pinnedLookup(addresses), // Node 20 tries each address (autoSelectFamily)
+    });
+    this.#watchConnect(up, target);
+    let answered = false;
+    socket.once('close', () => {
+      if (!answered) up.destroy();
+    });
+    up.once('upgrade', (upRes, upSocket, upHead) => {
+      answered = true;
+      socket.write(
+        responseHead(upRes.statusCode ?? 101, upRes.statusMessage ?? '', upRes.rawHeaders),
+      );
+      if (upHead.length > 0) socket.write(upHead);
+      this.#splice(socket, upSocket as net.Socket, head, undefined);
+    });
+    up.once('response', (upRes) => {
+      // The server declined the switch: relay its answer as a plain response and close.
+      answered = true;
+      upRes.on('error', () => socket.destroy());
+      const status = upRes.statusCode ?? 502;
+      socket.write(
+        responseHead(status, upRes.statusMessage ?? '', [
+          ...forwardHeaders(upRes.rawHeaders),
+          'Connection',
+          'close',
+        ]),
+      );
+      upRes.pipe(socket);
+    });
+    up.on('error', (err) => {
+      if (answered) socket.destroy();
+      else
+        this.#refuseRaw(
+          'upgrade',
+          socket,
+          err instanceof Refusal
+            ? err
+            : new Refusal(502, 'upstream_failed', `${label(target)}: ${errorCode(err)}`),
+        );
+    });
+    up.end();
+  }
+
+  // ---- parse errors ----
+
+  #onClientError(err: Error, socket: net.Socket): void {
+    const code = errorCode(err);
+    this.#log.debug({ egress: 'client', decision: 'refused', err: code });
+    if (code === 'ECONNRESET' || !socket.writable || (this.#inFlight.get(socket) ?? 0) > 0) {
+      socket.destroy();
+      return;
+    }
+    const answer =
+      code === 'HPE_HEADER_OVERFLOW'
+        ? plainResponse(431, 'header_too_large', 'request head too large')
+        : plainResponse(400, 'bad_request', 'malformed request');
+    hangUp(socket, answer);
+  }
+}
