@@ -1,6 +1,6 @@
 /** Starts a real burrow server on port 0 with a throwaway data dir, for tests. */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, type RunningServer, type ServerOptions } from '../../src/server/index.js';
@@ -91,4 +91,48 @@ export function instanceProcesses(needle?: string): number[] {
   }
   const pids = out.split('\n').filter(Boolean).map(Number);
   return [...new Set([...pids, ...(needle ? pidsMatching(needle) : [])])];
+}
+
+/**
+ * Every process of instance `id`: the members of its cgroup, and the host-side wrappers that name
+ * it (`BURROW_INSTANCE=<id>` on bubblewrap's command line, pid 1 `burrow-init-<id>`).
+ */
+export function instancePids(id: string): number[] {
+  let out = '';
+  try {
+    out = execFileSync(
+      'sh',
+      ['-c', `cat /sys/fs/cgroup/pids/burrow/*.${id}/cgroup.procs 2>/dev/null || true`],
+      { encoding: 'utf8' },
+    );
+  } catch {
+    /* no cgroups here */
+  }
+  const pids = out.split('\n').filter(Boolean).map(Number);
+  return [...new Set([...pids, ...pidsMatching(id)])];
+}
+
+/** Whether the cgroup freezer holds instance `id` frozen. */
+export function instanceFrozen(id: string): boolean {
+  try {
+    return (
+      execFileSync('sh', ['-c', `cat /sys/fs/cgroup/freezer/burrow/*.${id}/freezer.state`], {
+        encoding: 'utf8',
+      }).trim() === 'FROZEN'
+    );
+  } catch {
+    return false;
+  }
+}
+
+/** The main Chromium process of instance `id` (its cgroup member that has no `--type=`). */
+export function instanceChromium(id: string): number | undefined {
+  return instancePids(id).find((pid) => {
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      return cmd.startsWith('/usr/lib/chromium/chromium\0') && !cmd.includes('--type=');
+    } catch {
+      return false;
+    }
+  });
 }

@@ -4,7 +4,14 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { processState } from '../../src/internal/process.js';
-import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
+import {
+  eventually,
+  instanceChromium,
+  instanceFrozen,
+  instancePids,
+  testServer,
+  type TestServer,
+} from '../helpers/server.js';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -40,7 +47,7 @@ describe('browser instance lifecycle', () => {
     expect(String(inst.id)).toMatch(/^inst_[0-9a-f]{16}$/);
     expect(new Date(String(inst.launch_time)).toISOString()).toBe(inst.launch_time);
     const id = String(inst.id);
-    expect(pidsMatching(id).length).toBeGreaterThan(0); // Chromium runs with the instance's dir
+    expect(instancePids(id).length).toBeGreaterThan(0); // Chromium runs with the instance's dir
 
     const got = await (await server.api(`/v1/instance/${id}`)).json();
     expect(got).toEqual(inst);
@@ -50,7 +57,7 @@ describe('browser instance lifecycle', () => {
     const stop = await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
     expect(stop.status).toBe(200);
     expect(await stop.json()).toEqual({ status: 'terminated' });
-    expect(pidsMatching(id)).toEqual([]);
+    expect(instancePids(id)).toEqual([]);
     const after = (await (await server.api(`/v1/instance/${id}`)).json()) as { status: string };
     expect(after.status).toBe('terminated');
 
@@ -66,9 +73,11 @@ describe('browser instance lifecycle', () => {
     const id = String(inst.id);
     const pause = await server.api(`/v1/instance/${id}/pause`, { method: 'POST' });
     expect(await pause.json()).toEqual({ status: 'paused' });
-    const states = pidsMatching(id).map((pid) => processState(pid));
+    // the cgroup freezer holds every process: frozen tasks sleep uninterruptibly (D)
+    expect(instanceFrozen(id)).toBe(true);
+    const states = instancePids(id).map((pid) => processState(pid));
     expect(states.length).toBeGreaterThan(0);
-    expect(states.every((s) => s === 'T' || s === 'X' || s === '')).toBe(true);
+    expect(states.every((s) => ['D', 'T', 'X', ''].includes(s))).toBe(true);
 
     const shot = await server.api(`/v1/instance/${id}/screenshot`, { method: 'POST' });
     expect(shot.status).toBe(400);
@@ -79,7 +88,8 @@ describe('browser instance lifecycle', () => {
     });
     expect(resume.status).toBe(200);
     expect(await resume.json()).toMatchObject({ id, status: 'running' });
-    expect(pidsMatching(id).map((pid) => processState(pid))).not.toContain('T');
+    expect(instanceFrozen(id)).toBe(false);
+    expect(instancePids(id).map((pid) => processState(pid))).not.toContain('T');
     const shot2 = await server.api(`/v1/instance/${id}/screenshot`, { method: 'POST' });
     expect(shot2.status).toBe(200);
     await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
@@ -113,18 +123,14 @@ describe('browser instance lifecycle', () => {
   it('Chromium dying on its own puts the instance in error', async () => {
     const { body: inst } = await start();
     const id = String(inst.id);
-    for (const pid of pidsMatching(`${id}/profile`)) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        /* raced */
-      }
-    }
+    const chromium = instanceChromium(id);
+    expect(chromium).toBeDefined();
+    process.kill(chromium!, 'SIGKILL');
     await eventually(async () => {
       const r = (await (await server.api(`/v1/instance/${id}`)).json()) as { status: string };
       return r.status === 'error';
     }, 'status error');
-    await eventually(() => pidsMatching(id).length === 0, 'no processes left');
+    await eventually(() => instancePids(id).length === 0, 'no processes left');
   });
 });
 
@@ -143,7 +149,7 @@ describe('expiry', () => {
         'expiry',
         50_000,
       );
-      await eventually(() => pidsMatching(id).length === 0, 'processes gone after expiry');
+      await eventually(() => instancePids(id).length === 0, 'processes gone after expiry');
     },
   );
 });
