@@ -5,10 +5,11 @@
  * request reaches Chromium (no headers, no socket: DevTools listen nowhere); messages are text
  * frames without compression, up to `CDP_MAX_PAYLOAD`; the browser stopping closes every client.
  */
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
 import { WebSocketServer } from 'ws';
+import { refuseUpgrade, serverError } from '../errors.js';
 import type { CdpMux, MuxClient, MuxTarget } from './mux.js';
 import { CDP_MAX_PAYLOAD } from './transport.js';
 
@@ -35,9 +36,9 @@ export class CdpRelay {
   /** Relay one upgrade request for `/cdp/<id>/<rest>`; refuses paths other than DevTools ones. */
   handle(rest: string, req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
-    if (this.#closed) return refuseUpgrade(socket, 404, 'The browser is not running');
+    if (this.#closed) return refuseUpgrade(socket, serverError('cdp_browser_not_running'));
     const target = this.#target(rest);
-    if (!target) return refuseUpgrade(socket, 404, 'Unknown DevTools path');
+    if (!target) return refuseUpgrade(socket, serverError('cdp_path_not_found'));
     this.#mux.open(target).then(
       (client) => {
         // whatever becomes of the handshake, the session ends with the socket
@@ -45,7 +46,7 @@ export class CdpRelay {
         if (this.#closed || socket.destroyed) return client.close();
         this.#wss.handleUpgrade(req, socket, head, (ws) => this.#join(ws, client));
       },
-      () => refuseUpgrade(socket, 502, 'The browser refused the DevTools connection'),
+      () => refuseUpgrade(socket, serverError('cdp_refused')),
     );
   }
 
@@ -75,15 +76,4 @@ export class CdpRelay {
       close: () => ws.close(),
     });
   }
-}
-
-/** Answer a WebSocket upgrade with a plain HTTP error `{"detail": message}` and close it. */
-export function refuseUpgrade(socket: Duplex, status: number, message: string): void {
-  if (socket.destroyed) return;
-  const body = JSON.stringify({ detail: message });
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
-      'Connection: close\r\nContent-Type: application/json\r\n' +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-  );
 }

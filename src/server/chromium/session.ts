@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { badRequest } from '../errors.js';
+import { serverError } from '../errors.js';
 import type { BrowserAuthData, Logger } from '../runtime.js';
 import { applyAuth, captureAuth, originOf, type AuthScope } from './auth.js';
 import { CdpConnection } from './cdp.js';
@@ -186,7 +186,7 @@ export class ChromiumSession implements AuthScope {
   #activeTab(): string {
     let last: string | undefined;
     for (const targetId of this.#activation) last = targetId;
-    if (last === undefined) throw badRequest('The browser has no open tab');
+    if (last === undefined) throw serverError('browser_no_tab');
     return last;
   }
 
