@@ -9,7 +9,6 @@ import {
   chmodSync,
   mkdtempSync,
   readdirSync,
-  readFileSync,
   readlinkSync,
   rmSync,
   writeFileSync,
@@ -24,7 +23,14 @@ import { createBrowserRuntime } from '../../src/server/browser/index.js';
 import { refuseUpgrade, serverError } from '../../src/server/errors.js';
 import { processState } from '../../src/internal/process.js';
 import type { InstanceRuntime, RuntimeContext } from '../../src/server/runtime.js';
-import { eventually, pidsMatching, pngSize } from '../helpers/server.js';
+import {
+  eventually,
+  instanceChromium,
+  instanceFrozen,
+  instancePids,
+  pidsMatching,
+  pngSize,
+} from '../helpers/server.js';
 
 const silent = { info() {}, warn() {}, error() {}, debug() {} };
 
@@ -34,6 +40,7 @@ async function withRuntime(
   {
     chromiumPath = '/usr/lib/chromium/chromium',
     dir = mkdtempSync(join(tmpdir(), 'burrow-rt-')),
+    unisolated = false,
   } = {},
 ): Promise<void> {
   const token = randomBytes(16).toString('hex');
@@ -41,14 +48,14 @@ async function withRuntime(
   let runtime: InstanceRuntime | undefined;
   const http = createServer((_req, res) => res.writeHead(404).end());
   http.on('upgrade', (req, socket, head) => {
-    const m = /^\/cdp\/inst_rt\/([^?]*)\?token=(\w+)$/.exec(req.url ?? '');
+    const m = /^\/cdp\/inst_rt_\w+\/([^?]*)\?token=(\w+)$/.exec(req.url ?? '');
     if (!m || m[2] !== token || !runtime?.upgrade)
       return refuseUpgrade(socket, serverError('token_invalid', { kind: 'CDP' }));
     runtime.upgrade('cdp', m[1]!, req, socket, head);
   });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
   const ctx: RuntimeContext = {
-    id: 'inst_rt',
+    id: `inst_rt_${randomBytes(4).toString('hex')}`,
     type: 'browser',
     resolution: [800, 600],
     blockedDomains: [],
@@ -59,7 +66,12 @@ async function withRuntime(
     chromiumPath,
     maxUploadBytes: 1024,
     failed: (reason) => failures.push(reason),
-    sandboxHost: await testSandboxHost(join(dir, `run-${process.pid}-rt`)),
+    sandboxHost: await testSandboxHost(
+      join(dir, `run-${process.pid}-${randomBytes(4).toString('hex')}`),
+      {
+        disableIsolation: unisolated,
+      },
+    ),
   };
   try {
     runtime = await createBrowserRuntime(ctx);
@@ -91,12 +103,14 @@ describe('browser runtime', () => {
       await page.setContent('<title>kept</title><p id="n">1</p>');
 
       await runtime.pause();
-      const pids = pidsMatching(`${ctx.dir}/`);
+      const pids = instancePids(ctx.id);
       expect(pids.length).toBeGreaterThan(3);
-      expect(pids.map(processState).filter((s) => s !== 'T' && s !== '')).toEqual([]);
+      expect(instanceFrozen(ctx.id)).toBe(true);
+      expect(pids.map(processState).filter((s) => !['D', 'T', ''].includes(s))).toEqual([]);
 
       await runtime.resume();
-      expect(pidsMatching(`${ctx.dir}/`).map(processState)).not.toContain('T');
+      expect(instanceFrozen(ctx.id)).toBe(false);
+      expect(instancePids(ctx.id).map(processState)).not.toContain('T');
       expect(await page.title()).toBe('kept');
       expect(await page.evaluate(() => (document.getElementById('n')!.textContent = '2'))).toBe(
         '2',
@@ -107,14 +121,11 @@ describe('browser runtime', () => {
   });
 
   it('stop leaves no process and no temp link behind, and is idempotent', async () => {
-    let dir = '';
     await withRuntime(async ({ runtime, ctx, failures }) => {
-      dir = ctx.dir;
-      expect(pidsMatching(`${dir}/`).length).toBeGreaterThan(0);
-      expect(tmpLinks(dir)).toHaveLength(1);
+      expect(instancePids(ctx.id).length).toBeGreaterThan(0);
       await Promise.all([runtime.stop(), runtime.stop()]);
-      expect(pidsMatching(`${dir}/`)).toEqual([]);
-      expect(tmpLinks(dir)).toEqual([]);
+      expect(instancePids(ctx.id)).toEqual([]);
+      expect(tmpLinks(ctx.dir)).toEqual([]);
       await expect(runtime.browser!.start()).rejects.toMatchObject({ status: 400 });
       expect(failures).toEqual([]);
     });
@@ -122,13 +133,15 @@ describe('browser runtime', () => {
 
   it('Chromium killed from outside reports failed() and leaves nothing', async () => {
     await withRuntime(async ({ runtime, ctx, failures }) => {
-      const main = pidsMatching(`${ctx.dir}/`).find(
-        (pid) => !readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type='),
-      );
+      const main = instanceChromium(ctx.id);
       process.kill(main!, 'SIGKILL');
       await eventually(() => failures.length > 0, 'failed() to be called');
-      expect(failures).toEqual(['Chromium exited unexpectedly (SIGKILL)']);
-      await eventually(() => pidsMatching(`${ctx.dir}/`).length === 0, 'no process left');
+      // (inside the sandbox, bubblewrap reports a killed command as status 128 + 9)
+      expect(failures).toEqual([
+        expect.stringMatching(/^Chromium exited unexpectedly \((SIGKILL|code 137)\)$/),
+      ]);
+      await runtime.stop();
+      await eventually(() => instancePids(ctx.id).length === 0, 'no process left');
       expect(() => runtime.browser!.cdpUrl()).toThrow(/not running/);
     });
   });
@@ -168,13 +181,14 @@ describe('browser runtime', () => {
         async () => {
           ran = true;
         },
-        { chromiumPath: fake, dir },
+        // unisolated: the fake binary lives in a host directory the sandbox does not show
+        { chromiumPath: fake, dir, unisolated: true },
       ),
     ).rejects.toThrow(
       /Chromium exited \(code 3\); last stderr lines:\ncannot open display: nowhere/,
     );
     expect(ran).toBe(false);
     expect(tmpLinks(dir)).toEqual([]);
-    expect(pidsMatching(`${dir}/`)).toEqual([]);
+    expect(pidsMatching(fake)).toEqual([]);
   });
 });

@@ -9,7 +9,7 @@
  * wrapper writes its own pid into `cgroup.procs`), so nothing it forks can be outside.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -45,7 +45,8 @@ export class Cgroup {
   readonly dirs: readonly string[];
   readonly #freezer: string;
 
-  private constructor(version: CgroupVersion, dirs: string[], freezer: string) {
+  /** Use `create`; the sweep of dead servers' cgroups builds one over existing directories. */
+  constructor(version: CgroupVersion, dirs: string[], freezer: string) {
     this.version = version;
     this.dirs = dirs;
     this.#freezer = freezer;
@@ -76,7 +77,8 @@ export class Cgroup {
     const dirs: string[] = [];
     for (const c of V1_CONTROLLERS) {
       const dir = join(ROOT, c, PARENT, name);
-      await mkdir(dir, { recursive: true });
+      await mkdir(join(ROOT, c, PARENT), { recursive: true });
+      await mkdir(dir); // never share a cgroup with a leftover of the same name
       dirs.push(dir);
     }
     const cg = new Cgroup(1, dirs, join(ROOT, 'freezer', PARENT, name));
@@ -154,7 +156,7 @@ export class Cgroup {
     if (this.version === 2 && existsSync(join(this.dirs[0]!, 'cgroup.kill'))) {
       writeFileSync(join(this.dirs[0]!, 'cgroup.kill'), '1');
     }
-    await this.thaw().catch(() => {});
+    if (existsSync(this.#freezer)) await this.thaw().catch(() => {});
     const deadline = Date.now() + 5000;
     for (;;) {
       const pids = this.pids();
@@ -196,31 +198,40 @@ export class Cgroup {
   }
 }
 
-/** Remove instance cgroups of dead servers (their processes are gone; the directories stay). */
+/**
+ * Release the instance cgroups of servers that died: thaw them (a frozen process cannot act on
+ * SIGKILL, so a server killed while an instance was paused leaves it frozen for good), kill what
+ * is left in them, and remove them.
+ */
 export async function sweepCgroups(
   version: CgroupVersion,
   live: (name: string) => boolean,
 ): Promise<void> {
-  const { readdir } = await import('node:fs/promises');
-  const parents =
-    version === 2 ? [join(ROOT, PARENT)] : V1_CONTROLLERS.map((c) => join(ROOT, c, PARENT));
-  for (const parent of parents) {
-    let names: string[] = [];
+  const parent = version === 2 ? join(ROOT, PARENT) : join(ROOT, 'pids', PARENT);
+  let names: string[] = [];
+  try {
+    names = (await readdir(parent, { withFileTypes: true }))
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (live(name)) continue;
+    const dirs =
+      version === 2
+        ? [join(ROOT, PARENT, name)]
+        : V1_CONTROLLERS.map((c) => join(ROOT, c, PARENT, name));
+    const cg = new Cgroup(
+      version,
+      dirs.filter((d) => existsSync(d)),
+      version === 2 ? dirs[0]! : join(ROOT, 'freezer', PARENT, name),
+    );
     try {
-      names = (await readdir(parent, { withFileTypes: true }))
-        .filter((d) => d.isDirectory())
-        .map((d) => d.name);
+      await cg.kill();
+      await cg.remove();
     } catch {
-      continue;
-    }
-    for (const name of names) {
-      if (live(name)) continue;
-      const procs = join(parent, name, 'cgroup.procs');
-      try {
-        if ((await readFile(procs, 'utf8')).trim() === '') await rmdir(join(parent, name));
-      } catch {
-        /* busy or gone */
-      }
+      /* busy: the next start tries again */
     }
   }
 }
