@@ -136,3 +136,11 @@ export function instanceChromium(id: string): number | undefined {
     }
   });
 }
+
+/** Host paths of instance `id`'s disk (`home`, `tmp`), wherever this run's sandbox root is. */
+export function instanceDisk(id: string): { home: string; tmp: string } {
+  const disk = execFileSync('sh', ['-c', `ls -d /var/lib/burrow/sandboxes/*/${id}/disk`], {
+    encoding: 'utf8',
+  }).trim();
+  return { home: join(disk, 'home'), tmp: join(disk, 'tmp') };
+}

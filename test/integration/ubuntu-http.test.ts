@@ -3,9 +3,16 @@
  * limit, streaming), pause/resume and stop.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
+import {
+  eventually,
+  instanceDisk,
+  instancePids,
+  pidsMatching,
+  testServer,
+  type TestServer,
+} from '../helpers/server.js';
 
 let server: TestServer;
 let id: string;
@@ -164,7 +171,7 @@ describe('ubuntu over HTTP', () => {
     intoDir.append('file', new Blob(['t']), '../../evil.txt');
     const r2 = await server.api(`/v1/instance/${id}/upload`, { method: 'POST', body: intoDir });
     expect(await r2.json()).toMatchObject({ filename: 'evil.txt', path: '/tmp/evil.txt' });
-    expect(readFileSync(join(dir, 'tmp', 'evil.txt'), 'utf8')).toBe('t');
+    expect(readFileSync(join(instanceDisk(id).tmp, 'evil.txt'), 'utf8')).toBe('t');
 
     const outside = new FormData();
     outside.append('path', '/etc/evil.txt');
@@ -178,14 +185,16 @@ describe('ubuntu over HTTP', () => {
   });
 
   it('refuses an upload over the limit (default 100 MiB) and leaves nothing on disk', async () => {
-    const before = filesUnder(dir);
+    // the server's side of the instance and the instance's own disk
+    const files = () => [...filesUnder(dir), ...filesUnder(dirname(instanceDisk(id).home))];
+    const before = files();
     const res = await upload('big/too-big.bin', 'too-big.bin', 200 * 1024 * 1024);
     expect(res).toMatchObject({
       status: 413,
       body: { detail: expect.stringMatching(/larger than|too large/) },
     });
-    await eventually(() => filesUnder(dir).join() === before.join(), 'temp files to be gone', 5000);
-    expect(filesUnder(dir)).toEqual(before);
+    await eventually(() => files().join() === before.join(), 'temp files to be gone', 5000);
+    expect(files()).toEqual(before);
     expect((await bash({ command: 'echo still-ok' })).output).toBe('still-ok\n');
   });
 
@@ -199,7 +208,7 @@ describe('ubuntu over HTTP', () => {
     expect(res).toMatchObject({ status: 200, body: { path: '/home/user/big/large.bin' } });
     expect((await bash({ command: 'stat -c %s big/large.bin' })).output).toBe(`${size}\n`);
     expect(peak - base).toBeLessThan(48 * 1024 * 1024);
-    expect(readdirSync(join(dir, 'home', 'big'))).toEqual(['large.bin']);
+    expect(readdirSync(join(instanceDisk(id).home, 'big'))).toEqual(['large.bin']);
   });
 
   it('pause freezes the instance, resume continues', async () => {
@@ -208,7 +217,7 @@ describe('ubuntu over HTTP', () => {
     });
     await new Promise((r) => setTimeout(r, 300));
     expect(await post('/pause')).toEqual({ status: 200, body: { status: 'paused' } });
-    const tick = () => readFileSync(join(dir, 'tmp', 'tick'), 'utf8');
+    const tick = () => readFileSync(join(instanceDisk(id).tmp, 'tick'), 'utf8');
     await new Promise((r) => setTimeout(r, 100));
     const frozen = tick();
     await new Promise((r) => setTimeout(r, 400));
@@ -221,12 +230,14 @@ describe('ubuntu over HTTP', () => {
 
   it('stop leaves no process and removes the directory', async () => {
     await bash({ command: 'sleep 600 & setsid sleep 601 &' });
-    expect(pidsMatching(dir).length).toBeGreaterThan(2);
+    const disk = dirname(instanceDisk(id).home);
+    expect(instancePids(id).length).toBeGreaterThan(2);
     expect(pidsMatching('Xvfb -screen 0 1000x701x24').length).toBeGreaterThan(0);
     expect(await post('/stop')).toEqual({ status: 200, body: { status: 'terminated' } });
-    expect(pidsMatching(dir)).toEqual([]);
+    expect(instancePids(id)).toEqual([]);
     expect(pidsMatching('Xvfb -screen 0 1000x701x24')).toEqual([]);
     expect(pidsMatching('sleep 60[01]')).toEqual([]);
     await eventually(() => !existsSync(dir), 'the instance directory to be removed', 5000);
+    await eventually(() => !existsSync(disk), "the instance's disk to be removed", 5000);
   });
 });

@@ -116,6 +116,8 @@ class BrowserRuntime implements InstanceRuntime {
   }
 
   async stop(): Promise<void> {
+    // a paused instance is frozen: thaw it so Chromium can act on being stopped
+    await this.#sandbox?.resume().catch(() => {});
     await this.#screencast.close();
     await this.browser.dispose();
     this.#egress?.close();

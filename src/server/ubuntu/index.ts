@@ -150,6 +150,8 @@ export class UbuntuRuntime implements InstanceRuntime {
     this.#stopping ??= (async () => {
       const s = this.#started;
       if (!s) return;
+      // a paused instance is frozen: thaw it so its processes can act on being stopped
+      await s.sandbox.resume().catch(() => {});
       await s.desktop.stop();
       await s.bash.stop();
       await s.kernels.stop();
