@@ -99,9 +99,7 @@ export async function run(argv: string[]): Promise<void> {
     if (missing.length > 0) {
       const pkgs = missing.join(' ');
       const cmd = `apt-get install -y ${pkgs}`;
-      console.log(
-        `\nto fix: ${process.getuid?.() === 0 ? cmd : `sudo ${cmd}`}`,
-      );
+      console.log(`\nto fix: ${process.getuid?.() === 0 ? cmd : `sudo ${cmd}`}`);
     }
   }
   if (list.some((k) => !k.ok) || !support.sandbox) process.exitCode = 1;

@@ -5,14 +5,7 @@
  */
 import { testSandboxHost } from '../helpers/sandbox.js';
 import { randomBytes } from 'node:crypto';
-import {
-  chmodSync,
-  mkdtempSync,
-  readdirSync,
-  readlinkSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';

@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type {
   BashRequest,
   CodeExecuteResult,
