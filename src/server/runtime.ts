@@ -23,12 +23,8 @@ import type { z } from 'zod';
 import type { SandboxHost } from './sandbox/index.js';
 import type { AddCellRequest, ExecuteCellRequest } from '../api/index.js';
 
-export interface Logger {
-  info(obj: object | string, msg?: string): void;
-  warn(obj: object | string, msg?: string): void;
-  error(obj: object | string, msg?: string): void;
-  debug(obj: object | string, msg?: string): void;
-}
+export type { Logger } from '../internal/log.js';
+import type { Logger } from '../internal/log.js';
 
 export interface RuntimeContext {
   readonly id: string;

@@ -44,7 +44,7 @@ import type { LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import http from 'node:http';
 import net from 'node:net';
-import type { Logger } from '../runtime.js';
+import type { Logger } from '../../internal/log.js';
 import {
   blockedDomainMatcher,
   checkAddresses,

@@ -7,7 +7,7 @@ import { randomInt } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import type { Logger } from '../runtime.js';
+import type { Logger } from '../../internal/log.js';
 import { sweepCgroups, type Limits } from './cgroups.js';
 import { unmountAllUnder } from './quota.js';
 import { buildEtc } from './rootfs.js';

@@ -4,7 +4,7 @@
  * at it through the proxy environment variables, Chromium through `--proxy-server`; a process that
  * ignores them reaches nothing (no route, no DNS server).
  */
-import type { Logger } from '../runtime.js';
+import type { Logger } from '../../internal/log.js';
 import { Egress } from './egress.js';
 import type { SandboxHost } from './host.js';
 import { SANDBOX_HOSTNAME } from './rootfs.js';

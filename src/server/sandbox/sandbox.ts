@@ -43,7 +43,7 @@ import {
   type ExitInfo,
 } from '../../internal/process.js';
 import type { InstanceLimits } from '../../api/index.js';
-import type { Logger } from '../runtime.js';
+import type { Logger } from '../../internal/log.js';
 import { Cgroup } from './cgroups.js';
 import type { SandboxHost } from './host.js';
 import { DiskQuota } from './quota.js';

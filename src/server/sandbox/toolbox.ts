@@ -21,7 +21,7 @@ import { readFileSync } from 'node:fs';
 import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import type { Supervised } from '../../internal/process.js';
 import { SerialQueue } from '../../internal/serial.js';
-import type { Logger } from '../runtime.js';
+import type { Logger } from '../../internal/log.js';
 import { encodeFrame, FrameDecoder, type Frame, type FrameHeader } from './toolbox-frames.js';
 
 /** Starts `argv` inside the instance's sandbox (`Sandbox.spawn`); `cwd` is a sandbox path. */
