@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import {
   eventually,
+  instancePids,
   instanceProcesses,
-  pidsMatching,
   pngSize,
   testServer,
   type TestServer,
@@ -68,11 +68,20 @@ function handshakeStatus(url: string): Promise<number> {
   });
 }
 
-/** Chromium browser processes (not its helpers) running on the instance's profile. */
+/**
+ * Chromium browser processes (not its helpers) of the instance on its profile. Chromium runs in
+ * the instance's sandbox, where every instance's profile has the same path: the instance's own
+ * processes are its cgroup's members, and the profile is named as Chromium sees it.
+ */
 function browserProcesses(id: string): number[] {
-  return pidsMatching(`${id}/profile`).filter((pid) => {
+  return instancePids(id).filter((pid) => {
     try {
-      return !readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type=');
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      return (
+        argv[0] === '/usr/lib/chromium/chromium' &&
+        argv.includes('--user-data-dir=/home/user/.config/burrow-chromium/profile') &&
+        !argv.some((a) => a.startsWith('--type='))
+      );
     } catch {
       return false;
     }

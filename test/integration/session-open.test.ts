@@ -16,7 +16,8 @@ import {
 } from 'burrow';
 import { serveDemoSite, type DemoSite } from '../../src/cli/demo-site.js';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
-import { eventually, pidsMatching, pngSize, type TestServer } from '../helpers/server.js';
+import { eventually, instancePids, pngSize, type TestServer } from '../helpers/server.js';
+import { startSite } from '../helpers/site.js';
 
 const env = sessionServer('bso-');
 const { dataDir } = env;
@@ -73,7 +74,7 @@ describe('openSession (Playwright)', () => {
     expect(b).toEqual(a);
     expect(await session.stop()).toEqual(a);
     expect((await instance(id)).status).toBe('terminated');
-    expect(pidsMatching(id)).toEqual([]);
+    expect(instancePids(id)).toEqual([]);
     expect(ledgerFiles()).toEqual([]);
     expect(session.connected).toBe(false);
     expect(() => session.page).toThrow(SessionStoppedError);
@@ -93,15 +94,31 @@ describe('openSession (Playwright)', () => {
   });
 
   it('passes instance options through: resolution and blocked domains', async () => {
-    await using session = await openSession({
-      ...remote,
-      resolution: [800, 600],
-      blockedDomains: ['blocked.test'],
-      timeoutHours: 0.5,
-    });
-    expect(session.instance.resolution).toEqual([800, 600]);
-    expect(pngSize(await session.screenshot())).toEqual([800, 600]);
-    await expect(session.page.goto('http://www.blocked.test/')).rejects.toThrow();
+    const names = await startSite(); // records the Host of every request it receives
+    try {
+      await using session = await openSession({
+        ...remote,
+        resolution: [800, 600],
+        blockedDomains: ['blocked.localhost'],
+        timeoutHours: 0.5,
+      });
+      expect(session.instance.resolution).toEqual([800, 600]);
+      expect(pngSize(await session.screenshot())).toEqual([800, 600]);
+      // *.localhost is the host's loopback, where the site listens: only the blocked domain
+      // keeps the request away from it. The instance's egress refuses it with a 403 of its own
+      // (not a DNS failure in Chromium, as before the sandbox), and the site never hears of it.
+      const refused = await session.page.goto(`http://www.blocked.localhost:${names.port}/`);
+      expect(refused?.status()).toBe(403);
+      expect(await refused?.text()).toContain(
+        'blocked_domain: www.blocked.localhost is blocked (blocked.localhost)',
+      );
+      const allowed = await session.page.goto(`http://allowed.localhost:${names.port}/`);
+      expect(allowed?.status()).toBe(200);
+      // every request the site got (the page, its favicon) named the allowed host
+      expect(new Set(names.hosts)).toEqual(new Set([`allowed.localhost:${names.port}`]));
+    } finally {
+      await names.close();
+    }
   });
 });
 
@@ -120,7 +137,7 @@ describe('openSession (Puppeteer)', () => {
       expect(session.page.viewport()).toBeNull(); // defaultViewport: null, the instance's screen
     }
     expect((await instance(id)).status).toBe('terminated');
-    expect(pidsMatching(id)).toEqual([]);
+    expect(instancePids(id)).toEqual([]);
   });
 });
 
