@@ -4,6 +4,7 @@
  * (the abstract X socket is reachable from the whole network namespace).
  */
 import { randomBytes } from 'node:crypto';
+import { lchown } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
@@ -51,7 +52,14 @@ export class Display implements DisplayInfo {
     const sandboxAuth = posix.join(sandbox.home, '.Xauthority');
     const homeAuth = join(sandbox.hostHome, '.Xauthority');
     const hostAuth = join(sandbox.hostRun, 'Xauthority');
-    await writeFileAtomic(homeAuth, xauthority(cookie, ''));
+    // The server writes the home copy as root: hand it to the instance's user. Xvfb reads it as
+    // that user, and an X server that cannot read its -auth file lets every local client in.
+    // lchown: the home is the instance's, a link planted there must not redirect the chown.
+    const writeHomeAuth = async (data: Buffer) => {
+      await writeFileAtomic(homeAuth, data);
+      if (sandbox.uid !== undefined) await lchown(homeAuth, sandbox.uid, sandbox.uid);
+    };
+    await writeHomeAuth(xauthority(cookie, ''));
     const proc = sandbox.spawn(
       [
         XVFB,
@@ -90,7 +98,7 @@ export class Display implements DisplayInfo {
       );
     }
     const data = xauthority(cookie, String(number));
-    await writeFileAtomic(homeAuth, data);
+    await writeHomeAuth(data);
     await writeFileAtomic(hostAuth, data);
     void proc.exited.then((e) => {
       if (!sandbox.stopping) onExit(`Xvfb exited (${describeExit(e)})`);
