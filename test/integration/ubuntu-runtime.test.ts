@@ -1,8 +1,10 @@
 /**
- * The ubuntu runtime driven directly (no HTTP): a real bubblewrap sandbox with Xvfb, bash
- * sessions, the edit and file tools, env, pause/resume and stop.
+ * The ubuntu runtime driven directly (no HTTP): a real sandbox (its own uid, namespaces, cgroup
+ * and disk; ../../src/server/sandbox/ISOLATION.md) with Xvfb, bash sessions, the edit and file
+ * tools, env, pause/resume and stop.
  */
 import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import {
   existsSync,
   lstatSync,
@@ -10,44 +12,50 @@ import {
   mkdtempSync,
   readFileSync,
   readdirSync,
+  realpathSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { alive } from '../../src/internal/process.js';
+import { alive, processState } from '../../src/internal/process.js';
 import type { RuntimeContext } from '../../src/server/runtime.js';
 import { UbuntuRuntime } from '../../src/server/ubuntu/index.js';
 import { testSandboxHost } from '../helpers/sandbox.js';
+import { instanceFrozen, instancePids, pidsMatching } from '../helpers/server.js';
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
 
 interface Instance {
   rt: UbuntuRuntime;
+  /** The instance id: unique per instance, so its cgroup (`<pid>.<id>`) and the wrappers that
+   * name it (`pgrep -f <id>`) belong to this instance alone. */
+  id: string;
   dir: string;
   data: string;
   failures: string[];
 }
 
 async function startInstance(
-  opts: { isolation?: 'none' } = {},
+  opts: { disableIsolation?: boolean } = {},
   resolution: [number, number] = [800, 600],
 ): Promise<Instance> {
+  const id = `ubu-rt-${randomBytes(6).toString('hex')}`;
   const data = mkdtempSync(join(tmpdir(), 'burrow-ubuntu-'));
   const runDir = join(
     data,
     'instances',
     `run-${process.pid}-${Math.random().toString(16).slice(2)}`,
   );
-  const dir = join(runDir, 'u1');
+  const dir = join(runDir, id);
   mkdirSync(dir, { recursive: true });
   // something secret in the data dir, next to the instance
   mkdirSync(join(data, 'auth_states'), { recursive: true });
   writeFileSync(join(data, 'auth_states', 'secret.json'), '{"cookie":"s3cret"}');
   const failures: string[] = [];
   const ctx: RuntimeContext = {
-    id: 'u1',
+    id,
     type: 'ubuntu',
     resolution,
     blockedDomains: [],
@@ -58,16 +66,35 @@ async function startInstance(
     chromiumPath: '/usr/lib/chromium/chromium',
     maxUploadBytes: 1 << 20,
     failed: (r) => failures.push(r),
-    sandboxHost: await testSandboxHost(runDir, { disableIsolation: opts.isolation === 'none' }),
+    sandboxHost: await testSandboxHost(runDir, { disableIsolation: !!opts.disableIsolation }),
   };
   const rt = new UbuntuRuntime(ctx);
   await rt.start();
-  return { rt, dir, data, failures };
+  return { rt, id, dir, data, failures };
+}
+
+/** Stop the instance, then remove its server run's sandbox root and the data dir. */
+async function cleanUp(inst: Instance): Promise<void> {
+  try {
+    await inst.rt.stop();
+    await inst.rt.ctx.sandboxHost.close();
+  } finally {
+    rmSync(inst.data, { recursive: true, force: true });
+  }
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe('ubuntu runtime with bubblewrap', () => {
+/** The command line of `pid`, arguments joined by spaces ('' once it is gone). */
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim();
+  } catch {
+    return '';
+  }
+}
+
+describe('ubuntu runtime in its sandbox', () => {
   let inst: Instance;
   let rt: UbuntuRuntime;
   const bash = (req: Parameters<UbuntuRuntime['bash']>[0]) => rt.bash(req);
@@ -83,26 +110,31 @@ describe('ubuntu runtime with bubblewrap', () => {
   afterAll(async () => {
     if (!inst) return;
     try {
-      const pids = rt.sandbox.pids();
+      const pids = instancePids(inst.id);
       await rt.stop();
       expect(pids.filter(alive)).toEqual([]);
+      expect(instancePids(inst.id)).toEqual([]);
       expect(inst.failures).toEqual([]);
     } finally {
-      rmSync(inst.data, { recursive: true, force: true });
+      await cleanUp(inst);
     }
   });
 
-  it('runs in a bubblewrap sandbox with its own home, tmp and process tree', async () => {
+  it('runs in a sandbox with its own home, tmp, host name, user and process tree', async () => {
     expect(rt.sandbox.mode).toBe('isolated');
     const r = await bash({
-      command: 'pwd; echo $HOME; touch /tmp/mine; ls /tmp; ps -e -o comm= | sort -u',
+      command:
+        'pwd; echo $HOME; hostname; id -un; id -u; touch /tmp/mine; ls /tmp; ps -e -o comm= | sort -u',
     });
     const lines = r.output!.split('\n');
-    expect(lines.slice(0, 2)).toEqual(['/home/user', '/home/user']);
+    expect(lines.slice(0, 5)).toEqual(['/home/user', '/home/user', 'burrow', 'user', '1000']);
     expect(r.output).toContain('mine');
     expect(r.output).toContain('Xvfb');
     expect(r.output).not.toContain('node');
-    expect(existsSync(join(inst.rt.sandbox.hostTmp, 'mine'))).toBe(true);
+    // on the host, the file lies on the instance's disk and belongs to the instance's own uid
+    const mine = lstatSync(join(rt.sandbox.hostTmp, 'mine'));
+    expect(rt.sandbox.uid).toBeGreaterThan(0);
+    expect(mine.uid).toBe(rt.sandbox.uid);
   });
 
   it('cannot write outside its directory nor see the data dir', async () => {
@@ -116,6 +148,18 @@ describe('ubuntu runtime with bubblewrap', () => {
     expect(existsSync('/usr/burrow-escape')).toBe(false);
   });
 
+  it("sees a generated /etc, not the host's", async () => {
+    const r = await bash({
+      command: 'cut -d: -f1 /etc/passwd; cat /etc/hostname; test -e /etc/shadow || echo no-shadow',
+    });
+    // the host has accounts and files the instance must not see
+    expect(readFileSync('/etc/passwd', 'utf8').split('\n').filter(Boolean).length).toBeGreaterThan(
+      3,
+    );
+    expect(existsSync('/etc/shadow')).toBe(true);
+    expect(r.output).toBe('root\nuser\nnobody\nburrow\nno-shadow\n');
+  });
+
   describe('display', () => {
     it('starts Xvfb at the resolution, seen by bash as DISPLAY', async () => {
       const n = rt.display.number;
@@ -124,12 +168,24 @@ describe('ubuntu runtime with bubblewrap', () => {
       expect(r.output).toMatch(/dimensions:\s+800x600 pixels/);
     });
 
-    it('needs the instance cookie: a client without it is refused', () => {
-      const env = { ...process.env, ...rt.display.hostEnv };
-      expect(execFileSync('xdpyinfo', [], { env, encoding: 'utf8' })).toContain('800x600');
-      expect(() =>
-        execFileSync('xdpyinfo', [], { env: { ...env, XAUTHORITY: '/dev/null' }, stdio: 'pipe' }),
-      ).toThrow();
+    it('needs the instance cookie: a client without it is refused', async () => {
+      // The X server lives in the instance's network namespace and /tmp, out of the host's
+      // reach; the attack is another process in there without the cookie. Unsetting XAUTHORITY
+      // is not enough for that: Xlib then reads ~/.Xauthority, which holds the cookie.
+      const n = rt.display.number;
+      const r = await bash({
+        command: [
+          'xdpyinfo >/dev/null && echo with-cookie',
+          'XAUTHORITY=/dev/null xdpyinfo >/dev/null; echo "no-cookie=$?"',
+          `xauth -q -f /tmp/wrong add :${n} MIT-MAGIC-COOKIE-1 ${randomBytes(16).toString('hex')}`,
+          'XAUTHORITY=/tmp/wrong xdpyinfo >/dev/null; echo "wrong-cookie=$?"',
+          'rm -f /tmp/wrong',
+        ].join('; '),
+      });
+      expect(r.output).toBe('with-cookie\nno-cookie=1\nwrong-cookie=1\n');
+      // refused by the server for want of the cookie, not unreachable
+      expect(r.error).toMatch(/Authorization required, but no authorization protocol specified/);
+      expect(r.error).toMatch(/Invalid MIT-MAGIC-COOKIE-1 key/);
     });
   });
 
@@ -607,21 +663,24 @@ describe('ubuntu runtime with bubblewrap', () => {
       expect(
         (await edit({ command: 'create', path: '/usr/burrow-x', file_text: 'x' })).error,
       ).toMatch(/Access denied/);
-      expect((await file({ command: 'read', path: '/etc/hostname' })).output).toBe(
-        readFileSync('/etc/hostname', 'utf8'),
-      );
+      // the instance's generated /etc, not the host's
+      expect((await file({ command: 'read', path: '/etc/hostname' })).output).toBe('burrow\n');
       expect((await file({ command: 'read', path: '/proc/self/environ' })).error).toMatch(
         /Access denied/,
       );
       expect(
         (await file({ command: 'read', path: `${inst.data}/auth_states/secret.json` })).error,
       ).toMatch(/No such file|Access denied/);
-      expect((await file({ command: 'list', path: '/root' })).error).toMatch(/Access denied/);
+      // the host's /root does not exist inside
+      expect(existsSync('/root')).toBe(true);
+      expect((await file({ command: 'list', path: '/root' })).error).toBe(
+        'No such file or directory: /root',
+      );
       expect(existsSync('/etc/burrow-x') || existsSync('/usr/burrow-x')).toBe(false);
     });
 
     it('resolves symlinks planted by bash as the sandbox does, never reaching outside', async () => {
-      // the data dir lies under the host /tmp, which the sandbox sees as its own /tmp
+      // links to the data dir's host path: nothing is there inside (its /tmp is its own disk's)
       const secret = `${inst.data}/auth_states/secret.json`;
       await bash({
         command: `mkdir -p links && cd links && ln -sfn / root && ln -sfn /etc etc && ln -sfn ${inst.data} data && ln -sfn ${secret} secret && ln -sfn ../../../.. up && ln -sfn /home/user/links/loop loop && ln -sfn /home/user/real inhome && mkdir -p ../real && echo hi > ../real/f && cd ~`,
@@ -655,10 +714,16 @@ describe('ubuntu runtime with bubblewrap', () => {
       );
       expect(existsSync('/etc/passwd')).toBe(true);
       expect(() => lstatSync(join(home(), 'links/etc'))).toThrow();
-      // copying a directory that holds hidden paths is refused
-      expect((await file({ command: 'copy', src: '/', dst: 'rootcopy' })).error).toMatch(
-        /contains paths this instance cannot access/,
+      // copying a directory that holds hidden paths or an instance root is refused: / always
+      // holds the destination, /home holds /home/user
+      expect((await file({ command: 'copy', src: '/', dst: 'rootcopy' })).error).toBe(
+        'Cannot copy / into itself',
       );
+      expect((await file({ command: 'copy', src: '/home', dst: '/tmp/homecopy' })).error).toBe(
+        'Cannot copy /home: it contains paths this instance cannot access',
+      );
+      expect(existsSync(join(home(), 'rootcopy'))).toBe(false);
+      expect(existsSync(join(rt.sandbox.hostTmp, 'homecopy'))).toBe(false);
       const r = await bash({ command: 'cat links/secret' });
       expect(r.output).toBe('');
       expect(readFileSync(secret, 'utf8')).toBe('{"cookie":"s3cret"}');
@@ -683,19 +748,26 @@ describe('ubuntu runtime with bubblewrap', () => {
           '(i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.05; done) > /dev/null 2>&1 &',
       });
       const read = () => Number(readFileSync(join(inst.rt.sandbox.hostTmp, 'counter'), 'utf8'));
+      const states = (pids: number[]) => pids.map(processState).filter((s) => s !== '');
       await sleep(300);
+      expect(instanceFrozen(inst.id)).toBe(false);
       await rt.pause();
       await sleep(100);
       const frozen = read();
       await sleep(500);
       expect(read()).toBe(frozen);
-      for (const pid of rt.sandbox.pids()) {
-        const state = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0];
-        expect(['T', 'Z']).toContain(state);
-      }
+      // the whole cgroup is frozen; its members (every process of the instance: bash, Xvfb, the
+      // counter loop) show `D` under the v1 freezer (`T` if stopped by a signal instead)
+      expect(instanceFrozen(inst.id)).toBe(true);
+      const pids = instancePids(inst.id);
+      expect(pids).toEqual(expect.arrayContaining(rt.sandbox.pids()));
+      expect(pids.length).toBeGreaterThan(5);
+      for (const state of states(pids)) expect(['D', 'T', 'Z']).toContain(state);
       await rt.resume();
+      expect(instanceFrozen(inst.id)).toBe(false);
       await sleep(400);
       expect(read()).toBeGreaterThan(frozen);
+      expect(states(instancePids(inst.id)).filter((s) => s === 'S').length).toBeGreaterThan(0);
       expect((await bash({ command: 'echo resumed' })).output).toBe('resumed\n');
     });
   });
@@ -704,32 +776,35 @@ describe('ubuntu runtime with bubblewrap', () => {
 describe('ubuntu runtime lifecycle', () => {
   it('stop leaves no process: bwrap, bash, Xvfb and detached children', async () => {
     const inst = await startInstance({}, [640, 481]);
-    const pgrep = (pattern: string) => {
-      try {
-        return execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' }).trim().split('\n');
-      } catch {
-        return []; // exit status 1: no match
-      }
-    };
+    const xvfb = () => pidsMatching('Xvfb -screen 0 640x481x24');
     try {
       await inst.rt.bash({
         command: 'sleep 1000 & setsid sleep 1001 & nohup sleep 1002 >/dev/null 2>&1 &',
       });
       await inst.rt.bash({ command: 'sleep 30', timeout: 0.2, session: 2 });
-      const pids = inst.rt.sandbox.pids();
+      // every process of the instance: its cgroup and the host-side wrappers naming its id
+      const pids = instancePids(inst.id);
+      const commands = pids.map(commandLine);
       expect(pids.length).toBeGreaterThan(8);
-      expect(pgrep(inst.dir).length).toBeGreaterThan(3);
-      expect(pgrep('Xvfb -screen 0 640x481x24').length).toBeGreaterThan(0);
+      expect(pids).toEqual(expect.arrayContaining(inst.rt.sandbox.pids()));
+      expect(commands.filter((c) => /^sleep 100[012]$/.test(c)).sort()).toEqual([
+        'sleep 1000',
+        'sleep 1001',
+        'sleep 1002',
+      ]);
+      expect(commands).toContain('sleep 30');
+      // one bubblewrap each for Xvfb and the two shells
+      expect(commands.filter((c) => c.includes('bwrap ')).length).toBeGreaterThanOrEqual(3);
+      expect(xvfb().length).toBeGreaterThan(0);
       await inst.rt.stop();
       await inst.rt.stop(); // idempotent
       expect(pids.filter(alive)).toEqual([]);
-      expect(pgrep(inst.dir)).toEqual([]);
-      expect(pgrep('Xvfb -screen 0 640x481x24')).toEqual([]);
+      expect(instancePids(inst.id)).toEqual([]);
+      expect(xvfb()).toEqual([]);
       await expect(inst.rt.bash({ command: 'true' })).rejects.toThrow(/stopped/);
       expect(inst.failures).toEqual([]);
     } finally {
-      await inst.rt.stop();
-      rmSync(inst.data, { recursive: true, force: true });
+      await cleanUp(inst);
     }
   });
 
@@ -781,28 +856,52 @@ setInterval(() => {}, 1000);
   });
 });
 
-describe('ubuntu runtime without bubblewrap', () => {
-  it('runs bash with HOME in the instance and still confines the file tools', async () => {
-    const inst = await startInstance({ isolation: 'none' }, [640, 483]);
+describe('ubuntu runtime without isolation (disableIsolation)', () => {
+  // ISOLATION.md, "Without isolation": processes are plain children of the server with its uid,
+  // network and file system; nothing is masked, so this mode no longer promises that the data
+  // dir is unreadable (the old bubblewrap-without-namespaces mode hid it). What it still
+  // promises: HOME and TMPDIR in the instance directory, the file tools writing only under them,
+  // and stop ending every process.
+  it('runs bash with HOME in the instance and the file tools write only under home and tmp', async () => {
+    const inst = await startInstance({ disableIsolation: true }, [640, 483]);
     try {
-      expect(inst.rt.sandbox.mode).toBe('none');
-      const home = inst.rt.sandbox.hostHome;
-      const r = await inst.rt.bash({ command: 'echo $HOME; pwd; echo hi > f.txt; echo $DISPLAY' });
-      expect(r.output).toBe(`${home}\n${home}\n:${inst.rt.display.number}\n`);
+      const { sandbox } = inst.rt;
+      expect(sandbox.mode).toBe('none');
+      const home = sandbox.hostHome;
+      const tmp = sandbox.hostTmp;
+      const dir = realpathSync(inst.dir);
+      expect(home.startsWith(`${dir}/`)).toBe(true);
+      expect(tmp.startsWith(`${dir}/`)).toBe(true);
+      const r = await inst.rt.bash({
+        command: 'echo $HOME; pwd; echo $TMPDIR; echo hi > f.txt; echo $DISPLAY',
+      });
+      expect(r.output).toBe(`${home}\n${home}\n${tmp}\n:${inst.rt.display.number}\n`);
+      expect(readFileSync(join(home, 'f.txt'), 'utf8')).toBe('hi\n');
       expect((await inst.rt.file({ command: 'read', path: 'f.txt' })).output).toBe('hi\n');
       expect(
-        (await inst.rt.file({ command: 'write', path: '/etc/burrow-x', content: 'x' })).error,
-      ).toMatch(/Access denied/);
-      expect(
-        (await inst.rt.file({ command: 'read', path: `${inst.data}/auth_states/secret.json` }))
-          .error,
-      ).toMatch(/Access denied/);
+        (await inst.rt.file({ command: 'write', path: `${tmp}/t.txt`, content: 't' })).output,
+      ).toBe(`Wrote 1 bytes to ${tmp}/t.txt`);
+      expect(readFileSync(join(tmp, 't.txt'), 'utf8')).toBe('t');
+      const refused = [
+        '/etc/burrow-x',
+        `${inst.data}/burrow-x`, // the data dir, next to the instance
+        `${dir}/burrow-x`, // the instance directory itself, outside home and tmp
+        '/tmp/burrow-x', // the host's /tmp: the instance's tmp is its own
+        `${home}/../burrow-x`,
+      ];
+      for (const path of refused) {
+        expect((await inst.rt.file({ command: 'write', path, content: 'x' })).error).toMatch(
+          /^Access denied: .* is read-only \(writes are allowed only under /,
+        );
+      }
+      expect(refused.filter((p) => existsSync(p) || existsSync(join(dir, 'burrow-x')))).toEqual([]);
       const pids = inst.rt.sandbox.pids();
+      expect(pids.length).toBeGreaterThan(1);
       await inst.rt.stop();
       expect(pids.filter(alive)).toEqual([]);
+      expect(pidsMatching('Xvfb -screen 0 640x483x24')).toEqual([]);
     } finally {
-      await inst.rt.stop();
-      rmSync(inst.data, { recursive: true, force: true });
+      await cleanUp(inst);
     }
   });
 });
