@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   eventually,
+  instancePids,
   instanceProcesses,
-  pidsMatching,
   pngSize,
   testServer,
   type TestServer,
@@ -212,7 +212,8 @@ describe('computer actions on an ubuntu instance', () => {
   it('browser/stop closes the desktop browser; stop leaves no Xvfb, x11vnc or Chromium', async () => {
     const url = await server.api(`/v1/instance/${id}/stream_url`); // starts x11vnc
     expect(url.status).toBe(200);
-    const tree = processTree(pidsMatching(id));
+    // the instance's processes are its cgroup's members (and the host-side wrappers naming it)
+    const tree = processTree(instancePids(id));
     const names = new Set(tree.map(commName));
     expect(names).toContain('Xvfb');
     expect(names).toContain('x11vnc');
@@ -221,7 +222,7 @@ describe('computer actions on an ubuntu instance', () => {
     const bstop = await server.api(`/v1/instance/${id}/browser/stop`, { method: 'POST' });
     expect(bstop.status).toBe(200);
     await eventually(
-      () => !processTree(pidsMatching(id)).some((p) => commName(p).startsWith('chromium')),
+      () => !processTree(instancePids(id)).some((p) => commName(p).startsWith('chromium')),
       'the desktop browser to exit',
     );
     const shot = decodePng(await screenshot());
@@ -230,6 +231,6 @@ describe('computer actions on an ubuntu instance', () => {
     const stop = await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
     expect(stop.status).toBe(200);
     await eventually(() => tree.every((p) => !alive(p)), 'every process of the instance to exit');
-    expect(pidsMatching(id)).toEqual([]);
+    expect(instancePids(id)).toEqual([]);
   });
 });

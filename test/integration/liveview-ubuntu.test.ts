@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import {
   eventually,
+  instancePids,
   instanceProcesses,
-  pidsMatching,
   testServer,
   type TestServer,
 } from '../helpers/server.js';
@@ -68,8 +68,9 @@ async function streamUrl(id: string): Promise<string> {
   return ((await res.json()) as { stream_url: string }).stream_url;
 }
 
+/** x11vnc runs inside the instance: among its cgroup's members (and their children). */
 const x11vnc = (id: string) =>
-  processTree(pidsMatching(id)).filter((p) => commName(p) === 'x11vnc');
+  processTree(instancePids(id)).filter((p) => commName(p) === 'x11vnc');
 
 function handshakeStatus(url: string, protocol?: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -152,7 +153,7 @@ describe('ubuntu instance live view', () => {
 
     await tab.close();
     page.close();
-    const tree = processTree(pidsMatching(id));
+    const tree = processTree(instancePids(id));
     await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
     await eventually(() => tree.every((p) => !alive(p)), 'every process of the instance to exit');
     expect(x11vnc(id)).toEqual([]);
@@ -177,6 +178,6 @@ describe('ubuntu instance live view', () => {
     await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
     expect((await fetch(url)).status).toBeGreaterThanOrEqual(400);
     expect(await handshakeStatus(`${ws}?token=${token}`, 'binary')).toBeGreaterThanOrEqual(400);
-    expect(pidsMatching(id)).toEqual([]);
+    expect(instancePids(id)).toEqual([]);
   });
 });

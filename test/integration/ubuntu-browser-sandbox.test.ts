@@ -10,15 +10,26 @@ import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processState } from '../../src/internal/process.js';
 import { alive, commName, processTree } from '../helpers/computer.js';
-import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
+import {
+  eventually,
+  instanceFrozen,
+  instancePids,
+  instanceProcesses,
+  pidsMatching,
+  testServer,
+  type TestServer,
+} from '../helpers/server.js';
 
 let server: TestServer;
 let id: string;
 let browser: Browser | undefined;
 let dataDir: string;
 
-/** Processes of the instance: its sandboxes (which name the instance dir) and everything below. */
-const instanceTree = () => processTree(pidsMatching(id));
+/**
+ * Processes of the instance: its cgroup's members, the host-side wrappers that name it, and
+ * everything below them.
+ */
+const instanceTree = () => processTree(instancePids(id));
 const chromiumPids = () => instanceTree().filter((p) => commName(p).startsWith('chrom'));
 
 async function bash(command: string): Promise<{ output?: string; error?: string }> {
@@ -54,6 +65,7 @@ afterAll(async () => {
   await browser?.close().catch(() => {});
   await server?.close();
   expect(pidsMatching(dataDir)).toEqual([]);
+  expect(instanceProcesses()).toEqual([]);
   rmSync(dataDir, { recursive: true, force: true });
 });
 
@@ -92,11 +104,15 @@ describe('the ubuntu desktop browser runs in the sandbox', () => {
     const pause = await server.api(`/v1/instance/${id}/pause`, { method: 'POST' });
     expect(pause.status).toBe(200);
     const stateOf = (pid: number) => processState(pid) || 'gone';
+    // pause freezes the instance's cgroup (not SIGSTOP any more): frozen tasks sleep
+    // uninterruptibly, so they show D, not T
+    expect(instanceFrozen(id)).toBe(true);
     const pids = chromiumPids();
     expect(pids.length).toBeGreaterThan(0);
-    expect(pids.every((p) => ['T', 'gone'].includes(stateOf(p) ?? ''))).toBe(true);
+    expect(pids.every((p) => ['D', 'gone'].includes(stateOf(p) ?? ''))).toBe(true);
     const resume = await server.api(`/v1/instance/${id}/resume`, { method: 'POST' });
     expect(resume.status).toBe(200);
+    expect(instanceFrozen(id)).toBe(false);
     expect(await textAt('file:///home/user/x.html')).toContain('mine-');
   });
 
@@ -118,6 +134,6 @@ describe('the ubuntu desktop browser runs in the sandbox', () => {
     const stop = await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
     expect(stop.status).toBe(200);
     await eventually(() => all.every((p) => !alive(p)), 'every process of the instance to exit');
-    expect(pidsMatching(id)).toEqual([]);
+    expect(instancePids(id)).toEqual([]);
   });
 });
