@@ -9,7 +9,7 @@
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { UploadResult } from '../../api/index.js';
-import { HttpError, badRequest } from '../errors.js';
+import { serverError } from '../errors.js';
 import { toolMessage } from './edit.js';
 import { FileOpError, type FileUpload, type InstanceFiles } from './fsops.js';
 import { ToolError } from './paths.js';
@@ -46,7 +46,7 @@ export async function upload(
   // a multipart size limit ends the stream early, marked `truncated` (busboy) after a 'limit'
   let limited = false;
   file.once('limit', () => (limited = true));
-  const tooLarge = () => new HttpError(413, `Upload larger than ${maxBytes} bytes`);
+  const tooLarge = () => serverError('upload_too_large', { limit: maxBytes });
   try {
     let size = 0;
     let pending: Buffer[] = [];
@@ -84,10 +84,13 @@ export async function upload(
  */
 function httpError(err: unknown, display: string): unknown {
   if (err instanceof FileOpError) {
-    if (err.code === 'ENOSPC' || err.code === 'EDQUOT') return new HttpError(413, err.message);
-    if (err.code === 'UNAVAILABLE') return new HttpError(503, err.message);
+    if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
+      return serverError('disk_full', { reason: err.message });
+    if (err.code === 'UNAVAILABLE')
+      return serverError('files_unavailable', { reason: err.message });
   }
-  if (err instanceof ToolError) return badRequest(toolMessage(err, display));
+  if (err instanceof ToolError)
+    return serverError('upload_refused', { reason: toolMessage(err, display) });
   return err;
 }
 

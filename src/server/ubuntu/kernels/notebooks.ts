@@ -30,7 +30,7 @@ import type {
   Notebook,
   NotebookCell,
 } from '../../../api/index.js';
-import { badRequest, HttpError, notFound } from '../../errors.js';
+import { HttpError, serverError } from '../../errors.js';
 import type { NotebookCapability } from '../../runtime.js';
 import type { SandboxFiles } from '../../sandbox/toolbox-files.js';
 import { ToolboxError } from '../../sandbox/toolbox.js';
@@ -72,10 +72,12 @@ const MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024;
 function fileError(err: unknown, id: string): Error {
   if (err instanceof HttpError) return err;
   if (err instanceof ToolboxError) {
-    const status = err.code === 'ENOSPC' || err.code === 'EDQUOT' ? 413 : 400;
-    return new HttpError(status, `notebooks/${id}.ipynb: ${err.message}`);
+    if (err.code === 'ENOSPC' || err.code === 'EDQUOT') {
+      return serverError('disk_full', { reason: `notebooks/${id}.ipynb: ${err.message}` });
+    }
+    return serverError('notebook_file_refused', { id, reason: err.message });
   }
-  return new HttpError(503, `Notebook files are unavailable: ${(err as Error).message}`);
+  return serverError('notebook_files_unavailable', { reason: (err as Error).message });
 }
 
 export class Notebooks implements NotebookCapability {
@@ -118,14 +120,14 @@ export class Notebooks implements NotebookCapability {
 
   /** Read and parse a notebook; upgrades it to stable cell ids on disk when it had none. */
   async #read(id: string): Promise<FileNotebook> {
-    if (!NOTEBOOK_ID.test(id)) throw notFound(`Notebook '${id}' not found`);
+    if (!NOTEBOOK_ID.test(id)) throw serverError('notebook_not_found', { id });
     let text: string;
     try {
       text = (await this.#files.read(this.path(id), MAX_NOTEBOOK_BYTES)).data.toString('utf8');
     } catch (err) {
       const code = err instanceof ToolboxError ? err.code : '';
       if (['ENOENT', 'EISDIR', 'ENOTDIR', 'NOT_REGULAR', 'ELOOP'].includes(code)) {
-        throw notFound(`Notebook '${id}' not found`);
+        throw serverError('notebook_not_found', { id });
       }
       throw fileError(err, id);
     }
@@ -133,7 +135,7 @@ export class Notebooks implements NotebookCapability {
     try {
       nb = parseNotebook(text);
     } catch (err) {
-      throw badRequest(`notebooks/${id}.ipynb is ${(err as Error).message}`);
+      throw serverError('notebook_invalid', { id, reason: (err as Error).message });
     }
     if (ensureCellIds(nb)) await this.#write(id, nb);
     return nb;
@@ -156,7 +158,10 @@ export class Notebooks implements NotebookCapability {
     const spec = specs.find((s) => s.name === kernelName);
     if (!spec) {
       const names = specs.map((s) => s.name).join(', ');
-      throw badRequest(`Unknown kernel '${kernelName}'; installed kernels: ${names || 'none'}`);
+      throw serverError('unknown_notebook_kernel', {
+        name: kernelName,
+        installed: names || 'none',
+      });
     }
     return this.#locked('', async () => {
       const base = slugify(name);
@@ -205,7 +210,7 @@ export class Notebooks implements NotebookCapability {
     const { cell, kernelName } = await this.#locked(notebookId, async () => {
       const nb = await this.#read(notebookId);
       const found = nb.cells.find((c) => c.id === cellId);
-      if (!found) throw notFound(`Cell '${cellId}' not found in notebook '${notebookId}'`);
+      if (!found) throw serverError('cell_not_found', { cell: cellId, notebook: notebookId });
       return { cell: found, kernelName: kernelNameOf(nb) };
     });
     if (cell.cell_type !== 'code') return toWireCell(cell); // nothing to run
@@ -251,7 +256,7 @@ export class Notebooks implements NotebookCapability {
     return this.#locked(id, async () => {
       const nb = await this.#read(id);
       const cell = nb.cells.find((c) => c.id === cellId);
-      if (!cell) throw notFound(`Cell '${cellId}' not found in notebook '${id}'`);
+      if (!cell) throw serverError('cell_not_found', { cell: cellId, notebook: id });
       cell.outputs = result.outputs as Output[];
       cell.execution_count = result.execution_count;
       await this.#write(id, nb);
