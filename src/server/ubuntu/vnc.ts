@@ -148,7 +148,7 @@ export class VncServer {
 
   async #start(): Promise<Running> {
     if (this.#opts.sandbox) return this.#startInside(this.#opts.sandbox);
-    const { displayEnv, runDir, log } = this.#opts;
+    const { displayEnv, runDir } = this.#opts;
     const passwdFile = join(runDir, `vncpasswd-${randomBytes(6).toString('hex')}`);
     await writeFileAtomic(passwdFile, `${this.password}\n`);
     const args = [
@@ -198,24 +198,12 @@ export class VncServer {
         .join(' | ');
       throw new Error(last ? `${reason}: ${last}` : reason);
     }
-    if (this.#paused) proc.signalGroup('SIGSTOP');
-    const running: Running = { proc, port: outcome };
-    void proc.exited.then((e) => {
-      if (this.#stopped) return;
-      log.warn({ exit: e, stderr: tail.join('\n') }, 'x11vnc exited; the next viewer restarts it');
-      if (this.#running) {
-        void this.#running.then((r) => {
-          if (r === running) this.#running = undefined;
-        });
-      }
-      for (const b of this.#bridges) b.ws?.close(1011, 'VNC server exited');
-    });
-    return running;
+    return this.#watch(proc, outcome, tail);
   }
 
   /** x11vnc inside the instance on a Unix socket in its /tmp; resolves once the socket exists. */
   async #startInside(box: NonNullable<VncOptions['sandbox']>): Promise<Running> {
-    const { displayEnv, log } = this.#opts;
+    const { displayEnv } = this.#opts;
     const name = `.burrow-vnc-${randomBytes(6).toString('hex')}.sock`;
     const inside = posix.join(box.tmp, name);
     const onHost = join(box.hostTmp, name);
@@ -253,11 +241,19 @@ export class VncServer {
       }
       await sleep(20);
     }
+    return this.#watch(proc, onHost, tail);
+  }
+
+  /** A started x11vnc: paused if the instance is, forgotten (and its viewers closed) when it exits. */
+  #watch(proc: Supervised, port: number | string, tail: string[]): Running {
     if (this.#paused) proc.signalGroup('SIGSTOP');
-    const running: Running = { proc, port: onHost };
+    const running: Running = { proc, port };
     void proc.exited.then((e) => {
       if (this.#stopped) return;
-      log.warn({ exit: e, stderr: tail.join('\n') }, 'x11vnc exited; the next viewer restarts it');
+      this.#opts.log.warn(
+        { exit: e, stderr: tail.join('\n') },
+        'x11vnc exited; the next viewer restarts it',
+      );
       if (this.#running) {
         void this.#running.then((r) => {
           if (r === running) this.#running = undefined;
