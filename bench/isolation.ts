@@ -86,7 +86,7 @@ function instancePids(id: string): number[] {
     all.add(Number(r));
     const tree = execFileSync(
       'sh',
-      ['-c', `pstree -p ${r} | grep -o '([0-9]*)' | tr -d '()' || true`],
+      ['-c', `pstree -pT ${r} | grep -o '([0-9]*)' | tr -d '()' || true`],
       {
         encoding: 'utf8',
       },

@@ -85,6 +85,7 @@ class BrowserRuntime implements InstanceRuntime {
       processDir: posix.join(sandbox.home, CHROMIUM_DIR),
       spawn: (argv, o) => sandbox.spawn(argv, { env: o.env, stdio: o.stdio }),
       mkdir: async (paths) => {
+        if (sandbox.seeded(paths)) return;
         const r = await sandbox.exec(['mkdir', '-p', '--', ...paths], {
           env: { PATH: SANDBOX_PATH, HOME: sandbox.home },
           timeoutMs: 10_000,
@@ -105,10 +106,21 @@ class BrowserRuntime implements InstanceRuntime {
     });
     this.#sandbox = sandbox;
     try {
+      // Chromium's directories on the still empty disk, without a process inside (see seedHome)
       if (sandbox.mode === 'isolated') {
-        this.#egress = await openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log);
+        await sandbox.seedHome(['profile', 'tmp', 'home'].map((d) => `${CHROMIUM_DIR}/${d}`));
       }
-      await this.browser.start();
+      // the egress listener and Chromium start side by side: Chromium goes online only once a
+      // page loads, and that waits for nothing but the listener's socket, which exists already
+      const egress =
+        sandbox.mode === 'isolated'
+          ? openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log)
+          : undefined;
+      const [opened] = await Promise.allSettled([egress, this.browser.start()]).then((r) => {
+        for (const x of r) if (x.status === 'rejected') throw x.reason;
+        return r.map((x) => (x as PromiseFulfilledResult<unknown>).value);
+      });
+      this.#egress = opened as InstanceEgress | undefined;
     } catch (err) {
       await this.stop();
       throw err;

@@ -32,7 +32,7 @@ import { spawn as spawnChild, type StdioOptions } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { chmod, chown, mkdir, realpath, rm } from 'node:fs/promises';
 import type { Server } from 'node:net';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -110,6 +110,12 @@ export class Sandbox {
   /** The instance's name (its id). */
   readonly #name: string;
   #cgroup: Cgroup | undefined;
+  /** Directories `seedHome` made, as seen inside. */
+  readonly #seeded = new Set<string>();
+  /** Whether anything of the instance's own was started (burrow's own helpers aside). */
+  #spawned = false;
+  /** Set while `listen` starts burrow's helper (which plants nothing). */
+  #helper = false;
   #quota: DiskQuota | undefined;
   /** Host pid of pid 1 of the instance's pid namespace. */
   #init = 0;
@@ -190,6 +196,32 @@ export class Sandbox {
     await this.#startAnchor();
   }
 
+  /**
+   * Create directories under home (paths relative to it) before anything runs inside: the disk is
+   * new and no process of the instance exists yet, so nothing can have planted a link, and doing
+   * it from here spares a process start. Refused once the instance ran anything.
+   */
+  async seedHome(paths: readonly string[]): Promise<void> {
+    if (this.#spawned) throw new Error('seedHome: the instance already runs processes');
+    for (const rel of paths) {
+      if (rel.split('/').includes('..') || rel.startsWith('/')) throw new Error(`bad path ${rel}`);
+      let at = this.hostHome;
+      for (const part of rel.split('/').filter(Boolean)) {
+        at = join(at, part);
+        await mkdir(at, { mode: 0o755 }).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'EEXIST') throw err;
+        });
+        if (this.uid !== undefined) await chown(at, this.uid, this.uid);
+      }
+      this.#seeded.add(posix.join(this.home, rel));
+    }
+  }
+
+  /** Whether every one of `paths` (as seen inside) was made by `seedHome` and nothing ran since. */
+  seeded(paths: readonly string[]): boolean {
+    return !this.#spawned && paths.every((p) => this.#seeded.has(posix.normalize(p)));
+  }
+
   /** Limits that apply to this instance. */
   get limits(): SandboxLimits {
     const l = this.#host.limits;
@@ -213,6 +245,7 @@ export class Sandbox {
     if (!cmd) throw new Error('spawn: empty argv');
     const stdio: StdioOptions = opts.stdio ?? ['ignore', 'ignore', 'ignore'];
     const cwd = opts.cwd ?? this.home;
+    if (!this.#helper) this.#spawned = true;
     const proc =
       this.mode === 'none'
         ? new Supervised(cmd, args, { env: opts.env, cwd, stdio })
@@ -382,10 +415,26 @@ export class Sandbox {
    */
   async listen(port: number): Promise<Server> {
     if (this.mode === 'none') throw new Error('no network namespace in none mode');
-    const proc = this.spawn(
-      [process.execPath, '--input-type=module', '-e', this.#host.listenHelper, '--', String(port)],
-      { env: { PATH: SANDBOX_PATH, HOME: this.home }, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] },
-    );
+    this.#helper = true;
+    let proc: Supervised;
+    try {
+      proc = this.spawn(
+        [
+          process.execPath,
+          '--input-type=module',
+          '-e',
+          this.#host.listenHelper,
+          '--',
+          String(port),
+        ],
+        {
+          env: { PATH: SANDBOX_PATH, HOME: this.home },
+          stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+        },
+      );
+    } finally {
+      this.#helper = false;
+    }
     let stderr = '';
     proc.child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
     const server = await new Promise<Server | Error>((resolve) => {
