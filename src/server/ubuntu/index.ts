@@ -85,13 +85,23 @@ export class UbuntuRuntime implements InstanceRuntime {
       this.env.setBase('HOME', sandbox.home);
       this.env.setBase('TMPDIR', sandbox.tmp);
       if (sandbox.mode === 'isolated') {
-        egress = await openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log);
         for (const [k, v] of Object.entries(proxyEnv())) this.env.setBase(k, v);
       }
-      const display = await Display.start(sandbox, ctx.resolution, this.env.current(), (reason) =>
+      // the egress listener and the display start side by side (neither needs the other)
+      const opening =
+        sandbox.mode === 'isolated'
+          ? openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log).then(
+              (e) => (egress = e),
+            )
+          : Promise.resolve();
+      const starting = Display.start(sandbox, ctx.resolution, this.env.current(), (reason) =>
         ctx.failed(reason),
       );
-      for (const [k, v] of Object.entries(display.sandboxEnv)) this.env.setBase(k, v);
+      const [opened, display] = await Promise.allSettled([opening, starting]);
+      if (opened.status === 'rejected') throw opened.reason;
+      if (display.status === 'rejected') throw display.reason;
+      const { value: displayInfo } = display;
+      for (const [k, v] of Object.entries(displayInfo.sandboxEnv)) this.env.setBase(k, v);
       const exec = (argv: string[], timeoutMs: number) =>
         sandbox.exec(argv, { env: this.env.current(), timeoutMs });
       const writable = [sandbox.home, sandbox.tmp];
@@ -104,7 +114,7 @@ export class UbuntuRuntime implements InstanceRuntime {
       const files = new InstanceFiles(toolbox, writable);
       this.#started = {
         sandbox,
-        display,
+        display: displayInfo,
         bash: new BashSessions(sandbox, this.env),
         edit: new EditTool(files),
         file: new FileTool(files, exec),
@@ -117,7 +127,7 @@ export class UbuntuRuntime implements InstanceRuntime {
         }),
         desktop: new UbuntuDesktop({
           ctx,
-          displayEnv: display.hostEnv,
+          displayEnv: displayInfo.hostEnv,
           runDir: sandbox.hostRun,
           x11SocketDir: join(sandbox.hostTmp, '.X11-unix'),
           browserSandbox: {
@@ -136,7 +146,7 @@ export class UbuntuRuntime implements InstanceRuntime {
         files,
       };
       ctx.log.info(
-        { instance: ctx.id, sandbox: sandbox.mode, display: display.number },
+        { instance: ctx.id, sandbox: sandbox.mode, display: displayInfo.number },
         'ubuntu instance started',
       );
     } catch (err) {
