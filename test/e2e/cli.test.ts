@@ -7,8 +7,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Instance } from 'burrow';
-import { pidsMatching, pngSize, testServer, type TestServer } from '../helpers/server.js';
-import { embeddedEnv, node, root } from './run.js';
+import {
+  instancePids,
+  instanceProcesses,
+  pidsMatching,
+  pngSize,
+  testServer,
+  type TestServer,
+} from '../helpers/server.js';
+import { node, nodeEmbedded, root } from './run.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bcl-'));
 let server: TestServer;
@@ -62,7 +69,7 @@ describe('burrow start | list | get | stop | auth list', () => {
 
     const stopped = await burrow(['stop', id, ...flags()]);
     expect(stopped.stdout).toBe(`${id}  terminated\n`);
-    expect(pidsMatching(id)).toEqual([]);
+    expect(instancePids(id)).toEqual([]);
     const after = await burrow(['list', '--live', ...flags()]);
     expect(after.stdout).toBe('(none)\n');
   });
@@ -112,7 +119,7 @@ describe('burrow demo', () => {
     const main = join(root, 'dist/src/cli/main.js');
     if (!existsSync(main)) throw new Error('dist/ is missing: run `npm run build` first');
     const shot = join(dir, 'shot.png');
-    const run = await node([main, 'demo', '--screenshot', shot], embeddedEnv(join(dir, 'demo')));
+    const run = await nodeEmbedded([main, 'demo', '--screenshot', shot], join(dir, 'demo'));
     expect(run.code).toBe(0);
     const steps = run.stdout.split('\n').filter((l) => /^\s+\d+\/10 /.test(l));
     expect(steps).toHaveLength(10);
@@ -123,5 +130,12 @@ describe('burrow demo', () => {
     expect(run.stdout).toMatch(/done in [\d.]+ s: a fresh browser on a new instance was signed in/);
     expect(pngSize(readFileSync(shot))).toEqual([1024, 768]);
     expect(pidsMatching(join(dir, 'demo'))).toEqual([]);
+    // the sandboxed Chromium names neither the data dir nor its instance: nothing is left in the
+    // cgroups of the demo's embedded server, nor in those of the two instances it printed
+    expect(run.serverPids).toHaveLength(1);
+    expect(instanceProcesses(undefined, run.serverPids[0])).toEqual([]);
+    const ids = [...new Set(run.stdout.match(/inst_[0-9a-f]{16}/g))];
+    expect(ids).toHaveLength(2);
+    for (const id of ids) expect(instancePids(id), id).toEqual([]);
   });
 });

@@ -6,17 +6,21 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { pidsMatching } from '../helpers/server.js';
-import { embeddedEnv, node } from './run.js';
+import { instanceProcesses, pidsMatching } from '../helpers/server.js';
+import { nodeEmbedded } from './run.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'bx-'));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
 async function example(name: string) {
-  const run = await node(['--import', 'tsx', `examples/${name}.ts`], embeddedEnv(dataDir));
+  const run = await nodeEmbedded(['--import', 'tsx', `examples/${name}.ts`], dataDir);
   expect(run.stderr).not.toMatch(/Error/);
   expect(run.code).toBe(0);
-  expect(pidsMatching(dataDir)).toEqual([]); // every Chromium of the run is gone
+  expect(pidsMatching(dataDir)).toEqual([]);
+  // every Chromium of the run is gone: sandboxed, it names neither the data dir nor the instance,
+  // but it stays in a cgroup of the embedded server that started it until it exits
+  expect(run.serverPids).toHaveLength(1);
+  expect(instanceProcesses(undefined, run.serverPids[0])).toEqual([]);
   return run.stdout;
 }
 

@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { pidsMatching, pngSize } from '../helpers/server.js';
-import { embeddedEnv, node } from './run.js';
+import { instanceProcesses, pidsMatching, pngSize } from '../helpers/server.js';
+import { nodeEmbedded, type Run } from './run.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bpt-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -28,6 +28,16 @@ interface JsonSuite {
   suites?: JsonSuite[];
 }
 
+/**
+ * Nothing of the run is left: no process naming its dir, and (the sandboxed Chromium names neither
+ * the dir nor its instance) nothing in the cgroups of the worker's embedded server.
+ */
+function expectNoLeftovers(run: Run & { serverPids: number[] }) {
+  expect(pidsMatching(dir)).toEqual([]);
+  expect(run.serverPids).toHaveLength(1); // one worker, one embedded server
+  expect(instanceProcesses(undefined, run.serverPids[0])).toEqual([]);
+}
+
 const results = (
   suite: JsonSuite,
 ): { title: string; status: string; attachments: Attachment[] }[] => [
@@ -39,7 +49,7 @@ const results = (
 
 describe('examples/playwright-test', () => {
   it('passes with the remote browser', async () => {
-    const run = await node(
+    const run = await nodeEmbedded(
       [
         '--no-warnings',
         cli,
@@ -49,18 +59,16 @@ describe('examples/playwright-test', () => {
         '--output',
         join(dir, 'out1'),
       ],
-      {
-        ...embeddedEnv(join(dir, 'data')),
-      },
+      join(dir, 'data'),
     );
     expect(run.stdout).toMatch(/3 passed/);
     expect(run.code).toBe(0);
-    expect(pidsMatching(dir)).toEqual([]);
+    expectNoLeftovers(run);
   });
 
   it('a deliberately failing spec gets the screenshot attached', async () => {
     const report = join(dir, 'report.json');
-    const run = await node(
+    const run = await nodeEmbedded(
       [
         cli,
         'test',
@@ -70,11 +78,8 @@ describe('examples/playwright-test', () => {
         '--output',
         join(dir, 'out2'),
       ],
-      {
-        ...embeddedEnv(join(dir, 'data')),
-        BURROW_FAILURE_DEMO: '1',
-        PLAYWRIGHT_JSON_OUTPUT_NAME: report,
-      },
+      join(dir, 'data'),
+      { BURROW_FAILURE_DEMO: '1', PLAYWRIGHT_JSON_OUTPUT_NAME: report },
     );
     expect(run.code).toBe(1);
     const suites = (JSON.parse(readFileSync(report, 'utf8')) as { suites: JsonSuite[] }).suites;
@@ -88,6 +93,6 @@ describe('examples/playwright-test', () => {
     expect(shot).toMatchObject({ contentType: 'image/png' });
     const png = shot!.path ? readFileSync(shot!.path) : Buffer.from(shot!.body!, 'base64');
     expect(pngSize(png)).toEqual([1024, 768]);
-    expect(pidsMatching(dir)).toEqual([]);
+    expectNoLeftovers(run);
   });
 });

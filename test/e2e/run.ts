@@ -1,6 +1,7 @@
 /** Runs a command in the repository as a child process and collects what it printed. */
 import { spawn } from 'node:child_process';
-import { dirname, resolve } from 'node:path';
+import { readdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -35,3 +36,35 @@ export const embeddedEnv = (dataDir: string) => ({
   BURROW_API_KEY: undefined,
   BURROW_DATA_DIR: dataDir,
 });
+
+/**
+ * `node <args>` with the embedded server on `dataDir` (`env` over it), noting meanwhile the pid of
+ * every embedded server of the run: while it lives, a server keeps `instances/run-<pid>-…` in its
+ * data dir, and its instances' processes are in cgroups named after that pid (`instanceProcesses`).
+ */
+export async function nodeEmbedded(
+  args: string[],
+  dataDir: string,
+  env: Record<string, string | undefined> = {},
+): Promise<Run & { serverPids: number[] }> {
+  const pids = new Set<number>();
+  const note = () => {
+    try {
+      for (const name of readdirSync(join(dataDir, 'instances'))) {
+        const pid = /^run-(\d+)-/.exec(name)?.[1];
+        if (pid) pids.add(Number(pid));
+      }
+    } catch {
+      /* no server yet */
+    }
+  };
+  // a server lives at least as long as an instance takes to start: 25 ms polls see every one
+  const timer = setInterval(note, 25);
+  try {
+    const run = await node(args, { ...embeddedEnv(dataDir), ...env });
+    note();
+    return { ...run, serverPids: [...pids] };
+  } finally {
+    clearInterval(timer);
+  }
+}

@@ -8,7 +8,8 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openSession, reapOrphans, type Instance } from 'burrow';
-import { eventually, pidsMatching, type TestServer } from '../helpers/server.js';
+import { alive } from '../../src/internal/process.js';
+import { eventually, instanceChromium, instancePids, type TestServer } from '../helpers/server.js';
 import { sessionServer } from './fixtures/session-server.js';
 import { node, root } from './run.js';
 
@@ -77,7 +78,7 @@ describe('a process that dies', () => {
 
     await using session = await openSession({ baseUrl: server.url, apiKey: server.apiKey });
     expect(await status(c.instanceId)).toBe('terminated');
-    expect(pidsMatching(c.instanceId)).toEqual([]);
+    expect(instancePids(c.instanceId)).toEqual([]);
     expect(ledger()).toHaveLength(1); // only the live session's own entry
     expect(session.instance.id).not.toBe(c.instanceId);
   });
@@ -110,7 +111,7 @@ describe('a process that dies', () => {
       c.proc.kill(signal);
       expect(await c.exit).toEqual({ code: null, signal });
       expect(await status(c.instanceId)).toBe('terminated');
-      expect(pidsMatching(c.instanceId)).toEqual([]);
+      expect(instancePids(c.instanceId)).toEqual([]);
       expect(ledger()).toEqual([]);
     },
   );
@@ -140,10 +141,15 @@ describe('a process that dies', () => {
 
   it('SIGKILL of a process with an embedded server: its Chromium dies with it, reap forgets it', async () => {
     const c = await child('hold', { BURROW_BASE_URL: '' });
-    expect(pidsMatching(c.instanceId).length).toBeGreaterThan(0);
+    // Chromium runs in the instance's sandbox: found through the instance's cgroup
+    const chromium = instanceChromium(c.instanceId);
+    expect(chromium).toBeDefined();
     c.proc.kill('SIGKILL');
     await c.exit;
-    await eventually(() => pidsMatching(c.instanceId).length === 0, 'Chromium to die');
+    await eventually(
+      () => !alive(chromium!) && instancePids(c.instanceId).length === 0,
+      'Chromium and every other process of the instance to die',
+    );
     expect(ledger()).toHaveLength(1);
     const report = await reapOrphans({ baseUrl: server.url, apiKey: server.apiKey });
     expect(report.removed.map((e) => e.instanceId)).toEqual([c.instanceId]);

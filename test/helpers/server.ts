@@ -74,16 +74,17 @@ export function pngSize(png: Buffer): [number, number] {
 }
 
 /**
- * Processes of instances this test process's servers started, read from their cgroups (an
- * instance's processes cannot leave its cgroup; a cgroup is removed only once it is empty), plus
- * every process whose command line names `needle` when given.
+ * Processes of instances this test process's servers started (or those of the server in process
+ * `serverPid`, e.g. a child's embedded server), read from their cgroups (an instance's processes
+ * cannot leave its cgroup; a cgroup is removed only once it is empty), plus every process whose
+ * command line names `needle` when given.
  */
-export function instanceProcesses(needle?: string): number[] {
+export function instanceProcesses(needle?: string, serverPid = process.pid): number[] {
   let out = '';
   try {
     out = execFileSync(
       'sh',
-      ['-c', `cat /sys/fs/cgroup/pids/burrow/${process.pid}.*/cgroup.procs 2>/dev/null || true`],
+      ['-c', `cat /sys/fs/cgroup/pids/burrow/${serverPid}.*/cgroup.procs 2>/dev/null || true`],
       { encoding: 'utf8' },
     );
   } catch {
