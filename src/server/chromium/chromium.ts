@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import type { StdioOptions } from 'node:child_process';
-import { descendants, freezeAll, Supervised } from '../../internal/process.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { alive, descendants, freezeAll, Supervised } from '../../internal/process.js';
 import { CdpPipe } from './pipe.js';
 
 /** Flags every Chromium gets: the network is closed, so nothing may phone home (DESIGN.md). */
@@ -192,8 +193,21 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     await freezeAll(() => (proc.running ? [proc.pid, ...pids()] : pids()));
   };
   const kill = async () => {
+    // Chromium's processes as they are now: once the launched process (in a sandbox, the
+    // wrapper around Chromium) exits, they are no longer its descendants, and they may still be
+    // exiting; stop returns only when every one of them is gone.
+    const tree = proc.running ? descendants(proc.pid) : [];
     await proc.kill();
     signal('SIGKILL');
+    for (const pid of tree) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }
+    const deadline = performance.now() + 5000;
+    while (tree.some(alive) && performance.now() < deadline) await sleep(10);
   };
 
   const timeoutMs = opts.startTimeoutMs ?? 20_000;
