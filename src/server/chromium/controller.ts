@@ -5,6 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { SerialQueue } from '../../internal/serial.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import type { BrowserAuthData, BrowserCapability, RuntimeContext } from '../runtime.js';
 import type { LaunchOptions } from './chromium.js';
@@ -33,8 +34,8 @@ export interface BrowserControllerOptions {
 export class BrowserController implements BrowserCapability {
   readonly #opts: BrowserControllerOptions;
   #session: ChromiumSession | undefined;
-  /** The last start/stop; the next one waits for it. */
-  #queue: Promise<unknown> = Promise.resolve();
+  /** Starts and stops, one at a time. */
+  readonly #queue = new SerialQueue();
   #disposed: Promise<void> | undefined;
 
   constructor(opts: BrowserControllerOptions) {
@@ -108,9 +109,7 @@ export class BrowserController implements BrowserCapability {
   }
 
   #serial<T>(step: () => Promise<T>): Promise<T> {
-    const next = this.#queue.then(step, step);
-    this.#queue = next.catch(() => {});
-    return next;
+    return this.#queue.run(step);
   }
 
   #launch(): Promise<ChromiumSession> {

@@ -6,6 +6,7 @@
  * scrolls land where the last action left the pointer.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { SerialQueue } from '../../internal/serial.js';
 import type { MouseButton, ParsedComputerAction, ToolResult } from '../../api/index.js';
 import { expandKeys, keyForChar, lookupKey, MODIFIER_BITS, type KeyDef } from '../keys.js';
 import { CdpError, type CdpConnection } from './cdp.js';
@@ -56,7 +57,8 @@ interface Pointer {
 export class CdpComputer {
   readonly #opts: CdpComputerOptions;
   readonly #pointer: Pointer;
-  #tail: Promise<unknown> = Promise.resolve();
+  /** Actions, one at a time. */
+  readonly #queue = new SerialQueue();
 
   constructor(opts: CdpComputerOptions) {
     this.#opts = opts;
@@ -85,9 +87,7 @@ export class CdpComputer {
       }
       return result;
     };
-    const next = this.#tail.then(step, step);
-    this.#tail = next.catch(() => undefined);
-    return next;
+    return this.#queue.run(step);
   }
 
   /**
