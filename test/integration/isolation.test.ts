@@ -68,6 +68,7 @@ beforeAll(async () => {
       allowHostPorts: [allowedPort],
       memoryBytes: 512 * MiB,
       pids: 512,
+      cpus: 1.25,
       diskBytes: 96 * MiB,
     },
   });
@@ -186,7 +187,7 @@ describe('an ubuntu instance attacking from its shell', () => {
     expect(info.limits).toEqual({
       memory_bytes: 512 * MiB,
       pids: 512,
-      cpus: 1,
+      cpus: 1.25,
       disk_bytes: 96 * MiB,
     });
     const disk = await sh(a, 'dd if=/dev/zero of=~/fill bs=1M count=200 2>&1; rm -f ~/fill');

@@ -5,6 +5,7 @@
  */
 import { randomInt } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { Logger } from '../../internal/log.js';
@@ -20,14 +21,16 @@ export interface InstanceLimits extends Limits {
 }
 
 /**
- * Defaults for a 24 GiB, 2-core machine: 50 idle browser instances fit (about 150 MiB each), and
- * one busy instance cannot take the machine: 2 GiB of memory, 1024 processes, one core's worth of
- * CPU time, 4 GiB of disk (sparse: only what is written takes space).
+ * Defaults for a 24 GiB, 2-core machine: 50 idle browser instances fit (about 200 MiB each), and
+ * one busy instance cannot take the machine: 2 GiB of memory, 1024 processes, 4 GiB of disk
+ * (sparse: only what is written takes space), and CPU time of all cores but half of one, so a
+ * spinning instance always leaves the server and the others something. (A cap of one core on two
+ * doubled Chromium's start-up, which runs on both; instances that compete share by equal weight.)
  */
 export const DEFAULT_LIMITS: InstanceLimits = {
   memoryBytes: 2 * 1024 ** 3,
   pids: 1024,
-  cpus: 1,
+  cpus: Math.max(1, availableParallelism() - 0.5),
   diskBytes: 4 * 1024 ** 3,
 };
 
