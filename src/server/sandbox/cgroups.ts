@@ -156,7 +156,18 @@ export class Cgroup {
     if (this.version === 2 && existsSync(join(this.dirs[0]!, 'cgroup.kill'))) {
       writeFileSync(join(this.dirs[0]!, 'cgroup.kill'), '1');
     }
-    if (existsSync(this.#freezer)) await this.thaw().catch(() => {});
+    if (existsSync(this.#freezer)) {
+      // frozen, nothing can fork between the listing and the signals; thawed, they act on them
+      await this.freeze().catch(() => {});
+      for (const pid of this.pids()) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+      }
+      await this.thaw().catch(() => {});
+    }
     const deadline = Date.now() + 5000;
     for (;;) {
       const pids = this.pids();

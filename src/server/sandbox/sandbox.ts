@@ -29,7 +29,7 @@
  * and TMPDIR in the instance directory. Convenience, not isolation.
  */
 import { spawn as spawnChild, type StdioOptions } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readlinkSync } from 'node:fs';
 import { chmod, chown, mkdir, realpath, rm } from 'node:fs/promises';
 import type { Server } from 'node:net';
 import { join, posix } from 'node:path';
@@ -541,19 +541,54 @@ export class Sandbox {
     await proc.kill(200);
   }
 
+  /** SIGKILL every process in the instance's pid namespace but pid 1, and wait until they are gone. */
+  async #killInside(): Promise<void> {
+    if (!this.#cgroup || !this.#init) return;
+    let ns: string;
+    try {
+      ns = readlinkSync(`/proc/${this.#init}/ns/pid`);
+    } catch {
+      return; // pid 1 is gone already
+    }
+    const inside = () =>
+      this.#cgroup!.pids().filter((pid) => {
+        if (pid === this.#init) return false;
+        try {
+          return readlinkSync(`/proc/${pid}/ns/pid`) === ns;
+        } catch {
+          return false;
+        }
+      });
+    await this.#cgroup.freeze().catch(() => {}); // nothing forks between listing and signals
+    for (const pid of inside()) signal(pid, 'SIGKILL');
+    await this.#cgroup.thaw().catch(() => {});
+    const deadline = performance.now() + 3000;
+    for (let left = inside(); left.length > 0 && performance.now() < deadline; left = inside()) {
+      for (const pid of left) signal(pid, 'SIGKILL');
+      await sleep(5);
+    }
+  }
+
   async #stop(): Promise<void> {
-    const all = this.pids();
-    await this.#cgroup?.thaw().catch(() => {});
-    // pid 1 dying makes the kernel kill the whole pid namespace
-    if (this.#init) signal(this.#init, 'SIGKILL');
-    await Promise.all([...this.#procs].map((p) => this.terminate(p)));
-    for (const pid of all) signal(pid, 'SIGKILL');
     if (this.#cgroup) {
+      // Every process of the instance is in its cgroup, the wrappers outside its pid namespace
+      // too. Its disk goes with it: nothing needs a graceful end. Order matters: the processes
+      // inside die first, while their parents (bubblewrap outside, pid 1 inside) are there to
+      // reap them; only then pid 1, whose death could not complete while the namespace held
+      // zombies nobody reaps (orphans would go to the host's init, which need not reap).
+      await this.#killInside();
+      if (this.#init) signal(this.#init, 'SIGKILL');
       await this.#cgroup.kill();
+      await Promise.all([...this.#procs].map((p) => p.exited));
       await this.#cgroup
         .remove()
         .catch((err: unknown) => this.#log.warn({ err }, 'could not remove the instance cgroup'));
     } else {
+      const all = this.pids();
+      // pid 1 dying makes the kernel kill the whole pid namespace
+      if (this.#init) signal(this.#init, 'SIGKILL');
+      await Promise.all([...this.#procs].map((p) => this.terminate(p)));
+      for (const pid of all) signal(pid, 'SIGKILL');
       const deadline = Date.now() + 3000;
       while (all.some(alive) && Date.now() < deadline) await sleep(20);
     }
