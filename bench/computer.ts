@@ -12,8 +12,8 @@
  *
  * `node --import tsx bench/computer.ts [N]` (default N = 30 clicks per figure).
  */
-import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -149,21 +149,42 @@ async function main(): Promise<void> {
       const dir = join(instances, run, id);
       const xauthority = join(dir, 'run', 'Xauthority');
       const env = { PATH: '/usr/bin:/bin', DISPLAY: display, XAUTHORITY: xauthority };
+      // the display listens in the instance's own network namespace and /tmp: the bare baseline
+      // enters that network namespace directly (as root, no sandbox chain), which is what burrow
+      // adds its process start on top of
+      const member = readFileSync(
+        execFileSync('sh', ['-c', `ls /sys/fs/cgroup/pids/burrow/*.${id}/cgroup.procs`], {
+          encoding: 'utf8',
+        }).trim(),
+        'utf8',
+      )
+        .split('\n')
+        .find(Boolean);
       // `--delay 0`: xdotool otherwise sleeps 100 ms after a click
       const bare = await latency('bare `xdotool mousemove 900 700 click --delay 0 1`', N, () =>
         execFileAsync(
-          '/usr/bin/xdotool',
-          ['mousemove', '900', '700', 'click', '--delay', '0', '1'],
-          {
-            env,
-            timeout: 5000,
-          },
+          '/usr/bin/nsenter',
+          [
+            `--net=/proc/${member}/ns/net`,
+            '/usr/bin/xdotool',
+            'mousemove',
+            '900',
+            '700',
+            'click',
+            '--delay',
+            '0',
+            '1',
+          ],
+          { env, timeout: 5000 },
         ),
       );
+      const disk = execFileSync('sh', ['-c', `ls -d /var/lib/burrow/sandboxes/*/${id}/disk`], {
+        encoding: 'utf8',
+      }).trim();
       const screen = new X11Screen({
         display,
         xauthority,
-        socketDir: join(dir, 'tmp', '.X11-unix'),
+        socketDir: join(disk, 'tmp', '.X11-unix'),
       });
       const rows = [
         bare,
@@ -178,12 +199,16 @@ async function main(): Promise<void> {
       console.log('  screenshots per second');
       const importRate = existsSync('/usr/bin/import')
         ? await throughput(() =>
-            execFileAsync('/usr/bin/import', ['-window', 'root', 'png:-'], {
-              env,
-              encoding: 'buffer',
-              timeout: 10_000,
-              maxBuffer: 64 << 20,
-            }),
+            execFileAsync(
+              '/usr/bin/nsenter',
+              [`--net=/proc/${member}/ns/net`, '/usr/bin/import', '-window', 'root', 'png:-'],
+              {
+                env,
+                encoding: 'buffer',
+                timeout: 10_000,
+                maxBuffer: 64 << 20,
+              },
+            ),
           )
         : undefined;
       if (importRate) rate('bare `import -window root png:-` (ImageMagick)', importRate);
