@@ -543,7 +543,7 @@ export class Sandbox {
 
   /** SIGKILL every process in the instance's pid namespace but pid 1, and wait until they are gone. */
   async #killInside(): Promise<void> {
-    if (!this.#cgroup || !this.#init) return;
+    if (!this.#cgroup || !this.#init || !this.#cgroup.pids().includes(this.#init)) return;
     let ns: string;
     try {
       ns = readlinkSync(`/proc/${this.#init}/ns/pid`);
@@ -577,7 +577,9 @@ export class Sandbox {
       // reap them; only then pid 1, whose death could not complete while the namespace held
       // zombies nobody reaps (orphans would go to the host's init, which need not reap).
       await this.#killInside();
-      if (this.#init) signal(this.#init, 'SIGKILL');
+      // only while it is still ours: a pid 1 that died earlier may have left its number to
+      // another process (of another instance, say)
+      if (this.#init && this.#cgroup.pids().includes(this.#init)) signal(this.#init, 'SIGKILL');
       await this.#cgroup.kill();
       await Promise.all([...this.#procs].map((p) => p.exited));
       await this.#cgroup
