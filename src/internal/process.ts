@@ -55,8 +55,15 @@ export class Supervised {
     return this.#exit === undefined && this.pid > 0;
   }
 
-  /** Signal the whole process group; ignores a group that is already gone. */
+  /**
+   * Signal the whole process group, while the leader has not been reaped: once it has, its
+   * number (and so the group's) may belong to a new process, of another instance say.
+   */
   signalGroup(signal: NodeJS.Signals): void {
+    if (this.#exit === undefined) this.#signalGroup(signal);
+  }
+
+  #signalGroup(signal: NodeJS.Signals): void {
     if (this.pid <= 0) return;
     try {
       process.kill(-this.pid, signal);
@@ -65,15 +72,20 @@ export class Supervised {
     }
   }
 
-  /** TERM the group, wait up to `graceMs`, then KILL it; resolves when the leader has exited. */
+  /**
+   * TERM the group, wait up to `graceMs`, then KILL it; resolves when the leader has exited. A
+   * process that has exited already is left alone.
+   */
   async kill(graceMs = 2000): Promise<ExitInfo> {
-    if (this.pid <= 0) return this.exited;
+    if (this.pid <= 0 || this.#exit !== undefined) return this.exited;
     this.signalGroup('SIGCONT'); // a paused group cannot act on TERM
     this.signalGroup('SIGTERM');
     const exited = await raceDeadline(this.exited, graceMs, { unref: true });
     if (exited === TIMED_OUT) this.signalGroup('SIGKILL');
     const info = await this.exited;
-    this.signalGroup('SIGKILL'); // stragglers left in the group after the leader exited
+    // stragglers left in the group, right as the leader is reaped: while the group has members
+    // its number cannot be handed to another process
+    this.#signalGroup('SIGKILL');
     return info;
   }
 }
