@@ -567,14 +567,22 @@ export class Egress {
     this.#forward(req, res).catch((err: unknown) => this.#refuseResponse(res, err));
   }
 
-  async #forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const { target, host } = this.#requestTarget(req);
-    const addresses = await this.#admit('http', target, host?.host);
-    if (res.destroyed || this.#closed) return;
-    const headers = forwardHeaders(req.rawHeaders);
+  /**
+   * The request to the checked addresses of `target` that relays `req`: origin-form path, the
+   * client's headers without hop-by-hop ones, a Host header when the client sent none.
+   * Upgrades get a connection of their own (it becomes the tunnel); plain requests share the agent.
+   */
+  #upstream(
+    req: http.IncomingMessage,
+    target: ProxyTarget,
+    host: Authority | undefined,
+    addresses: readonly LookupAddress[],
+    upgrade: boolean,
+  ): http.ClientRequest {
+    const headers = forwardHeaders(req.rawHeaders, upgrade ? { upgrade: true } : {});
     if (host === undefined) headers.push('Host', hostHeader(target));
     const up = http.request({
-      agent: this.#agent,
+      agent: upgrade ? false : this.#agent,
       host: target.host,
       port: target.port,
       method: req.method ?? 'GET',
@@ -584,6 +592,14 @@ export class Egress {
       lookup: pinnedLookup(addresses), // Node 20 tries each address (autoSelectFamily)
     });
     this.#watchConnect(up, target);
+    return up;
+  }
+
+  async #forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const { target, host } = this.#requestTarget(req);
+    const addresses = await this.#admit('http', target, host?.host);
+    if (res.destroyed || this.#closed) return;
+    const up = this.#upstream(req, target, host, addresses, false);
     up.once('response', (upRes) => {
       upRes.on('error', () => res.destroy());
       try {
@@ -629,19 +645,7 @@ export class Egress {
     const { target, host } = this.#requestTarget(req);
     const addresses = await this.#admit('upgrade', target, host?.host);
     if (socket.destroyed || this.#closed) return;
-    const headers = forwardHeaders(req.rawHeaders, { upgrade: true });
-    if (host === undefined) headers.push('Host', hostHeader(target));
-    const up = http.request({
-      agent: false,
-      host: target.host,
-      port: target.port,
-      method: req.method ?? 'GET',
-      path: target.path,
-      headers,
-      setHost: false,
-      lookup: pinnedLookup(addresses), // Node 20 tries each address (autoSelectFamily)
-    });
-    this.#watchConnect(up, target);
+    const up = this.#upstream(req, target, host, addresses, true);
     let answered = false;
     socket.once('close', () => {
       if (!answered) up.destroy();
