@@ -23,17 +23,13 @@ import { promisify } from 'node:util';
 import { CdpConnection } from '../src/server/chromium/cdp.js';
 import { startServer } from '../src/server/index.js';
 import { X11Screen } from '../src/server/ubuntu/desktop/x11.js';
+import { median } from './stats.js';
 
 const N = Number(process.argv[2] ?? 30);
 const THROUGHPUT_MS = 3_000;
 const RESOLUTION = [1024, 768] as const;
 const execFileAsync = promisify(execFile);
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.95)] ?? NaN;
 
 interface Figure {

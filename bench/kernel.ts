@@ -16,15 +16,11 @@ import { performance } from 'node:perf_hooks';
 import { Supervised } from '../src/internal/process.js';
 import { startServer } from '../src/server/index.js';
 import { createKernels } from '../src/server/ubuntu/kernels/index.js';
+import { median } from './stats.js';
 
 const N = Number(process.argv[2] ?? 50);
 const PY = '/usr/bin/python3';
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 const ms = (x: number) => `${x.toFixed(2)} ms`;
 async function time<T>(f: () => Promise<T> | T): Promise<[number, T]> {
   const t = performance.now();

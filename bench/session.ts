@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { chromium } from 'playwright-core';
 import { Burrow, embeddedServer, openSession } from 'burrow';
+import { median } from './stats.js';
 
 const n = Number(process.argv[2] ?? 7);
 if (!Number.isInteger(n) || n < 1) throw new Error('usage: bench/session.ts [N ≥ 1]');
@@ -87,11 +88,6 @@ try {
   rmSync(dataDir, { recursive: true, force: true });
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-};
 const m = Object.fromEntries(names.map((k) => [k, median(times[k])])) as Record<Name, number>;
 const ms = (x: number) => `${x.toFixed(0)} ms`.padStart(8);
 

@@ -16,15 +16,10 @@ import { performance } from 'node:perf_hooks';
 import { chromium } from 'playwright-core';
 import { BASE_FLAGS } from '../src/server/chromium/index.js';
 import { startServer } from '../src/server/index.js';
+import { median } from './stats.js';
 
 const N = Number(process.argv[2] ?? 10);
 const CHROMIUM = '/usr/lib/chromium/chromium';
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 const site = createServer((_req, res) => {
   res.writeHead(200, { 'content-type': 'text/html' });
