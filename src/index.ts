@@ -34,6 +34,7 @@ export type {
   RequestOptions,
   ResumeQuery,
   SaveAuthQuery,
+  StreamResponse,
   UploadInput,
   UploadSource,
 } from './client/index.js';

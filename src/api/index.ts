@@ -54,6 +54,15 @@ export {
 } from './computer.js';
 export type { ParsedComputerAction } from './computer.js';
 export { operationIds, operations } from './operations.js';
-export type { BodyKind, HttpMethod, OperationId, OperationSpec, Operations } from './operations.js';
+export type {
+  BodyKind,
+  HttpMethod,
+  JsonOperationId,
+  OperationId,
+  OperationSpec,
+  Operations,
+  ResponseKind,
+  StreamOperationId,
+} from './operations.js';
 export { jsonErrorOffset, validationDetail, wireParse } from './validation.js';
 export type { Location, ValidationErrorItem } from './validation.js';

@@ -8,6 +8,12 @@ import * as s from './schemas.js';
 
 export type HttpMethod = 'GET' | 'POST';
 export type BodyKind = 'none' | 'json' | 'multipart';
+/**
+ * How a successful response travels: `json` (the default when a row says nothing) is a JSON body
+ * checked against `response`; `stream` is raw bytes (a download, a recording) handed over as they
+ * arrive, with `response` unused for the body (give it `z.unknown()`).
+ */
+export type ResponseKind = 'json' | 'stream';
 
 export interface OperationSpec {
   /** Group and method name on the client, e.g. `['instances', 'start']`. */
@@ -20,6 +26,14 @@ export interface OperationSpec {
   readonly body?: z.ZodType;
   readonly bodyKind: BodyKind;
   readonly response: z.ZodType;
+  /**
+   * Absent means `json`. The server's generic route loop (src/server/app.ts) skips `stream` rows:
+   * their owners register the route themselves, on the same method and path. The client's
+   * `Core.request` resolves a `stream` row to a `StreamResponse` (src/client/core.ts).
+   */
+  readonly responseKind?: ResponseKind;
+  /** True for burrow's own routes, which spec/API.md does not have. Absent means a spec row. */
+  readonly extension?: boolean;
   /**
    * Whether repeating the request after a lost response is harmless, so the client may retry it
    * automatically. Never true for `POST /v1/start`.
@@ -346,4 +360,10 @@ export const operations = {
 
 export type Operations = typeof operations;
 export type OperationId = keyof Operations;
+/** The rows whose response is a byte stream rather than JSON. */
+export type StreamOperationId = {
+  [K in OperationId]: Operations[K] extends { readonly responseKind: 'stream' } ? K : never;
+}[OperationId];
+/** The rows answered with JSON: every row the server's generic loop routes. */
+export type JsonOperationId = Exclude<OperationId, StreamOperationId>;
 export const operationIds = Object.keys(operations) as OperationId[];

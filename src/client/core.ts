@@ -87,8 +87,21 @@ export type Body<K extends OperationId> =
 /** The query an operation takes, as typed values (the client turns them into strings). */
 export type Query<K extends OperationId> =
   Spec<K> extends { readonly query: infer S extends z.ZodType } ? z.output<S> : never;
-/** What an operation resolves to: the output of its response schema. */
-export type Result<K extends OperationId> = z.output<Spec<K>['response']>;
+/**
+ * A `stream` row's successful response: status, headers and the body not yet read. The attempt's
+ * timeout ends once the headers are in; reading `body` is the caller's (destroy it to stop early;
+ * the call's `signal` still aborts it).
+ */
+export interface StreamResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Readable;
+}
+/** What an operation resolves to: the output of its response schema, or a `StreamResponse`. */
+export type Result<K extends OperationId> =
+  Spec<K> extends { readonly responseKind: 'stream' }
+    ? StreamResponse
+    : z.output<Spec<K>['response']>;
 
 export interface RequestInput<K extends OperationId> {
   params?: Record<string, string>;
@@ -302,7 +315,7 @@ export class Core {
     );
     const path = this.#basePath + route + queryString(input.query);
     const headers: Record<string, string> = {
-      accept: 'application/json',
+      accept: op.responseKind === 'stream' ? '*/*' : 'application/json',
       'x-api-key': this.#apiKey,
       ...this.#headers,
       ...lowerKeys(opts.headers),
@@ -357,6 +370,9 @@ export class Core {
       headers = Object.fromEntries(
         Object.entries(res.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : `${v}`]),
       );
+      if (req.op.responseKind === 'stream' && status >= 200 && status < 300) {
+        return { status, headers, body: res.body } satisfies StreamResponse;
+      }
       text = await res.body.text();
     } catch (error) {
       if (signal?.aborted) throw new AbortError(method, shownPath, { cause: signal.reason });

@@ -1,6 +1,6 @@
 /** The HTTP client: `Burrow`, its option and result types, and every error class. */
 export { Burrow } from './client.js';
-export type { BurrowOptions, RequestOptions } from './core.js';
+export type { BurrowOptions, RequestOptions, StreamResponse } from './core.js';
 export type { Clock } from './retry.js';
 export type { UploadSource } from './multipart.js';
 export type { UploadInput } from './resources/instance.js';

@@ -27,8 +27,8 @@ import {
   UploadFields,
   validationDetail,
   wireParse,
+  type JsonOperationId,
   type Location,
-  type OperationId,
   type OperationSpec,
   type ValidationErrorItem,
 } from '../api/index.js';
@@ -204,6 +204,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   for (const id of operationIds) {
     const op: OperationSpec = operations[id];
+    // a row answered with a byte stream has its own route, registered by the module that owns it
+    if (op.responseKind === 'stream') continue;
     app.route({
       method: op.method,
       url: toFastifyPath(op.path),
@@ -213,7 +215,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         const query = op.query ? parse(op.query, req.query, 'query') : undefined;
         if (id === 'upload') return upload(req, (params as { instance_id: string }).instance_id);
         const body = op.body ? parse(op.body, parseJsonBody(req.body), 'body') : undefined;
-        const handler = handlers[id as Exclude<OperationId, 'upload'>] as (input: {
+        const handler = handlers[id as Exclude<JsonOperationId, 'upload'>] as (input: {
           params: unknown;
           query: unknown;
           body: unknown;

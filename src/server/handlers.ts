@@ -3,7 +3,7 @@
  * returns the response body; the app turns thrown HttpErrors into `{"detail": ...}`.
  */
 import type { z } from 'zod';
-import type { OperationId, Operations } from '../api/index.js';
+import type { JsonOperationId, OperationId, Operations } from '../api/index.js';
 import type { AuthStore } from './auth-store.js';
 import { serverError } from './errors.js';
 import type { Registry } from './registry.js';
@@ -21,7 +21,8 @@ export type Handler<Op extends OperationId> = (
   input: HandlerInput<Op>,
 ) => Promise<z.input<Operations[Op]['response']>>;
 
-export type Handlers = { [Op in Exclude<OperationId, 'upload'>]: Handler<Op> };
+/** Every JSON row but `upload` (streamed in by app.ts); `stream` rows have routes of their own. */
+export type Handlers = { [Op in Exclude<JsonOperationId, 'upload'>]: Handler<Op> };
 
 /**
  * The capability `key` of a running instance (methods bound to its runtime), or the 404/400 that
