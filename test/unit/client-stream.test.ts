@@ -53,7 +53,9 @@ afterAll(async () => {
 
 describe('stream rows', () => {
   it('resolve to the unread body, byte for byte', async () => {
-    const res = (await core.request(id, { params: { instance_id: 'i-1' } })) as StreamResponse;
+    const res = (await core.request(id, {
+      params: { instance_id: 'i-1' },
+    })) as unknown as StreamResponse;
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toBe('application/octet-stream');
     expect(res.headers['x-accept']).toBe('*/*');
