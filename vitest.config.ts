@@ -6,14 +6,14 @@ const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 export default defineConfig({
   resolve: {
     alias: [
-      { find: /^burrow\/server$/, replacement: here('./src/server/index.ts') },
+      { find: /^burrow-sandbox\/server$/, replacement: here('./src/server/index.ts') },
       {
-        find: /^burrow\/playwright-test$/,
+        find: /^burrow-sandbox\/playwright-test$/,
         replacement: here('./adapters/playwright-test/index.ts'),
       },
-      { find: /^burrow\/playwright$/, replacement: here('./adapters/playwright/index.ts') },
-      { find: /^burrow\/puppeteer$/, replacement: here('./adapters/puppeteer/index.ts') },
-      { find: /^burrow$/, replacement: here('./src/index.ts') },
+      { find: /^burrow-sandbox\/playwright$/, replacement: here('./adapters/playwright/index.ts') },
+      { find: /^burrow-sandbox\/puppeteer$/, replacement: here('./adapters/puppeteer/index.ts') },
+      { find: /^burrow-sandbox$/, replacement: here('./src/index.ts') },
     ],
   },
   test: {

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { chromium } from 'playwright-core';
-import { Burrow, embeddedServer, openSession } from 'burrow';
+import { Burrow, embeddedServer, openSession } from 'burrow-sandbox';
 import { median } from './stats.js';
 
 const n = Number(process.argv[2] ?? 7);

@@ -10,7 +10,7 @@
  * `npm run build && node --import tsx examples/agent-computer.ts`
  */
 import { inflateSync } from 'node:zlib';
-import { openSession, type ComputerAction, type ToolResult } from 'burrow';
+import { openSession, type ComputerAction, type ToolResult } from 'burrow-sandbox';
 import { serve } from './local-site.js';
 
 type Rgb = readonly [number, number, number];

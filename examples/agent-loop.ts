@@ -5,7 +5,7 @@
  *
  *   node --import tsx examples/agent-loop.ts
  */
-import { openSession } from 'burrow';
+import { openSession } from 'burrow-sandbox';
 import { serve } from './local-site.js';
 
 // A three-step signup wizard to get through.

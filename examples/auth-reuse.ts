@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { embeddedServer, openSession } from 'burrow';
+import { embeddedServer, openSession } from 'burrow-sandbox';
 
 // A site whose /login sets the cookie and the token, and whose / says who is signed in.
 const sessions = new Set<string>();

@@ -9,7 +9,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Burrow, embeddedServer } from 'burrow';
+import { Burrow, embeddedServer } from 'burrow-sandbox';
 
 const local = join(mkdtempSync(join(tmpdir(), 'burrow-example-')), 'data.csv');
 writeFileSync(local, 'name,price\nkettle,25\nteapot,18.5\n');

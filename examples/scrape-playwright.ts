@@ -4,7 +4,7 @@
  *
  *   node --import tsx examples/scrape-playwright.ts
  */
-import { openSession } from 'burrow';
+import { openSession } from 'burrow-sandbox';
 import { serve } from './local-site.js';
 
 const product = (name: string, price: string) =>

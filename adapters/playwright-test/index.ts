@@ -1,10 +1,10 @@
 /**
- * `burrow/playwright-test`: @playwright/test fixtures on a remote browser. Each worker opens one
- * session; `browser`, `context` and `page` are its remote browser, default context and first
- * page, so Playwright never launches a local browser.
+ * `burrow-sandbox/playwright-test`: @playwright/test fixtures on a remote browser. Each worker
+ * opens one session; `browser`, `context` and `page` are its remote browser, default context and
+ * first page, so Playwright never launches a local browser.
  *
  * ```ts
- * import { test, expect } from 'burrow/playwright-test';
+ * import { test, expect } from 'burrow-sandbox/playwright-test';
  * test.use({ authState: 'github' }); // optional: a saved auth state, applied once per worker
  * test('signed in', async ({ page }) => { … });
  * ```
@@ -14,7 +14,7 @@
  * URL are attached to the report (whatever of the two the server can give).
  */
 import { test as base, type TestInfo } from '@playwright/test';
-import { openSession, type OpenSessionOptions, type PlaywrightSession } from 'burrow';
+import { openSession, type OpenSessionOptions, type PlaywrightSession } from 'burrow-sandbox';
 
 export { expect } from '@playwright/test';
 

@@ -1,9 +1,9 @@
 /**
- * `burrow/playwright`: Playwright on a remote browser's `cdp_url`, from `openSession` or on its
- * own with any `cdp_url`.
+ * `burrow-sandbox/playwright`: Playwright on a remote browser's `cdp_url`, from `openSession` or
+ * on its own with any `cdp_url`.
  *
  * ```ts
- * import { connect } from 'burrow/playwright';
+ * import { connect } from 'burrow-sandbox/playwright';
  * await using conn = await connect(cdpUrl);
  * await conn.page.goto('http://127.0.0.1:3000/');
  * ```
@@ -14,9 +14,13 @@
  * only.
  */
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { PeerDependencyError, type DriverConnectOptions, type DriverConnection } from 'burrow';
+import {
+  PeerDependencyError,
+  type DriverConnectOptions,
+  type DriverConnection,
+} from 'burrow-sandbox';
 
-export type { DriverConnectOptions as ConnectOptions } from 'burrow';
+export type { DriverConnectOptions as ConnectOptions } from 'burrow-sandbox';
 
 export interface PlaywrightConnection extends DriverConnection {
   readonly browser: Browser;
@@ -33,7 +37,7 @@ export async function connect(
 ): Promise<PlaywrightConnection> {
   const { chromium } = await PeerDependencyError.load(
     'playwright-core',
-    'burrow/playwright',
+    'burrow-sandbox/playwright',
     () => import('playwright-core'),
   );
   const browser = await chromium.connectOverCDP(cdpUrl, { timeout: options.timeoutMs ?? 30_000 });

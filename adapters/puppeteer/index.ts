@@ -1,9 +1,9 @@
 /**
- * `burrow/puppeteer`: Puppeteer on a remote browser's `cdp_url`, from `openSession` or on its
- * own with any `cdp_url`.
+ * `burrow-sandbox/puppeteer`: Puppeteer on a remote browser's `cdp_url`, from `openSession` or on
+ * its own with any `cdp_url`.
  *
  * ```ts
- * import { connect } from 'burrow/puppeteer';
+ * import { connect } from 'burrow-sandbox/puppeteer';
  * await using conn = await connect(cdpUrl);
  * await conn.page.goto('http://127.0.0.1:3000/');
  * ```
@@ -14,9 +14,13 @@
  * loaded here only.
  */
 import type { Browser, Page } from 'puppeteer-core';
-import { PeerDependencyError, type DriverConnectOptions, type DriverConnection } from 'burrow';
+import {
+  PeerDependencyError,
+  type DriverConnectOptions,
+  type DriverConnection,
+} from 'burrow-sandbox';
 
-export type { DriverConnectOptions as ConnectOptions } from 'burrow';
+export type { DriverConnectOptions as ConnectOptions } from 'burrow-sandbox';
 
 export interface PuppeteerConnection extends DriverConnection {
   readonly browser: Browser;
@@ -31,7 +35,7 @@ export async function connect(
 ): Promise<PuppeteerConnection> {
   const { default: puppeteer } = await PeerDependencyError.load(
     'puppeteer-core',
-    'burrow/puppeteer',
+    'burrow-sandbox/puppeteer',
     () => import('puppeteer-core'),
   );
   const timeoutMs = options.timeoutMs ?? 30_000;

@@ -8,7 +8,7 @@
  * live-view URL that burrow attaches to a failed test.
  */
 import { defineConfig } from '@playwright/test';
-import type { BurrowWorkerOptions } from 'burrow/playwright-test';
+import type { BurrowWorkerOptions } from 'burrow-sandbox/playwright-test';
 
 const failureDemo = process.env.BURROW_FAILURE_DEMO === '1';
 

@@ -1,5 +1,5 @@
 /**
- * `burrow/server`: start a self-hosted Remote Instance Control Service.
+ * `burrow-sandbox/server`: start a self-hosted Remote Instance Control Service.
  *
  * ```ts
  * await using server = await startServer({ port: 0 });
@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { buildApp, createLogger, handleUpgrade } from './app.js';
 import { AuthStore } from './auth-store.js';
-import { Registry, type JournalEntry } from './registry.js';
+import { Registry, type JournalEntry, type WarmPoolSizes } from './registry.js';
 import type { RuntimeFactory } from './runtime.js';
 import { SandboxHost } from './sandbox/index.js';
 
@@ -41,6 +41,29 @@ export interface ServerOptions {
   isolation?: IsolationOptions;
   /** Open connections per client address; past it 429. 0 = no cap. Default 64; env `BURROW_MAX_CONNECTIONS_PER_CLIENT`. */
   maxConnectionsPerClient?: number;
+  /**
+   * Instances kept started ahead of demand, per type (src/server/pool.ts): a number means that
+   * many `browser` instances. They count against `maxInstances`. Default none; env
+   * `BURROW_WARM_POOL` (`2`, or `browser=2,ubuntu=1`).
+   */
+  warmPool?: number | WarmPoolSizes;
+}
+
+/** `2` → two browser instances; `browser=2,ubuntu=1` → both. Throws on anything else. */
+export function parseWarmPool(text: string): WarmPoolSizes {
+  const t = text.trim();
+  if (/^\d+$/.test(t)) return { browser: Number(t) };
+  const sizes: WarmPoolSizes = {};
+  for (const part of t.split(',')) {
+    const m = /^\s*(browser|ubuntu)\s*=\s*(\d+)\s*$/.exec(part);
+    if (!m) {
+      throw new Error(
+        `a warm pool is a number of browser instances or "browser=N,ubuntu=M", not "${text}"`,
+      );
+    }
+    sizes[m[1] as 'browser' | 'ubuntu'] = Number(m[2]);
+  }
+  return sizes;
 }
 
 export interface IsolationOptions {
@@ -176,6 +199,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     log: logger,
     sandboxHost,
     journal: join(runDir, JOURNAL),
+    warmPool: warmPoolSizes(options.warmPool),
   });
   registry.adoptEnded(earlier);
   const maxConnectionsPerClient =
@@ -197,6 +221,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   publicUrl ||= url;
   // instances never reach burrow's own port, whatever the operator allows on loopback
   sandboxHost.protectedPorts = () => [address.port];
+  registry.startPool();
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -215,4 +240,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     close,
     [Symbol.asyncDispose]: close,
   };
+}
+
+function warmPoolSizes(option: number | WarmPoolSizes | undefined): WarmPoolSizes {
+  if (typeof option === 'number') return { browser: option };
+  if (option) return option;
+  const env = process.env.BURROW_WARM_POOL;
+  return env ? parseWarmPool(env) : {};
 }

@@ -1,7 +1,7 @@
 /**
- * What the session needs from a driver adapter (`burrow/playwright`, `burrow/puppeteer`): connect
- * to a `cdp_url`, hand back live objects, say when the socket closed, and disconnect without
- * closing the remote browser.
+ * What the session needs from a driver adapter (`burrow-sandbox/playwright`,
+ * `burrow-sandbox/puppeteer`): connect to a `cdp_url`, hand back live objects, say when the socket
+ * closed, and disconnect without closing the remote browser.
  */
 
 export interface DriverConnection extends AsyncDisposable {

@@ -26,7 +26,7 @@ export class PeerDependencyError extends SessionError {
   constructor(
     /** The npm package to install, e.g. `playwright-core`. */
     readonly packageName: string,
-    /** The entry point that needs it, e.g. `burrow/playwright`. */
+    /** The entry point that needs it, e.g. `burrow-sandbox/playwright`. */
     readonly neededBy: string,
     options?: ErrorOptions,
   ) {

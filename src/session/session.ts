@@ -5,8 +5,8 @@
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { PlaywrightConnection } from 'burrow/playwright';
-import type { PuppeteerConnection } from 'burrow/puppeteer';
+import type { PlaywrightConnection } from 'burrow-sandbox/playwright';
+import type { PuppeteerConnection } from 'burrow-sandbox/puppeteer';
 import type {
   ComputerAction,
   Instance,
@@ -146,8 +146,8 @@ interface DriverModule {
 
 /** Adapters load through the public entry points; each loads its own peer dependency. */
 const drivers: Record<DriverName, () => Promise<DriverModule>> = {
-  playwright: () => import('burrow/playwright'),
-  puppeteer: () => import('burrow/puppeteer'),
+  playwright: () => import('burrow-sandbox/playwright'),
+  puppeteer: () => import('burrow-sandbox/puppeteer'),
 };
 
 /** Where the API is, and how to give back what reaching it took. */

@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Instance } from 'burrow';
+import type { Instance } from 'burrow-sandbox';
 import {
   instancePids,
   instanceProcesses,

@@ -1,5 +1,5 @@
 /**
- * The Playwright Test example project runs on a remote browser through burrow/playwright-test,
+ * The Playwright Test example project runs on a remote browser through burrow-sandbox/playwright-test,
  * and a failing test gets the instance's screenshot attached to its report.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';

@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { openSession, reapOrphans, type Instance } from 'burrow';
+import { openSession, reapOrphans, type Instance } from 'burrow-sandbox';
 import { alive } from '../../src/internal/process.js';
 import { eventually, instanceChromium, instancePids, type TestServer } from '../helpers/server.js';
 import { sessionServer } from './fixtures/session-server.js';

@@ -1,14 +1,14 @@
 /**
- * burrow/playwright and burrow/puppeteer on their own, with a cdp_url from the client: connect,
+ * burrow-sandbox/playwright and burrow-sandbox/puppeteer on their own, with a cdp_url from the client: connect,
  * use the default context's first page, dispose, and connect again to the same browser.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Burrow } from 'burrow';
-import { connect as playwright } from 'burrow/playwright';
-import { connect as puppeteer } from 'burrow/puppeteer';
+import { Burrow } from 'burrow-sandbox';
+import { connect as playwright } from 'burrow-sandbox/playwright';
+import { connect as puppeteer } from 'burrow-sandbox/puppeteer';
 import { testServer, type TestServer } from '../helpers/server.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'bsd-'));
@@ -33,7 +33,7 @@ async function browserInstance() {
   };
 }
 
-describe('burrow/playwright', () => {
+describe('burrow-sandbox/playwright', () => {
   it('default context and its first page; disposing leaves the remote browser running', async () => {
     await using instance = await browserInstance();
     {
@@ -64,7 +64,7 @@ describe('burrow/playwright', () => {
   });
 });
 
-describe('burrow/puppeteer', () => {
+describe('burrow-sandbox/puppeteer', () => {
   it('first page of the default context; dispose disconnects and never closes the browser', async () => {
     await using instance = await browserInstance();
     {

@@ -8,7 +8,7 @@ import {
   AuthStateNotFoundError,
   openSession,
   type PlaywrightSession,
-} from 'burrow';
+} from 'burrow-sandbox';
 import { DEMO_PASSWORD, DEMO_USER, serveDemoSite, type DemoSite } from '../../src/cli/demo-site.js';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
 

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Burrow, embeddedServer, openSession } from 'burrow';
+import { Burrow, embeddedServer, openSession } from 'burrow-sandbox';
 import { pidsMatching } from '../helpers/server.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'bse-'));

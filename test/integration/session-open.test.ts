@@ -13,7 +13,7 @@ import {
   SessionStartError,
   SessionStoppedError,
   type Instance,
-} from 'burrow';
+} from 'burrow-sandbox';
 import { serveDemoSite, type DemoSite } from '../../src/cli/demo-site.js';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
 import { eventually, instancePids, pngSize, type TestServer } from '../helpers/server.js';

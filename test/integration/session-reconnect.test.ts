@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openSession, type SessionBase, type SessionEvents } from 'burrow';
+import { openSession, type SessionBase, type SessionEvents } from 'burrow-sandbox';
 import { testServer, type TestServer } from '../helpers/server.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'bsr-'));

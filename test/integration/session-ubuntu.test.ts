@@ -3,7 +3,7 @@
  * connects to it, and on stop calls `browser/stop` before stopping the instance.
  */
 import { describe, expect, it } from 'vitest';
-import { openSession, type Instance } from 'burrow';
+import { openSession, type Instance } from 'burrow-sandbox';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
 import { pidsMatching } from '../helpers/server.js';
 

@@ -58,14 +58,14 @@ describe('import rules (DESIGN.md)', () => {
 
   it('src/client never imports server or session', () => {
     const bad = all('src/client').filter(
-      (i) => into(i, 'src/server') || into(i, 'src/session') || i.spec.startsWith('burrow/server'),
+      (i) => into(i, 'src/server') || into(i, 'src/session') || i.spec.startsWith('burrow-sandbox/server'),
     );
     expect(bad).toEqual([]);
   });
 
   it('src/session imports server only lazily, with a dynamic import', () => {
     const bad = all('src/session').filter(
-      (i) => (into(i, 'src/server') || i.spec === 'burrow/server') && !i.dynamic,
+      (i) => (into(i, 'src/server') || i.spec === 'burrow-sandbox/server') && !i.dynamic,
     );
     expect(bad).toEqual([]);
   });
@@ -77,7 +77,7 @@ describe('import rules (DESIGN.md)', () => {
 
   it('adapters import only the public entry points and their peers', () => {
     const allowed =
-      /^(burrow(\/[a-z-]+)?|playwright-core|puppeteer-core|@playwright\/test|node:.*)$/;
+      /^(burrow-sandbox(\/[a-z-]+)?|playwright-core|puppeteer-core|@playwright\/test|node:.*)$/;
     const bad = all('adapters').filter((i) =>
       i.target ? !i.target.startsWith('adapters/') : !allowed.test(i.spec),
     );

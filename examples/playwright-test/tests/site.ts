@@ -1,7 +1,7 @@
 /** A tiny shop served on 127.0.0.1 for the specs, as a worker fixture. */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { test as burrow } from 'burrow/playwright-test';
+import { test as burrow } from 'burrow-sandbox/playwright-test';
 
 const html = `<!doctype html><title>Tiny shop</title>
 <h1>Tiny shop</h1>
@@ -29,4 +29,4 @@ export const test = burrow.extend<object, { shopUrl: string }>({
     { scope: 'worker' },
   ],
 });
-export { expect } from 'burrow/playwright-test';
+export { expect } from 'burrow-sandbox/playwright-test';
