@@ -87,6 +87,7 @@ export const SERVER_ERRORS = {
     headers: { 'Retry-After': '5' },
   },
   isolation_unavailable: { status: 503, message: '{reason}' },
+  instance_requirements_missing: { status: 503, message: '{detail}' },
   shutting_down: { status: 503, message: 'Server is shutting down' },
   instance_failed_to_start: { status: 500, message: 'Instance {id} failed to start: {reason}' },
 

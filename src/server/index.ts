@@ -7,13 +7,13 @@
  * ```
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { buildApp, createLogger, handleUpgrade } from './app.js';
 import { AuthStore } from './auth-store.js';
+import { startRefusal } from './requirements.js';
 import { Registry, type JournalEntry, type WarmPoolSizes } from './registry.js';
 import type { RuntimeFactory } from './runtime.js';
 import { SandboxHost } from './sandbox/index.js';
@@ -192,7 +192,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const registry = new Registry({
     instancesDir: runDir,
     maxInstances: options.maxInstances ?? envNumber('BURROW_MAX_INSTANCES') ?? 8,
-    factories: existsSync(chromiumPath) ? factories : { ubuntu: factories.ubuntu },
+    factories,
+    requirementsRefusal: (type) => startRefusal(type, { chromiumPath }),
     publicUrl: () => publicUrl,
     chromiumPath,
     maxUploadBytes,

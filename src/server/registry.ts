@@ -37,6 +37,11 @@ export interface RegistryOptions {
   /** The sandbox layer (what this machine can isolate, limits, egress policy). */
   sandboxHost: SandboxHost;
   /**
+   * Why an instance of `type` cannot start on this machine (a program it needs is missing:
+   * requirements.ts), or undefined. Default: no check.
+   */
+  requirementsRefusal?: (type: InstanceType) => Promise<string | undefined>;
+  /**
    * A file this run appends each instance's start and end to, so that the next server run can
    * still answer for them (`end_reason: "server_restart"`) after this process was killed.
    */
@@ -129,6 +134,10 @@ export class Registry {
     const type = options.instance_type ?? 'ubuntu';
     const factory = this.#opts.factories[type];
     if (!factory) throw serverError('instance_type_unavailable', { type });
+    // a program the type needs is missing: 503 naming it, before anything of the instance exists
+    const lacking = await this.#opts.requirementsRefusal?.(type);
+    if (lacking) throw serverError('instance_requirements_missing', { detail: lacking });
+    if (this.#closed) throw serverError('shutting_down');
     const { refusal } = this.#opts.sandboxHost;
     if (refusal) throw serverError('isolation_unavailable', { reason: refusal });
     const live = this.list().filter((r) => r.live).length;

@@ -7,6 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { SerialQueue } from '../../internal/serial.js';
 import { refuseUpgrade, serverError } from '../errors.js';
+import { chromiumRefusal } from '../requirements.js';
 import type { BrowserAuthData, BrowserCapability, RuntimeContext } from '../runtime.js';
 import type { LaunchOptions } from './chromium.js';
 import { ChromiumSession } from './session.js';
@@ -117,6 +118,10 @@ export class BrowserController implements BrowserCapability {
     const { ctx, headless = true, args, spawn, processDir, mkdir, onCrash } = opts;
     const env = typeof opts.env === 'function' ? opts.env() : opts.env;
     const base = ctx.publicUrl.replace(/^http/, 'ws').replace(/\/+$/, '');
+    // a missing Chromium is a 503 naming it and its package, not a failed spawn
+    const lacking = chromiumRefusal(ctx.chromiumPath);
+    if (lacking)
+      return Promise.reject(serverError('instance_requirements_missing', { detail: lacking }));
     return ChromiumSession.launch({
       executablePath: ctx.chromiumPath,
       dir: ctx.dir,
