@@ -33,6 +33,10 @@ const commands: Record<string, Command> = {
     load: () => import('./instances.js').then((m) => ({ run: m.stop, usage: m.stopUsage })),
   },
   auth: { summary: 'list saved browser auth states (auth list)', load: () => import('./auth.js') },
+  mcp: {
+    summary: 'MCP server on stdio for agent hosts (tools over instances)',
+    load: () => import('./mcp.js'),
+  },
   reap: {
     summary: 'stop instances left behind by processes that died',
     load: () => import('./reap.js'),

@@ -37,6 +37,7 @@ import { HttpError, refuseUpgrade, serverError } from './errors.js';
 import { createHandlers } from './handlers.js';
 import { defaultHttpLimits, guardServer, serverOptions, type HttpLimits } from './http-limits.js';
 import { requestSerializer } from './logger.js';
+import { registerMcpRoute } from './mcp/http.js';
 import type { Registry } from './registry.js';
 import { parseJsonBody, RequestInvalid } from './request-body.js';
 
@@ -54,6 +55,8 @@ export interface AppOptions {
   maxConnectionsPerClient?: number | undefined;
   /** Timeouts and rates of the HTTP server (see `http-limits.ts`); defaults there. */
   httpLimits?: Partial<Omit<HttpLimits, 'maxConnectionsPerClient'>> | undefined;
+  /** The Chromium binary of browser instances, reported by `GET /v1/version`. */
+  chromiumPath?: string | undefined;
 }
 
 /** Default of `AppOptions.maxJsonBodyBytes`. */
@@ -160,7 +163,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   const guards = guardServer(app.server, limits, opts.logger);
   const { registry } = opts;
-  const handlers = createHandlers(registry, opts.authStore);
+  const handlers = createHandlers(registry, opts.authStore, { chromiumPath: opts.chromiumPath });
 
   // Bodies arrive as text and are parsed per route, so malformed JSON becomes a FastAPI 422.
   app.removeAllContentTypeParsers();
@@ -225,6 +228,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       },
     });
   }
+
+  // MCP over Streamable HTTP (src/server/mcp/), behind the same API key
+  registerMcpRoute(app, { handlers });
 
   /**
    * Streams the multipart file to the instance; spools it first if `path` comes after it. A

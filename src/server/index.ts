@@ -37,6 +37,8 @@ export interface ServerOptions {
   publicUrl?: string;
   /** pino log level. Default `warn`; env `BURROW_LOG_LEVEL`. */
   logLevel?: string;
+  /** Where log lines go. Default stdout (`burrow mcp` on stdio sends them to stderr). */
+  logDestination?: { write(line: string): void };
   /** How instances are isolated (ISOLATION.md in src/server/sandbox/). */
   isolation?: IsolationOptions;
   /** Open connections per client address; past it 429. 0 = no cap. Default 64; env `BURROW_MAX_CONNECTIONS_PER_CLIENT`. */
@@ -92,6 +94,12 @@ export interface RunningServer extends AsyncDisposable {
   readonly host: string;
   readonly port: number;
   readonly dataDir: string;
+  /** The warm pool: how many instances wait in it now, and a promise of it being full. */
+  readonly warmPool: {
+    counts(): { browser: number; ubuntu: number };
+    /** Resolves once the pool holds what it should (or what the instance cap leaves room for). */
+    ready(): Promise<void>;
+  };
   /** Stop every instance, then stop listening. Idempotent. */
   close(): Promise<void>;
 }
@@ -173,7 +181,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
 
   let publicUrl = options.publicUrl ?? '';
   const authStore = new AuthStore(dataDir);
-  const logger = createLogger(logLevel, { secrets: [apiKey] });
+  const logger = createLogger(logLevel, {
+    secrets: [apiKey],
+    ...(options.logDestination && { destination: options.logDestination }),
+  });
   const iso = options.isolation ?? {};
   const sandboxHost = await SandboxHost.create({
     runDir,
@@ -211,6 +222,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     authStore,
     maxUploadBytes,
     logger,
+    chromiumPath,
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
   });
   app.server.on('upgrade', (req, socket, head) => handleUpgrade(registry, req, socket, head));
@@ -238,6 +250,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     host,
     port: address.port,
     dataDir,
+    warmPool: { counts: () => registry.pooled, ready: () => registry.poolReady() },
     close,
     [Symbol.asyncDispose]: close,
   };

@@ -1,0 +1,85 @@
+/**
+ * `burrow mcp`: burrow's MCP server on stdio, for desktop agent hosts. With `--base-url` or
+ * `BURROW_BASE_URL` the tools talk to that server (key from `--api-key` / `BURROW_API_KEY`);
+ * without, a server is started in this process on a random loopback port (the embedded
+ * default) and stops when the host closes stdin. Either way every instance the session started
+ * is stopped on the way out. stdout carries only MCP messages: logs go to stderr.
+ */
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { Burrow } from '../client/index.js';
+import { createMcpSession } from '../server/mcp/tools.js';
+import { clientBackend } from './mcp-backend.js';
+
+export const usage = `burrow mcp [--base-url URL] [--api-key KEY]
+
+Serves the Model Context Protocol on stdin/stdout for an agent host (Claude Desktop, Cursor,
+VS Code…). With --base-url or BURROW_BASE_URL it uses that server (key from --api-key or
+BURROW_API_KEY); otherwise it runs an embedded server on a random loopback port. Instances the
+session started are stopped when the host disconnects. Logs go to stderr.
+
+Tools: instance_start/list/stop/current_url, browser_* (Playwright MCP names: navigate,
+navigate_back, snapshot, click, type, hover, select_option, evaluate, tabs, wait_for,
+take_screenshot), computer_* (every computer action), ubuntu_bash/edit/file/code_execute,
+auth_save/apply/list.`;
+
+const stderr = { write: (line: string) => void process.stderr.write(line) };
+
+export async function run(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      'base-url': { type: 'string' },
+      'api-key': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    console.log(usage);
+    return;
+  }
+  // anything printed with console.log would corrupt the protocol
+  console.log = console.error;
+  console.info = console.error;
+
+  const baseUrl = values['base-url'] ?? process.env.BURROW_BASE_URL;
+  let embedded: { close(): Promise<void> } | undefined;
+  let api: Burrow;
+  if (baseUrl) {
+    api = new Burrow({ baseUrl, apiKey: values['api-key'] });
+  } else {
+    const { startServer } = await import('../server/index.js');
+    const server = await startServer({
+      host: '127.0.0.1',
+      port: 0,
+      apiKey: `bk_${randomBytes(24).toString('base64url')}`,
+      logDestination: stderr,
+      // like a local browser, the embedded one may load pages served on this machine's loopback
+      isolation: { allowHostLoopback: true },
+    });
+    embedded = server;
+    api = new Burrow({ baseUrl: server.url, apiKey: server.apiKey });
+  }
+
+  const version = process.env.npm_package_version ?? '0.1.0';
+  const session = createMcpSession({ backend: clientBackend(api), version });
+  const transport = new StdioServerTransport();
+
+  let finishing: Promise<void> | undefined;
+  const finish = () =>
+    (finishing ??= (async () => {
+      await session.close();
+      await api.close();
+      await embedded?.close();
+    })());
+  const done = new Promise<void>((resolve) => {
+    transport.onclose = () => void finish().then(resolve);
+    process.stdin.once('end', () => void transport.close());
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      process.once(signal, () => void transport.close());
+    }
+  });
+  await session.server.connect(transport);
+  await done;
+}

@@ -1,0 +1,62 @@
+/**
+ * What the MCP tools (tools.ts) need from burrow, as a small interface with two implementations:
+ * in-process on `burrow serve` (http.ts: the operation handlers and the CDP relay on loopback)
+ * and over the typed client for `burrow mcp` on stdio (src/cli/mcp-backend.ts). The tools never
+ * know which one they run on, so both transports answer alike.
+ *
+ * Every method takes and returns the wire shapes of src/api (snake_case).
+ */
+import type {
+  AuthState,
+  BashRequest,
+  CodeExecuteResult,
+  ComputerAction,
+  EditRequest,
+  FileRequest,
+  Instance,
+  SaveAuthResult,
+  StartRequest,
+  ToolResult,
+} from '../../api/index.js';
+
+export interface McpBackend {
+  start(body: StartRequest): Promise<Instance>;
+  get(instanceId: string): Promise<Instance>;
+  list(): Promise<Instance[]>;
+  stop(instanceId: string): Promise<void>;
+  /** Base64 PNG of the instance's screen (a browser instance: its active tab). */
+  screenshot(instanceId: string): Promise<string>;
+  streamUrl(instanceId: string): Promise<string>;
+  computer(instanceId: string, action: ComputerAction): Promise<ToolResult>;
+  bash(instanceId: string, body: BashRequest): Promise<ToolResult>;
+  edit(instanceId: string, body: EditRequest): Promise<ToolResult>;
+  file(instanceId: string, body: FileRequest): Promise<ToolResult>;
+  codeExecute(
+    instanceId: string,
+    body: { code: string; kernel_name?: string | undefined; timeout?: number | undefined },
+  ): Promise<CodeExecuteResult>;
+  /**
+   * A DevTools WebSocket URL of the instance's browser that this process can open (the relay
+   * behind `cdp_url`, token included); starts the browser of an ubuntu instance if need be.
+   */
+  cdpUrl(instanceId: string): Promise<string>;
+  currentUrl(instanceId: string): Promise<string>;
+  saveAuth(instanceId: string, name: string | undefined): Promise<SaveAuthResult>;
+  authenticate(instanceId: string, authStateId: string): Promise<void>;
+  listAuthStates(): Promise<AuthState[]>;
+}
+
+/**
+ * A failure as an MCP tool error shows it: burrow's message, its stable code (the rows of
+ * docs/server-errors.md, `validation_error` for a 422) and the HTTP status it would have had.
+ */
+export class McpToolFailure extends Error {
+  override name = 'McpToolFailure';
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly status?: number | undefined,
+  ) {
+    super(message);
+  }
+}

@@ -1,0 +1,197 @@
+/**
+ * `/mcp` on `burrow serve`: the MCP server over Streamable HTTP, behind the API key like every
+ * route (the app's auth hook runs first). Each MCP session (`mcp-session-id`) has its own tool
+ * session (tools.ts) over this server's own handlers; it ends on `DELETE /mcp`, when the server
+ * closes, or after `idleMs` without a request, and its instances stop with it.
+ *
+ * The browser tools reach an instance's browser the way any client does: through the
+ * token-checked CDP relay, opened on this server's own loopback address.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { z } from 'zod';
+import {
+  operations,
+  validationDetail,
+  wireParse,
+  type Location,
+  type OperationId,
+} from '../../api/index.js';
+import { HttpError } from '../errors.js';
+import type { Handlers } from '../handlers.js';
+import { McpToolFailure, type McpBackend } from './backend.js';
+import { createMcpSession, type McpSession } from './tools.js';
+
+/** Default of `McpRouteOptions.idleMs`: an MCP session unused this long ends. */
+export const DEFAULT_MCP_IDLE_MS = 30 * 60 * 1000;
+
+export interface McpRouteOptions {
+  handlers: Handlers;
+  /** Ms without a request after which an MCP session ends (its instances stop). */
+  idleMs?: number;
+  version?: string;
+}
+
+type Op = Exclude<OperationId, 'upload'>;
+type Input = { params?: unknown; query?: unknown; body?: unknown };
+
+/** A handler's error as the tool failure the agent sees (same message and code as over HTTP). */
+function failure(err: unknown): unknown {
+  if (err instanceof HttpError) return new McpToolFailure(err.detail, err.code, err.status);
+  return err;
+}
+
+/** The backend of the tools on this server: the operation handlers, validated as the routes do. */
+export function inProcessBackend(handlers: Handlers, app: FastifyInstance): McpBackend {
+  const check = (schema: z.ZodType | undefined, value: unknown, where: Location) => {
+    if (!schema) return undefined;
+    const r = wireParse(schema, value ?? {});
+    if (r.success) return r.data;
+    const items = validationDetail(r.error, where, value);
+    const msg = items.map((i) => `${i.loc.join('.')}: ${i.msg}`).join('; ');
+    throw new McpToolFailure(`Invalid request: ${msg}`, 'validation_error', 422);
+  };
+  const call = async <T>(id: Op, input: Input): Promise<T> => {
+    const op = operations[id];
+    const parsed = {
+      params: check('params' in op ? op.params : undefined, input.params, 'path'),
+      query: check('query' in op ? op.query : undefined, input.query, 'query'),
+      body: check('body' in op ? op.body : undefined, input.body, 'body'),
+    };
+    const handler = handlers[id] as (i: typeof parsed) => Promise<unknown>;
+    try {
+      return (await handler(parsed)) as T;
+    } catch (err) {
+      throw failure(err);
+    }
+  };
+  const inst = (instance_id: string) => ({ params: { instance_id } });
+
+  /** `cdp_url` re-pointed at this server's loopback listener (the public URL may be a proxy's). */
+  const local = (cdpUrl: string): string => {
+    const addr = app.server.address() as AddressInfo;
+    const host =
+      addr.address === '0.0.0.0' ? '127.0.0.1' : addr.address === '::' ? '::1' : addr.address;
+    const u = new URL(cdpUrl);
+    const at = u.pathname.indexOf('/cdp/');
+    const path = at >= 0 ? u.pathname.slice(at) : u.pathname;
+    const h = host.includes(':') ? `[${host}]` : host;
+    return `ws://${h}:${addr.port}${path}${u.search}`;
+  };
+
+  return {
+    start: (body) => call('start', { body }),
+    get: (id) => call('getInstance', inst(id)),
+    list: () => call('listInstances', {}),
+    stop: async (id) => {
+      await call('stop', inst(id));
+    },
+    screenshot: async (id) =>
+      (await call<{ base64_image: string }>('screenshot', inst(id))).base64_image,
+    streamUrl: async (id) => (await call<{ stream_url: string }>('streamUrl', inst(id))).stream_url,
+    computer: (id, body) => call('computer', { ...inst(id), body }),
+    bash: (id, body) => call('bash', { ...inst(id), body }),
+    edit: (id, body) => call('edit', { ...inst(id), body }),
+    file: (id, body) => call('file', { ...inst(id), body }),
+    codeExecute: (id, body) => call('codeExecute', { ...inst(id), body }),
+    cdpUrl: async (id) =>
+      local((await call<{ cdp_url: string }>('browserStart', inst(id))).cdp_url),
+    currentUrl: async (id) =>
+      (await call<{ current_url: string }>('browserCurrentUrl', inst(id))).current_url,
+    saveAuth: (id, name) =>
+      call('saveAuth', { ...inst(id), query: name === undefined ? {} : { name } }),
+    authenticate: async (id, authStateId) => {
+      await call('authenticate', { ...inst(id), query: { auth_state_id: authStateId } });
+    },
+    listAuthStates: () => call('listAuthStates', {}),
+  };
+}
+
+interface Entry {
+  transport: StreamableHTTPServerTransport;
+  session: McpSession;
+  timer?: NodeJS.Timeout;
+}
+
+const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
+  reply.code(status).send({ jsonrpc: '2.0', error: { code, message }, id: null });
+
+export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): void {
+  const sessions = new Map<string, Entry>();
+  const idleMs = opts.idleMs ?? DEFAULT_MCP_IDLE_MS;
+  const backend = inProcessBackend(opts.handlers, app);
+
+  const touch = (id: string, entry: Entry) => {
+    clearTimeout(entry.timer);
+    entry.timer = setTimeout(() => {
+      void entry.transport.close();
+      sessions.delete(id);
+    }, idleMs);
+    entry.timer.unref();
+  };
+
+  app.route({
+    method: ['GET', 'POST', 'DELETE'],
+    url: '/mcp',
+    handler: async (req, reply) => {
+      const sid = req.headers['mcp-session-id'];
+      let body: unknown;
+      if (req.method === 'POST') {
+        try {
+          body = typeof req.body === 'string' ? JSON.parse(req.body) : req.body;
+        } catch {
+          return rpcError(reply, 400, -32700, 'Parse error: the body is not JSON');
+        }
+      }
+      let entry = typeof sid === 'string' ? sessions.get(sid) : undefined;
+      if (!entry) {
+        if (sid !== undefined) return rpcError(reply, 404, -32001, 'Session not found');
+        if (req.method !== 'POST' || !isInitializeRequest(body)) {
+          return rpcError(reply, 400, -32000, 'Bad Request: no valid MCP session id');
+        }
+        const session = createMcpSession({
+          backend,
+          ...(opts.version !== undefined && { version: opts.version }),
+        });
+        const created: Entry = {
+          session,
+          transport: new StreamableHTTPServerTransport({
+            sessionIdGenerator: () => randomUUID(),
+            enableJsonResponse: true,
+            onsessioninitialized: (id) => {
+              sessions.set(id, created);
+              touch(id, created);
+            },
+          }),
+        };
+        created.transport.onclose = () => {
+          clearTimeout(created.timer);
+          const id = created.transport.sessionId;
+          if (id !== undefined) sessions.delete(id);
+          void session.close();
+        };
+        await session.server.connect(created.transport);
+        entry = created;
+      } else if (typeof sid === 'string') {
+        touch(sid, entry);
+      }
+      reply.hijack();
+      await entry.transport.handleRequest(req.raw, reply.raw, body);
+    },
+  });
+
+  app.addHook('onClose', async () => {
+    const all = [...sessions.values()];
+    sessions.clear();
+    await Promise.all(
+      all.map(async (e) => {
+        clearTimeout(e.timer);
+        await e.transport.close().catch(() => undefined);
+        await e.session.close();
+      }),
+    );
+  });
+}
