@@ -4,8 +4,8 @@
  * with the ubuntu runtime.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Duplex } from 'node:stream';
-import type { ParsedComputerAction, ToolResult } from '../../api/index.js';
+import type { Duplex, Readable } from 'node:stream';
+import type { ParsedComputerAction, ToolResult, UploadResult } from '../../api/index.js';
 import type { InstanceRuntime, RuntimeContext, RuntimeFactory } from '../runtime.js';
 import { join, posix } from 'node:path';
 import {
@@ -23,6 +23,7 @@ import {
   type InstanceEgress,
   type SandboxLimits,
 } from '../sandbox/index.js';
+import { BrowserFiles } from './files.js';
 import { browserLiveViewPage, type StreamPage } from './liveview-page.js';
 
 /** Chromium's profile, downloads and temp files, under the instance's home. */
@@ -43,9 +44,12 @@ class BrowserRuntime implements InstanceRuntime {
   readonly #screencast: Screencast;
   #sandbox: Sandbox | undefined;
   #egress: InstanceEgress | undefined;
+  /** `upload` into the instance's home (./files.ts). */
+  readonly #files: BrowserFiles;
 
   constructor(ctx: RuntimeContext) {
     this.#ctx = ctx;
+    this.#files = new BrowserFiles(() => this.#sandbox, ctx.maxUploadBytes, ctx.log);
     this.browser = new BrowserController({
       ctx: { ...ctx, dir: ctx.dir }, // replaced per launch: see #launchOptions
       onCrash: (reason) => ctx.failed(reason),
@@ -132,6 +136,7 @@ class BrowserRuntime implements InstanceRuntime {
     await this.#sandbox?.resume().catch(() => {});
     await this.#screencast.close();
     await this.browser.dispose();
+    await this.#files.stop();
     this.#egress?.close();
     await this.#sandbox?.stop();
   }
@@ -148,6 +153,16 @@ class BrowserRuntime implements InstanceRuntime {
   /** Limits that apply (GET /v1/instance/{id}). */
   get limits(): SandboxLimits | undefined {
     return this.#sandbox?.limits;
+  }
+
+  /** A file into the instance's home, for `DOM.setFileInputFiles` (./files.ts). */
+  upload(
+    path: string,
+    filename: string,
+    mediaType: string | undefined,
+    file: Readable,
+  ): Promise<UploadResult> {
+    return this.#files.upload(path, filename, mediaType, file);
   }
 
   screenshot(): Promise<Buffer> {
