@@ -55,8 +55,6 @@ export interface AppOptions {
   maxConnectionsPerClient?: number | undefined;
   /** Timeouts and rates of the HTTP server (see `http-limits.ts`); defaults there. */
   httpLimits?: Partial<Omit<HttpLimits, 'maxConnectionsPerClient'>> | undefined;
-  /** The Chromium binary of browser instances, reported by `GET /v1/version`. */
-  chromiumPath?: string | undefined;
 }
 
 /** Default of `AppOptions.maxJsonBodyBytes`. */
@@ -163,7 +161,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   const guards = guardServer(app.server, limits, opts.logger);
   const { registry } = opts;
-  const handlers = createHandlers(registry, opts.authStore, { chromiumPath: opts.chromiumPath });
+  const handlers = createHandlers(registry, opts.authStore);
 
   // Bodies arrive as text and are parsed per route, so malformed JSON becomes a FastAPI 422.
   app.removeAllContentTypeParsers();
