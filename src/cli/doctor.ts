@@ -1,74 +1,148 @@
 /**
  * `burrow doctor`: what this machine has for burrow, what is missing, which isolation guarantees
- * hold, and the command that fixes each gap.
+ * (identity, limits, disk quota, egress, ...) it gives instances, and the command that fixes each
+ * gap. `burrow serve` prints the same report at start (`report` + `formatReport`).
  */
-import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { describeSupport, hostSupport } from '../server/sandbox/index.js';
+import { aptLine, present, requirements, type Requirement } from '../server/requirements.js';
+import { hostSupport, type Guarantee } from '../server/sandbox/index.js';
 
 export const usage = `burrow doctor [--json]
 
-Checks the programs burrow runs (Chromium, Xvfb, xdotool, x11vnc, Jupyter, the sandbox tools)
-and which isolation guarantees this machine gives instances. Exit status 1 when something an
-instance type needs is missing.`;
+Checks the programs burrow runs (Chromium, Xvfb, xdotool, x11vnc, the kernel's Python, ffmpeg,
+the sandbox tools), which isolation guarantees this machine gives instances, and prints the
+command that fixes each gap. Exit status 1 when an instance type cannot start here.`;
 
-interface Check {
+export interface ProgramCheck {
   name: string;
   needed_for: string;
+  ok: boolean;
+  /** Where it was looked for. */
+  paths: string[];
+  /** The command that installs it, when missing. */
+  fix?: string;
+}
+
+export interface GuaranteeCheck {
+  name: string;
+  what: string;
   ok: boolean;
   fix?: string;
 }
 
-const chromium = process.env.BURROW_CHROMIUM ?? '/usr/lib/chromium/chromium';
-
-function has(path: string): boolean {
-  return existsSync(path);
+export interface DoctorReport {
+  root: boolean;
+  programs: ProgramCheck[];
+  isolation: GuaranteeCheck[];
+  /** Per instance type: whether it can start here, and what stops it. */
+  instance_types: Record<'browser' | 'ubuntu', { ready: boolean; missing: string[] }>;
+  /** One command installing every missing package (run as root), if any is missing. */
+  fix?: string;
 }
 
-function pythonHasKernel(): boolean {
-  const r = spawnSync('/usr/bin/python3', ['-c', 'import ipykernel, jupyter_client'], {
-    stdio: 'ignore',
-    timeout: 20_000,
-  });
-  return r.status === 0;
+/** The sandbox's own tools (sandbox/support.ts checks them too, as part of `identity`). */
+const SANDBOX_TOOLS: Requirement[] = [
+  {
+    name: 'bubblewrap',
+    packages: ['bubblewrap'],
+    neededFor: 'the sandbox of every instance',
+    types: ['browser', 'ubuntu'],
+    paths: ['/usr/bin/bwrap', '/bin/bwrap'],
+  },
+  {
+    name: 'nsenter, unshare, setpriv',
+    packages: ['util-linux'],
+    neededFor: 'the sandbox of every instance',
+    types: ['browser', 'ubuntu'],
+    paths: ['/usr/bin/setpriv', '/bin/setpriv'],
+  },
+  {
+    name: 'ip',
+    packages: ['iproute2'],
+    neededFor: 'the network of every instance',
+    types: ['browser', 'ubuntu'],
+    paths: ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'],
+  },
+  {
+    name: 'mkfs.ext4',
+    packages: ['e2fsprogs'],
+    neededFor: 'disk quotas',
+    types: [],
+    paths: ['/usr/sbin/mkfs.ext4', '/sbin/mkfs.ext4'],
+  },
+];
+
+const sandboxToolPresent = (r: Requirement) =>
+  r.name.includes('setpriv')
+    ? ['nsenter', 'unshare', 'setpriv'].every((t) =>
+        ['/usr/bin', '/bin'].some((d) => existsSync(`${d}/${t}`)),
+      )
+    : r.paths.some((p) => existsSync(p));
+
+/** Probes the machine. `chromiumPath`: the server's Chromium when it is not the default. */
+export async function report(chromiumPath?: string): Promise<DoctorReport> {
+  const programs = requirements(chromiumPath === undefined ? {} : { chromiumPath });
+  const okPrograms = await Promise.all(programs.map(present));
+  const all = [...programs, ...SANDBOX_TOOLS];
+  const ok = [...okPrograms, ...SANDBOX_TOOLS.map(sandboxToolPresent)];
+  const checks: ProgramCheck[] = all.map((r, i) => ({
+    name: r.name,
+    needed_for: r.neededFor,
+    ok: ok[i]!,
+    paths: [...r.paths],
+    ...(!ok[i] && { fix: aptLine([r]) }),
+  }));
+  const support = hostSupport();
+  const isolation = support.guarantees.map((g: Guarantee) => ({ ...g }));
+  const coreGaps = isolation.filter(
+    (g) => !g.ok && ['identity', 'egress', 'seccomp', 'chromium-sandbox'].includes(g.name),
+  );
+  const typeStatus = (type: 'browser' | 'ubuntu') => {
+    const missing = all.filter((r, i) => !ok[i] && r.types.includes(type)).map((r) => r.name);
+    if (coreGaps.length > 0) missing.push(`isolation (${coreGaps.map((g) => g.name).join(', ')})`);
+    return { ready: missing.length === 0, missing };
+  };
+  const missing = all.filter((_, i) => !ok[i]);
+  return {
+    root: support.root,
+    programs: checks,
+    isolation,
+    instance_types: { browser: typeStatus('browser'), ubuntu: typeStatus('ubuntu') },
+    ...(missing.length > 0 && { fix: aptLine(missing) }),
+  };
 }
 
-export function checks(): Check[] {
-  const apt = (pkgs: string) => `apt-get install -y ${pkgs}`;
-  const c = (name: string, neededFor: string, ok: boolean, fix: string): Check =>
-    ok ? { name, needed_for: neededFor, ok } : { name, needed_for: neededFor, ok, fix };
-  return [
-    c('chromium', 'browser instances, the ubuntu desktop browser', has(chromium), apt('chromium')),
-    c('Xvfb', 'ubuntu instances', has('/usr/bin/Xvfb'), apt('xvfb')),
-    c('xdotool', 'ubuntu computer actions', has('/usr/bin/xdotool'), apt('xdotool')),
-    c('x11vnc', 'ubuntu live view', has('/usr/bin/x11vnc'), apt('x11vnc')),
-    c(
-      'python3 with ipykernel',
-      'code execution and notebooks',
-      has('/usr/bin/python3') && pythonHasKernel(),
-      apt('python3-ipykernel python3-jupyter-client'),
-    ),
-    c('bubblewrap', 'every instance (sandbox)', has('/usr/bin/bwrap'), apt('bubblewrap')),
-    c(
-      'util-linux (nsenter, unshare, setpriv)',
-      'every instance (sandbox)',
-      ['/usr/bin/nsenter', '/usr/bin/unshare', '/usr/bin/setpriv'].every(has),
-      apt('util-linux'),
-    ),
-    c(
-      'iproute2',
-      'every instance (its network)',
-      has('/usr/sbin/ip') || has('/sbin/ip'),
-      apt('iproute2'),
-    ),
-    c(
-      'mkfs.ext4',
-      'disk quotas',
-      has('/usr/sbin/mkfs.ext4') || has('/sbin/mkfs.ext4'),
-      apt('e2fsprogs'),
-    ),
-  ];
+const sudo = (root: boolean, cmd: string) => (root ? cmd : `sudo ${cmd}`);
+
+/** The report as lines for a terminal. */
+export function formatReport(r: DoctorReport): string[] {
+  const lines = ['programs:'];
+  for (const p of r.programs) {
+    lines.push(
+      p.ok
+        ? `  ok       ${p.name} (${p.needed_for})`
+        : `  MISSING  ${p.name} (${p.needed_for}); looked for ${p.paths.join(', ')}; fix: ${sudo(r.root, p.fix!)}`,
+    );
+  }
+  lines.push('', 'isolation of instances:');
+  for (const g of r.isolation) {
+    lines.push(
+      g.ok
+        ? `  ok       ${g.name}: ${g.what}`
+        : `  MISSING  ${g.name}: ${g.what}; fix: ${g.fix ?? 'see src/server/sandbox/ISOLATION.md'}`,
+    );
+  }
+  lines.push('', 'instance types:');
+  for (const [type, s] of Object.entries(r.instance_types)) {
+    lines.push(
+      s.ready
+        ? `  ${type}: ready`
+        : `  ${type}: cannot start here (missing ${s.missing.join('; ')})`,
+    );
+  }
+  if (r.fix) lines.push('', `to install everything missing: ${sudo(r.root, r.fix)}`);
+  return lines;
 }
 
 export async function run(argv: string[]): Promise<void> {
@@ -80,27 +154,28 @@ export async function run(argv: string[]): Promise<void> {
     console.log(usage);
     return;
   }
-  const list = checks();
-  const support = hostSupport();
-  if (values.json) {
-    console.log(JSON.stringify({ programs: list, isolation: support.guarantees }, null, 2));
-  } else {
-    console.log('programs:');
-    for (const k of list) {
-      console.log(
-        `  ${k.ok ? 'ok     ' : 'MISSING'}  ${k.name} (${k.needed_for})${k.ok ? '' : ` — ${k.fix}`}`,
-      );
-    }
-    console.log('\nisolation of instances:');
-    for (const line of describeSupport(support)) console.log(`  ${line}`);
-    const missing = [
-      ...new Set(list.filter((k) => !k.ok).map((k) => k.fix!.replace('apt-get install -y ', ''))),
-    ];
-    if (missing.length > 0) {
-      const pkgs = missing.join(' ');
-      const cmd = `apt-get install -y ${pkgs}`;
-      console.log(`\nto fix: ${process.getuid?.() === 0 ? cmd : `sudo ${cmd}`}`);
-    }
+  const r = await report();
+  if (values.json) console.log(JSON.stringify(r, null, 2));
+  else console.log(formatReport(r).join('\n'));
+  if (!r.instance_types.browser.ready || !r.instance_types.ubuntu.ready) process.exitCode = 1;
+}
+
+/** The report in a few lines (what `burrow serve` prints at start): gaps in full, the rest named. */
+export function formatSummary(r: DoctorReport): string[] {
+  const lines: string[] = [];
+  const okPrograms = r.programs.filter((p) => p.ok).map((p) => p.name);
+  if (okPrograms.length) lines.push(`programs present: ${okPrograms.join(', ')}`);
+  for (const p of r.programs.filter((x) => !x.ok)) {
+    lines.push(`MISSING ${p.name} (${p.needed_for}); fix: ${sudo(r.root, p.fix!)}`);
   }
-  if (list.some((k) => !k.ok) || !support.sandbox) process.exitCode = 1;
+  const held = r.isolation.filter((g) => g.ok).map((g) => g.name);
+  if (held.length) lines.push(`isolation guarantees that hold: ${held.join(', ')}`);
+  for (const g of r.isolation.filter((x) => !x.ok)) {
+    lines.push(`MISSING isolation guarantee ${g.name}; fix: ${g.fix ?? 'see burrow doctor'}`);
+  }
+  const types = Object.entries(r.instance_types).map(([type, s]) =>
+    s.ready ? `${type} ready` : `${type} cannot start (missing ${s.missing.join('; ')})`,
+  );
+  lines.push(`instance types: ${types.join(', ')}`);
+  return lines;
 }

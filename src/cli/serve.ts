@@ -1,6 +1,6 @@
 import { readFile, stat } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { describeSupport } from '../server/sandbox/index.js';
+import { serveLogDestination } from './log-format.js';
 import { startServer, type IsolationOptions, type ServerOptions } from '../server/index.js';
 
 export const usage = `burrow serve [--host 127.0.0.1] [--port 8787] [--api-key K | --api-key-file PATH]
@@ -193,11 +193,19 @@ export async function run(argv: string[]): Promise<void> {
       'burrow: warning: --insecure-no-isolation: where this machine cannot isolate instances, they run unisolated',
     );
   }
-  const server = await startServer(config.options);
+  // readable lines in a terminal, JSON lines otherwise (log-format.ts)
+  const logDestination = serveLogDestination();
+  const server = await startServer({
+    ...config.options,
+    ...(logDestination && { logDestination }),
+  });
   if (config.generated) console.log(`API key (generated, shown once): ${server.apiKey}`);
   console.log(`burrow listening on ${server.url} (data dir ${server.dataDir})`);
-  // what `burrow doctor` says about isolation, so an operator sees it without asking
-  for (const line of describeSupport()) console.log(`isolation: ${line}`);
+  // what `burrow doctor` says (programs, isolation, instance types), so an operator sees it
+  // without asking
+  const { formatSummary, report } = await import('./doctor.js');
+  const found = await report(config.options.chromiumPath);
+  for (const line of formatSummary(found)) console.log(`doctor: ${line}`);
 
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
