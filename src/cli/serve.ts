@@ -1,11 +1,16 @@
 import { readFile, stat } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { serveLogDestination } from './log-format.js';
-import { startServer, type IsolationOptions, type ServerOptions } from '../server/index.js';
+import {
+  parseWarmPool,
+  startServer,
+  type IsolationOptions,
+  type ServerOptions,
+} from '../server/index.js';
 
 export const usage = `burrow serve [--host 127.0.0.1] [--port 8787] [--api-key K | --api-key-file PATH]
             [--data-dir D] [--max-instances N] [--public-url URL] [--log-level warn]
-            [--max-connections-per-client N]
+            [--max-connections-per-client N] [--warm-pool N | --warm-pool browser=N,ubuntu=M]
             [--instance-memory SIZE] [--instance-pids N] [--instance-cpus N] [--instance-disk SIZE]
             [--allow-host-loopback] [--allow-host-port PORT]... [--insecure-no-isolation]
 
@@ -18,6 +23,9 @@ or two variables) is an error. The key is never logged.
 
   --max-connections-per-client N  open connections one client address may hold (default 64;
                                   0 = no cap); past it requests get 429
+  --warm-pool N                   keep N browser instances started, so that start takes one in
+                                  milliseconds; browser=N,ubuntu=M for both types. They count
+                                  against --max-instances and are not listed until taken
   --instance-memory SIZE          memory limit of each instance, e.g. 2g (suffixes k, m, g, t)
   --instance-pids N               most processes and threads in each instance
   --instance-cpus N               CPU share of each instance in cores, e.g. 1.5
@@ -124,6 +132,7 @@ export async function serveConfig(
       'instance-pids': { type: 'string' },
       'instance-cpus': { type: 'string' },
       'instance-disk': { type: 'string' },
+      'warm-pool': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -177,6 +186,7 @@ export async function serveConfig(
     ...(values['public-url'] !== undefined && { publicUrl: values['public-url'] }),
     ...(values['log-level'] !== undefined && { logLevel: values['log-level'] }),
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
+    ...(values['warm-pool'] !== undefined && { warmPool: parseWarmPool(values['warm-pool']) }),
     ...(Object.keys(isolation).length > 0 && { isolation }),
   };
   return { options, generated: key === undefined };

@@ -19,6 +19,7 @@ import type {
 import { serverError } from './errors.js';
 import type { InstanceRuntime, Logger, RuntimeContext, RuntimeFactory } from './runtime.js';
 import type { SandboxHost } from './sandbox/index.js';
+import { WarmPool } from './pool.js';
 
 export const DEFAULT_RESOLUTION: Resolution = [1024, 768];
 export const DEFAULT_TIMEOUT_HOURS = 1;
@@ -41,6 +42,8 @@ export interface RegistryOptions {
    * requirements.ts), or undefined. Default: no check.
    */
   requirementsRefusal?: (type: InstanceType) => Promise<string | undefined>;
+  /** Instances kept started per type for `start` to claim (pool.ts). Default none. */
+  warmPool?: WarmPoolSizes;
   /**
    * A file this run appends each instance's start and end to, so that the next server run can
    * still answer for them (`end_reason: "server_restart"`) after this process was killed.
@@ -60,6 +63,9 @@ export interface StartOptions {
   resolution?: Resolution | undefined;
 }
 
+/** Instances kept started per type, ready to be claimed by `start` (pool.ts). */
+export type WarmPoolSizes = Partial<Record<InstanceType, number>>;
+
 export class InstanceRecord {
   status: InstanceStatus = 'deploying';
   expiresAt = 0;
@@ -70,8 +76,9 @@ export class InstanceRecord {
   constructor(
     readonly id: string,
     readonly type: InstanceType,
-    readonly launchTime: Date,
-    readonly resolution: Resolution,
+    /** When it was started, or for a pooled instance, claimed. */
+    public launchTime: Date,
+    public resolution: Resolution,
     readonly token: string,
     readonly dir: string,
   ) {}
@@ -104,8 +111,44 @@ export class Registry {
   readonly #opts: RegistryOptions;
   #closed = false;
 
+  readonly #pool: WarmPool;
+
   constructor(opts: RegistryOptions) {
     this.#opts = opts;
+    this.#pool = new WarmPool({
+      sizes: opts.warmPool ?? {},
+      log: opts.log,
+      room: () => opts.maxInstances - this.#liveCount(),
+      fill: (type) => this.#fillOne(type),
+      evict: (rec) => this.#teardown(rec),
+    });
+  }
+
+  /** Instances waiting in the warm pool, by type (they are not listed). */
+  get pooled(): { browser: number; ubuntu: number } {
+    return this.#pool.counts();
+  }
+
+  /** Start one instance of `type` for the pool; it stays unlisted until claimed. */
+  async #fillOne(type: InstanceType): Promise<InstanceRecord> {
+    const factory = this.#opts.factories[type];
+    if (!factory || this.#closed || this.#opts.sandboxHost.refusal) {
+      throw new Error(`${type} instances cannot be started here`);
+    }
+    const rec = this.#create(type, DEFAULT_RESOLUTION);
+    rec.status = 'warm_pool';
+    try {
+      await this.#boot(rec, factory, [], true);
+    } catch (err) {
+      rec.status = 'error';
+      await this.#teardown(rec);
+      throw err;
+    }
+    if (rec.status !== 'warm_pool') {
+      await this.#teardown(rec); // failed while starting
+      throw new Error(`a pooled ${type} instance died while starting`);
+    }
+    return rec;
   }
 
   list(): InstanceRecord[] {
@@ -140,32 +183,73 @@ export class Registry {
     if (this.#closed) throw serverError('shutting_down');
     const { refusal } = this.#opts.sandboxHost;
     if (refusal) throw serverError('isolation_unavailable', { reason: refusal });
-    const live = this.list().filter((r) => r.live).length;
+    const live = this.#liveCount();
     if (live >= this.#opts.maxInstances) {
       throw serverError('server_at_capacity', { live, limit: this.#opts.maxInstances });
     }
+    const pooled = this.#pool.take(type, options.resolution ?? DEFAULT_RESOLUTION);
+    if (pooled) {
+      const rec = await this.#claim(pooled, options);
+      this.#pool.refill();
+      if (rec) return rec;
+      // it could not take these options: start a fresh one instead (the room is still ours)
+    }
+    // a cold start must not push the machine past the cap: a pooled instance gives way
+    this.#pool.makeRoom();
+    const rec = this.#create(type, options.resolution ?? DEFAULT_RESOLUTION);
+    this.#admit(rec, options.timeout_hours);
+    try {
+      await this.#boot(rec, factory, options.blocked_domains ?? [], false);
+    } catch (err) {
+      this.#opts.log.error({ err, instance: rec.id }, 'instance failed to start');
+      rec.status = 'error';
+      rec.endReason = 'crashed';
+      await this.#teardown(rec);
+      throw serverError('instance_failed_to_start', { id: rec.id, reason: (err as Error).message });
+    }
+    if (rec.status === 'deploying') rec.status = 'running';
+    else await this.#teardown(rec); // stopped or failed while deploying
+    this.#pool.refill();
+    return rec;
+  }
+
+  /** A new record with a fresh id, token and directory, not yet listed. */
+  #create(type: InstanceType, resolution: Resolution): InstanceRecord {
     const id = `inst_${randomBytes(8).toString('hex')}`;
-    const rec = new InstanceRecord(
+    return new InstanceRecord(
       id,
       type,
       new Date(),
-      options.resolution ?? DEFAULT_RESOLUTION,
+      resolution,
       randomBytes(24).toString('base64url'),
       join(this.#opts.instancesDir, id),
     );
-    this.#instances.set(id, rec);
+  }
+
+  /** List `rec`, write it to the journal and start its expiry clock. */
+  #admit(rec: InstanceRecord, timeoutHours: number | undefined): void {
+    this.#instances.set(rec.id, rec);
     this.#journal({
-      id,
-      type,
+      id: rec.id,
+      type: rec.type,
       launch_time: rec.launchTime.toISOString(),
       resolution: [...rec.resolution],
     });
-    this.#arm(rec, options.timeout_hours ?? DEFAULT_TIMEOUT_HOURS);
+    this.#arm(rec, timeoutHours ?? DEFAULT_TIMEOUT_HOURS);
+  }
+
+  /** Create the runtime of `rec` and start it; `pooled` starts it for the warm pool. */
+  async #boot(
+    rec: InstanceRecord,
+    factory: RuntimeFactory,
+    blockedDomains: readonly string[],
+    pooled: boolean,
+  ): Promise<void> {
     const ctx: RuntimeContext = {
-      id,
-      type,
+      id: rec.id,
+      type: rec.type,
       resolution: rec.resolution,
-      blockedDomains: options.blocked_domains ?? [],
+      blockedDomains,
       dir: rec.dir,
       token: rec.token,
       publicUrl: this.#opts.publicUrl(),
@@ -174,29 +258,74 @@ export class Registry {
       maxUploadBytes: this.#opts.maxUploadBytes,
       failed: (reason) => this.#failed(rec, reason),
       sandboxHost: this.#opts.sandboxHost,
+      pooled,
     };
-    try {
-      await mkdir(rec.dir, { recursive: true, mode: 0o700 });
-      rec.runtime = await factory(ctx);
-      await rec.runtime.start();
-    } catch (err) {
-      this.#opts.log.error({ err, instance: id }, 'instance failed to start');
-      rec.status = 'error';
-      rec.endReason = 'crashed';
-      await this.#teardown(rec);
-      throw serverError('instance_failed_to_start', { id, reason: (err as Error).message });
-    }
-    if (rec.status === 'deploying') rec.status = 'running';
-    else await this.#teardown(rec); // stopped or failed while deploying
-    return rec;
+    await mkdir(rec.dir, { recursive: true, mode: 0o700 });
+    rec.runtime = await factory(ctx);
+    await rec.runtime.start();
   }
 
+  /**
+   * Hand the pooled `rec` to the caller with `options` applied; undefined when its runtime cannot
+   * take them (it is then torn down). Nobody has held its id or token before this moment.
+   */
+  async #claim(rec: InstanceRecord, options: StartOptions): Promise<InstanceRecord | undefined> {
+    rec.status = 'deploying';
+    rec.launchTime = new Date();
+    rec.resolution = options.resolution ?? rec.resolution;
+    this.#admit(rec, options.timeout_hours);
+    let ok = false;
+    try {
+      ok =
+        (await rec.runtime?.claim?.({
+          resolution: rec.resolution,
+          blockedDomains: options.blocked_domains ?? [],
+        })) ?? false;
+    } catch (err) {
+      this.#opts.log.warn({ err, instance: rec.id }, 'a pooled instance could not be claimed');
+    }
+    if (ok && rec.status === 'deploying') {
+      rec.status = 'running';
+      return rec;
+    }
+    // never shown to anyone: it leaves no trace in the listing or the journal's answers
+    this.#instances.delete(rec.id);
+    rec.status = 'terminated';
+    rec.endReason ??= 'stopped';
+    void this.#teardown(rec);
+    return undefined;
+  }
+
+  /** Instances counted against the cap: every live one a caller started (not the pool). */
+  #liveCount(): number {
+    let n = 0;
+    for (const r of this.#instances.values()) if (r.live) n++;
+    return n;
+  }
+
+  /**
+   * Stop an instance. It is unusable when this returns (status `terminated`, its token refused,
+   * its CDP and live-view connections closed); its processes and disk go in the background, and
+   * `close()` waits for them.
+   */
   async stop(id: string, reason: EndReason = 'stopped'): Promise<InstanceRecord> {
     const rec = this.get(id);
     if (rec.status === 'terminated') return rec;
     rec.status = 'terminated';
     rec.endReason ??= reason;
-    await this.#teardown(rec);
+    try {
+      rec.runtime?.revoke?.();
+    } catch (err) {
+      this.#opts.log.warn({ err, instance: id }, 'closing client connections failed');
+    }
+    void this.#teardown(rec);
+    return rec;
+  }
+
+  /** `stop`, and wait until its processes are gone. */
+  async stopAndWait(id: string, reason: EndReason = 'stopped'): Promise<InstanceRecord> {
+    const rec = await this.stop(id, reason);
+    await rec.stopping;
     return rec;
   }
 
@@ -246,12 +375,26 @@ export class Registry {
     }
   }
 
-  /** Stop every live instance (server shutdown). */
+  /** Resolves once the warm pool is as full as the cap allows. */
+  poolReady(): Promise<void> {
+    return this.#pool.full();
+  }
+
+  /** Start keeping the warm pool filled (once the server knows its public URL). */
+  startPool(): void {
+    this.#pool.refill();
+  }
+
+  /** Stop every live instance and the pool (server shutdown). */
   async close(): Promise<void> {
     this.#closed = true;
-    const live = this.list().filter((r) => r.live);
-    await Promise.all(live.map((r) => this.stop(r.id)));
-    await Promise.all(this.list().map((r) => r.stopping ?? Promise.resolve()));
+    const pooled = this.#pool.close();
+    for (const r of this.list()) if (r.live) await this.stop(r.id);
+    await Promise.all([
+      ...this.list().map((r) => r.stopping),
+      ...pooled.map((r) => this.#teardown(r)),
+      this.#pool.idle(), // a fill in flight ends with its instance torn down
+    ]);
   }
 
   #arm(rec: InstanceRecord, hours: number): void {
@@ -269,6 +412,13 @@ export class Registry {
   }
 
   #failed(rec: InstanceRecord, reason: string): void {
+    if (rec.status === 'warm_pool') {
+      this.#opts.log.warn({ instance: rec.id, reason }, 'a pooled instance failed');
+      this.#pool.drop(rec);
+      rec.status = 'error';
+      void this.#teardown(rec);
+      return;
+    }
     if (!rec.live) return;
     this.#opts.log.warn({ instance: rec.id, reason }, 'instance failed');
     rec.status = 'error';
@@ -280,7 +430,7 @@ export class Registry {
   #teardown(rec: InstanceRecord): Promise<void> {
     clearTimeout(rec.timer);
     rec.stopping ??= (async () => {
-      this.#journal({ id: rec.id, ended: rec.endReason ?? 'stopped' });
+      if (this.#instances.has(rec.id)) this.#journal({ id: rec.id, ended: rec.endReason ?? 'stopped' });
       rec.limits = rec.runtime?.limits;
       try {
         await rec.runtime?.stop();
@@ -288,6 +438,7 @@ export class Registry {
         this.#opts.log.error({ err, instance: rec.id }, 'runtime stop failed');
       }
       await rm(rec.dir, { recursive: true, force: true, maxRetries: 3 });
+      this.#pool.refill(); // its room under the cap is free again
     })();
     return rec.stopping;
   }

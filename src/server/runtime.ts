@@ -10,6 +10,7 @@ import type {
   CodeExecuteResult,
   EditRequest,
   FileRequest,
+  IndexedDBDatabase,
   InstanceLimits,
   InstanceType,
   KernelInfo,
@@ -20,6 +21,7 @@ import type {
   UploadResult,
 } from '../api/index.js';
 import type { z } from 'zod';
+import type { InstanceArtifacts } from './artifacts.js';
 import type { SandboxHost } from './sandbox/index.js';
 import type { AddCellRequest, ExecuteCellRequest } from '../api/index.js';
 
@@ -51,9 +53,22 @@ export interface RuntimeContext {
   failed(reason: string): void;
   /** The server-wide sandbox layer every instance is built with (src/server/sandbox/). */
   readonly sandboxHost: SandboxHost;
+  /**
+   * Started for the warm pool (src/server/pool.ts): run at a low CPU weight, and be ready for
+   * `claim`. Default false.
+   */
+  readonly pooled?: boolean;
+  /** The instance's downloads and recordings (artifacts.ts); kept past its stop. */
+  readonly artifacts?: InstanceArtifacts | undefined;
 }
 
-/** Cookies, localStorage and sessionStorage of a browser, as saved in an auth state. */
+/** What `POST /v1/start` asked of an instance taken from the warm pool. */
+export interface ClaimRequest {
+  resolution: readonly [number, number];
+  blockedDomains: readonly string[];
+}
+
+/** Cookies, localStorage, sessionStorage and IndexedDB of a browser, as saved in an auth state. */
 export interface BrowserAuthData {
   /** CDP `Network.Cookie` objects, HttpOnly ones included. */
   cookies: Record<string, unknown>[];
@@ -61,6 +76,8 @@ export interface BrowserAuthData {
   localStorage: Record<string, Record<string, string>>;
   /** origin → key → value */
   sessionStorage: Record<string, Record<string, string>>;
+  /** origin → its IndexedDB databases, in Playwright's form (absent in states of burrow 0.1). */
+  indexedDB?: Record<string, IndexedDBDatabase[]>;
 }
 
 export interface BrowserCapability {
@@ -104,6 +121,19 @@ export interface InstanceRuntime {
   pause(): Promise<void>;
   /** Thaw them (SIGCONT). */
   resume(): Promise<void>;
+  /**
+   * A pooled instance gets its first user: apply `req` and run at normal priority. Resolves false
+   * when this instance cannot honour `req` (the registry then starts a fresh one). Only runtimes
+   * that support the warm pool implement it.
+   */
+  claim?(req: ClaimRequest): Promise<boolean>;
+  /**
+   * The instance was stopped: close client connections (CDP relay, live view) now, before the
+   * teardown that follows in the background. Must not throw or wait.
+   */
+  revoke?(): void;
+  /** Downloads and recordings (artifacts.ts): listed and fetched after the stop too. */
+  readonly artifacts?: InstanceArtifacts | undefined;
   /** What the instance may use (its sandbox's limits), once started. */
   readonly limits?: InstanceLimits | undefined;
 

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Instance } from 'burrow-sandbox';
 import {
+  eventually,
   instancePids,
   instanceProcesses,
   pidsMatching,
@@ -69,7 +70,7 @@ describe('burrow start | list | get | stop | auth list', () => {
 
     const stopped = await burrow(['stop', id, ...flags()]);
     expect(stopped.stdout).toBe(`${id}  terminated\n`);
-    expect(instancePids(id)).toEqual([]);
+    await eventually(() => instancePids(id).length === 0, 'the instance processes to exit');
     const after = await burrow(['list', '--live', ...flags()]);
     expect(after.stdout).toBe('(none)\n');
   });

@@ -78,7 +78,7 @@ describe('a process that dies', () => {
 
     await using session = await openSession({ baseUrl: server.url, apiKey: server.apiKey });
     expect(await status(c.instanceId)).toBe('terminated');
-    expect(instancePids(c.instanceId)).toEqual([]);
+    await eventually(() => instancePids(c.instanceId).length === 0, 'the orphan to be gone');
     expect(ledger()).toHaveLength(1); // only the live session's own entry
     expect(session.instance.id).not.toBe(c.instanceId);
   });
@@ -111,7 +111,7 @@ describe('a process that dies', () => {
       c.proc.kill(signal);
       expect(await c.exit).toEqual({ code: null, signal });
       expect(await status(c.instanceId)).toBe('terminated');
-      expect(instancePids(c.instanceId)).toEqual([]);
+      await eventually(() => instancePids(c.instanceId).length === 0, 'the orphan to be gone');
       expect(ledger()).toEqual([]);
     },
   );

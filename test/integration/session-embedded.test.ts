@@ -37,6 +37,7 @@ describe('embedded server', () => {
     expect(await answers(url)).toBe(true); // b still needs it
     await b.stop();
     expect(await answers(url)).toBe(false);
+    // the embedded server stopped with the last session: nothing of either instance is left
     expect(pidsMatching(a.instance.id)).toEqual([]);
     expect(pidsMatching(b.instance.id)).toEqual([]);
   });

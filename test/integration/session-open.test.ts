@@ -74,7 +74,7 @@ describe('openSession (Playwright)', () => {
     expect(b).toEqual(a);
     expect(await session.stop()).toEqual(a);
     expect((await instance(id)).status).toBe('terminated');
-    expect(instancePids(id)).toEqual([]);
+    await eventually(() => instancePids(id).length === 0, 'the instance processes to exit');
     expect(ledgerFiles()).toEqual([]);
     expect(session.connected).toBe(false);
     expect(() => session.page).toThrow(SessionStoppedError);
@@ -137,7 +137,7 @@ describe('openSession (Puppeteer)', () => {
       expect(session.page.viewport()).toBeNull(); // defaultViewport: null, the instance's screen
     }
     expect((await instance(id)).status).toBe('terminated');
-    expect(instancePids(id)).toEqual([]);
+    await eventually(() => instancePids(id).length === 0, 'the instance processes to exit');
   });
 });
 

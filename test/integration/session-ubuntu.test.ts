@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { openSession, type Instance } from 'burrow-sandbox';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
-import { pidsMatching } from '../helpers/server.js';
+import { eventually, pidsMatching } from '../helpers/server.js';
 
 const env = sessionServer('bsu-');
 
@@ -28,6 +28,6 @@ describe('openSession({ instanceType: "ubuntu" })', () => {
     }
     const after = (await (await server.api(`/v1/instance/${id}`)).json()) as Instance;
     expect(after.status).toBe('terminated');
-    expect(pidsMatching(id)).toEqual([]);
+    await eventually(() => pidsMatching(id).length === 0, 'the instance processes to exit');
   });
 });

@@ -234,7 +234,8 @@ describe('ubuntu over HTTP', () => {
     expect(instancePids(id).length).toBeGreaterThan(2);
     expect(pidsMatching('Xvfb -screen 0 1000x701x24').length).toBeGreaterThan(0);
     expect(await post('/stop')).toEqual({ status: 200, body: { status: 'terminated' } });
-    expect(instancePids(id)).toEqual([]);
+    // stop answers once the instance is unusable; its processes and disk go right after
+    await eventually(() => instancePids(id).length === 0, 'every process of the instance to exit');
     expect(pidsMatching('Xvfb -screen 0 1000x701x24')).toEqual([]);
     expect(pidsMatching('sleep 60[01]')).toEqual([]);
     await eventually(() => !existsSync(dir), 'the instance directory to be removed', 5000);

@@ -6,7 +6,12 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import type { ParsedComputerAction, ToolResult, UploadResult } from '../../api/index.js';
-import type { InstanceRuntime, RuntimeContext, RuntimeFactory } from '../runtime.js';
+import type {
+  ClaimRequest,
+  InstanceRuntime,
+  RuntimeContext,
+  RuntimeFactory,
+} from '../runtime.js';
 import { join, posix } from 'node:path';
 import {
   BrowserController,
@@ -14,6 +19,9 @@ import {
   Screencast,
   type BrowserControllerOptions,
 } from '../chromium/index.js';
+import type { InstanceArtifacts } from '../artifacts.js';
+import { ffmpegIn } from '../artifacts-ffmpeg.js';
+import { recordScreencast } from '../chromium/recorder.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import {
   chromiumProxyArgs,
@@ -39,34 +47,80 @@ const CHROMIUM_DIR = '.config/burrow-chromium';
  */
 class BrowserRuntime implements InstanceRuntime {
   readonly browser: BrowserController;
-  readonly #ctx: RuntimeContext;
-  readonly #computer: CdpComputer;
-  readonly #screencast: Screencast;
+  readonly artifacts: InstanceArtifacts | undefined;
+  /** The context, with the resolution and blocked domains a warm-pool claim may change. */
+  #ctx: RuntimeContext;
+  /** `[width, height]`, shared by reference with the computer and the screencast. */
+  readonly #resolution: [number, number];
+  #computer: CdpComputer;
+  #screencast: Screencast;
   #sandbox: Sandbox | undefined;
   #egress: InstanceEgress | undefined;
   /** `upload` into the instance's home (./files.ts). */
   readonly #files: BrowserFiles;
 
   constructor(ctx: RuntimeContext) {
-    this.#ctx = ctx;
+    this.#resolution = [ctx.resolution[0], ctx.resolution[1]];
+    this.#ctx = { ...ctx, resolution: this.#resolution };
     this.#files = new BrowserFiles(() => this.#sandbox, ctx.maxUploadBytes, ctx.log);
+    this.artifacts = ctx.artifacts;
     this.browser = new BrowserController({
-      ctx: { ...ctx, dir: ctx.dir }, // replaced per launch: see #launchOptions
+      ctx: this.#ctx, // replaced per launch: see #launchOptions
+      downloads: ctx.artifacts,
       onCrash: (reason) => ctx.failed(reason),
       launch: () => this.#launchOptions(),
     });
-    const page = () => this.browser.activePage();
-    this.#computer = new CdpComputer({
-      page,
+    this.#computer = this.#newComputer();
+    this.#screencast = this.#newScreencast();
+  }
+
+  #newComputer(): CdpComputer {
+    return new CdpComputer({
+      page: () => this.browser.activePage(),
       screenshot: () => this.browser.screenshot(),
-      resolution: ctx.resolution,
+      resolution: this.#resolution,
     });
-    this.#screencast = new Screencast({
-      page,
+  }
+
+  #newScreencast(): Screencast {
+    return new Screencast({
+      page: () => this.browser.activePage(),
       input: this.#computer,
-      resolution: ctx.resolution,
-      log: ctx.log,
+      resolution: this.#resolution,
+      log: this.#ctx.log,
     });
+  }
+
+  /**
+   * A warm-pool instance gets its user: the egress enforces their blocked domains from now on,
+   * every window takes their resolution, and the sandbox its normal CPU weight. Chromium's own
+   * resolver rules (set at launch) stay empty, so the egress alone refuses blocked names; names
+   * Chromium reaches without the egress (loopback ones, where the operator allows loopback) can
+   * only be refused at launch, so such a request gets a fresh instance instead.
+   */
+  async claim(req: ClaimRequest): Promise<boolean> {
+    const sandbox = this.#sandbox;
+    if (!sandbox || sandbox.mode !== 'isolated' || !this.#egress) return false;
+    const loopbackName = (d: string) => /(^|\.)localhost\.?$/i.test(d.trim());
+    if (req.blockedDomains.some(loopbackName)) return false;
+    this.#egress.setBlockedDomains(req.blockedDomains);
+    this.#ctx = { ...this.#ctx, blockedDomains: [...req.blockedDomains] };
+    const [width, height] = req.resolution;
+    if (width !== this.#resolution[0] || height !== this.#resolution[1]) {
+      this.#resolution[0] = width;
+      this.#resolution[1] = height;
+      // nobody has used them yet: fresh ones start from the new size's centre
+      this.#computer = this.#newComputer();
+      this.#screencast = this.#newScreencast();
+      await this.browser.resize(width, height);
+    }
+    await sandbox.foreground();
+    return true;
+  }
+
+  revoke(): void {
+    this.browser.closeClients();
+    void this.#screencast.close();
   }
 
   /**
@@ -107,13 +161,18 @@ class BrowserRuntime implements InstanceRuntime {
       name: ctx.id,
       log: ctx.log,
       onCrash: (reason) => ctx.failed(reason),
+      background: ctx.pooled ?? false,
     });
     this.#sandbox = sandbox;
     try {
       // Chromium's directories on the still empty disk, without a process inside (see seedHome)
       if (sandbox.mode === 'isolated') {
-        await sandbox.seedHome(['profile', 'tmp', 'home'].map((d) => `${CHROMIUM_DIR}/${d}`));
+        await sandbox.seedHome([
+          ...['profile', 'tmp', 'home'].map((d) => `${CHROMIUM_DIR}/${d}`),
+          'Downloads',
+        ]);
       }
+      await this.#artifacts(sandbox);
       // the egress listener and Chromium start side by side: Chromium goes online only once a
       // page loads, and that waits for nothing but the listener's socket, which exists already
       const egress =
@@ -134,11 +193,37 @@ class BrowserRuntime implements InstanceRuntime {
   async stop(): Promise<void> {
     // a paused instance is frozen: thaw it so Chromium can act on being stopped
     await this.#sandbox?.resume().catch(() => {});
+    // a running recording is finalised and the artifacts copied out while the disk is there
+    await this.artifacts?.finish();
     await this.#screencast.close();
     await this.browser.dispose();
     await this.#files.stop();
     this.#egress?.close();
     await this.#sandbox?.stop();
+  }
+
+  /** Downloads land in `~/Downloads`; recordings are the screencast through ffmpeg in the sandbox. */
+  async #artifacts(sandbox: Sandbox): Promise<void> {
+    const artifacts = this.artifacts;
+    if (!artifacts) return;
+    await artifacts.attach({
+      host: sandbox.hostHome,
+      inside: sandbox.home,
+      budget: sandbox.limits.disk_bytes,
+    });
+    const box = ffmpegIn(sandbox, () => ({ PATH: SANDBOX_PATH, HOME: sandbox.home }));
+    artifacts.setRecorder(async (file, dir) => {
+      await box.mkdir(dir);
+      return recordScreencast(
+        {
+          page: () => this.browser.activePage(),
+          size: this.#resolution,
+          ffmpeg: box.ffmpeg,
+          log: this.#ctx.log,
+        },
+        file,
+      );
+    });
   }
 
   /** The cgroup freezer (or SIGSTOP of every process) stops the whole instance at once. */

@@ -10,6 +10,7 @@ import { refuseUpgrade, serverError } from '../errors.js';
 import { chromiumRefusal } from '../requirements.js';
 import type { BrowserAuthData, BrowserCapability, RuntimeContext } from '../runtime.js';
 import type { LaunchOptions } from './chromium.js';
+import type { DownloadSink } from './downloads.js';
 import { ChromiumSession } from './session.js';
 
 export interface BrowserControllerOptions {
@@ -26,6 +27,8 @@ export interface BrowserControllerOptions {
   processDir?: string;
   /** Creates Chromium's directories (see `LaunchOptions.mkdir`). */
   mkdir?: LaunchOptions['mkdir'];
+  /** Where downloads are kept and reported (the instance's artifacts, ../artifacts.ts). */
+  downloads?: DownloadSink | undefined;
   /** Chromium died on its own while it should have been running. */
   onCrash(reason: string): void;
   /** Options read at each launch, over the ones above (e.g. a sandbox made after construction). */
@@ -91,6 +94,16 @@ export class BrowserController implements BrowserCapability {
     return this.#running().applyAuth(data);
   }
 
+  /** Give every window of the running browser a new size (see ChromiumSession.resize). */
+  async resize(width: number, height: number): Promise<void> {
+    await this.#session?.resize(width, height);
+  }
+
+  /** Close every client's CDP connection now; new ones are refused by the server's token check. */
+  closeClients(): void {
+    this.#session?.closeClients();
+  }
+
   upgrade(rest: string, req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (this.#session) this.#session.upgrade(rest, req, socket, head);
     else refuseUpgrade(socket, serverError('cdp_browser_not_running'));
@@ -115,7 +128,8 @@ export class BrowserController implements BrowserCapability {
 
   #launch(): Promise<ChromiumSession> {
     const opts = { ...this.#opts, ...this.#opts.launch?.() };
-    const { ctx, headless = true, args, spawn, processDir, mkdir, onCrash } = opts;
+    const { ctx, headless = true, args, spawn, processDir, mkdir, onCrash, downloads } = opts;
+    const downloadDir = downloads?.downloadDir;
     const env = typeof opts.env === 'function' ? opts.env() : opts.env;
     const base = ctx.publicUrl.replace(/^http/, 'ws').replace(/\/+$/, '');
     // a missing Chromium is a 503 naming it and its package, not a failed spawn
@@ -133,6 +147,7 @@ export class BrowserController implements BrowserCapability {
       ...(spawn ? { spawn } : {}),
       ...(processDir !== undefined ? { processDir } : {}),
       ...(mkdir ? { mkdir } : {}),
+      ...(downloads && downloadDir !== undefined && { downloads, extraDirs: [downloadDir] }),
       relayUrl: `${base}/cdp/${encodeURIComponent(ctx.id)}`,
       token: ctx.token,
       log: ctx.log,

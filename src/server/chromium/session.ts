@@ -7,9 +7,10 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { serverError } from '../errors.js';
 import type { BrowserAuthData, Logger } from '../runtime.js';
-import { applyAuth, captureAuth, originOf, type AuthScope } from './auth.js';
+import { applyAuth, authOrigins, captureAuth, originOf, type AuthScope } from './auth.js';
 import { CdpConnection } from './cdp.js';
 import { launchChromium, type LaunchOptions, type LaunchedChromium } from './chromium.js';
+import { DownloadWatch, type DownloadSink } from './downloads.js';
 import { CdpMux } from './mux.js';
 import { CdpRelay } from './relay.js';
 
@@ -26,6 +27,8 @@ export interface ChromiumSessionOptions extends LaunchOptions {
   log: Logger;
   /** Chromium exited although `close()` was not called. */
   onExit(reason: string): void;
+  /** Where downloads are kept and reported (the instance's artifacts, downloads.ts). */
+  downloads?: DownloadSink | undefined;
 }
 
 interface TargetInfo {
@@ -55,6 +58,7 @@ export class ChromiumSession implements AuthScope {
   /** Window id → its `Browser.setContentsSize` call. */
   readonly #fittedWindows = new Map<number, Promise<unknown>>();
   #defaultContextId = '';
+  readonly #downloads: DownloadWatch | undefined;
   #closing: Promise<void> | undefined;
 
   /** Launch Chromium and resolve once CDP answers and the first window has its size. */
@@ -74,7 +78,16 @@ export class ChromiumSession implements AuthScope {
   private constructor(chromium: LaunchedChromium, opts: ChromiumSessionOptions) {
     this.#chromium = chromium;
     this.#opts = opts;
-    const mux = new CdpMux(chromium.pipe, { onActivate: (targetId) => this.#activated(targetId) });
+    const downloads = opts.downloads && new DownloadWatch(opts.downloads);
+    this.#downloads = downloads;
+    const mux = new CdpMux(chromium.pipe, {
+      onActivate: (targetId) => this.#activated(targetId),
+      ...(downloads && {
+        rewrite: (method, params) => downloads.rewrite(method, params),
+        onContextCreated: (id) => downloads.contextCreated(id),
+        onClientClosed: () => downloads.reassert(),
+      }),
+    });
     this.cdp = new CdpConnection(mux.root);
     this.#relay = new CdpRelay(mux, chromium.browserId);
     const browserPath = `/devtools/browser/${chromium.browserId}`;
@@ -124,7 +137,10 @@ export class ChromiumSession implements AuthScope {
         () => {},
       );
     });
-    await cdp.send('Target.setDiscoverTargets', { discover: true }); // reports existing targets
+    await Promise.all([
+      this.#downloads?.start(cdp, defaultBrowserContextId),
+      cdp.send('Target.setDiscoverTargets', { discover: true }), // reports existing targets
+    ]);
     if (fit) await Promise.all(this.tabs().map((t) => this.#fitWindow(t.targetId)));
   }
 
@@ -152,6 +168,21 @@ export class ChromiumSession implements AuthScope {
     } catch (err) {
       this.#opts.log.warn({ err, targetId }, 'could not size the browser window');
     }
+  }
+
+  /**
+   * Size every window to `width`×`height` (a warm-pool instance taking its user's resolution).
+   * Windows opened later get the new size too.
+   */
+  async resize(width: number, height: number): Promise<void> {
+    this.#opts.windowSize = [width, height];
+    this.#fittedWindows.clear();
+    await Promise.all(this.tabs().map((t) => this.#fitWindow(t.targetId)));
+  }
+
+  /** Close every client's CDP connection (the instance was stopped). */
+  closeClients(): void {
+    this.#relay.closeAll();
   }
 
   /** `targetId` was brought to front: it becomes the active tab if it is an open page. */
@@ -231,10 +262,7 @@ export class ChromiumSession implements AuthScope {
 
   async applyAuth(data: BrowserAuthData): Promise<void> {
     await applyAuth(this, data);
-    for (const origin of [...Object.keys(data.localStorage), ...Object.keys(data.sessionStorage)]) {
-      const o = originOf(origin);
-      if (o) this.#origins.add(o);
-    }
+    for (const origin of authOrigins(data)) this.#origins.add(origin);
   }
 
   /** Relay a client WebSocket (token already checked) to this browser's DevTools. */

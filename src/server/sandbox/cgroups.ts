@@ -138,6 +138,19 @@ export class Cgroup {
     else await writeFile(join(this.#freezer, 'freezer.state'), 'THAWED');
   }
 
+  /**
+   * The share of contended CPU time: `low` (a warm-pool instance starting in the background) gets
+   * a tenth of a normal one's when the CPU is contended, so that it yields to the instances in
+   * use without starving on a busy machine. The quota set at creation still caps both.
+   */
+  async setCpuWeight(weight: 'low' | 'normal'): Promise<void> {
+    if (this.version === 2) {
+      await writeFile(join(this.dirs[0]!, 'cpu.weight'), weight === 'low' ? '10' : '100');
+    } else {
+      await writeFile(join(this.dirs[2]!, 'cpu.shares'), weight === 'low' ? '102' : '1024');
+    }
+  }
+
   /** Memory in use (bytes), for the instance's description. */
   memoryUsage(): number | undefined {
     const file =

@@ -188,7 +188,7 @@ export class Egress {
   readonly #policy: EgressPolicy;
   readonly #log: Logger;
   readonly #opts: Required<EgressOptions>;
-  readonly #blocked: (host: string) => string | undefined;
+  #blocked: (host: string) => string | undefined;
   /** Never listens: Node's HTTP parser, fed with `emit('connection')`. */
   readonly #server: http.Server;
   /** Keeps upstream connections of plain HTTP requests alive between requests. */
@@ -198,6 +198,14 @@ export class Egress {
   /** Responses in flight per client connection (a parse error then cannot be answered). */
   readonly #inFlight = new WeakMap<net.Socket, number>();
   #closed = false;
+
+  /**
+   * Replace the blocked domains (a warm-pool instance taking its user's `blocked_domains`, before
+   * anything of that user runs). Connections opened earlier keep their upstream.
+   */
+  setBlockedDomains(domains: readonly string[]): void {
+    this.#blocked = blockedDomainMatcher(domains);
+  }
 
   constructor(policy: EgressPolicy, log: Logger, options: EgressOptions = {}) {
     this.#policy = policy;

@@ -50,6 +50,8 @@ export function hostLoopbackAllowed(host: SandboxHost): boolean {
 }
 
 export interface InstanceEgress {
+  /** Enforce these blocked domains from now on. */
+  setBlockedDomains(domains: readonly string[]): void;
   close(): void;
 }
 
@@ -73,6 +75,7 @@ export async function openEgress(
   listener.on('connection', (socket) => egress.handle(socket));
   listener.on('error', (err) => log.warn({ err }, 'egress listener failed'));
   return {
+    setBlockedDomains: (domains) => egress.setBlockedDomains(domains),
     close() {
       listener.close();
       egress.close();

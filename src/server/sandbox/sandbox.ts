@@ -66,6 +66,8 @@ export interface SandboxOptions {
   log: Logger;
   /** A process of the sandbox's own (the anchor) died on its own. */
   onCrash?: (reason: string) => void;
+  /** Start at a low CPU weight (a warm-pool instance) until `foreground()`. Default false. */
+  background?: boolean;
 }
 
 export interface SpawnOptions {
@@ -110,6 +112,7 @@ export class Sandbox {
   /** The instance's name (its id). */
   readonly #name: string;
   #cgroup: Cgroup | undefined;
+  readonly #background: boolean;
   /** Directories `seedHome` made, as seen inside. */
   readonly #seeded = new Set<string>();
   /** Whether anything of the instance's own was started (burrow's own helpers aside). */
@@ -136,6 +139,7 @@ export class Sandbox {
     this.#log = opts.log;
     this.#diskDir = diskDir;
     this.#name = opts.name;
+    this.#background = opts.background ?? false;
     const disk = join(diskDir, 'disk');
     this.hostHome = join(disk, 'home');
     this.hostTmp = join(disk, 'tmp');
@@ -192,8 +196,14 @@ export class Sandbox {
         `${process.pid}.${name}`,
         host.limits,
       );
+      if (this.#background) await this.#cgroup.setCpuWeight('low');
     }
     await this.#startAnchor();
+  }
+
+  /** Give a background (warm-pool) sandbox the normal CPU weight. */
+  async foreground(): Promise<void> {
+    await this.#cgroup?.setCpuWeight('normal');
   }
 
   /**
