@@ -19,6 +19,7 @@ export {
   NotFoundError,
   PayloadTooLargeError,
   RateLimitError,
+  RequestFailedError,
   ServerError,
   TimeoutError,
   ValidationError,

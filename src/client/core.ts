@@ -25,9 +25,11 @@ import {
   ConnectionError,
   ContractError,
   InvalidRequestError,
+  RequestFailedError,
   TimeoutError,
   type RequestTarget,
 } from './errors.js';
+import { debug } from './debug.js';
 import { multipartBody, prepareFile } from './multipart.js';
 import { parseRetryAfter, retryDelayMs, type Clock } from './retry.js';
 
@@ -349,6 +351,30 @@ export class Core {
 
   async #attempt(req: Prepared, signal: AbortSignal | undefined, timeoutMs: number) {
     const { method, path: shownPath } = req.target;
+    const t0 = performance.now();
+    const ms = () => Math.round(performance.now() - t0);
+    let result: Awaited<ReturnType<Core['exchange']>>;
+    try {
+      result = await this.exchange(req, signal, timeoutMs);
+    } catch (error) {
+      debug('client', () => `${method} ${shownPath} failed (${(error as Error).name}) ${ms()}ms`);
+      throw error;
+    }
+    debug('client', () => `${method} ${shownPath} ${result.status} ${ms()}ms`);
+    if ('stream' in result) return result.stream;
+    return this.#parse(req, result.status, result.headers, result.text);
+  }
+
+  /** One exchange: the status, headers and body text (or stream); transport failures mapped. */
+  private async exchange(
+    req: Prepared,
+    signal: AbortSignal | undefined,
+    timeoutMs: number,
+  ): Promise<
+    | { status: number; headers: Record<string, string>; text: string }
+    | { status: number; stream: StreamResponse }
+  > {
+    const { method, path: shownPath } = req.target;
     const timer = new AbortController();
     const timeout = setTimeout(() => timer.abort(), timeoutMs);
     let status: number;
@@ -371,23 +397,38 @@ export class Core {
         Object.entries(res.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : `${v}`]),
       );
       if (req.op.responseKind === 'stream' && status >= 200 && status < 300) {
-        return { status, headers, body: res.body } satisfies StreamResponse;
+        return { status, stream: { status, headers, body: res.body } };
       }
       text = await res.body.text();
     } catch (error) {
       if (signal?.aborted) throw new AbortError(method, shownPath, { cause: signal.reason });
       if (timer.signal.aborted) throw new TimeoutError(method, shownPath, timeoutMs);
       const code = networkCode(error);
-      // Anything else (an upload source's own error, an invalid header) is rethrown unchanged.
-      if (code === undefined) throw error;
-      const reason = redact(`${code}: ${(error as Error).message}`, req.secrets);
-      throw new ConnectionError(method, shownPath, CONNECT_CODES.has(code), reason, {
-        cause: error,
-      });
+      const message = redact((error as Error | undefined)?.message ?? String(error), req.secrets);
+      if (code !== undefined) {
+        const reason = redact(`${code}: ${message}`, req.secrets);
+        throw new ConnectionError(method, shownPath, CONNECT_CODES.has(code), reason, {
+          cause: error,
+        });
+      }
+      // close() raced this call: undici's pool refused it
+      if (
+        error instanceof errors.ClientClosedError ||
+        error instanceof errors.ClientDestroyedError
+      ) {
+        throw new ClientClosedError({ cause: error });
+      }
+      // the peer or the pool ended the exchange some other way: a transport failure
+      if (error instanceof errors.UndiciError && !(error instanceof errors.InvalidArgumentError)) {
+        const uc = (error as { code?: string }).code ?? error.name;
+        throw new ConnectionError(method, shownPath, false, `${uc}: ${message}`, { cause: error });
+      }
+      // an upload source's own error, or a request undici refused (an invalid header value)
+      throw new RequestFailedError(method, shownPath, message, { cause: error });
     } finally {
       clearTimeout(timeout);
     }
-    return this.#parse(req, status, headers, text);
+    return { status, headers, text };
   }
 
   #parse(req: Prepared, status: number, headers: Record<string, string>, text: string): unknown {

@@ -25,6 +25,7 @@ export const ERROR_CODES = [
   'timeout',
   'aborted',
   'contract_violation',
+  'request_failed',
 ] as const;
 /** Codes of the bridge's own errors (src/session/errors.ts), part of the same hierarchy. */
 export const SESSION_ERROR_CODES = [
@@ -61,8 +62,8 @@ export class ConfigurationError extends BurrowError {
 export class ClientClosedError extends BurrowError {
   declare readonly code: 'client_closed';
 
-  constructor() {
-    super('client_closed', 'This Burrow client is closed');
+  constructor(options?: ErrorOptions) {
+    super('client_closed', 'This Burrow client is closed', options);
   }
 }
 
@@ -285,6 +286,24 @@ export class AbortError extends BurrowError implements RequestTarget {
     options: ErrorOptions,
   ) {
     super('aborted', `${method} ${path}: aborted`, options);
+  }
+}
+
+/**
+ * The request failed for a reason that is neither an HTTP answer nor the network: the upload
+ * source raised an error while it was being sent, or the HTTP library refused the request (an
+ * invalid header value). `cause` is the original error.
+ */
+export class RequestFailedError extends BurrowError implements RequestTarget {
+  declare readonly code: 'request_failed';
+
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    reason: string,
+    options: ErrorOptions,
+  ) {
+    super('request_failed', `${method} ${path}: request failed: ${reason}`, options);
   }
 }
 

@@ -52,6 +52,7 @@ export {
   NotFoundError,
   PayloadTooLargeError,
   RateLimitError,
+  RequestFailedError,
   ServerError,
   TimeoutError,
   ValidationError,
