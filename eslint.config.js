@@ -13,7 +13,7 @@ const BROWSER_GLOBALS = readonly([
   ...['window', 'document', 'location', 'navigator', 'console', 'performance', 'devicePixelRatio'],
   ...['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask'],
   ...['requestAnimationFrame', 'cancelAnimationFrame', 'getComputedStyle', 'createImageBitmap'],
-  ...['URL', 'URLSearchParams', 'WebSocket', 'fetch', 'Blob', 'File', 'FileReader'],
+  ...['URL', 'URLSearchParams', 'WebSocket', 'fetch', 'Blob', 'File', 'FileReader', 'FormData'],
   ...['TextEncoder', 'TextDecoder', 'AbortController', 'atob', 'btoa', 'structuredClone'],
   ...['Event', 'CustomEvent', 'EventTarget', 'KeyboardEvent', 'MouseEvent', 'PointerEvent'],
   ...['HTMLElement', 'HTMLCanvasElement', 'ResizeObserver'],

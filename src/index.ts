@@ -72,6 +72,7 @@ export type {
   ToolResult,
   UploadResult,
   ValidationErrorItem,
+  VersionResult,
 } from './client/index.js';
 export type { InstanceStatus, InstanceType, Resolution } from './api/index.js';
 

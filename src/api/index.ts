@@ -53,6 +53,7 @@ export {
   MouseButton,
 } from './computer.js';
 export type { ParsedComputerAction } from './computer.js';
+export { API_VERSION, VersionResult } from './meta.js';
 export { operationIds, operations } from './operations.js';
 export type {
   BodyKind,

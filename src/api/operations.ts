@@ -1,9 +1,11 @@
 /**
- * The 32 operations of spec/API.md as one table. The client builds a method from each row and
- * the server a route; test/contract proves both sides cover every row.
+ * The 32 operations of spec/API.md and burrow's extensions (`extension: true`) as one table. The
+ * client builds a method from each row and the server a route; test/contract proves both sides
+ * cover every row, and src/api/openapi.ts describes every row in the served OpenAPI document.
  */
 import { z } from 'zod';
 import { ComputerAction } from './computer.js';
+import { VersionResult } from './meta.js';
 import * as s from './schemas.js';
 
 export type HttpMethod = 'GET' | 'POST';
@@ -355,6 +357,17 @@ export const operations = {
     bodyKind: 'json',
     response: s.EnvStatusResult,
     idempotent: true,
+  },
+
+  // burrow extensions: the service itself (src/api/meta.ts)
+  version: {
+    client: ['meta', 'version'],
+    method: 'GET',
+    path: '/v1/version',
+    ...none,
+    response: VersionResult,
+    idempotent: true,
+    extension: true,
   },
 } as const satisfies Record<string, OperationSpec>;
 

@@ -5,6 +5,7 @@ import { Code } from './resources/code.js';
 import { Env } from './resources/env.js';
 import { InstanceTools } from './resources/instance.js';
 import { Instances } from './resources/instances.js';
+import { Meta } from './resources/meta.js';
 import { Notebooks } from './resources/notebooks.js';
 
 /**
@@ -21,6 +22,8 @@ export class Burrow implements AsyncDisposable {
   readonly code: Code;
   readonly notebooks: Notebooks;
   readonly env: Env;
+  /** burrow extension: `version()`. */
+  readonly meta: Meta;
   readonly #core: Core;
 
   constructor(options: BurrowOptions = {}) {
@@ -34,6 +37,7 @@ export class Burrow implements AsyncDisposable {
     this.code = new Code(core);
     this.notebooks = new Notebooks(core);
     this.env = new Env(core);
+    this.meta = new Meta(core);
   }
 
   /** Waits for requests in flight, then closes the connection pool. Idempotent. */

@@ -37,6 +37,7 @@ export type {
   ToolResult,
   UploadResult,
   ValidationErrorItem,
+  VersionResult,
 } from '../api/index.js';
 export {
   AbortError,

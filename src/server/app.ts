@@ -32,6 +32,7 @@ import {
   type OperationSpec,
   type ValidationErrorItem,
 } from '../api/index.js';
+import { PUBLIC_PATHS, registerApiDocs } from './api-docs.js';
 import type { AuthStore } from './auth-store.js';
 import { HttpError, refuseUpgrade, serverError } from './errors.js';
 import { createHandlers } from './handlers.js';
@@ -55,6 +56,8 @@ export interface AppOptions {
   maxConnectionsPerClient?: number | undefined;
   /** Timeouts and rates of the HTTP server (see `http-limits.ts`); defaults there. */
   httpLimits?: Partial<Omit<HttpLimits, 'maxConnectionsPerClient'>> | undefined;
+  /** The Chromium binary of browser instances, reported by `GET /v1/version`. */
+  chromiumPath?: string | undefined;
 }
 
 /** Default of `AppOptions.maxJsonBodyBytes`. */
@@ -161,7 +164,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   const guards = guardServer(app.server, limits, opts.logger);
   const { registry } = opts;
-  const handlers = createHandlers(registry, opts.authStore);
+  const handlers = createHandlers(registry, opts.authStore, { chromiumPath: opts.chromiumPath });
 
   // Bodies arrive as text and are parsed per route, so malformed JSON becomes a FastAPI 422.
   app.removeAllContentTypeParsers();
@@ -174,6 +177,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.addHook('onRequest', guards.refuseOverCap);
   app.addHook('onRequest', async (req) => {
     if (req.url.startsWith('/stream/')) return; // live-view pages: per-instance token instead
+    // the public description of the API (api-docs.ts says why it needs no key)
+    if (req.method === 'GET' || req.method === 'HEAD') {
+      if (PUBLIC_PATHS.has(req.url.split('?', 1)[0]!)) return;
+    }
     const key = req.headers['x-api-key'];
     if (typeof key !== 'string' || !safeEqual(key, opts.apiKey)) {
       throw serverError('unauthorized');
@@ -202,6 +209,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler((_req, reply) => sendError(reply, serverError('not_found')));
 
   registerStreamPages(app, registry);
+  registerApiDocs(app);
 
   for (const id of operationIds) {
     const op: OperationSpec = operations[id];

@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import type { JsonOperationId, OperationId, Operations } from '../api/index.js';
 import type { AuthStore } from './auth-store.js';
 import { serverError } from './errors.js';
+import { versionInfo } from './meta.js';
 import type { Registry } from './registry.js';
 import type { InstanceRuntime } from './runtime.js';
 
@@ -42,7 +43,16 @@ function method<K extends keyof InstanceRuntime>(
   >;
 }
 
-export function createHandlers(registry: Registry, auth: AuthStore): Handlers {
+export interface HandlerOptions {
+  /** The Chromium binary of browser instances, for `version`; absent, it is reported as null. */
+  chromiumPath?: string | undefined;
+}
+
+export function createHandlers(
+  registry: Registry,
+  auth: AuthStore,
+  opts: HandlerOptions = {},
+): Handlers {
   const browser = (id: string) => method(registry, id, 'browser', 'The browser');
   return {
     start: async ({ body }) => (await registry.start(body)).toJSON(),
@@ -153,5 +163,7 @@ export function createHandlers(registry: Registry, auth: AuthStore): Handlers {
         message: `Deleted ${body.keys.length} variable${body.keys.length === 1 ? '' : 's'}`,
       };
     },
+
+    version: async () => versionInfo(opts.chromiumPath),
   };
 }

@@ -5,6 +5,8 @@
  * at least one invalid input: refused before sending by the client, and by the server with its
  * FastAPI-shaped 422 (or the 404/400 a path-only operation can produce).
  */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AuthenticationError,
@@ -449,6 +451,25 @@ const cases: Record<OperationId, Case> = {
     },
     bad: async () => {
       await expect(client.instances.stop('inst_missing')).rejects.toBeInstanceOf(NotFoundError);
+    },
+  },
+
+  // burrow extensions
+  version: {
+    ok: async () => {
+      const v = await client.meta.version();
+      const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+      expect(v.burrow).toBe((pkg as { version: string }).version);
+      expect(v.api).toBe('1.0.0');
+      // what the binary itself says, asked here separately
+      const said = execFileSync('/usr/lib/chromium/chromium', ['--version'], { encoding: 'utf8' });
+      expect(v.chromium).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+      expect(said).toContain(v.chromium!);
+    },
+    bad: async () => {
+      const anon = new Burrow({ baseUrl: server.url, apiKey: 'wrong-key-000', maxRetries: 0 });
+      await expect(anon.meta.version()).rejects.toBeInstanceOf(AuthenticationError);
+      await anon.close();
     },
   },
 };

@@ -120,14 +120,16 @@ describe('response schemas', () => {
 });
 
 describe('operation table', () => {
-  it('has the 32 operations, each with a unique method and path, start never idempotent', () => {
-    expect(operationIds).toHaveLength(32);
+  it('has the 32 operations of the spec, each row with a unique method and path, start never idempotent', () => {
+    // burrow's own rows say so (`extension: true`); every other row is one of the spec's
+    const spec = operationIds.filter((id) => !('extension' in operations[id]));
+    expect(spec).toHaveLength(32);
     const routes = new Set(
       operationIds.map((id) => `${operations[id].method} ${operations[id].path}`),
     );
-    expect(routes.size).toBe(32);
+    expect(routes.size).toBe(operationIds.length);
     const clients = new Set(operationIds.map((id) => operations[id].client.join('.')));
-    expect(clients.size).toBe(32);
+    expect(clients.size).toBe(operationIds.length);
     expect(operations.start.idempotent).toBe(false);
     expect(operations.upload.bodyKind).toBe('multipart');
   });
