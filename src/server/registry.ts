@@ -430,7 +430,10 @@ export class Registry {
   #teardown(rec: InstanceRecord): Promise<void> {
     clearTimeout(rec.timer);
     rec.stopping ??= (async () => {
-      if (this.#instances.has(rec.id)) this.#journal({ id: rec.id, ended: rec.endReason ?? 'stopped' });
+      // a pooled instance that was never claimed was never in the journal
+      if (this.#instances.has(rec.id)) {
+        this.#journal({ id: rec.id, ended: rec.endReason ?? 'stopped' });
+      }
       rec.limits = rec.runtime?.limits;
       try {
         await rec.runtime?.stop();

@@ -308,6 +308,11 @@ export class BashSessions {
     return this.#run(session, req.command, (req.timeout ?? DEFAULT_TIMEOUT_S) * 1000, notes);
   }
 
+  /** Start session 1's shell ahead of the first command (a warm-pool instance). */
+  prewarm(): void {
+    if (this.#sessions.size === 0) this.#create(1);
+  }
+
   /** Kill every session (instance stop). */
   async stop(): Promise<void> {
     await Promise.all([...this.#sessions.values()].map((s) => this.sandbox.terminate(s.proc)));

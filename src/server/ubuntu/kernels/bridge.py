@@ -215,7 +215,7 @@ class Kernel:
                 reply_error(req["id"], "shut_down", "the kernel was shut down")
                 continue
             try:
-                result = self._execute(req)
+                result = self._warm(req) if req["op"] == "warm" else self._execute(req)
                 send({"id": req["id"], "ok": True, "result": result})
             except BridgeError as e:
                 reply_error(req["id"], e.code, str(e))
@@ -293,6 +293,15 @@ class Kernel:
             "(__import__('os'))" % (json.dumps(changed), json.dumps(removed))
         )
         self.applied = dict(env)
+
+    def _warm(self, req):
+        """Start the kernel ahead of its first execution (a warm-pool instance)."""
+        env, cwd = req.get("env") or dict(os.environ), req.get("cwd")
+        self.last_start = (env, cwd)
+        if not self._alive():
+            self._stop_kernel()
+            self._start(env, cwd)
+        return {}
 
     def _execute(self, req):
         env, cwd = req.get("env") or dict(os.environ), req.get("cwd")
@@ -467,7 +476,7 @@ def main():
         try:
             if op == "specs":
                 send({"id": req_id, "ok": True, "result": kernel_specs()})
-            elif op == "execute":
+            elif op in ("execute", "warm"):
                 key = req["kernel"]
                 k = kernels.get(key)
                 if k is None or k.closed or k.cancel.is_set():

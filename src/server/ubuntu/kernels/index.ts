@@ -84,6 +84,8 @@ export interface Kernels {
     timeoutSeconds: number | undefined,
   ): Promise<CodeExecuteAnswer>;
   readonly notebooks: NotebookCapability;
+  /** Start the `code/execute` kernel of `kernelName` ahead of its first use (warm pool). */
+  warm(kernelName: string): Promise<void>;
   /** Host pid of the bridge process while it runs (diagnostics, tests). */
   bridgePid(): Promise<number | undefined>;
   /** Shut every kernel down and end the bridge. Idempotent. */
@@ -136,6 +138,7 @@ export function createKernels(opts: KernelsOptions): Kernels {
         await pool.run(codeKernelKey(kernelName), kernelName, code, timeoutSeconds),
       ),
     notebooks,
+    warm: (kernelName) => pool.warm(codeKernelKey(kernelName), kernelName),
     bridgePid: () => pool.bridgePid(),
     stop: async () => {
       await pool.stop();

@@ -309,6 +309,23 @@ export class KernelPool {
     return raw;
   }
 
+  /**
+   * Start the kernel `key` from kernelspec `name` without running anything, so that its first
+   * execution finds it ready (a warm-pool instance). Queued like an execution.
+   */
+  warm(key: string, name: string): Promise<void> {
+    return this.#queues.run(key, async () => {
+      const bridge = await this.#getBridge();
+      this.#live.add(key);
+      await bridge.request('warm', {
+        kernel: key,
+        name,
+        env: await this.#opts.env(),
+        cwd: this.#opts.cwd,
+      });
+    });
+  }
+
   /** Shut down the kernel `key` now (interrupting what it runs). Unknown keys are fine. */
   async shutdown(key: string): Promise<void> {
     this.#lost.delete(key);
