@@ -40,7 +40,10 @@ export async function connect(
     'burrow-sandbox/playwright',
     () => import('playwright-core'),
   );
-  const browser = await chromium.connectOverCDP(cdpUrl, { timeout: options.timeoutMs ?? 30_000 });
+  const browser = await chromium.connectOverCDP(cdpUrl, {
+    timeout: options.timeoutMs ?? 30_000,
+    ...(options.local && { isLocal: true }),
+  });
   let asked = false; // set before the driver call, which may emit 'disconnected' synchronously
   let disconnecting: Promise<void> | undefined;
   const closed = new Promise<string>((resolve) => {

@@ -54,6 +54,17 @@ export {
 } from './computer.js';
 export type { ParsedComputerAction } from './computer.js';
 export { API_VERSION, VersionResult } from './meta.js';
+export {
+  AuthStatePath,
+  DeleteAuthStateResult,
+  ImportAuthStateQuery,
+  ImportAuthStateResult,
+  IndexedDBDatabase,
+  StorageState,
+  StorageStateCookie,
+  StorageStateOrigin,
+} from './auth-states.js';
+export type { StorageStateInput } from './auth-states.js';
 export { operationIds, operations } from './operations.js';
 export type {
   BodyKind,

@@ -4,6 +4,7 @@
  * cover every row, and src/api/openapi.ts describes every row in the served OpenAPI document.
  */
 import { z } from 'zod';
+import * as auth from './auth-states.js';
 import { ComputerAction } from './computer.js';
 import { VersionResult } from './meta.js';
 import * as s from './schemas.js';
@@ -366,6 +367,40 @@ export const operations = {
     path: '/v1/version',
     ...none,
     response: VersionResult,
+    idempotent: true,
+    extension: true,
+  },
+
+  // burrow extensions: auth states in Playwright's storageState format, and delete
+  // (src/api/auth-states.ts)
+  authStateStorageState: {
+    client: ['authStates', 'storageState'],
+    method: 'GET',
+    path: '/v1/auth_states/{auth_state_id}/storage_state',
+    params: auth.AuthStatePath,
+    ...none,
+    response: auth.StorageState,
+    idempotent: true,
+    extension: true,
+  },
+  authStateImport: {
+    client: ['authStates', 'import'],
+    method: 'POST',
+    path: '/v1/auth_states/import',
+    query: auth.ImportAuthStateQuery,
+    body: auth.StorageState,
+    bodyKind: 'json',
+    response: auth.ImportAuthStateResult,
+    idempotent: false,
+    extension: true,
+  },
+  authStateDelete: {
+    client: ['authStates', 'delete'],
+    method: 'POST',
+    path: '/v1/auth_states/{auth_state_id}/delete',
+    params: auth.AuthStatePath,
+    ...none,
+    response: auth.DeleteAuthStateResult,
     idempotent: true,
     extension: true,
   },

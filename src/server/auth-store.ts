@@ -1,15 +1,28 @@
 /**
- * Saved browser auth states: one JSON file per state under `<dataDir>/auth-states/`, written
- * atomically with mode 0600, so they survive server restarts. Opening the store sweeps the temp
- * files of writes a killed server never committed; states are loaded lazily on first use. The
- * store assumes one server process owns the data dir.
+ * Saved browser auth states: one file per state under `<dataDir>/auth-states/`, sealed with
+ * AES-256-GCM under the server's secret key (src/server/secret-key.ts), written atomically with
+ * mode 0600, so they survive server restarts and a copy of the files alone reveals nothing.
+ *
+ * A file is `{"burrow_auth_state": 2, "key_id", "iv", "tag", "data"}`: `data` is the state's JSON
+ * encrypted with a fresh 12-byte IV, the state's id bound in as associated data (a file renamed to
+ * another id fails to open). Opening the store reads every file: plaintext files of burrow 0.1 and
+ * files sealed by an old key are re-sealed under the current key (the `ready` promise settles
+ * when that is done); a file no key opens is kept untouched, listed with a null name, and answers
+ * `auth_state_unreadable` until the right key is configured or it is deleted.
+ *
+ * Every write goes through one queue, so concurrent saves of a state apply in order and memory
+ * matches disk. A process killed mid-write leaves a temp file the next open sweeps; what was
+ * committed before stays (src/internal/fs.ts). The store assumes one server process owns the dir.
  */
-import { randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sweepAtomicTempsSync, writeFileAtomic } from '../internal/fs.js';
+import { SerialQueue } from '../internal/serial.js';
 import { serverError } from './errors.js';
 import type { BrowserAuthData } from './runtime.js';
+import { loadKeyring, type Keyring, type KeyringOptions, type SecretKey } from './secret-key.js';
 
 export interface StoredAuthState {
   id: string;
@@ -21,76 +34,243 @@ export interface StoredAuthState {
   data: BrowserAuthData;
 }
 
+interface SealedFile {
+  burrow_auth_state: 2;
+  key_id: string;
+  iv: string;
+  tag: string;
+  data: string;
+}
+
 const ID = /^auth_[0-9a-f]{16}$/;
+const FORMAT = 2;
+const aad = (id: string) => Buffer.from(`burrow auth state ${id}`);
+
+/** `state` sealed under `key`. */
+export function seal(state: StoredAuthState, key: SecretKey): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key.bytes, iv);
+  cipher.setAAD(aad(state.id));
+  const data = Buffer.concat([cipher.update(JSON.stringify(state), 'utf8'), cipher.final()]);
+  const file: SealedFile = {
+    burrow_auth_state: FORMAT,
+    key_id: key.id,
+    iv: iv.toString('base64'),
+    tag: cipher.getAuthTag().toString('base64'),
+    data: data.toString('base64'),
+  };
+  return JSON.stringify(file);
+}
+
+type Opened =
+  | { ok: true; state: StoredAuthState; reseal: boolean }
+  | { ok: false; reason: string };
+
+/** The state in a file's text: opened with whichever key sealed it, or why it cannot be. */
+function unseal(id: string, text: string, keyring: Keyring): Opened {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { ok: false, reason: 'the file is not valid JSON (damaged)' };
+  }
+  const p = parsed as Partial<SealedFile> & Partial<StoredAuthState>;
+  if (p.burrow_auth_state === undefined) {
+    // burrow 0.1 wrote states in the clear: read, and re-seal
+    if (p.id !== id || typeof p.data !== 'object' || p.data === null) {
+      return { ok: false, reason: 'the file is not an auth state' };
+    }
+    return { ok: true, state: p as StoredAuthState, reseal: true };
+  }
+  if (p.burrow_auth_state !== FORMAT) {
+    return { ok: false, reason: `unknown format ${String(p.burrow_auth_state)} (a newer burrow?)` };
+  }
+  const key = [keyring.current, ...keyring.old].find((k) => k.id === p.key_id);
+  if (!key) {
+    return {
+      ok: false,
+      reason:
+        `it was sealed with another secret key (key id ${String(p.key_id)}; this server's is ` +
+        `${keyring.current.id}): configure that key, or pass it as an old key`,
+    };
+  }
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', key.bytes, Buffer.from(p.iv ?? '', 'base64'));
+    decipher.setAAD(aad(id));
+    decipher.setAuthTag(Buffer.from(p.tag ?? '', 'base64'));
+    const plain = Buffer.concat([
+      decipher.update(Buffer.from(p.data ?? '', 'base64')),
+      decipher.final(),
+    ]);
+    const state = JSON.parse(plain.toString('utf8')) as StoredAuthState;
+    return { ok: true, state, reseal: key !== keyring.current };
+  } catch {
+    return { ok: false, reason: 'it fails authentication (damaged, or altered)' };
+  }
+}
+
+export interface AuthStoreOptions extends KeyringOptions {
+  /** The keys; default `loadKeyring(dataDir, options)`. */
+  keyring?: Keyring;
+  /** Told about states that cannot be read and about migrations; default stderr. */
+  warn?: (message: string) => void;
+}
 
 export class AuthStore {
   readonly #dir: string;
-  #states: Map<string, StoredAuthState> | undefined;
+  readonly #keyring: Keyring;
+  readonly #states = new Map<string, StoredAuthState>();
+  /** id → why it cannot be read */
+  readonly #unreadable = new Map<string, string>();
+  readonly #queue = new SerialQueue();
+  /** Settles once plaintext and old-key files are re-sealed under the current key. */
+  readonly ready: Promise<void>;
 
-  constructor(dataDir: string) {
+  constructor(dataDir: string, options: AuthStoreOptions = {}) {
     this.#dir = join(dataDir, 'auth-states');
+    this.#keyring = options.keyring ?? loadKeyring(dataDir, options);
+    const warn = options.warn ?? ((m: string) => console.error(`burrow: ${m}`));
+    mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
     sweepAtomicTempsSync(this.#dir); // no write of this store can be in flight yet
+    const reseal: StoredAuthState[] = [];
+    for (const file of readdirSync(this.#dir)) {
+      const id = file.replace(/\.json$/, '');
+      if (!ID.test(id) || file === id) continue;
+      const opened = unseal(id, readFileSync(join(this.#dir, file), 'utf8'), this.#keyring);
+      if (!opened.ok) {
+        this.#unreadable.set(id, opened.reason);
+        continue;
+      }
+      this.#states.set(id, opened.state);
+      if (opened.reseal) reseal.push(opened.state);
+    }
+    if (this.#unreadable.size > 0) {
+      warn(
+        `${this.#unreadable.size} auth state(s) cannot be read and are left untouched: ` +
+          [...this.#unreadable].map(([id, why]) => `${id}: ${why}`).join('; '),
+      );
+    }
+    this.ready = this.#queue.run(async () => {
+      for (const state of reseal) await this.#writeFile(state);
+      const oldFile = this.#keyring.dataDirOldFile;
+      if (oldFile && this.#unreadable.size === 0) {
+        // every state is under the current key now: the rotated-out key is no longer needed
+        await rm(oldFile, { force: true });
+      }
+    });
   }
 
-  /** `{id, name}` of every saved state, oldest first. */
-  list(): { id: string; name: string }[] {
-    return [...this.#loaded().values()]
+  /** The id of the key new writes are sealed with (not secret). */
+  get keyId(): string {
+    return this.#keyring.current.id;
+  }
+
+  /** `{id, name}` of every saved state, oldest first; unreadable ones last, with a null name. */
+  list(): { id: string; name: string | null }[] {
+    const readable = [...this.#states.values()]
       .sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id))
-      .map(({ id, name }) => ({ id, name }));
+      .map(({ id, name }) => ({ id, name }) as { id: string; name: string | null });
+    const unreadable = [...this.#unreadable.keys()].sort().map((id) => ({ id, name: null }));
+    return [...readable, ...unreadable];
   }
 
-  /** The saved state `id`; 404 when there is none. */
+  /** The saved state `id`; 404 when there is none, 503 when it cannot be decrypted. */
   get(id: string): StoredAuthState {
-    const state = this.#loaded().get(id);
-    if (!state) throw serverError('auth_state_not_found', { id: JSON.stringify(id) });
-    return state;
+    const state = this.#states.get(id);
+    if (state) return state;
+    const why = this.#unreadable.get(id);
+    if (why !== undefined) throw serverError('auth_state_unreadable', { id, reason: why });
+    throw serverError('auth_state_not_found', { id: JSON.stringify(id) });
+  }
+
+  /** Ids of the readable states named `name`, oldest first. */
+  named(name: string): string[] {
+    return this.list()
+      .filter((s) => s.name === name)
+      .map((s) => s.id);
   }
 
   /** Save a new state under a fresh id; `name` defaults to "default". */
-  async save(
-    name: string | undefined,
+  save(name: string | undefined, data: BrowserAuthData): Promise<{ id: string; name: string }> {
+    return this.#queue.run(() => this.#create(name ?? 'default', data));
+  }
+
+  /** Replace the data of state `id` (404 if unknown), renaming it when `name` is given. */
+  overwrite(
+    id: string,
     data: BrowserAuthData,
+    name?: string,
   ): Promise<{ id: string; name: string }> {
+    return this.#queue.run(() => this.#replace(id, data, name));
+  }
+
+  /**
+   * Save `data` under `name`: replaces the one state of that name (keeping its id), or makes a
+   * new one when none has it; 409 listing the ids when several share it. Without a name, a new
+   * state named "default".
+   */
+  upsert(name: string | undefined, data: BrowserAuthData): Promise<{ id: string; name: string }> {
+    return this.#queue.run(() => {
+      if (name === undefined) return this.#create('default', data);
+      const ids = this.named(name);
+      if (ids.length > 1) {
+        throw serverError('auth_state_name_ambiguous', { name: JSON.stringify(name), ids: ids.join(', ') });
+      }
+      return ids[0] ? this.#replace(ids[0], data) : this.#create(name, data);
+    });
+  }
+
+  /** Delete state `id` (readable or not); 404 if unknown. */
+  delete(id: string): Promise<void> {
+    return this.#queue.run(async () => {
+      if (!this.#states.has(id) && !this.#unreadable.has(id)) this.get(id); // throws the 404
+      await rm(join(this.#dir, `${id}.json`), { force: true });
+      await syncDir(this.#dir);
+      this.#states.delete(id);
+      this.#unreadable.delete(id);
+    });
+  }
+
+  async #create(name: string, data: BrowserAuthData): Promise<{ id: string; name: string }> {
     const now = new Date().toISOString();
     const state: StoredAuthState = {
       id: `auth_${randomBytes(8).toString('hex')}`,
-      name: name ?? 'default',
+      name,
       created_at: now,
       updated_at: now,
       data,
     };
-    await this.#write(state);
+    await this.#writeFile(state);
     return { id: state.id, name: state.name };
   }
 
-  /** Replace the data of state `id` (404 if unknown), renaming it when `name` is given. */
-  async overwrite(
+  async #replace(
     id: string,
     data: BrowserAuthData,
     name?: string,
   ): Promise<{ id: string; name: string }> {
     const old = this.get(id);
     const state = { ...old, name: name ?? old.name, updated_at: new Date().toISOString(), data };
-    await this.#write(state);
+    await this.#writeFile(state);
     return { id, name: state.name };
   }
 
-  async #write(state: StoredAuthState): Promise<void> {
-    const states = this.#loaded();
-    await writeFileAtomic(join(this.#dir, `${state.id}.json`), JSON.stringify(state), 0o600);
-    states.set(state.id, state);
+  async #writeFile(state: StoredAuthState): Promise<void> {
+    await writeFileAtomic(
+      join(this.#dir, `${state.id}.json`),
+      seal(state, this.#keyring.current),
+      0o600,
+    );
+    this.#states.set(state.id, state);
+    this.#unreadable.delete(state.id);
   }
+}
 
-  #loaded(): Map<string, StoredAuthState> {
-    if (this.#states) return this.#states;
-    mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
-    const states = new Map<string, StoredAuthState>();
-    for (const file of readdirSync(this.#dir)) {
-      const id = file.replace(/\.json$/, '');
-      if (!ID.test(id) || file === id) continue;
-      const state = JSON.parse(readFileSync(join(this.#dir, file), 'utf8')) as StoredAuthState;
-      if (state.id === id) states.set(id, state);
-    }
-    return (this.#states = states);
+async function syncDir(dir: string): Promise<void> {
+  const d = await open(dir, 'r');
+  try {
+    await d.sync();
+  } finally {
+    await d.close();
   }
 }

@@ -105,6 +105,18 @@ export const SERVER_ERRORS = {
   live_view_closed: { status: 410, message: 'The live view is closed' },
   live_view_failed: { status: 502, message: 'The live view is not available' },
   auth_state_not_found: { status: 404, message: 'Auth state {id} not found' },
+  auth_state_name_ambiguous: {
+    status: 409,
+    message: 'Several auth states are named {name} ({ids}); delete all but one, or use another name',
+  },
+  auth_state_unreadable: {
+    status: 503,
+    message: 'Auth state {id} cannot be read: {reason}',
+  },
+  auth_state_not_applied: {
+    status: 409,
+    message: 'The auth state could not be fully applied: {reason}',
+  },
 
   // --- environment, files, uploads ---
   invalid_env_name: { status: 400, message: 'Invalid environment variable name: {name}' },

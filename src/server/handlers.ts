@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import type { JsonOperationId, OperationId, Operations } from '../api/index.js';
 import type { AuthStore } from './auth-store.js';
 import { serverError } from './errors.js';
+import { fromStorageState, toStorageState } from './storage-state.js';
 import { versionInfo } from './meta.js';
 import type { Registry } from './registry.js';
 import type { InstanceRuntime } from './runtime.js';
@@ -105,6 +106,18 @@ export function createHandlers(
       await b.applyAuth(auth.get(query.auth_state_id).data);
       return { status: 'success' };
     },
+    // burrow extensions: auth states in Playwright's format (storage-state.ts), and delete
+    authStateStorageState: async ({ params }) =>
+      toStorageState(auth.get(params.auth_state_id).data),
+    authStateImport: async ({ query, body }) => {
+      const saved = await auth.upsert(query.name, fromStorageState(body));
+      return { auth_state_id: saved.id, name: saved.name };
+    },
+    authStateDelete: async ({ params }) => {
+      await auth.delete(params.auth_state_id);
+      return { status: 'success' };
+    },
+
     browserStop: async ({ params }) => {
       await browser(params.instance_id).stop();
       return { status: 'success' };

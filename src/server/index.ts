@@ -49,6 +49,14 @@ export interface ServerOptions {
    * `BURROW_WARM_POOL` (`2`, or `browser=2,ubuntu=1`).
    */
   warmPool?: number | WarmPoolSizes;
+  /**
+   * File holding the key that encrypts auth states at rest (src/server/secret-key.ts). Default
+   * env `BURROW_SECRET_KEY`, else `BURROW_SECRET_KEY_FILE`, else `<dataDir>/secret-key`
+   * (generated once, mode 0600).
+   */
+  secretKeyFile?: string;
+  /** Files holding older keys, read only: their states are re-encrypted at start (rotation). */
+  oldSecretKeyFiles?: string[];
 }
 
 /** `2` → two browser instances; `browser=2,ubuntu=1` → both. Throws on anything else. */
@@ -180,7 +188,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   await writeFile(join(runDir, 'owner.pid'), String(process.pid));
 
   let publicUrl = options.publicUrl ?? '';
-  const authStore = new AuthStore(dataDir);
+  const authStore = new AuthStore(dataDir, {
+    secretKeyFile: options.secretKeyFile,
+    oldSecretKeyFiles: options.oldSecretKeyFiles,
+  });
+  await authStore.ready; // states of 0.1 and of rotated-out keys re-encrypted
   const logger = createLogger(logLevel, {
     secrets: [apiKey],
     ...(options.logDestination && { destination: options.logDestination }),

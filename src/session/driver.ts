@@ -19,6 +19,11 @@ export interface DriverConnection extends AsyncDisposable {
 export interface DriverConnectOptions {
   /** Give up connecting after this many milliseconds. Default 30 000. */
   timeoutMs?: number;
+  /**
+   * The browser sees this machine's files (the session's transfer proxy, src/session/transfer.ts,
+   * makes it so): Playwright then sets file inputs by path. Default false.
+   */
+  local?: boolean;
 }
 
 export type DriverName = 'playwright' | 'puppeteer';

@@ -61,6 +61,14 @@ export interface OpenSessionOptions {
    * the session emits `disconnected` and you call `reconnect()`.
    */
   reconnect?: boolean | ReconnectOptions;
+  /**
+   * Files between this machine and the remote browser, as with a local one: `setInputFiles` /
+   * file choosers take local files (uploaded to the instance first), and downloads land in the
+   * driver's download directory here (`download.saveAs()`, `download.path()`). The driver then
+   * talks to the instance through a small proxy in this process (src/session/transfer.ts).
+   * Default `true`; `false` connects the driver straight to `cdp_url`.
+   */
+  transfer?: boolean;
 }
 
 export const DEFAULT_START_TIMEOUT_MS = 120_000;
@@ -86,6 +94,7 @@ const Options = z
     signal: z.instanceof(AbortSignal).optional(),
     startTimeoutMs: z.int().min(1).max(MAX_TIMER_MS).optional(),
     reconnect: z.union([z.boolean(), Reconnect]).optional(),
+    transfer: z.boolean().optional(),
   })
   .refine((o) => !o.client || (o.baseUrl === undefined && o.apiKey === undefined), {
     message: 'pass either client, or baseUrl and apiKey, not both',
@@ -122,6 +131,8 @@ export interface ResolvedOptions {
   signal: AbortSignal | undefined;
   startTimeoutMs: number;
   reconnect: ReconnectPolicy | undefined;
+  /** Whether the driver connects through the transfer proxy. */
+  transfer: boolean;
 }
 
 const issueText = (error: z.ZodError) =>
@@ -172,5 +183,6 @@ export function resolveOptions(options: OpenSessionOptions = {}): ResolvedOption
       minDelayMs: reconnect.minDelayMs ?? 250,
       maxDelayMs: reconnect.maxDelayMs ?? 5_000,
     },
+    transfer: o.transfer ?? true,
   };
 }

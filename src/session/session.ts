@@ -29,6 +29,7 @@ import {
   type ResolvedOptions,
 } from './options.js';
 import { reapOrphans, stopInstance } from './reaper.js';
+import { connectDriver, transferSetup, type TransferSetup } from './transfer.js';
 
 /** Timeout of each request made while stopping, so a dead server cannot hold up an exit. */
 const STOP_TIMEOUT_MS = 30_000;
@@ -215,6 +216,8 @@ class Lease {
   /** The ledger entry, written as soon as the instance id is known. */
   readonly recorded: Promise<void>;
   conn: DriverConnection | undefined;
+  /** Files to and from this machine (transfer.ts); undefined with `transfer: false`. */
+  transfer: TransferSetup | undefined;
   /** Set once `browser/start` was called (ubuntu), so stop calls `browser/stop`. */
   browserStarted = false;
   readonly #stopping = new AbortController();
@@ -378,9 +381,8 @@ class BridgeSession extends EventEmitter<SessionEvents> {
       const { signal } = lease;
       const { cdp_url } = await this.#client.browser.cdpUrl(this.instance.id, { signal });
       const driver = await this.#load();
-      const conn = await unlessAborted(driver.connect(cdp_url), signal, (late) =>
-        late.disconnect(),
-      );
+      const connecting = connectDriver(driver, cdp_url, {}, lease.transfer);
+      const conn = await unlessAborted(connecting, signal, (late) => late.disconnect());
       lease.conn = conn;
       this.#cdpUrl = cdp_url;
       this.#watch(conn);
@@ -487,9 +489,9 @@ export async function openSession(options: OpenSessionOptions = {}): Promise<Ses
     step = `connecting ${opts.driver}`;
     const driver = await drivers[opts.driver]();
     const timeoutMs = Math.max(1, Math.round(opts.startTimeoutMs - (performance.now() - t0)));
-    const conn = await unlessAborted(driver.connect(cdpUrl, { timeoutMs }), signal, (late) =>
-      late.disconnect(),
-    );
+    if (opts.transfer) lease.transfer = transferSetup(client, instance.id);
+    const connecting = connectDriver(driver, cdpUrl, { timeoutMs }, lease.transfer);
+    const conn = await unlessAborted(connecting, signal, (late) => late.disconnect());
     lease.conn = conn;
     if (opts.authState !== undefined) {
       step = `applying auth state "${opts.authState}"`;

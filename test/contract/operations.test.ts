@@ -454,6 +454,40 @@ const cases: Record<OperationId, Case> = {
     },
   },
 
+  // burrow extensions: auth states in Playwright's format (src/api/auth-states.ts)
+  authStateStorageState: {
+    ok: async () => {
+      const state = await client.authStates.storageState(authStateId);
+      expect(Array.isArray(state.cookies) && Array.isArray(state.origins)).toBe(true);
+    },
+    bad: async () => {
+      await expect(client.authStates.storageState('auth_missing')).rejects.toBeInstanceOf(
+        NotFoundError,
+      );
+      await pre(client.authStates.storageState(''));
+    },
+  },
+  authStateImport: {
+    ok: async () => {
+      const cookies = [{ name: 'c', value: '1', domain: '127.0.0.1', path: '/' }];
+      const r = await client.authStates.import({ cookies, origins: [] }, { name: 'contract' });
+      expect(r).toEqual({ auth_state_id: expect.any(String), name: 'contract' });
+    },
+    bad: async () => {
+      await pre(client.authStates.import({ cookies: 'no' } as never));
+      await raw422('/v1/auth_states/import', { body: { cookies: [{}], origins: [] } });
+    },
+  },
+  authStateDelete: {
+    ok: async () => {
+      const { auth_state_id } = await client.authStates.import({ cookies: [], origins: [] });
+      expect(await client.authStates.delete(auth_state_id)).toEqual({ status: 'success' });
+    },
+    bad: async () => {
+      await expect(client.authStates.delete('auth_missing')).rejects.toBeInstanceOf(NotFoundError);
+    },
+  },
+
   // burrow extensions
   version: {
     ok: async () => {

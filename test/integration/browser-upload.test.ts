@@ -35,7 +35,7 @@ afterAll(async () => {
 async function upload(path: string, data: Buffer, filename = 'file.bin') {
   const form = new FormData();
   form.set('path', path);
-  form.set('file', new Blob([data]), filename);
+  form.set('file', new Blob([new Uint8Array(data)]), filename);
   return server.api(`/v1/instance/${id}/upload`, { method: 'POST', body: form });
 }
 

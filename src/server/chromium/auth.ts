@@ -2,14 +2,19 @@
  * Auth-state capture and apply over CDP, for the default browser context.
  *
  * - Cookies: `Storage.getCookies` / `Storage.setCookies` (HttpOnly included).
- * - localStorage: read and written in a *scratch page*, a hidden target (invisible to Playwright
- *   and Puppeteer, never in the tab strip) whose requests are all fulfilled locally with an empty
- *   document, so visiting an origin touches neither the network nor the user's tabs.
+ * - localStorage and IndexedDB: read and written in a *scratch page*, a hidden target (invisible
+ *   to Playwright and Puppeteer, never in the tab strip) whose requests are all fulfilled locally
+ *   with an empty document, so visiting an origin touches neither the network nor the user's
+ *   tabs. IndexedDB databases travel whole, in Playwright's form (auth-indexeddb.ts); applying one
+ *   replaces the database of that name and leaves the origin's others alone.
  * - sessionStorage lives per tab: captured from the open tabs; applied to every open tab, at once
  *   where the tab already shows that origin, otherwise by a one-shot script that seeds the next
  *   document of that origin in the tab. Tabs opened later start empty, as in any browser.
  */
+import type { IndexedDBDatabase } from '../../api/index.js';
+import { serverError } from '../errors.js';
 import type { BrowserAuthData } from '../runtime.js';
+import { COLLECT_INDEXEDDB, restoreIndexedDB } from './auth-indexeddb.js';
 import { CdpError, type CdpConnection, type CdpParams } from './cdp.js';
 
 type Items = Record<string, string>;
@@ -31,10 +36,13 @@ export async function captureAuth(scope: AuthScope): Promise<BrowserAuthData> {
   const origins = new Set([...scope.origins(), ...cookies.flatMap(cookieOrigin)]);
 
   const localStorage: BrowserAuthData['localStorage'] = {};
+  const indexedDB: NonNullable<BrowserAuthData['indexedDB']> = {};
   await withScratchPage(cdp, async (visit) => {
     for (const origin of origins) {
       const items = (await visit(origin, READ_LOCAL_STORAGE)) as Items;
       if (Object.keys(items).length > 0) localStorage[origin] = items;
+      const databases = (await visit(origin, COLLECT_INDEXEDDB, false)) as IndexedDBDatabase[];
+      if (databases.length > 0) indexedDB[origin] = databases;
     }
   });
 
@@ -56,17 +64,50 @@ export async function captureAuth(scope: AuthScope): Promise<BrowserAuthData> {
       sessionStorage[origin] = { ...sessionStorage[origin], ...Object.fromEntries(entries) };
     }
   }
-  return { cookies, localStorage, sessionStorage };
+  return { cookies, localStorage, sessionStorage, indexedDB };
+}
+
+/** The http(s) origins whose storage `data` holds. */
+export function authOrigins(data: BrowserAuthData): string[] {
+  const all = [
+    ...Object.keys(data.localStorage),
+    ...Object.keys(data.sessionStorage),
+    ...Object.keys(data.indexedDB ?? {}),
+  ];
+  return [...new Set(all.flatMap((o) => originOf(o) ?? []))];
 }
 
 export async function applyAuth(scope: AuthScope, data: BrowserAuthData): Promise<void> {
   const { cdp } = scope;
-  await cdp.send('Storage.setCookies', { cookies: data.cookies.map(toCookieParam) });
+  try {
+    await cdp.send('Storage.setCookies', { cookies: data.cookies.map(toCookieParam) });
+  } catch (err) {
+    // an imported cookie Chromium will not take (a malformed domain …)
+    if (err instanceof CdpError) {
+      throw serverError('auth_state_not_applied', { reason: `cookies refused: ${err.message}` });
+    }
+    throw err;
+  }
 
-  const local = Object.entries(data.localStorage).filter(([o]) => originOf(o) === o);
-  if (local.length > 0) {
+  const local = new Map(Object.entries(data.localStorage).filter(([o]) => originOf(o) === o));
+  const idb = new Map(Object.entries(data.indexedDB ?? {}).filter(([o]) => originOf(o) === o));
+  if (local.size > 0 || idb.size > 0) {
     await withScratchPage(cdp, async (visit) => {
-      for (const [origin, items] of local) await visit(origin, writeStorage('localStorage', items));
+      for (const origin of new Set([...local.keys(), ...idb.keys()])) {
+        const items = local.get(origin);
+        if (items) await visit(origin, writeStorage('localStorage', items));
+        const databases = idb.get(origin);
+        if (!databases?.length) continue;
+        try {
+          await visit(origin, restoreIndexedDB(databases), false);
+        } catch (err) {
+          // the page's own refusal (a tab holding a database open) is the caller's to resolve
+          if (err instanceof StorageScriptError) {
+            throw serverError('auth_state_not_applied', { reason: err.message });
+          }
+          throw err;
+        }
+      }
     });
   }
 
@@ -138,7 +179,14 @@ async function seedNextDocument(
   const done = () => offs.forEach((off) => off());
 }
 
-type Visit = (origin: string, expression: string) => Promise<unknown>;
+/**
+ * Shows an empty document of `origin` in the scratch page (unless it shows one already and
+ * `reload` is false) and evaluates `expression` there, awaiting a promise it returns.
+ */
+type Visit = (origin: string, expression: string, reload?: boolean) => Promise<unknown>;
+
+/** A storage script threw in the page: its message is the page's. */
+class StorageScriptError extends Error {}
 
 /** Run `fn` with a hidden page that can show an empty document of any origin and evaluate there. */
 async function withScratchPage<T>(
@@ -178,24 +226,36 @@ async function withScratchPage<T>(
       cdp.send('Network.setBypassServiceWorker', { bypass: true }, sessionId),
       cdp.send('Page.enable', {}, sessionId),
     ]);
-    return await fn(async (origin, expression) => {
-      const loaded = cdp.waitFor('Page.loadEventFired', sessionId);
-      loaded.catch(() => {}); // awaited below, unless the navigation fails first
-      const nav = await cdp.send<{ errorText?: string }>(
-        'Page.navigate',
-        { url: `${origin}/` },
-        sessionId,
-      );
-      if (nav.errorText) {
-        throw new Error(`Could not open ${origin} in the scratch page: ${nav.errorText}`);
+    let shown: string | undefined;
+    return await fn(async (origin, expression, reload = true) => {
+      if (reload || shown !== origin) {
+        shown = undefined;
+        const loaded = cdp.waitFor('Page.loadEventFired', sessionId);
+        loaded.catch(() => {}); // awaited below, unless the navigation fails first
+        const nav = await cdp.send<{ errorText?: string }>(
+          'Page.navigate',
+          { url: `${origin}/` },
+          sessionId,
+        );
+        if (nav.errorText) {
+          throw new Error(`Could not open ${origin} in the scratch page: ${nav.errorText}`);
+        }
+        await loaded;
+        shown = origin;
       }
-      await loaded;
       const { result, exceptionDetails } = await cdp.send<{
         result: { value?: unknown };
-        exceptionDetails?: { text: string };
-      }>('Runtime.evaluate', { expression, returnByValue: true }, sessionId);
-      if (exceptionDetails)
-        throw new Error(`Storage access failed on ${origin}: ${exceptionDetails.text}`);
+        exceptionDetails?: { text: string; exception?: { description?: string } };
+      }>(
+        'Runtime.evaluate',
+        { expression, returnByValue: true, awaitPromise: true },
+        sessionId,
+        STORAGE_SCRIPT_TIMEOUT_MS,
+      );
+      if (exceptionDetails) {
+        const why = exceptionDetails.exception?.description?.split('\n')[0];
+        throw new StorageScriptError(`Storage access failed on ${origin}: ${why ?? exceptionDetails.text}`);
+      }
       return result.value;
     });
   } finally {
@@ -203,6 +263,9 @@ async function withScratchPage<T>(
     await cdp.send('Target.closeTarget', { targetId }).catch(() => {});
   }
 }
+
+/** Reading or writing one origin's storage (IndexedDB may be large). */
+const STORAGE_SCRIPT_TIMEOUT_MS = 60_000;
 
 const EMPTY_DOCUMENT = Buffer.from('<!doctype html><title></title>').toString('base64');
 
