@@ -7,6 +7,7 @@ export default defineConfig({
   resolve: {
     alias: [
       { find: /^burrow-sandbox\/server$/, replacement: here('./src/server/index.ts') },
+      { find: /^burrow-sandbox\/agents$/, replacement: here('./src/agents/index.ts') },
       {
         find: /^burrow-sandbox\/playwright-test$/,
         replacement: here('./adapters/playwright-test/index.ts'),
