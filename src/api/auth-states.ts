@@ -11,24 +11,26 @@ import { z } from 'zod';
 
 const NameValue = z.looseObject({ name: z.string(), value: z.string() });
 
-export const StorageStateCookie = z.looseObject({
-  name: z.string(),
-  value: z.string(),
-  /** Either `url`, or `domain` and `path`. */
-  url: z.string().optional(),
-  domain: z.string().optional(),
-  path: z.string().optional(),
-  /** Unix time in seconds; -1 for a session cookie. */
-  expires: z.number().optional(),
-  httpOnly: z.boolean().optional(),
-  secure: z.boolean().optional(),
-  sameSite: z.enum(['Strict', 'Lax', 'None']).optional(),
-  /** The top-level site of a partitioned (CHIPS) cookie. */
-  partitionKey: z.string().optional(),
-  _crHasCrossSiteAncestor: z.boolean().optional(),
-}).refine((c) => c.url !== undefined || c.domain !== undefined, {
-  message: 'A cookie needs a url, or a domain and a path',
-});
+export const StorageStateCookie = z
+  .looseObject({
+    name: z.string(),
+    value: z.string(),
+    /** Either `url`, or `domain` and `path`. */
+    url: z.string().optional(),
+    domain: z.string().optional(),
+    path: z.string().optional(),
+    /** Unix time in seconds; -1 for a session cookie. */
+    expires: z.number().optional(),
+    httpOnly: z.boolean().optional(),
+    secure: z.boolean().optional(),
+    sameSite: z.enum(['Strict', 'Lax', 'None']).optional(),
+    /** The top-level site of a partitioned (CHIPS) cookie. */
+    partitionKey: z.string().optional(),
+    _crHasCrossSiteAncestor: z.boolean().optional(),
+  })
+  .refine((c) => c.url !== undefined || c.domain !== undefined, {
+    message: 'A cookie needs a url, or a domain and a path',
+  });
 export type StorageStateCookie = z.output<typeof StorageStateCookie>;
 
 /** One IndexedDB record: `key` only for stores without a key path; `*Encoded` for non-JSON data. */

@@ -62,9 +62,7 @@ export function seal(state: StoredAuthState, key: SecretKey): string {
   return JSON.stringify(file);
 }
 
-type Opened =
-  | { ok: true; state: StoredAuthState; reseal: boolean }
-  | { ok: false; reason: string };
+type Opened = { ok: true; state: StoredAuthState; reseal: boolean } | { ok: false; reason: string };
 
 /** The state in a file's text: opened with whichever key sealed it, or why it cannot be. */
 function unseal(id: string, text: string, keyring: Keyring): Opened {
@@ -214,7 +212,10 @@ export class AuthStore {
       if (name === undefined) return this.#create('default', data);
       const ids = this.named(name);
       if (ids.length > 1) {
-        throw serverError('auth_state_name_ambiguous', { name: JSON.stringify(name), ids: ids.join(', ') });
+        throw serverError('auth_state_name_ambiguous', {
+          name: JSON.stringify(name),
+          ids: ids.join(', '),
+        });
       }
       return ids[0] ? this.#replace(ids[0], data) : this.#create(name, data);
     });

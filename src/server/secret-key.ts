@@ -56,7 +56,11 @@ export const OLD_KEY_FILE = 'secret-key.old';
 
 /** The id of key bytes: a hash, so the key cannot be learnt from it. */
 export function keyId(bytes: Buffer): string {
-  return createHash('sha256').update('burrow auth-state key\0').update(bytes).digest('hex').slice(0, 16);
+  return createHash('sha256')
+    .update('burrow auth-state key\0')
+    .update(bytes)
+    .digest('hex')
+    .slice(0, 16);
 }
 
 /** One key from its text (hex or base64 of 32 bytes); the error names `source`, never the text. */

@@ -32,7 +32,8 @@ function toPlaywrightCookie(c: Cookie): StorageStateCookie {
     secure: c.secure === true,
     sameSite,
   };
-  const key = c.partitionKey as { topLevelSite?: unknown; hasCrossSiteAncestor?: unknown } | undefined;
+  const key = c.partitionKey as
+    { topLevelSite?: unknown; hasCrossSiteAncestor?: unknown } | undefined;
   if (key && typeof key.topLevelSite === 'string') {
     out.partitionKey = key.topLevelSite;
     if (typeof key.hasCrossSiteAncestor === 'boolean') {

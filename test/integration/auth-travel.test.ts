@@ -115,11 +115,15 @@ describe('an IndexedDB login travels', () => {
     const bb = await chromium.connectOverCDP(b.cdp);
     const pb = await firstPage(bb);
     expect(await home(pb)).toEqual(SIGNED_OUT);
-    expect((await post(`/v1/instance/${b.id}/browser/authenticate?auth_state_id=${stateId}`)).status).toBe(200);
+    expect(
+      (await post(`/v1/instance/${b.id}/browser/authenticate?auth_state_id=${stateId}`)).status,
+    ).toBe(200);
     expect(await home(pb)).toEqual(SIGNED_IN);
 
     // applying again over the database now open in that origin replaces it in place
-    expect((await post(`/v1/instance/${b.id}/browser/authenticate?auth_state_id=${stateId}`)).status).toBe(200);
+    expect(
+      (await post(`/v1/instance/${b.id}/browser/authenticate?auth_state_id=${stateId}`)).status,
+    ).toBe(200);
     expect(await home(pb)).toEqual(SIGNED_IN);
     await bb.close();
     await stop(b.id);
@@ -134,7 +138,11 @@ describe('an IndexedDB login travels', () => {
     };
     expect(storageState.cookies).toEqual([]);
     expect(storageState.origins).toEqual([
-      { origin: site.origin, localStorage: [], indexedDB: [expect.objectContaining({ name: 'firebaseLocalStorageDb' })] },
+      {
+        origin: site.origin,
+        localStorage: [],
+        indexedDB: [expect.objectContaining({ name: 'firebaseLocalStorageDb' })],
+      },
     ]);
 
     const context = await local.newContext({ storageState: storageState as never });
@@ -164,7 +172,9 @@ describe('an IndexedDB login travels', () => {
     const id = String(imported.body.auth_state_id);
 
     const c = await start();
-    expect((await post(`/v1/instance/${c.id}/browser/authenticate?auth_state_id=${id}`)).status).toBe(200);
+    expect(
+      (await post(`/v1/instance/${c.id}/browser/authenticate?auth_state_id=${id}`)).status,
+    ).toBe(200);
     const bc = await chromium.connectOverCDP(c.cdp);
     expect(await home(await firstPage(bc))).toEqual(SIGNED_IN);
     await bc.close();
@@ -173,7 +183,9 @@ describe('an IndexedDB login travels', () => {
 
   it('the ubuntu desktop browser saves and restores IndexedDB too', async () => {
     const u = await start('ubuntu');
-    expect((await post(`/v1/instance/${u.id}/browser/authenticate?auth_state_id=${stateId}`)).status).toBe(200);
+    expect(
+      (await post(`/v1/instance/${u.id}/browser/authenticate?auth_state_id=${stateId}`)).status,
+    ).toBe(200);
     const bu = await chromium.connectOverCDP(u.cdp);
     const pu = await firstPage(bu);
     expect(await home(pu)).toEqual(SIGNED_IN);
@@ -185,7 +197,10 @@ describe('an IndexedDB login travels', () => {
   });
 
   it('import by name replaces the one state of that name; several of one name are refused; delete', async () => {
-    const state = { cookies: [{ name: 'k', value: 'v', domain: '127.0.0.1', path: '/' }], origins: [] };
+    const state = {
+      cookies: [{ name: 'k', value: 'v', domain: '127.0.0.1', path: '/' }],
+      origins: [],
+    };
     const first = await post('/v1/auth_states/import?name=twice', state);
     const second = await post('/v1/auth_states/import?name=twice', {
       ...state,

@@ -254,7 +254,9 @@ async function withScratchPage<T>(
       );
       if (exceptionDetails) {
         const why = exceptionDetails.exception?.description?.split('\n')[0];
-        throw new StorageScriptError(`Storage access failed on ${origin}: ${why ?? exceptionDetails.text}`);
+        throw new StorageScriptError(
+          `Storage access failed on ${origin}: ${why ?? exceptionDetails.text}`,
+        );
       }
       return result.value;
     });
