@@ -65,6 +65,15 @@ export {
   StorageStateOrigin,
 } from './auth-states.js';
 export type { StorageStateInput } from './auth-states.js';
+export {
+  DOWNLOAD_STATES,
+  Download,
+  DownloadPath,
+  RECORDING_STATES,
+  Recording,
+  RecordingPath,
+  RecordingStartResult,
+} from './artifacts.js';
 export { operationIds, operations } from './operations.js';
 export type {
   BodyKind,

@@ -4,6 +4,7 @@
  * cover every row, and src/api/openapi.ts describes every row in the served OpenAPI document.
  */
 import { z } from 'zod';
+import * as art from './artifacts.js';
 import * as auth from './auth-states.js';
 import { ComputerAction } from './computer.js';
 import { VersionResult } from './meta.js';
@@ -401,6 +402,70 @@ export const operations = {
     params: auth.AuthStatePath,
     ...none,
     response: auth.DeleteAuthStateResult,
+    idempotent: true,
+    extension: true,
+  },
+
+  // burrow extensions: downloads and recordings of an instance (src/api/artifacts.ts)
+  listDownloads: {
+    client: ['downloads', 'list'],
+    method: 'GET',
+    path: '/v1/instance/{instance_id}/downloads',
+    ...inst,
+    ...none,
+    response: z.array(art.Download),
+    idempotent: true,
+    extension: true,
+  },
+  getDownload: {
+    client: ['downloads', 'get'],
+    method: 'GET',
+    path: '/v1/instance/{instance_id}/downloads/{download_id}',
+    params: art.DownloadPath,
+    ...none,
+    response: z.unknown(),
+    responseKind: 'stream',
+    idempotent: true,
+    extension: true,
+  },
+  recordingStart: {
+    client: ['recordings', 'start'],
+    method: 'POST',
+    path: '/v1/instance/{instance_id}/recording/start',
+    ...inst,
+    ...none,
+    response: art.RecordingStartResult,
+    idempotent: false,
+    extension: true,
+  },
+  recordingStop: {
+    client: ['recordings', 'stop'],
+    method: 'POST',
+    path: '/v1/instance/{instance_id}/recording/stop',
+    ...inst,
+    ...none,
+    response: art.Recording,
+    idempotent: false,
+    extension: true,
+  },
+  listRecordings: {
+    client: ['recordings', 'list'],
+    method: 'GET',
+    path: '/v1/instance/{instance_id}/recordings',
+    ...inst,
+    ...none,
+    response: z.array(art.Recording),
+    idempotent: true,
+    extension: true,
+  },
+  getRecording: {
+    client: ['recordings', 'get'],
+    method: 'GET',
+    path: '/v1/instance/{instance_id}/recordings/{recording_id}',
+    params: art.RecordingPath,
+    ...none,
+    response: z.unknown(),
+    responseKind: 'stream',
     idempotent: true,
     extension: true,
   },

@@ -1,4 +1,5 @@
 import { Core, type BurrowOptions } from './core.js';
+import { Downloads, Recordings } from './resources/artifacts.js';
 import { AuthStates } from './resources/auth-states.js';
 import { BrowserTools } from './resources/browser.js';
 import { Code } from './resources/code.js';
@@ -24,6 +25,10 @@ export class Burrow implements AsyncDisposable {
   readonly env: Env;
   /** burrow extension: `version()`. */
   readonly meta: Meta;
+  /** burrow extension: downloads kept by the server. */
+  readonly downloads: Downloads;
+  /** burrow extension: screen recordings. */
+  readonly recordings: Recordings;
   readonly #core: Core;
 
   constructor(options: BurrowOptions = {}) {
@@ -38,6 +43,8 @@ export class Burrow implements AsyncDisposable {
     this.notebooks = new Notebooks(core);
     this.env = new Env(core);
     this.meta = new Meta(core);
+    this.downloads = new Downloads(core);
+    this.recordings = new Recordings(core);
   }
 
   /** Waits for requests in flight, then closes the connection pool. Idempotent. */

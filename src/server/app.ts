@@ -33,6 +33,7 @@ import {
   type ValidationErrorItem,
 } from '../api/index.js';
 import { PUBLIC_PATHS, registerApiDocs } from './api-docs.js';
+import { registerArtifactRoutes } from './artifact-routes.js';
 import type { AuthStore } from './auth-store.js';
 import { HttpError, refuseUpgrade, serverError } from './errors.js';
 import { createHandlers } from './handlers.js';
@@ -209,6 +210,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler((_req, reply) => sendError(reply, serverError('not_found')));
 
   registerStreamPages(app, registry);
+  // the byte-stream rows of downloads and recordings (artifact-routes.ts)
+  registerArtifactRoutes(app, registry);
   registerApiDocs(app);
 
   for (const id of operationIds) {

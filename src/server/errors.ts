@@ -125,6 +125,22 @@ export const SERVER_ERRORS = {
   disk_full: { status: 413, message: '{reason}' },
   files_unavailable: { status: 503, message: '{reason}' },
 
+  // --- downloads and recordings (burrow extension, artifacts.ts) ---
+  download_not_found: { status: 404, message: 'Download {id} not found' },
+  recording_not_found: { status: 404, message: 'Recording {id} not found' },
+  artifact_in_progress: {
+    status: 409,
+    message: 'The {kind} {id} is still being written; fetch it once it is completed',
+  },
+  artifact_unavailable: { status: 409, message: 'The {kind} {id} is {state} and has no file' },
+  recording_in_progress: {
+    status: 409,
+    message: 'Recording {id} is running; stop it before starting another',
+  },
+  no_recording: { status: 409, message: 'No recording is running on this instance' },
+  recording_unavailable: { status: 400, message: 'This instance cannot record right now' },
+  recording_failed: { status: 500, message: 'The recording could not start: {reason}' },
+
   // --- kernels and notebooks ---
   unknown_kernel: { status: 400, message: "Unknown kernel '{name}'" },
   unknown_notebook_kernel: {

@@ -5,6 +5,7 @@
 import type { z } from 'zod';
 import type { JsonOperationId, OperationId, Operations } from '../api/index.js';
 import type { AuthStore } from './auth-store.js';
+import { artifactHandlers } from './artifact-routes.js';
 import { serverError } from './errors.js';
 import { fromStorageState, toStorageState } from './storage-state.js';
 import { versionInfo } from './meta.js';
@@ -56,6 +57,8 @@ export function createHandlers(
 ): Handlers {
   const browser = (id: string) => method(registry, id, 'browser', 'The browser');
   return {
+    // burrow extension: downloads and recordings (artifact-routes.ts)
+    ...artifactHandlers(registry),
     start: async ({ body }) => (await registry.start(body)).toJSON(),
     getInstance: async ({ params }) => registry.get(params.instance_id).toJSON(),
     listInstances: async () => registry.list().map((r) => r.toJSON()),

@@ -10,8 +10,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { background } from '../internal/background.js';
 import { buildApp, createLogger, handleUpgrade } from './app.js';
+import { ArtifactStore, DEFAULT_ARTIFACT_RETENTION_MS } from './artifacts.js';
 import { AuthStore } from './auth-store.js';
 import { startRefusal } from './requirements.js';
 import { Registry, type JournalEntry, type WarmPoolSizes } from './registry.js';
@@ -57,6 +59,12 @@ export interface ServerOptions {
   secretKeyFile?: string;
   /** Files holding older keys, read only: their states are re-encrypted at start (rotation). */
   oldSecretKeyFiles?: string[];
+  /**
+   * Seconds an instance's downloads and recordings stay fetchable after it stopped (src/server/
+   * artifacts.ts); 0 drops them with the instance. Default 3600; env
+   * `BURROW_ARTIFACT_RETENTION_SECONDS`.
+   */
+  artifactRetentionSeconds?: number;
 }
 
 /** `2` → two browser instances; `browser=2,ubuntu=1` → both. Throws on anything else. */
@@ -159,6 +167,18 @@ async function sweepRuns(instancesRoot: string): Promise<JournalEntry[]> {
 const JOURNAL = 'instances.jsonl';
 
 /** Runtimes are loaded on first use. */
+/** The factories with each instance's context given its artifacts (artifacts.ts). */
+function withArtifacts(
+  factories: Record<'browser' | 'ubuntu', RuntimeFactory>,
+  store: ArtifactStore,
+): Record<'browser' | 'ubuntu', RuntimeFactory> {
+  const wrap =
+    (f: RuntimeFactory): RuntimeFactory =>
+    (ctx) =>
+      f({ ...ctx, artifacts: store.forInstance(ctx.id) });
+  return { browser: wrap(factories.browser), ubuntu: wrap(factories.ubuntu) };
+}
+
 function runtimeFactories(): Record<'browser' | 'ubuntu', RuntimeFactory> {
   return {
     browser: async (ctx) => (await import('./browser/index.js')).createBrowserRuntime(ctx),
@@ -179,7 +199,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     options.chromiumPath ?? process.env.BURROW_CHROMIUM ?? '/usr/lib/chromium/chromium';
   const logLevel = options.logLevel ?? process.env.BURROW_LOG_LEVEL ?? 'warn';
 
-  const factories = runtimeFactories();
+  const retentionSeconds =
+    options.artifactRetentionSeconds ??
+    envNumber('BURROW_ARTIFACT_RETENTION_SECONDS') ??
+    DEFAULT_ARTIFACT_RETENTION_MS / 1000;
   const instancesRoot = join(dataDir, 'instances');
   await mkdir(instancesRoot, { recursive: true, mode: 0o700 });
   const earlier = await sweepRuns(instancesRoot);
@@ -197,6 +220,13 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     secrets: [apiKey],
     ...(options.logDestination && { destination: options.logDestination }),
   });
+  const artifacts = new ArtifactStore({
+    root: join(runDir, 'retained'),
+    retentionMs: Math.max(0, retentionSeconds) * 1000,
+    log: logger,
+  });
+  // each instance gets its artifacts (downloads, recordings), which outlive its processes
+  const factories = withArtifacts(runtimeFactories(), artifacts);
   const iso = options.isolation ?? {};
   const sandboxHost = await SandboxHost.create({
     runDir,
@@ -239,6 +269,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   });
   app.server.on('upgrade', (req, socket, head) => handleUpgrade(registry, req, socket, head));
   await app.listen({ host, port });
+  // an embedded server's socket and connections never hold the process alone (background.ts)
+  background(app.server);
+  app.server.on('connection', (socket: Socket) => background(socket));
   const address = app.server.address() as AddressInfo;
   const urlHost = (h: string) => (h.includes(':') ? `[${h}]` : h);
   const wildcard = host === '0.0.0.0' || host === '::';
@@ -252,6 +285,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const close = () =>
     (closing ??= (async () => {
       await registry.close();
+      await artifacts.close();
       await app.close();
       await sandboxHost.close();
       await rm(runDir, { recursive: true, force: true });

@@ -7,6 +7,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
+import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AuthenticationError,
@@ -25,6 +27,8 @@ let ubuntuId = '';
 let notebookId = '';
 let cellId = '';
 let authStateId = '';
+let downloadId = '';
+let recordingId = '';
 
 beforeAll(async () => {
   server = await testServer();
@@ -422,6 +426,95 @@ const cases: Record<OperationId, Case> = {
       // @ts-expect-error: keys is required
       await pre(client.env.delete(ubuntuId, {}));
       await raw422(`/v1/instance/${ubuntuId}/env/delete`, { body: { keys: 'CONTRACT_B' } });
+    },
+  },
+  // burrow extensions: downloads and recordings (src/api/artifacts.ts), while the instances run
+  listDownloads: {
+    ok: async () => {
+      // a page downloads a data: URL through a link with a `download` attribute
+      const { cdp_url } = await client.browser.cdpUrl(browserId);
+      const browser = await chromium.connectOverCDP(cdp_url);
+      try {
+        const page = browser.contexts()[0]!.pages()[0]!;
+        await page.setContent(
+          '<a id="d" download="contract.txt" href="data:text/plain,contract%20bytes">d</a>',
+        );
+        await Promise.all([page.waitForEvent('download'), page.click('#d')]);
+      } finally {
+        await browser.close();
+      }
+      let list: Awaited<ReturnType<typeof client.downloads.list>> = [];
+      for (let i = 0; i < 50 && list[0]?.state !== 'completed'; i++) {
+        list = await client.downloads.list(browserId);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(list).toEqual([expect.objectContaining({ filename: 'contract.txt', size: 14 })]);
+      downloadId = list[0]!.id;
+    },
+    bad: async () => {
+      await expect(client.downloads.list('inst_missing')).rejects.toBeInstanceOf(NotFoundError);
+      await pre(client.downloads.list(''));
+    },
+  },
+  getDownload: {
+    ok: async () => {
+      const res = await client.downloads.get(browserId, downloadId);
+      expect(res.headers['content-disposition']).toContain('contract.txt');
+      expect(await new Response(Readable.toWeb(res.body) as ReadableStream).text()).toBe(
+        'contract bytes',
+      );
+    },
+    bad: async () => {
+      await expect(client.downloads.get(browserId, 'nope')).rejects.toBeInstanceOf(NotFoundError);
+      await pre(client.downloads.get(browserId, ''));
+    },
+  },
+  recordingStart: {
+    ok: async () => {
+      const { recording_id } = await client.recordings.start(browserId);
+      expect(recording_id).toMatch(/^rec_/);
+      recordingId = recording_id;
+      await new Promise((r) => setTimeout(r, 1000));
+    },
+    bad: async () => {
+      await expect(client.recordings.start('inst_missing')).rejects.toBeInstanceOf(NotFoundError);
+      await pre(client.recordings.start(''));
+    },
+  },
+  recordingStop: {
+    ok: async () => {
+      const clip = await client.recordings.stop(browserId);
+      expect(clip).toMatchObject({ id: recordingId, state: 'completed', mime_type: 'video/mp4' });
+      expect(clip.size).toBeGreaterThan(0);
+    },
+    bad: async () => {
+      // nothing runs any more: a clear 409
+      const err = await client.recordings.stop(browserId).catch((e: unknown) => e);
+      expect((err as { status?: number }).status).toBe(409);
+    },
+  },
+  listRecordings: {
+    ok: async () => {
+      const list = await client.recordings.list(browserId);
+      expect(list.map((r) => r.id)).toEqual([recordingId]);
+    },
+    bad: async () => {
+      await expect(client.recordings.list('inst_missing')).rejects.toBeInstanceOf(NotFoundError);
+    },
+  },
+  getRecording: {
+    ok: async () => {
+      const res = await client.recordings.get(browserId, recordingId);
+      expect(res.headers['content-type']).toBe('video/mp4');
+      const head = Buffer.from(
+        await new Response(Readable.toWeb(res.body) as ReadableStream).arrayBuffer(),
+      );
+      expect(head.subarray(4, 8).toString()).toBe('ftyp');
+    },
+    bad: async () => {
+      await expect(client.recordings.get(browserId, 'rec_missing')).rejects.toBeInstanceOf(
+        NotFoundError,
+      );
     },
   },
   pause: {

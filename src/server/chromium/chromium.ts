@@ -65,6 +65,8 @@ export interface LaunchOptions {
    * so that no host-side `mkdir` follows a link planted there. Default: `mkdir -p` on the host.
    */
   mkdir?: (paths: string[]) => Promise<void>;
+  /** More directories to create with Chromium's own (as the process sees them), e.g. downloads. */
+  extraDirs?: readonly string[];
 }
 
 export interface ChromiumSpawnOptions {
@@ -104,7 +106,7 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
   const seen = opts.processDir ?? opts.dir; // the paths Chromium is told about
   const profile = join(seen, 'profile');
   const home = join(seen, 'home');
-  const dirs = [profile, join(seen, 'tmp'), home];
+  const dirs = [profile, join(seen, 'tmp'), home, ...(opts.extraDirs ?? [])];
   if (opts.mkdir) await opts.mkdir(dirs);
   else await Promise.all(dirs.map((d) => mkdir(d, { recursive: true })));
   // Chromium binds its singleton socket under TMPDIR, and a Unix socket path must stay under

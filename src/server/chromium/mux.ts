@@ -48,6 +48,12 @@ export interface MuxClient {
 export interface CdpMuxOptions {
   /** A tab was brought to front (`Target.activateTarget`, `Page.bringToFront`) by anyone. */
   onActivate?(targetId: string): void;
+  /** A client's command's params as Chromium gets them (downloads.ts points downloads here). */
+  rewrite?(method: string, params: CdpParams): CdpParams;
+  /** A client created a browser context; called before the client sees the reply. */
+  onContextCreated?(browserContextId: string): void;
+  /** A client went away (Chromium resets what its session overrode, e.g. download behaviour). */
+  onClientClosed?(): void;
 }
 
 /** What a client attaches to: the browser, or one page target (`/devtools/page/<id>`). */
@@ -101,6 +107,8 @@ interface Pending {
   adopt?: { targetId: string | undefined } | undefined;
   /** The reply, if a success, brings this target to front. */
   activates?: string | undefined;
+  /** A client's `Target.createBrowserContext`: the mux hook hears of the context first. */
+  createsContext?: boolean | undefined;
 }
 
 /** Chromium parses `id` as a 32-bit integer. */
@@ -228,6 +236,7 @@ export class CdpMux {
         settle: () => sessions.forEach((sessionId) => this.#retired.delete(sessionId)),
       });
     }
+    if (this.#open) this.#opts.onClientClosed?.();
   }
 
   // -- outgoing ----------------------------------------------------------------------------
@@ -247,6 +256,8 @@ export class CdpMux {
       pending.adopt = {
         targetId: typeof params.targetId === 'string' ? params.targetId : undefined,
       };
+    } else if (route.client && method === 'Target.createBrowserContext') {
+      pending.createsContext = true;
     }
     const id = this.#nextId();
     this.#pending.set(id, pending);
@@ -299,7 +310,8 @@ export class CdpMux {
       }
       wireSession = sessionId;
     }
-    this.#send({ id, method, params }, wireSession, { client });
+    const sent = this.#opts.rewrite ? this.#opts.rewrite(method, params) : params;
+    this.#send({ id, method, params: sent }, wireSession, { client });
   }
 
   // -- incoming ----------------------------------------------------------------------------
@@ -321,6 +333,10 @@ export class CdpMux {
     if (p.adopt && msg.ok) {
       const sessionId = msg.parse().result?.sessionId;
       if (typeof sessionId === 'string') this.#own(client, sessionId, p.adopt.targetId);
+    }
+    if (p.createsContext && msg.ok) {
+      const contextId = msg.parse().result?.browserContextId;
+      if (typeof contextId === 'string') this.#opts.onContextCreated?.(contextId);
     }
     this.#deliver(client, msg.rewrite(p.id, msg.sessionId === client.session));
   }

@@ -18,7 +18,7 @@ import {
   validationDetail,
   wireParse,
   type Location,
-  type OperationId,
+  type JsonOperationId,
 } from '../../api/index.js';
 import { HttpError } from '../errors.js';
 import type { Handlers } from '../handlers.js';
@@ -35,7 +35,7 @@ export interface McpRouteOptions {
   version?: string;
 }
 
-type Op = Exclude<OperationId, 'upload'>;
+type Op = Exclude<JsonOperationId, 'upload'>;
 type Input = { params?: unknown; query?: unknown; body?: unknown };
 
 /** A handler's error as the tool failure the agent sees (same message and code as over HTTP). */

@@ -20,6 +20,7 @@ import type { Supervised } from '../../internal/process.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import type {
   BrowserCapability,
+  ClaimRequest,
   InstanceRuntime,
   NotebookCapability,
   RuntimeContext,
@@ -45,6 +46,9 @@ import {
 import { Toolbox } from '../sandbox/toolbox.js';
 import { InstanceFiles } from './fsops.js';
 import { upload } from './upload.js';
+import type { InstanceArtifacts } from '../artifacts.js';
+import { ffmpegIn } from '../artifacts-ffmpeg.js';
+import { recordDisplay } from './desktop/recorder.js';
 
 interface Started {
   sandbox: Sandbox;
@@ -67,9 +71,45 @@ export class UbuntuRuntime implements InstanceRuntime {
   readonly env: InstanceEnv;
   #started: Started | undefined;
   #stopping: Promise<void> | undefined;
+  #revoked = false;
+  /** The context; a warm-pool claim replaces its blocked domains (the desktop reads them here). */
+  readonly ctx: RuntimeContext & { blockedDomains: readonly string[] };
 
-  constructor(readonly ctx: RuntimeContext) {
+  constructor(ctx: RuntimeContext) {
+    this.ctx = { ...ctx };
     this.env = new InstanceEnv('/home/user', '/tmp');
+  }
+
+  /**
+   * A warm-pool instance gets its user. Its display keeps the size it started with (Xvfb's
+   * framebuffer cannot change), so the pool hands it only to a request of that size (pool.ts);
+   * the egress enforces the user's blocked domains from now on, and the desktop browser, which
+   * has not run yet, is launched with them.
+   */
+  async claim(req: ClaimRequest): Promise<boolean> {
+    const s = this.#started;
+    const [w, h] = this.ctx.resolution;
+    if (!s?.egress || req.resolution[0] !== w || req.resolution[1] !== h) return false;
+    s.egress.setBlockedDomains(req.blockedDomains);
+    this.ctx.blockedDomains = [...req.blockedDomains];
+    await s.sandbox.foreground();
+    return true;
+  }
+
+  revoke(): void {
+    this.#revoked = true;
+    this.#started?.desktop.browser.closeClients();
+  }
+
+  /**
+   * What a warm-pool instance prepares before anyone claims it: the first bash session's shell
+   * and the `python3` kernel of `code/execute`. A failure only costs the head start.
+   */
+  async #prepare(s: Started): Promise<void> {
+    s.bash.prewarm();
+    await s.kernels.warm('python3').catch((err: unknown) => {
+      this.ctx.log.warn({ err, instance: this.ctx.id }, 'could not start a kernel ahead of use');
+    });
   }
 
   async start(): Promise<void> {
@@ -79,6 +119,7 @@ export class UbuntuRuntime implements InstanceRuntime {
       name: ctx.id,
       log: ctx.log,
       onCrash: (reason) => ctx.failed(reason),
+      background: ctx.pooled ?? false,
     });
     let egress: InstanceEgress | undefined;
     try {
@@ -102,6 +143,7 @@ export class UbuntuRuntime implements InstanceRuntime {
       if (display.status === 'rejected') throw display.reason;
       const { value: displayInfo } = display;
       for (const [k, v] of Object.entries(displayInfo.sandboxEnv)) this.env.setBase(k, v);
+      await this.#artifacts(sandbox, displayInfo);
       const exec = (argv: string[], timeoutMs: number) =>
         sandbox.exec(argv, { env: this.env.current(), timeoutMs });
       const writable = [sandbox.home, sandbox.tmp];
@@ -145,6 +187,7 @@ export class UbuntuRuntime implements InstanceRuntime {
         egress,
         files,
       };
+      if (ctx.pooled) await this.#prepare(this.#started);
       ctx.log.info(
         { instance: ctx.id, sandbox: sandbox.mode, display: displayInfo.number },
         'ubuntu instance started',
@@ -162,6 +205,8 @@ export class UbuntuRuntime implements InstanceRuntime {
       if (!s) return;
       // a paused instance is frozen: thaw it so its processes can act on being stopped
       await s.sandbox.resume().catch(() => {});
+      // a running recording is finalised and the artifacts copied out while the disk is there
+      await this.artifacts?.finish();
       await s.desktop.stop();
       await s.bash.stop();
       await s.kernels.stop();
@@ -169,6 +214,31 @@ export class UbuntuRuntime implements InstanceRuntime {
       await s.sandbox.stop();
     })();
     return this.#stopping;
+  }
+
+  /** Downloads of the desktop browser and recordings of the display (x11grab in the sandbox). */
+  get artifacts(): InstanceArtifacts | undefined {
+    return this.ctx.artifacts;
+  }
+
+  async #artifacts(sandbox: Sandbox, display: DisplayInfo): Promise<void> {
+    const artifacts = this.ctx.artifacts;
+    if (!artifacts) return;
+    await artifacts.attach({
+      host: sandbox.hostHome,
+      inside: sandbox.home,
+      budget: sandbox.limits.disk_bytes,
+    });
+    const box = ffmpegIn(sandbox, () => this.env.current());
+    const inside = display.sandboxEnv.DISPLAY;
+    if (!inside) return;
+    artifacts.setRecorder(async (file, dir) => {
+      await box.mkdir(dir);
+      return recordDisplay(
+        { display: inside, size: this.ctx.resolution, ffmpeg: box.ffmpeg },
+        file,
+      );
+    });
   }
 
   /** Limits that apply (GET /v1/instance/{id}). */
@@ -213,7 +283,7 @@ export class UbuntuRuntime implements InstanceRuntime {
     socket: Duplex,
     head: Buffer,
   ): void {
-    const s = this.#stopping ? undefined : this.#started;
+    const s = this.#stopping || this.#revoked ? undefined : this.#started;
     if (!s) return refuseUpgrade(socket, serverError('instance_not_live'));
     s.desktop.upgrade(kind, rest, req, socket, head);
   }

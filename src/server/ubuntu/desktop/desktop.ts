@@ -103,9 +103,18 @@ export class UbuntuDesktop {
       const { TMPDIR: _tmpdir, ...rest } = box.env();
       return rest;
     };
+    const browserCtx = () => ({
+      ...ctx,
+      dir: join(box.hostHome, BROWSER_DIR),
+      failed: (reason: string) => ctx.failed(reason),
+    });
     this.browser = new BrowserController({
-      ctx: { ...ctx, dir: join(box.hostHome, BROWSER_DIR), failed: (reason) => ctx.failed(reason) },
+      ctx: browserCtx(),
+      // read at each launch: a warm-pool claim may have changed the blocked domains since
+      launch: () => ({ ctx: browserCtx() }),
       processDir: posix.join(box.home, BROWSER_DIR),
+      // downloads kept in the instance's ~/Downloads and listed by the API (../../artifacts.ts)
+      downloads: ctx.artifacts,
       spawn: (argv, o) => box.spawn(argv, o),
       mkdir: async (paths) => {
         const r = await box.exec(['mkdir', '-p', '--', ...paths], {
