@@ -24,8 +24,38 @@ import {
 } from './openai.js';
 import type { AgentTarget } from './target.js';
 
-export * from './anthropic.js';
-export * from './openai.js';
+export {
+  ANTHROPIC_MAX_LONG_EDGE,
+  ANTHROPIC_MAX_PIXELS,
+  anthropicAgent,
+  anthropicDisplaySize,
+  fromAnthropicComputer,
+  toAnthropicComputer,
+  type AnthropicAgent,
+  type AnthropicAgentOptions,
+  type AnthropicBashInput,
+  type AnthropicComputerInput,
+  type AnthropicComputerVersion,
+  type AnthropicContent,
+  type AnthropicEditorInput,
+  type AnthropicEditorVersion,
+  type AnthropicToolDefinition,
+  type AnthropicToolResult,
+  type AnthropicToolUse,
+  type BurrowStep,
+} from './anthropic.js';
+export {
+  fromOpenAIAction,
+  openaiAgent,
+  PIXELS_PER_NOTCH,
+  toOpenAIAction,
+  type OpenAIAgent,
+  type OpenAIAgentOptions,
+  type OpenAIComputerAction,
+  type OpenAIComputerCall,
+  type OpenAIComputerCallOutput,
+  type OpenAISafetyCheck,
+} from './openai.js';
 export {
   agentTarget,
   Scaler,
