@@ -1,0 +1,212 @@
+/**
+ * DESIGN.md's import rules, checked on the module graph of src/ and adapters/ as the TypeScript
+ * parser reads it (test/helpers/deps.ts): api/ imports only zod; client/ and session/ never
+ * import server/ (session/ may load the server's entry point lazily with `import()`); server/
+ * never imports client/ or session/; inside server/, browser/, ubuntu/ and mcp/ build on
+ * sandbox/ and chromium/ only; adapters import only the package's entry points or the session's
+ * leaf driver module; internal/ is a leaf; and no cycles, type-only ones included. A failure lists
+ * each offending import as `file:line imports 'spec' → target: rule`.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  buildGraph,
+  checkRules,
+  cycles,
+  describe as show,
+  importsOf,
+  packageEntries,
+  repoRoot,
+  type Graph,
+  type RuleOptions,
+} from '../helpers/deps.js';
+
+const root = repoRoot(dirname(fileURLToPath(import.meta.url)));
+
+function optionsFor(dir: string): RuleOptions {
+  const { name, entries } = packageEntries(dir);
+  return {
+    packageName: name,
+    driverModule: 'src/session/driver.ts',
+    entryModules: new Set(entries.values()),
+  };
+}
+
+/**
+ * Imports the rules refuse that are known and being removed, each with where that is tracked.
+ * The last test fails once one of them is gone, so the list only shrinks.
+ */
+const KNOWN_VIOLATIONS: readonly { from: string; to: string; why: string }[] = [
+  {
+    from: 'src/server/browser/files.ts',
+    to: 'src/server/ubuntu/fsops.ts',
+    why: 'browser uploads reuse the ubuntu file tools; they belong in sandbox/ (issue 10, H7)',
+  },
+  {
+    from: 'src/server/browser/files.ts',
+    to: 'src/server/ubuntu/upload.ts',
+    why: 'as above',
+  },
+];
+
+/** Cycles known and being removed, as `a -> b -> a` strings of the shortest cycle shown. */
+const KNOWN_CYCLES: readonly { cycle: string; why: string }[] = [
+  {
+    cycle:
+      'adapters/playwright/index.ts -> src/index.ts -> src/session/index.ts -> src/session/session.ts -> adapters/playwright/index.ts',
+    why: 'the adapters import the package root, which the session imports them from; issue 10 "Shape" gives the adapters a leaf module (H1)',
+  },
+  {
+    cycle: 'src/server/pool.ts -> src/server/registry.ts -> src/server/pool.ts',
+    why: 'the warm pool (issue 11) takes a type from registry.ts, which imports the pool',
+  },
+];
+
+describe('the real tree', () => {
+  const graph = buildGraph(root, ['src', 'adapters']);
+  const opts = optionsFor(root);
+
+  it('reads the whole graph, every kind of import', () => {
+    expect(graph.files.length).toBeGreaterThan(100);
+    const edge = (from: string, to: string) =>
+      graph.edges.find((e) => e.from === from && e.to === to);
+    expect(edge('src/server/app.ts', 'src/api/index.ts')).toMatchObject({ typeOnly: false });
+    expect(edge('src/server/handlers.ts', 'src/server/registry.ts')).toMatchObject({
+      typeOnly: true,
+    });
+    expect(edge('src/server/index.ts', 'src/server/browser/index.ts')).toMatchObject({
+      dynamic: true,
+    });
+    expect(edge('src/client/core.ts', 'pkg:undici')).toBeDefined();
+    expect(edge('src/server/app.ts', 'node:crypto')).toBeDefined();
+    // the package's own name resolves to the source of its entry point
+    expect(graph.edges.some((e) => e.spec === opts.packageName && e.to === 'src/index.ts')).toBe(
+      true,
+    );
+  });
+
+  it('keeps the import rules of DESIGN.md', () => {
+    const found = checkRules(graph, opts).filter(
+      (v) => !KNOWN_VIOLATIONS.some((k) => k.from === v.edge.from && k.to === v.edge.to),
+    );
+    expect(found.map(show)).toEqual([]);
+  });
+
+  it('has no import cycles, type-only ones included', () => {
+    const found = cycles(graph)
+      .map((c) => c.join(' -> '))
+      .filter((c) => !KNOWN_CYCLES.some((k) => k.cycle === c));
+    expect(found).toEqual([]);
+  });
+
+  it('still needs every known exception (remove the ones that are gone)', () => {
+    const violations = checkRules(graph, opts);
+    const gone = KNOWN_VIOLATIONS.filter(
+      (k) => !violations.some((v) => v.edge.from === k.from && v.edge.to === k.to),
+    ).map((k) => `${k.from} → ${k.to}`);
+    const shown = cycles(graph).map((c) => c.join(' -> '));
+    const goneCycles = KNOWN_CYCLES.filter((k) => !shown.includes(k.cycle)).map((k) => k.cycle);
+    expect([...gone, ...goneCycles]).toEqual([]);
+  });
+});
+
+describe('the checker itself', () => {
+  it('reads every form of import, and which are erased', () => {
+    const text = [
+      "import a from 'a';",
+      "import type { B } from 'b';",
+      "import { type C, type D } from 'c';",
+      "import { type E, e } from 'e';",
+      "import 'side-effect';",
+      "export { f } from 'f';",
+      "export type { G } from 'g';",
+      "export * from 'h';",
+      "import i = require('i');",
+      "const j = await import('j');",
+      "type K = import('k').K;",
+      "let l: typeof import('l');",
+    ].join('\n');
+    const seen = importsOf('x.ts', text).map((i) => [i.spec, i.typeOnly, i.dynamic, i.line]);
+    expect(seen).toEqual([
+      ['a', false, false, 1],
+      ['b', true, false, 2],
+      ['c', true, false, 3],
+      ['e', false, false, 4],
+      ['side-effect', false, false, 5],
+      ['f', false, false, 6],
+      ['g', true, false, 7],
+      ['h', false, false, 8],
+      ['i', false, false, 9],
+      ['j', false, true, 10],
+      ['k', true, false, 11],
+      ['l', true, false, 12],
+    ]);
+  });
+
+  // a made-up package on disk that breaks every rule once
+  const fixture = mkdtempSync(join(tmpdir(), 'burrow-deps-'));
+  afterAll(() => rmSync(fixture, { recursive: true, force: true }));
+  const files: Record<string, string> = {
+    'package.json': JSON.stringify({
+      name: 'pkg',
+      exports: {
+        '.': { types: './dist/src/index.d.ts', default: './dist/src/index.js' },
+        './server': { default: './dist/src/server/index.js' },
+        './package.json': './package.json',
+      },
+    }),
+    'src/index.ts': "export * from './session/index.js';",
+    'src/api/index.ts': "import { z } from 'zod';\nimport { x } from '../server/errors.js';",
+    'src/client/index.ts': "import type { T } from '../server/index.js';",
+    'src/session/index.ts':
+      "export const s = () => import('pkg/server');\nimport { e } from '../server/errors.js';",
+    'src/session/driver.ts': 'export interface Driver {}',
+    'src/internal/log.ts': "import type { A } from '../api/index.js';",
+    'src/server/index.ts': "import { c } from '../client/index.js';",
+    'src/server/errors.ts': 'export const e = 1;',
+    'src/server/sandbox/a.ts': "import { b } from '../browser/b.js';",
+    'src/server/browser/b.ts': "import { u } from '../ubuntu/u.js';\nimport '../chromium/c.js';",
+    'src/server/ubuntu/u.ts': "import type { B } from '../browser/b.js';",
+    'src/server/chromium/c.ts': "import { a } from '../sandbox/a.js';\nimport '../gone.js';",
+    'adapters/one/index.ts':
+      "import { s } from 'pkg';\nimport type { D } from '../../src/session/driver.js';\nimport { x } from '../../src/session/index.js';",
+  };
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(fixture, path)), { recursive: true });
+    writeFileSync(join(fixture, path), text);
+  }
+  const graph: Graph = buildGraph(fixture, ['src', 'adapters']);
+  const found = checkRules(graph, optionsFor(fixture)).map(show);
+
+  it('refuses each broken rule, naming file, line, import and rule', () => {
+    expect(found).toEqual([
+      "adapters/one/index.ts:3 imports '../../src/session/index.js' → src/session/index.ts: adapters import only the package's entry points (pkg, pkg/…) or src/session/driver.ts",
+      "src/api/index.ts:2 imports '../server/errors.js' → src/server/errors.ts: api/ imports only zod (and itself)",
+      "src/client/index.ts:1 imports '../server/index.js' (type-only) → src/server/index.ts: client/ never imports server/ (session/ may only load its entry point with import())",
+      "src/internal/log.ts:1 imports '../api/index.js' (type-only) → src/api/index.ts: internal/ is a leaf: it imports no other part of src/",
+      "src/server/browser/b.ts:1 imports '../ubuntu/u.js' → src/server/ubuntu/u.ts: server/browser/ may build on server/sandbox, server/chromium besides src/server/'s own modules, not on server/ubuntu/",
+      "src/server/chromium/c.ts:2 imports '../gone.js' → missing:../gone.js: an import names a module that does not exist",
+      "src/server/index.ts:1 imports '../client/index.js' → src/client/index.ts: server/ never imports client/",
+      "src/server/sandbox/a.ts:1 imports '../browser/b.js' → src/server/browser/b.ts: server/sandbox/ may build on nothing besides src/server/'s own modules, not on server/browser/",
+      "src/server/ubuntu/u.ts:1 imports '../browser/b.js' (type-only) → src/server/browser/b.ts: server/ubuntu/ may build on server/sandbox, server/chromium besides src/server/'s own modules, not on server/browser/",
+      "src/session/index.ts:2 imports '../server/errors.js' → src/server/errors.ts: session/ never imports server/ (session/ may only load its entry point with import())",
+    ]);
+    // allowed: the lazy import of the server's entry, the driver leaf, the public entry, zod
+    expect(found.join('\n')).not.toMatch(/import\('pkg\/server'\)|'pkg'|driver\.js'|'zod'/);
+  });
+
+  it('finds cycles, type-only edges included', () => {
+    // u.ts → b.ts and client → server are type-only: still cycles
+    expect(
+      cycles(graph)
+        .map((c) => c.join(' -> '))
+        .sort(),
+    ).toEqual([
+      'src/client/index.ts -> src/server/index.ts -> src/client/index.ts',
+      'src/server/browser/b.ts -> src/server/ubuntu/u.ts -> src/server/browser/b.ts',
+    ]);
+  });
+});
