@@ -1,30 +1,142 @@
-/** `burrow auth list`: the saved browser auth states. */
+/**
+ * `burrow auth`: the saved browser auth states: list, export to / import from Playwright's
+ * `storageState` JSON, delete; and `rotate-key`, which rotates the key a server's data dir
+ * generated to encrypt them (src/server/secret-key.ts).
+ */
+import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import type { Burrow } from '../client/index.js';
+import { writeFileAtomic } from '../internal/fs.js';
 import { apiFlags, apiFlagsUsage, printJson, table, UsageError, withClient } from './common.js';
 
 export const usage = `burrow auth list [options]
+burrow auth export ID_OR_NAME [--out FILE] [options]
+burrow auth import FILE|- [--name NAME] [options]
+burrow auth delete ID_OR_NAME [options]
+burrow auth rotate-key [--data-dir DIR]
 
-Lists saved browser auth states (id and name). Sessions apply one with
-openSession({ authState: 'id or name' }).
+Saved browser auth states (cookies, localStorage, sessionStorage and IndexedDB). Sessions apply
+one with openSession({ authState: 'id or name' }).
+
+  list         the saved states (id and name)
+  export       print a state as Playwright's storageState JSON (or write it to --out FILE,
+               mode 0600): browser.newContext({ storageState: FILE }) loads it
+  import       save a Playwright storageState (e.g. from context.storageState({ path,
+               indexedDB: true })) read from FILE or stdin; with --name, the one state of that
+               name is replaced (several of that name are refused)
+  delete       delete a state
+  rotate-key   give the data dir a new generated secret key (the server keeps reading states
+               sealed with the old one and re-encrypts them at its next start, then drops the
+               old key). Servers given --secret-key-file or BURROW_SECRET_KEY rotate by starting
+               with the new key and the old one in --old-secret-key-file or BURROW_OLD_SECRET_KEY.
+  --data-dir   the server's data dir (default BURROW_DATA_DIR, else $XDG_DATA_HOME/burrow)
 
 ${apiFlagsUsage}`;
+
+/** The state with this id, else the one state with this name. */
+async function resolve(api: Burrow, idOrName: string): Promise<string> {
+  const states = await api.authStates.list();
+  if (states.some((s) => s.id === idOrName)) return idOrName;
+  const named = states.filter((s) => s.name === idOrName);
+  if (named.length === 0) throw new Error(`no saved auth state has the id or name "${idOrName}"`);
+  if (named.length > 1) {
+    throw new Error(
+      `the name "${idOrName}" matches ${named.length} states (${named.map((s) => s.id).join(', ')}); pass an id`,
+    );
+  }
+  return named[0]!.id;
+}
+
+async function readInput(file: string): Promise<unknown> {
+  let text: string;
+  if (file === '-') {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    text = Buffer.concat(chunks).toString('utf8');
+  } else {
+    text = await readFile(file, 'utf8');
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(
+      `${file === '-' ? 'stdin' : file} is not JSON (a Playwright storageState file)`,
+    );
+  }
+}
 
 export async function run(argv: string[]): Promise<void> {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: apiFlags,
+    options: {
+      ...apiFlags,
+      out: { type: 'string' },
+      name: { type: 'string' },
+      'data-dir': { type: 'string' },
+    },
     allowPositionals: true,
   });
   if (values.help) return console.log(usage);
-  if (positionals.join(' ') !== 'list') throw new UsageError(`usage: ${usage.split('\n')[0]}`);
-  await withClient(values, async (api) => {
-    const states = await api.authStates.list();
-    if (values.json) return printJson(states);
-    console.log(
-      table(
-        states.map((s) => ({ id: s.id, name: s.name ?? '' })),
-        ['id', 'name'],
-      ),
-    );
-  });
+  const [command, arg, ...rest] = positionals;
+  const bad = () => new UsageError(`usage:\n${usage.split('\n\n')[0]}`);
+  const needs = (n: number) => {
+    if ((n === 0 ? arg === undefined : arg !== undefined) && rest.length === 0) return;
+    throw bad();
+  };
+
+  switch (command) {
+    case 'list':
+      needs(0);
+      return withClient(values, async (api) => {
+        const states = await api.authStates.list();
+        if (values.json) return printJson(states);
+        console.log(
+          table(
+            states.map((s) => ({ id: s.id, name: s.name ?? '' })),
+            ['id', 'name'],
+          ),
+        );
+      });
+    case 'export':
+      needs(1);
+      return withClient(values, async (api) => {
+        const state = await api.authStates.storageState(await resolve(api, arg!));
+        const text = `${JSON.stringify(state, null, 2)}\n`;
+        if (values.out === undefined) return void process.stdout.write(text);
+        await writeFileAtomic(values.out, text, 0o600);
+        console.error(`wrote ${values.out}`);
+      });
+    case 'import':
+      needs(1);
+      return withClient(values, async (api) => {
+        const body = await readInput(arg!);
+        const saved = await api.authStates.import(body as never, {
+          ...(values.name !== undefined && { name: values.name }),
+        });
+        if (values.json) return printJson(saved);
+        console.log(`${saved.auth_state_id} ${saved.name}`);
+      });
+    case 'delete':
+      needs(1);
+      return withClient(values, async (api) => {
+        const id = await resolve(api, arg!);
+        await api.authStates.delete(id);
+        if (values.json) return printJson({ status: 'success', auth_state_id: id });
+        console.log(`deleted ${id}`);
+      });
+    case 'rotate-key': {
+      needs(0);
+      const { rotateDataDirKey } = await import('../server/secret-key.js');
+      const { defaultDataDir } = await import('../server/index.js');
+      const dir = values['data-dir'] ?? defaultDataDir();
+      const { oldId, newId } = rotateDataDirKey(dir);
+      if (values.json) return printJson({ old_key_id: oldId, new_key_id: newId, data_dir: dir });
+      console.log(
+        `new secret key ${newId} in ${dir} (was ${oldId}); restart the server to re-encrypt the saved states`,
+      );
+      return;
+    }
+    default:
+      throw bad();
+  }
 }

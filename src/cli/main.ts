@@ -32,7 +32,10 @@ const commands: Record<string, Command> = {
     summary: 'stop instances',
     load: () => import('./instances.js').then((m) => ({ run: m.stop, usage: m.stopUsage })),
   },
-  auth: { summary: 'list saved browser auth states (auth list)', load: () => import('./auth.js') },
+  auth: {
+    summary: 'saved browser auth states: list, export, import, delete, rotate-key',
+    load: () => import('./auth.js'),
+  },
   mcp: {
     summary: 'MCP server on stdio for agent hosts (tools over instances)',
     load: () => import('./mcp.js'),

@@ -13,6 +13,7 @@ export const usage = `burrow serve [--host 127.0.0.1] [--port 8787] [--api-key K
             [--max-connections-per-client N] [--warm-pool N | --warm-pool browser=N,ubuntu=M]
             [--instance-memory SIZE] [--instance-pids N] [--instance-cpus N] [--instance-disk SIZE]
             [--allow-host-loopback] [--allow-host-port PORT]... [--insecure-no-isolation]
+            [--secret-key-file PATH] [--old-secret-key-file PATH]...
 
 Runs the Remote Instance Control Service.
 
@@ -33,7 +34,14 @@ or two variables) is an error. The key is never logged.
   --allow-host-loopback           let instances reach services on the host's loopback
   --allow-host-port PORT          let instances reach this host loopback port (repeatable)
   --insecure-no-isolation         start instances even where this machine cannot isolate them
-                                  (they then run unisolated; trusted use only)`;
+                                  (they then run unisolated; trusted use only)
+  --secret-key-file PATH          the key that encrypts saved auth states (32 bytes as 64 hex
+                                  digits or base64: openssl rand -base64 32); else
+                                  BURROW_SECRET_KEY, BURROW_SECRET_KEY_FILE, else one generated
+                                  once into the data dir (secret-key, mode 0600)
+  --old-secret-key-file PATH      a previous key (repeatable): states it sealed are re-encrypted
+                                  with the current key at start; drop it afterwards
+                                  (also BURROW_OLD_SECRET_KEY, BURROW_OLD_SECRET_KEY_FILE)`;
 
 /** What `burrow serve` passes to `startServer`, and whether the key was generated. */
 export interface ServeConfig {
@@ -133,6 +141,8 @@ export async function serveConfig(
       'instance-cpus': { type: 'string' },
       'instance-disk': { type: 'string' },
       'warm-pool': { type: 'string' },
+      'secret-key-file': { type: 'string' },
+      'old-secret-key-file': { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -188,6 +198,10 @@ export async function serveConfig(
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
     ...(values['warm-pool'] !== undefined && { warmPool: parseWarmPool(values['warm-pool']) }),
     ...(Object.keys(isolation).length > 0 && { isolation }),
+    ...(values['secret-key-file'] !== undefined && { secretKeyFile: values['secret-key-file'] }),
+    ...(values['old-secret-key-file'] !== undefined && {
+      oldSecretKeyFiles: values['old-secret-key-file'],
+    }),
   };
   return { options, generated: key === undefined };
 }
