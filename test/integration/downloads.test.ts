@@ -12,6 +12,7 @@ import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chromium } from 'playwright-core';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Burrow, NotFoundError } from '../../src/client/index.js';
 import { eventually, instanceProcesses, testServer, type TestServer } from '../helpers/server.js';
@@ -120,15 +121,58 @@ describe('browser instance', () => {
     }
   }, 90_000);
 
+  it('still keeps them after the clients that set a behaviour left (Chromium reset it)', async () => {
+    // a bare CDP client that never sets a download behaviour clicks the link
+    const { cdp_url } = await client.browser.cdpUrl(id);
+    const ws = new WebSocket(cdp_url);
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    let next = 0;
+    const send = (method: string, params: object, sessionId?: string) =>
+      new Promise<Record<string, unknown>>((resolve) => {
+        const msgId = ++next;
+        const onMessage = (data: Buffer) => {
+          const msg = JSON.parse(data.toString()) as { id?: number; result?: object };
+          if (msg.id !== msgId) return;
+          ws.off('message', onMessage);
+          resolve((msg.result ?? {}) as Record<string, unknown>);
+        };
+        ws.on('message', onMessage);
+        ws.send(JSON.stringify({ id: msgId, method, params, ...(sessionId && { sessionId }) }));
+      });
+    const { targetInfos } = (await send('Target.getTargets', {})) as {
+      targetInfos: { targetId: string; type: string }[];
+    };
+    const target = targetInfos.find((t) => t.type === 'page')!;
+    const { sessionId } = (await send('Target.attachToTarget', {
+      targetId: target.targetId,
+      flatten: true,
+    })) as { sessionId: string };
+    await send(
+      'Runtime.evaluate',
+      { expression: "document.querySelector('#attr').click()" },
+      sessionId,
+    );
+    const list = await completed(id, 3);
+    ws.close();
+    expect(list).toHaveLength(3);
+    const third = list.find((d) => !guids.includes(d.id))!;
+    expect(third.filename).toBe('quarterly report.pdf');
+    expect((await bytesOf(id, third.id)).bytes.equals(files.report)).toBe(true);
+  }, 60_000);
+
   it('serves the bytes with content-disposition, and names from the page are harmless', async () => {
     const list = await client.downloads.list(id);
-    const report = list.find((d) => d.filename === 'quarterly report.pdf')!;
+    const report = list.find((d) => guids.includes(d.id) && d.filename === 'quarterly report.pdf')!;
+    expect(report).toBeDefined();
     const got = await bytesOf(id, report.id);
     expect(got.bytes.equals(files.report)).toBe(true);
     expect(got.headers['content-disposition']).toContain('quarterly report.pdf');
     expect(got.headers['content-type']).toBe('application/pdf');
 
-    const evil = list.find((d) => d.id !== report.id)!;
+    const evil = list.find((d) => d.filename !== 'quarterly report.pdf')!;
     expect(evil.filename).not.toMatch(/[/\\]/);
     expect(evil.filename.startsWith('.')).toBe(false);
     const e = await bytesOf(id, evil.id);
