@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AmbiguousAuthStateError,
   AuthStateNotFoundError,
+  Burrow,
   openSession,
   type PlaywrightSession,
 } from 'burrow-sandbox';
@@ -80,8 +81,15 @@ describe('session.auth', () => {
 
   it('a name shared by several states is an error that lists them', async () => {
     await using session = await openSession(remote);
+    // save keeps one state per name; the spec's save_auth always adds one, so two can exist
     const a = await session.auth.save('twin');
-    const b = await session.auth.save('twin');
+    expect(await session.auth.save('twin')).toEqual(a);
+    await using client = new Burrow(remote);
+    const raw = await client.browser.saveAuth(session.id, { name: 'twin' });
+    const b = { id: raw.auth_state_id, name: 'twin' };
+    const refused: unknown = await session.auth.save('twin').catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(AmbiguousAuthStateError);
+    expect(refused).toMatchObject({ ids: [a.id, b.id] });
     const error: unknown = await session.auth.apply('twin').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AmbiguousAuthStateError);
     expect(error).toMatchObject({ code: 'auth_state_ambiguous', ids: [a.id, b.id] });
