@@ -78,6 +78,8 @@ export type {
   VersionResult,
 } from './client/index.js';
 export type { InstanceStatus, InstanceType, Resolution } from './api/index.js';
+/** Playwright's `storageState` JSON, as `authStates.storageState()` / `import()` move it. */
+export type { ImportAuthStateResult, StorageState, StorageStateInput } from './api/index.js';
 
 // The bridge
 export {
