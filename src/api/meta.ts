@@ -1,6 +1,6 @@
 /**
- * burrow extension: what the service says about itself (`GET /v1/version`). Not in spec/API.md;
- * the version of that interface description is `API_VERSION`.
+ * burrow extension: what the service says about itself (`GET /v1/version`). Not in
+ * docs/spec/API.md, whose interface version is `API_VERSION`.
  */
 import { z } from 'zod';
 

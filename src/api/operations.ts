@@ -1,7 +1,8 @@
 /**
- * The 32 operations of spec/API.md and burrow's extensions (`extension: true`) as one table. The
- * client builds a method from each row and the server a route; test/contract proves both sides
- * cover every row, and src/api/openapi.ts describes every row in the served OpenAPI document.
+ * The 32 operations of docs/spec/API.md and burrow's extensions (`extension: true`) as one
+ * table. The client builds a method from each row and the server a route; test/contract proves
+ * both sides cover every row, and src/api/openapi.ts describes every row in the served OpenAPI
+ * document.
  */
 import { z } from 'zod';
 import * as art from './artifacts.js';
@@ -36,7 +37,7 @@ export interface OperationSpec {
    * `Core.request` resolves a `stream` row to a `StreamResponse` (src/client/core.ts).
    */
   readonly responseKind?: ResponseKind;
-  /** True for burrow's own routes, which spec/API.md does not have. Absent means a spec row. */
+  /** True for burrow's own routes, not in docs/spec/API.md. Absent means a row of the spec. */
   readonly extension?: boolean;
   /**
    * Whether repeating the request after a lost response is harmless, so the client may retry it

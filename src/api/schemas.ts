@@ -1,6 +1,6 @@
 /**
  * The wire contract: every request and response body of the Remote Instance Control Service
- * (spec/API.md, with the records COMPAT.md fills in). Wire names stay snake_case.
+ * (docs/spec/API.md, with the records docs/spec/COMPAT.md fills in). Wire names stay snake_case.
  *
  * Request schemas are what the server validates with (unknown keys are ignored, as FastAPI
  * does); response schemas are loose so that a newer server never breaks an older client.
