@@ -14,6 +14,7 @@ export const usage = `burrow serve [--host 127.0.0.1] [--port 8787] [--api-key K
             [--instance-memory SIZE] [--instance-pids N] [--instance-cpus N] [--instance-disk SIZE]
             [--allow-host-loopback] [--allow-host-port PORT]... [--insecure-no-isolation]
             [--secret-key-file PATH] [--old-secret-key-file PATH]...
+            [--artifact-retention SECONDS]
 
 Runs the Remote Instance Control Service.
 
@@ -41,7 +42,10 @@ or two variables) is an error. The key is never logged.
                                   once into the data dir (secret-key, mode 0600)
   --old-secret-key-file PATH      a previous key (repeatable): states it sealed are re-encrypted
                                   with the current key at start; drop it afterwards
-                                  (also BURROW_OLD_SECRET_KEY, BURROW_OLD_SECRET_KEY_FILE)`;
+                                  (also BURROW_OLD_SECRET_KEY, BURROW_OLD_SECRET_KEY_FILE)
+  --artifact-retention SECONDS    how long an instance's downloads and recordings stay
+                                  fetchable after it stopped (default 3600; 0 = not kept; also
+                                  BURROW_ARTIFACT_RETENTION_SECONDS)`;
 
 /** What `burrow serve` passes to `startServer`, and whether the key was generated. */
 export interface ServeConfig {
@@ -143,6 +147,7 @@ export async function serveConfig(
       'warm-pool': { type: 'string' },
       'secret-key-file': { type: 'string' },
       'old-secret-key-file': { type: 'string', multiple: true },
+      'artifact-retention': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -201,6 +206,13 @@ export async function serveConfig(
     ...(values['secret-key-file'] !== undefined && { secretKeyFile: values['secret-key-file'] }),
     ...(values['old-secret-key-file'] !== undefined && {
       oldSecretKeyFiles: values['old-secret-key-file'],
+    }),
+    ...(values['artifact-retention'] !== undefined && {
+      artifactRetentionSeconds: parseInteger(
+        '--artifact-retention',
+        values['artifact-retention'],
+        0,
+      ),
     }),
   };
   return { options, generated: key === undefined };

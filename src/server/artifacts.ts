@@ -380,6 +380,7 @@ export class InstanceArtifacts {
     if (!this.#home || keep.length === 0 || this.#opts.retentionMs <= 0) {
       this.#expired = true;
       this.#entries.clear();
+      this.#forget();
       return;
     }
     const dir = join(this.#opts.root, this.#id);
