@@ -196,6 +196,43 @@ describe('an IndexedDB login travels', () => {
     await stop(u.id);
   });
 
+  it('a tab holding an incompatible database open: 409 naming it, then a retry works', async () => {
+    const d = await start();
+    const bd = await chromium.connectOverCDP(d.cdp);
+    const pd = await firstPage(bd);
+    await pd.goto(`${site.origin}/elsewhere`);
+    // the app holds version 5 of the database open and ignores requests to close it
+    await pd.evaluate(
+      () =>
+        new Promise<void>((resolve, reject) => {
+          const r = indexedDB.open('firebaseLocalStorageDb', 5);
+          r.onupgradeneeded = () => r.result.createObjectStore('other');
+          r.onsuccess = () => {
+            (window as unknown as { held: IDBDatabase }).held = r.result;
+            resolve();
+          };
+          r.onerror = () => reject(r.error);
+        }),
+    );
+    const refused = await server.api(
+      `/v1/instance/${d.id}/browser/authenticate?auth_state_id=${stateId}`,
+      { method: 'POST' },
+    );
+    expect(refused.status).toBe(409);
+    expect(refused.headers.get('x-burrow-error')).toBe('auth_state_not_applied');
+    expect(((await refused.json()) as { detail: string }).detail).toContain(
+      `IndexedDB database "firebaseLocalStorageDb" of ${site.origin} is held open by a tab`,
+    );
+
+    await pd.evaluate(() => (window as unknown as { held: IDBDatabase }).held.close());
+    expect(
+      (await post(`/v1/instance/${d.id}/browser/authenticate?auth_state_id=${stateId}`)).status,
+    ).toBe(200);
+    expect(await home(pd)).toEqual(SIGNED_IN);
+    await bd.close();
+    await stop(d.id);
+  });
+
   it('import by name replaces the one state of that name; several of one name are refused; delete', async () => {
     const state = {
       cookies: [{ name: 'k', value: 'v', domain: '127.0.0.1', path: '/' }],
