@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { backgroundChild } from './background.js';
 import { raceDeadline, TIMED_OUT } from './deadline.js';
 
 const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
@@ -33,6 +34,7 @@ export class Supervised {
         ? [SETPRIV, ['--pdeathsig', 'SIGKILL', '--', command, ...args]]
         : [command, [...args]];
     this.child = spawn(cmd, argv, { ...spawnOptions, detached: true });
+    backgroundChild(this.child); // an embedded server's children never hold the process alone
     if (this.child.pid === undefined) {
       // spawn failed synchronously (ENOENT comes as an 'error' event); keep a rejected-safe shape
       this.pid = -1;

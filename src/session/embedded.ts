@@ -4,6 +4,7 @@
  * and it stops when the last one releases it. `src/server` is loaded lazily, only then.
  */
 import { randomBytes } from 'node:crypto';
+import { enableBackgroundHandles } from '../internal/background.js';
 
 interface Shared {
   server: Promise<{ url: string; apiKey: string; close(): Promise<void> }>;
@@ -28,6 +29,8 @@ export interface EmbeddedServerLease extends AsyncDisposable {
  * between them: `await using server = await embeddedServer();`.
  */
 export async function embeddedServer(): Promise<EmbeddedServerLease> {
+  // the server lives in this process: it must not keep a script alive that forgot stop()
+  enableBackgroundHandles();
   const current = (shared ??= {
     server: import('../server/index.js').then(({ startServer }) =>
       startServer({

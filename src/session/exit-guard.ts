@@ -32,6 +32,12 @@ function onSignal(signal: NodeJS.Signals): void {
     return;
   }
   signalled = true;
+  if (owned) {
+    const n = live.size;
+    process.stderr.write(
+      `\nburrow: ${signal}: stopping ${n} session${n === 1 ? '' : 's'} (again to quit at once)\n`,
+    );
+  }
   void stopAll().finally(() => {
     signalled = false;
     if (owned) reraise(signal);
@@ -49,6 +55,9 @@ function onBeforeExit(): void {
 
 function onUncaught(error: unknown): void {
   if (process.listenerCount('uncaughtException') > 1) return; // someone else handles it
+  // Stopping after a signal makes the driver's pending calls fail ("Target closed"): that is the
+  // signal's doing, not a crash; the process ends with the signal once the sessions are stopped.
+  if (signalled) return;
   if (crashing) return;
   crashing = true;
   process.stderr.write(`${inspect(error)}\n\nNode.js ${process.version}\n`);

@@ -14,13 +14,26 @@ import type {
   StartRequest,
   ToolResult,
 } from '../api/index.js';
-import { Burrow, NotFoundError } from '../client/index.js';
+import { Burrow, BurrowError, NotFoundError, RateLimitError } from '../client/index.js';
+import { debug, debugEnabled } from '../client/debug.js';
 import { abortable } from '../internal/deadline.js';
+import {
+  sessionDownloads,
+  sessionRecording,
+  type SessionDownloads,
+  type SessionRecording,
+} from './artifacts.js';
 import { findAuthState, sessionAuth, type SessionAuth } from './auth.js';
 import type { DriverConnectOptions, DriverConnection, DriverName } from './driver.js';
 import { embeddedServer } from './embedded.js';
-import { SessionStartError, SessionStoppedError, withCleanupError } from './errors.js';
+import {
+  PeerDependencyError,
+  SessionStartError,
+  SessionStoppedError,
+  withCleanupError,
+} from './errors.js';
 import { guard } from './exit-guard.js';
+import { connectDetached, driverBusy, hold } from './keepalive.js';
 import { Ledger } from './ledger.js';
 import {
   resolveOptions,
@@ -78,6 +91,8 @@ export interface StoppedSession {
 /** What both drivers' sessions offer. */
 export interface SessionBase extends AsyncDisposable {
   readonly driver: DriverName;
+  /** The instance's id (`instance.id`), as `burrow list` and the API name it. */
+  readonly id: string;
   /** The instance record, as it was once running. */
   readonly instance: Instance;
   /** The current `cdp_url`: a `ws://` URL carrying the instance's token; keep it secret. */
@@ -86,6 +101,10 @@ export interface SessionBase extends AsyncDisposable {
   readonly connected: boolean;
   /** Save, update, apply and list auth states (by id or name). */
   readonly auth: SessionAuth;
+  /** The instance's downloads, kept by the server: `list()`, `save(id, path)` (artifacts.ts). */
+  readonly downloads: SessionDownloads;
+  /** Screen recordings: `start()`, `stop()`, `list()`, `save(id, path)` (artifacts.ts). */
+  readonly recording: SessionRecording;
   /** A PNG of the instance's screen (the server's `screenshot`). */
   screenshot(): Promise<Buffer>;
   /** URL of the browser's active tab (the server's `browser/current_url`). */
@@ -143,6 +162,19 @@ export type Session = PlaywrightSession | PuppeteerSession;
 
 interface DriverModule {
   connect(cdpUrl: string, options?: DriverConnectOptions): Promise<DriverConnection>;
+}
+
+/** The peer dependency each driver needs, and the entry point that loads it. */
+const PEERS: Record<DriverName, readonly [pkg: string, neededBy: string]> = {
+  playwright: ['playwright-core', 'burrow-sandbox/playwright'],
+  puppeteer: ['puppeteer-core', 'burrow-sandbox/puppeteer'],
+};
+
+/** Throws `PeerDependencyError` when `driver`'s peer is not installed (before any instance). */
+async function checkPeer(driver: DriverName): Promise<void> {
+  const [pkg, neededBy] = PEERS[driver];
+  const name: string = pkg; // a variable: the peer is optional, nothing may import it statically
+  await PeerDependencyError.load(pkg, neededBy, () => import(name));
 }
 
 /** Adapters load through the public entry points; each loads its own peer dependency. */
@@ -222,16 +254,20 @@ class Lease {
   browserStarted = false;
   readonly #stopping = new AbortController();
   readonly #unguard: () => void;
+  /** Keeps the process alive while opening and while the driver has calls in flight. */
+  readonly #unhold: () => void;
   #stopped: Promise<StoppedSession | undefined> | undefined;
 
   constructor(
     readonly endpoint: Endpoint,
     readonly ledger: Ledger,
     body: StartRequest,
+    opening: AbortSignal,
   ) {
     this.#unguard = guard(this);
+    this.#unhold = hold(() => (this.conn ? driverBusy(this.conn)() : !this.stopping));
     const { client, baseUrl, embedded } = endpoint;
-    this.started = client.instances.start(body);
+    this.started = startWhenFree(client, body, AbortSignal.any([opening, this.#stopping.signal]));
     this.recorded = this.started.then((i) => ledger.record(i.id, baseUrl, embedded));
     this.recorded.catch(() => undefined); // awaited by openSession and stop()
   }
@@ -267,6 +303,7 @@ class Lease {
       return { instanceId: id, status };
     } finally {
       this.#unguard();
+      this.#unhold();
       await this.endpoint.release();
     }
   }
@@ -277,6 +314,8 @@ class Lease {
 
 class BridgeSession extends EventEmitter<SessionEvents> {
   readonly auth: SessionAuth;
+  readonly downloads: SessionDownloads;
+  readonly recording: SessionRecording;
   readonly #lease: Lease;
   readonly #load: () => Promise<DriverModule>;
   readonly #reconnectPolicy: ReconnectPolicy | undefined;
@@ -299,7 +338,13 @@ class BridgeSession extends EventEmitter<SessionEvents> {
     this.#load = drivers[driver];
     this.#reconnectPolicy = reconnect;
     this.auth = sessionAuth(lease.endpoint.client, instance.id, (what) => this.#ready(what));
+    this.downloads = sessionDownloads(lease.endpoint.client, instance.id, (w) => this.#ready(w));
+    this.recording = sessionRecording(lease.endpoint.client, instance.id, (w) => this.#ready(w));
     this.#watch(lease.conn);
+  }
+
+  get id(): string {
+    return this.instance.id;
   }
 
   get cdpUrl(): string {
@@ -381,7 +426,7 @@ class BridgeSession extends EventEmitter<SessionEvents> {
       const { signal } = lease;
       const { cdp_url } = await this.#client.browser.cdpUrl(this.instance.id, { signal });
       const driver = await this.#load();
-      const connecting = connectDriver(driver, cdp_url, {}, lease.transfer);
+      const connecting = connectDetached(() => connectDriver(driver, cdp_url, {}, lease.transfer));
       const conn = await unlessAborted(connecting, signal, (late) => late.disconnect());
       lease.conn = conn;
       this.#cdpUrl = cdp_url;
@@ -461,22 +506,33 @@ export function openSession(
 export function openSession(options?: OpenSessionOptions): Promise<Session>;
 export async function openSession(options: OpenSessionOptions = {}): Promise<Session> {
   const opts = resolveOptions(options);
+  // a missing peer fails here, before the server or an instance exists
+  await checkPeer(opts.driver);
   const endpoint = await openEndpoint(opts.endpoint);
   const { client } = endpoint;
   const ledger = new Ledger();
   const t0 = performance.now();
+  const since = () => `${Math.round(performance.now() - t0)}ms`;
   const deadline = AbortSignal.timeout(opts.startTimeoutMs);
   let signal = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
   let lease: Lease | undefined;
-  let step = 'starting the instance';
+  let step = 'looking up the auth state';
   try {
     await reapOrphans({ client }).catch(() => undefined); // best effort; never blocks opening
-    lease = new Lease(endpoint, ledger, opts.start);
+    // an unknown or ambiguous auth state fails before an instance is started
+    const state =
+      opts.authState === undefined
+        ? undefined
+        : await findAuthState(client, opts.authState, { signal });
+    step = 'starting the instance';
+    debug('session', `${step} (${opts.instanceType}) on ${endpoint.baseUrl}`);
+    lease = new Lease(endpoint, ledger, opts.start, signal);
     signal = AbortSignal.any([signal, lease.signal]);
     const instance = await unlessAborted(lease.started, signal, () => undefined);
     await lease.recorded;
 
     step = 'waiting until the instance is running';
+    debug('session', `${instance.id}: ${step} (${since()})`);
     const running = await waitUntilRunning(client, instance, signal);
     step = 'getting the cdp_url';
     let cdpUrl: string;
@@ -487,15 +543,20 @@ export async function openSession(options: OpenSessionOptions = {}): Promise<Ses
       cdpUrl = (await client.browser.cdpUrl(instance.id, { signal })).cdp_url;
     }
     step = `connecting ${opts.driver}`;
+    debug('session', `${instance.id}: ${step} (${since()})`);
     const driver = await drivers[opts.driver]();
     const timeoutMs = Math.max(1, Math.round(opts.startTimeoutMs - (performance.now() - t0)));
     if (opts.transfer) lease.transfer = transferSetup(client, instance.id);
-    const connecting = connectDriver(driver, cdpUrl, { timeoutMs }, lease.transfer);
+    // the driver's socket does not hold the process by itself (keepalive.ts)
+    const transfer = lease.transfer;
+    const connecting = connectDetached(() =>
+      connectDriver(driver, cdpUrl, { timeoutMs }, transfer),
+    );
     const conn = await unlessAborted(connecting, signal, (late) => late.disconnect());
     lease.conn = conn;
-    if (opts.authState !== undefined) {
+    if (state !== undefined) {
       step = `applying auth state "${opts.authState}"`;
-      const state = await findAuthState(client, opts.authState, { signal });
+      debug('session', `${instance.id}: ${step} (${since()})`);
       await client.browser.authenticate(instance.id, { auth_state_id: state.id }, { signal });
     }
     const session = new BridgeSession(
@@ -505,19 +566,43 @@ export async function openSession(options: OpenSessionOptions = {}): Promise<Ses
       cdpUrl,
       opts.reconnect,
     );
+    if (debugEnabled('session')) {
+      const live = await client.instance.streamUrl(instance.id, { signal }).then(
+        (r) => r.stream_url,
+        (err: unknown) => `unavailable (${(err as Error).message})`,
+      );
+      debug('session', `${instance.id}: open in ${since()}; live view: ${live}`);
+    }
     return session as unknown as Session; // its getters are typed per driver by the overloads
   } catch (error) {
     let primary = error;
     if (lease?.signal.aborted && !opts.signal?.aborted) {
       primary = new SessionStoppedError(`openSession (while ${step})`);
     } else if (deadline.aborted && !opts.signal?.aborted) {
+      const startError = await lease?.started.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      const atCapacity = startError instanceof RateLimitError;
       primary = new SessionStartError(
         'start_timeout',
         (await lease?.started.catch(() => undefined))?.id,
-        `The session did not open within ${opts.startTimeoutMs} ms (while ${step})`,
+        `The session did not open within ${opts.startTimeoutMs} ms (while ${step}${atCapacity ? ': the server stayed at its instance cap' : ''})`,
+        { cause: atCapacity ? startError : error },
+      );
+    } else if (!(error instanceof BurrowError)) {
+      // the driver's own failure (Playwright, Puppeteer) while connecting
+      primary = new SessionStartError(
+        'start_failed',
+        (await lease?.started.catch(() => undefined))?.id,
+        `openSession failed while ${step}: ${(error as Error | undefined)?.message ?? String(error)}`,
         { cause: error },
       );
     }
+    debug(
+      'session',
+      `openSession failed while ${step} (${since()}): ${(primary as Error).message}`,
+    );
     if (!lease) {
       await endpoint.release();
       throw primary;
@@ -528,6 +613,39 @@ export async function openSession(options: OpenSessionOptions = {}): Promise<Ses
       (err: unknown) => err,
     );
     throw withCleanupError(primary, secondary);
+  }
+}
+
+/** Longest pause between start attempts while the server is at capacity. */
+const CAPACITY_WAIT_MAX_MS = 10_000;
+
+/**
+ * `POST /v1/start`, again after each 429 (the server at its instance cap) once its `Retry-After`
+ * has passed, until `signal` aborts (the start timeout). A start request already sent is never
+ * aborted: an abandoned start would leave an instance nobody knows about.
+ */
+async function startWhenFree(
+  client: Burrow,
+  body: StartRequest,
+  signal: AbortSignal,
+): Promise<Instance> {
+  for (let attempt = 0; ; attempt++) {
+    signal.throwIfAborted();
+    try {
+      return await client.instances.start(body);
+    } catch (err) {
+      if (!(err instanceof RateLimitError)) throw err;
+      const wait = Math.min(
+        CAPACITY_WAIT_MAX_MS,
+        err.retryAfterMs ?? Math.min(CAPACITY_WAIT_MAX_MS, 500 * 2 ** attempt),
+      );
+      debug('session', `server at capacity (${err.message}); trying again in ${wait}ms`);
+      try {
+        await sleep(Math.max(50, wait), undefined, { signal });
+      } catch {
+        throw err; // the timeout (or stop()) ended the wait: the 429 is what happened
+      }
+    }
   }
 }
 

@@ -199,6 +199,7 @@ export class TransferProxy {
       server.listen(0, '127.0.0.1', () => resolve());
     });
     const { port } = server.address() as AddressInfo;
+    server.unref(); // a session's proxy never holds the process by itself (keepalive.ts)
     const proxy = new TransferProxy(server, wss, `ws://127.0.0.1:${port}${path}`);
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       socket.on('error', () => socket.destroy());

@@ -44,6 +44,7 @@ import type { LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import http from 'node:http';
 import net from 'node:net';
+import { background } from '../../internal/background.js';
 import type { Logger } from '../../internal/log.js';
 import {
   blockedDomainMatcher,
@@ -346,16 +347,18 @@ export class Egress {
   #dial(target: Authority, addresses: readonly LookupAddress[]): Promise<net.Socket> {
     const ms = this.#opts.connectTimeoutMs;
     return new Promise((resolve, reject) => {
-      const socket = net.connect({
-        host: target.host,
-        port: target.port,
-        lookup: pinnedLookup(addresses),
-        autoSelectFamily: true,
-        allowHalfOpen: true,
-        noDelay: true,
-        keepAlive: true,
-        keepAliveInitialDelay: 30_000,
-      });
+      const socket = background(
+        net.connect({
+          host: target.host,
+          port: target.port,
+          lookup: pinnedLookup(addresses),
+          autoSelectFamily: true,
+          allowHalfOpen: true,
+          noDelay: true,
+          keepAlive: true,
+          keepAliveInitialDelay: 30_000,
+        }),
+      );
       const timer = setTimeout(() => {
         reject(new Refusal(504, 'timeout', `connecting to ${label(target)} took over ${ms} ms`));
         socket.destroy();

@@ -4,6 +4,7 @@
  * at it through the proxy environment variables, Chromium through `--proxy-server`; a process that
  * ignores them reaches nothing (no route, no DNS server).
  */
+import { background } from '../../internal/background.js';
 import type { Logger } from '../../internal/log.js';
 import { Egress } from './egress.js';
 import type { SandboxHost } from './host.js';
@@ -72,7 +73,7 @@ export async function openEgress(
     },
     log,
   );
-  listener.on('connection', (socket) => egress.handle(socket));
+  listener.on('connection', (socket) => egress.handle(background(socket)));
   listener.on('error', (err) => log.warn({ err }, 'egress listener failed'));
   return {
     setBlockedDomains: (domains) => egress.setBlockedDomains(domains),

@@ -43,6 +43,7 @@ import {
   type ExitInfo,
 } from '../../internal/process.js';
 import type { InstanceLimits } from '../../api/index.js';
+import { background } from '../../internal/background.js';
 import type { Logger } from '../../internal/log.js';
 import { Cgroup } from './cgroups.js';
 import type { SandboxHost } from './host.js';
@@ -457,7 +458,7 @@ export class Sandbox {
       throw new Error(`could not open port ${port} inside the instance: ${server.message}`);
     }
     proc.child.disconnect?.();
-    return server;
+    return background(server);
   }
 
   /** Run a command inside to completion, with a deadline and capped output. */

@@ -1,0 +1,100 @@
+/**
+ * Scripts that behave (issue 10 §3), as real child processes: a script that forgets `stop()`
+ * still ends once its work is done (a driver call in flight keeps it alive until it answers) and
+ * its instance is stopped, on a remote server and on the embedded one; Ctrl-C says what it stops
+ * instead of printing the driver's stack trace, and ends by SIGINT with the instance stopped.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Instance } from 'burrow-sandbox';
+import { eventually, instanceProcesses, instancePids, type TestServer } from '../helpers/server.js';
+import { sessionServer } from './fixtures/session-server.js';
+import { nodeEmbedded, node, root } from './run.js';
+
+const env = sessionServer('bsx-');
+let server: TestServer;
+beforeAll(() => {
+  server = env.server;
+});
+
+const SCRIPT = ['--import', 'tsx', 'test/e2e/scripts/exit-child.ts'];
+const status = async (id: string) =>
+  ((await (await server.api(`/v1/instance/${id}`)).json()) as Instance).status;
+const idOf = (stdout: string) => /ready (\S+)/.exec(stdout)?.[1];
+
+/** `promise`, or a failure after `ms`: a script that hangs fails the test instead of the run. */
+async function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, fail) => {
+    timer = setTimeout(() => fail(new Error(`${what} did not end within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+describe('a script that forgets stop()', () => {
+  it('on a remote server: ends after its last driver call, exit 0, instance stopped', async () => {
+    const run = await within(
+      90_000,
+      node([...SCRIPT, 'forget'], {
+        BURROW_BASE_URL: server.url,
+        BURROW_API_KEY: server.apiKey,
+      }),
+      'the script',
+    );
+    expect(run.stderr).toBe('');
+    expect(run).toMatchObject({ code: 0, signal: null });
+    expect(run.stdout).toContain('evaluated 42'); // the call in flight was not cut short
+    const id = idOf(run.stdout)!;
+    expect(await status(id)).toBe('terminated');
+    await eventually(() => instancePids(id).length === 0, 'the instance processes to be gone');
+  });
+
+  it('on the embedded server: ends the same way, and no instance process outlives it', async () => {
+    const run = await within(
+      90_000,
+      nodeEmbedded([...SCRIPT, 'forget'], env.dataDir),
+      'the script',
+    );
+    expect(run).toMatchObject({ code: 0, signal: null });
+    expect(run.stdout).toContain('evaluated 42');
+    expect(run.serverPids.length).toBeGreaterThan(0);
+    for (const pid of run.serverPids) {
+      await eventually(
+        () => instanceProcesses(undefined, pid).length === 0,
+        'the embedded server’s instance processes to be gone',
+      );
+    }
+  });
+});
+
+describe('Ctrl-C', () => {
+  it('says it is stopping the session, prints no stack trace, ends by SIGINT', async () => {
+    const proc = spawn(process.execPath, [...SCRIPT, 'wait'], {
+      cwd: root,
+      env: { ...process.env, BURROW_BASE_URL: server.url, BURROW_API_KEY: server.apiKey },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (d: Buffer) => (stdout += String(d)));
+    proc.stderr.on('data', (d: Buffer) => (stderr += String(d)));
+    const exited = once(proc, 'exit');
+    await within(
+      90_000,
+      eventually(() => idOf(stdout) !== undefined, 'the session to open', 90_000),
+      'opening',
+    );
+    proc.kill('SIGINT');
+    const [code, signal] = await within(30_000, exited, 'the stop after SIGINT');
+    expect({ code, signal }).toEqual({ code: null, signal: 'SIGINT' });
+    expect(stderr).toContain('burrow: SIGINT: stopping 1 session');
+    expect(stderr).not.toMatch(/^\s+at /m); // no stack trace
+    expect(stdout).not.toContain('the wait ended');
+    expect(await status(idOf(stdout)!)).toBe('terminated');
+  });
+});

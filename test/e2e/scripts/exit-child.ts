@@ -1,0 +1,21 @@
+/**
+ * A script as users write them, for test/e2e/script-exit.test.ts. It opens a session (server
+ * from BURROW_BASE_URL / BURROW_API_KEY, or the embedded one), prints `ready <instance id>`, then:
+ *   forget  runs a 2 s `evaluate` (a driver call in flight, nothing else holding the process),
+ *           prints `evaluated`, and ends without calling stop()
+ *   wait    waits in a driver call (waitForTimeout) until it is signalled
+ */
+import { openSession } from 'burrow-sandbox';
+
+const mode = process.argv[2] ?? 'forget';
+const session = await openSession();
+console.log(`ready ${session.id}`);
+if (mode === 'forget') {
+  const v = await session.page.evaluate(
+    () => new Promise<number>((resolve) => setTimeout(() => resolve(42), 2000)),
+  );
+  console.log(`evaluated ${v}`);
+} else {
+  await session.page.waitForTimeout(120_000);
+  console.log('the wait ended');
+}
