@@ -107,7 +107,8 @@ export const SERVER_ERRORS = {
   auth_state_not_found: { status: 404, message: 'Auth state {id} not found' },
   auth_state_name_ambiguous: {
     status: 409,
-    message: 'Several auth states are named {name} ({ids}); delete all but one, or use another name',
+    message:
+      'Several auth states are named {name} ({ids}); delete all but one, or use another name',
   },
   auth_state_unreadable: {
     status: 503,
