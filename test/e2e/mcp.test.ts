@@ -151,7 +151,11 @@ async function browserScenario(client: Client): Promise<string> {
 
   // a link, back, tabs and waiting
   const snap2 = texts(await call(client, 'browser_snapshot'));
-  await call(client, 'browser_click', { element: 'link', ref: refOf(snap2, /link "Second page"/) });
+  const followed = await call(client, 'browser_click', {
+    element: 'link',
+    ref: refOf(snap2, /link "Second page"/),
+  });
+  expect(texts(followed)).toContain('On the second page'); // the navigation was waited for
   await call(client, 'browser_wait_for', { text: 'On the second page' });
   const back = await call(client, 'browser_navigate_back');
   expect(texts(back)).toContain('- Page Title: MCP page');
@@ -162,6 +166,33 @@ async function browserScenario(client: Client): Promise<string> {
   // burrow's computer actions on the same instance: pixels
   const pix = await call(client, 'computer_take_screenshot');
   expect(pix.content.some((c) => c.type === 'image')).toBe(true);
+
+  // auth states: save this browser's storage by name, apply it to a fresh instance
+  await call(client, 'browser_evaluate', {
+    function:
+      "() => { localStorage.setItem('mcp', 'remembered'); document.cookie = 'mcp=1; path=/'; }",
+  });
+  const name = `mcp-e2e-${Math.random().toString(36).slice(2)}`;
+  const saved = await call(client, 'auth_save', { name });
+  expect(texts(saved)).toContain(`(${name})`);
+  expect(texts(await call(client, 'auth_list'))).toContain(`"${name}"`);
+  const second = await call(client, 'instance_start', {
+    instance_type: 'browser',
+    auth_state: name,
+  });
+  const secondId = /Started browser instance (\S+)/.exec(texts(second))![1]!;
+  await call(client, 'browser_navigate', { url: `${origin}/second` });
+  const restored = await call(client, 'browser_evaluate', {
+    function: "() => localStorage.getItem('mcp') + ' ' + document.cookie",
+  });
+  expect(texts(restored)).toContain('"remembered mcp=1"');
+  await call(client, 'instance_stop', { instance_id: secondId });
+  const js = (await client.callTool({
+    name: 'browser_evaluate',
+    arguments: { function: "() => { throw new Error('boom') }", instance_id: id },
+  })) as CallToolResult;
+  expect(js.isError).toBe(true);
+  expect(texts(js)).toMatch(/boom.*\[javascript_error\]/s);
 
   // errors are tool errors with burrow's message and code; the session goes on
   const stale = (await client.callTool({

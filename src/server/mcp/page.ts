@@ -17,6 +17,10 @@ interface TargetInfo {
 
 /** Longest wait of a navigation or `browser_wait_for`, in ms. */
 const NAV_TIMEOUT_MS = 30_000;
+/** How long after an action a navigation it started is waited for, in ms. */
+const ACTION_NAV_TIMEOUT_MS = 10_000;
+/** How soon after an action a navigation must start to count as started by it, in ms. */
+const NAV_GRACE_MS = 150;
 const WAIT_TIMEOUT_MS = 30_000;
 
 const fail = (message: string, code = 'browser_tool_failed') => new McpToolFailure(message, code);
@@ -105,25 +109,57 @@ export class PageTools {
     return r.result.value as T;
   }
 
-  /** Waits until the document has loaded (or the deadline passes: the page is then used as is). */
-  async #settle(timeoutMs = NAV_TIMEOUT_MS): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      const state = await this.#eval<string>('document.readyState').catch(() => 'loading');
-      if (state === 'complete') return;
-      await sleep(100);
-    }
+  /**
+   * Watches the tab for a navigation an action may start. `settle()` then waits: a navigation that
+   * began within a short grace period (or `expect`ed) must finish loading, up to `timeoutMs`.
+   */
+  #watchNavigation(): { settle(opts?: { expect?: boolean; timeoutMs?: number }): Promise<void> } {
+    const sid = this.#sessionId;
+    let started = false;
+    let stopped = false;
+    let wake: (() => void) | undefined;
+    const offs = [
+      this.#cdp.on('Page.frameStartedLoading', (_p, s) => {
+        if (s === sid) started = true;
+      }),
+      this.#cdp.on('Page.frameStoppedLoading', (_p, s) => {
+        if (s === sid && started) {
+          stopped = true;
+          wake?.();
+        }
+      }),
+    ];
+    return {
+      settle: async ({ expect = false, timeoutMs = ACTION_NAV_TIMEOUT_MS } = {}) => {
+        try {
+          if (!started) await sleep(NAV_GRACE_MS);
+          if (!started && !expect) return;
+          const deadline = Date.now() + timeoutMs;
+          while (!stopped && Date.now() < deadline) {
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+              setTimeout(resolve, 100);
+            });
+          }
+        } finally {
+          for (const off of offs) off();
+        }
+      },
+    };
   }
 
   async navigate(url: string): Promise<void> {
+    const nav = this.#watchNavigation();
     const r = await this.#send<{ errorText?: string; loaderId?: string }>(
       'Page.navigate',
       { url },
       NAV_TIMEOUT_MS,
     );
-    if (r.errorText) throw fail(`Navigation to ${url} failed: ${r.errorText}`, 'navigation_failed');
-    await sleep(50);
-    await this.#settle();
+    if (r.errorText) {
+      await nav.settle();
+      throw fail(`Navigation to ${url} failed: ${r.errorText}`, 'navigation_failed');
+    }
+    await nav.settle({ expect: r.loaderId !== undefined, timeoutMs: NAV_TIMEOUT_MS });
   }
 
   async back(): Promise<void> {
@@ -133,9 +169,9 @@ export class PageTools {
     }>('Page.getNavigationHistory');
     const entry = entries[currentIndex - 1];
     if (!entry) throw fail('There is no previous page in this tab', 'no_history');
+    const nav = this.#watchNavigation();
     await this.#send('Page.navigateToHistoryEntry', { entryId: entry.id });
-    await sleep(50);
-    await this.#settle();
+    await nav.settle({ timeoutMs: NAV_TIMEOUT_MS });
   }
 
   async state(): Promise<PageState> {
@@ -216,6 +252,7 @@ export class PageTools {
     const { x, y } = await this.#element(ref);
     const button = opts.button ?? 'left';
     const modifiers = modifierBits(opts.modifiers ?? []);
+    const nav = this.#watchNavigation();
     await this.#mouse('mouseMoved', x, y, { modifiers });
     const clicks = opts.doubleClick ? 2 : 1;
     for (let clickCount = 1; clickCount <= clicks; clickCount++) {
@@ -223,8 +260,7 @@ export class PageTools {
       await this.#mouse('mousePressed', x, y, common);
       await this.#mouse('mouseReleased', x, y, common);
     }
-    await sleep(50);
-    await this.#settle(5_000);
+    await nav.settle();
   }
 
   async hover(ref: string): Promise<void> {
@@ -252,9 +288,10 @@ export class PageTools {
     );
     if (text) await this.#send('Input.insertText', { text });
     else await this.#key('Delete', 'Delete', 46);
-    if (submit) await this.#key('Enter', 'Enter', 13, '\r');
-    await sleep(50);
-    await this.#settle(5_000);
+    if (!submit) return;
+    const nav = this.#watchNavigation();
+    await this.#key('Enter', 'Enter', 13, '\r');
+    await nav.settle();
   }
 
   async #key(key: string, code: string, keyCode: number, text?: string): Promise<void> {
