@@ -154,16 +154,30 @@ interface DownloadsClient {
   ): Promise<{ body: Readable }>;
 }
 
-/** Local files already sent, by path, size and modification time. */
+/** How long a failed upload answers again with its failure instead of being tried anew. */
+const FAILURE_MEMORY_MS = 10_000;
+
+/**
+ * Local files already sent, by path, size and modification time. A failure is remembered for a
+ * moment: Playwright retries a failing `DOM.setFileInputFiles` until its timeout, and each retry
+ * should not send the file again.
+ */
 export class UploadCache {
   readonly #sent = new Map<string, Promise<string>>();
 
-  get(key: string, send: () => Promise<string>): Promise<string> {
+  /** The in-instance path of local `file` (`key`: its identity), sending it if need be. */
+  get(file: string, key: string, send: () => Promise<string>): Promise<string> {
     let sent = this.#sent.get(key);
     if (!sent) {
       sent = send();
       this.#sent.set(key, sent);
-      sent.catch(() => this.#sent.delete(key));
+      sent.catch((err: unknown) => {
+        // Playwright's retries hide the CDP error behind its timeout: say why, once
+        process.emitWarning(`burrow could not upload ${file}: ${(err as Error).message}`, {
+          code: 'BURROW_UPLOAD_FAILED',
+        });
+        setTimeout(() => this.#sent.delete(key), FAILURE_MEMORY_MS).unref();
+      });
     }
     return sent;
   }
@@ -192,6 +206,8 @@ export class TransferProxy {
       noServer: true,
       perMessageDeflate: false,
       maxPayload: MAX_PAYLOAD,
+      // the bytes are relayed, not read: the driver and the browser check their own input
+      skipUTF8Validation: true,
     });
     const uploads = opts.uploads ?? new UploadCache();
     await new Promise<void>((resolve, reject) => {
@@ -261,7 +277,11 @@ class Link {
     this.#local = local;
     this.#api = api;
     this.#uploads = uploads;
-    this.#remote = new WebSocket(cdpUrl, { perMessageDeflate: false, maxPayload: MAX_PAYLOAD });
+    this.#remote = new WebSocket(cdpUrl, {
+      perMessageDeflate: false,
+      maxPayload: MAX_PAYLOAD,
+      skipUTF8Validation: true,
+    });
     const remote = this.#remote;
     local.on('message', (data, binary) => {
       if (this.#queue) this.#queue.push({ data, binary });
@@ -329,7 +349,7 @@ class Link {
       }
       this.#toBrowser(JSON.stringify(msg));
     } catch (err) {
-      const message = `burrow could not upload the file for DOM.setFileInputFiles: ${(err as Error).message}`;
+      const message = `burrow could not upload a file for DOM.setFileInputFiles: ${(err as Error).message}`;
       this.#toDriver(
         JSON.stringify({
           id: msg.id,
@@ -345,7 +365,7 @@ class Link {
     const info = await stat(file).catch(() => undefined);
     if (!info || (!info.isFile() && !info.isDirectory())) return file;
     const key = `${file}\0${info.size}\0${info.mtimeMs}\0${info.isDirectory()}`;
-    return this.#uploads.get(key, async () => {
+    return this.#uploads.get(file, key, async () => {
       const dir = `${UPLOAD_DIR}/${randomBytes(8).toString('hex')}`;
       const name = basename(file) || 'upload';
       if (info.isFile()) return this.#api.upload(file, `${dir}/${name}`);

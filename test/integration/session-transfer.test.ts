@@ -6,7 +6,7 @@
  * `download.path()`, Puppeteer's download directory) with the served bytes.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -25,10 +25,12 @@ const small = Buffer.from('a local file, read back in the remote page: ünïcød
 const smallPath = join(local, 'notes.txt');
 const bigPath = join(local, 'big.bin');
 const big = randomBytes(30 * 1024 * 1024);
+const treePath = join(local, 'tree');
 
 const PAGE = `<!doctype html><html><body>
 <input type=file id=f multiple>
 <input type=file id=g style="display:none">
+<input type=file id=d webkitdirectory>
 <button id=pick onclick="document.getElementById('g').click()">pick</button>
 <a id=dl href="/download/report.bin" download="report.bin">download</a>
 </body></html>`;
@@ -38,6 +40,9 @@ let origin: string;
 beforeAll(async () => {
   writeFileSync(smallPath, small);
   writeFileSync(bigPath, big);
+  mkdirSync(join(treePath, 'sub'), { recursive: true });
+  writeFileSync(join(treePath, 'a.txt'), 'first');
+  writeFileSync(join(treePath, 'sub', 'b.txt'), 'second, one level down');
   site = createServer((req, res) => {
     if (req.url === '/download/report.bin') {
       res.writeHead(200, {
@@ -81,6 +86,12 @@ const readBack = (id: string) => `(async () => {
   return out;
 })()`;
 
+/** `webkitRelativePath` and text of each file of input `#id`. */
+const readTree = (
+  id: string,
+) => `Promise.all([...document.getElementById(${JSON.stringify(id)}).files]
+  .map(async (f) => [f.webkitRelativePath, await f.text()]))`;
+
 describe('Playwright session', () => {
   it('setInputFiles and the file chooser take local files, 30 MiB included', async () => {
     await using session = await openSession(env.remote);
@@ -94,6 +105,13 @@ describe('Playwright session', () => {
     const [chooser] = await Promise.all([page.waitForEvent('filechooser'), page.click('#pick')]);
     await chooser.setFiles(smallPath);
     expect(await page.evaluate(readBack('g'))).toEqual([expected('notes.txt', small)]);
+    // a directory, for a webkitdirectory input: its tree arrives as it is here
+    await page.setInputFiles('#d', treePath);
+    const tree = (await page.evaluate(readTree('d'))) as [string, string][];
+    expect(tree.sort()).toEqual([
+      ['tree/a.txt', 'first'],
+      ['tree/sub/b.txt', 'second, one level down'],
+    ]);
   });
 
   it('a download arrives here: saveAs() and path() hold the served bytes', async () => {

@@ -1,0 +1,75 @@
+/**
+ * The bridge's transfer proxy (src/session/transfer.ts) when an upload is refused: the driver's
+ * call fails (Puppeteer with the server's reason; Playwright, which retries, at its timeout, the
+ * reason in a process warning) and the input stays empty; and the proxy goes away with the
+ * session.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { openSession } from 'burrow-sandbox';
+import { sessionServer } from '../e2e/fixtures/session-server.js';
+
+const env = sessionServer('bsl-', { maxUploadBytes: 1024 * 1024 });
+const local = mkdtempSync(join(tmpdir(), 'burrow-transfer-limits-'));
+afterAll(() => rmSync(local, { recursive: true, force: true }));
+
+describe('transfer proxy limits', () => {
+  it('a file past the upload limit: Puppeteer gets the reason, Playwright times out with a warning', async () => {
+    const tooBig = join(local, 'too-big.bin');
+    writeFileSync(tooBig, randomBytes(2 * 1024 * 1024));
+    {
+      await using session = await openSession({ ...env.remote, driver: 'puppeteer' });
+      const { page } = session;
+      await page.setContent('<input type=file id=f>');
+      const input = (await page.$('#f'))!;
+      const err = await input.uploadFile(tooBig).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(err?.message).toMatch(/burrow could not upload/);
+      expect(err?.message).toMatch(/too large|larger than|limit/i);
+      expect(await page.evaluate(() => document.querySelector('input')!.files!.length)).toBe(0);
+    }
+    // Playwright retries a failing DOM.setFileInputFiles until its timeout; the reason is a warning
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      await using session = await openSession(env.remote);
+      const { page } = session;
+      await page.setContent('<input type=file id=f>');
+      await expect(page.setInputFiles('#f', tooBig, { timeout: 3_000 })).rejects.toThrow(/Timeout/);
+      expect(await page.evaluate(() => document.querySelector('input')!.files!.length)).toBe(0);
+    } finally {
+      process.off('warning', onWarning);
+    }
+    const ours = warnings.filter((w) => (w as { code?: string }).code === 'BURROW_UPLOAD_FAILED');
+    // the failure is remembered, not retried with every one of Playwright's attempts
+    expect(ours).toHaveLength(1);
+    expect(ours[0]!.message).toContain(tooBig);
+    expect(ours[0]!.message).toMatch(/too large|larger than|limit/i);
+  });
+
+  it('the proxy refuses other paths and closes with the session', async () => {
+    const session = await openSession({ ...env.remote, driver: 'puppeteer' });
+    const url = session.browser.wsEndpoint();
+    const status = (u: string) =>
+      new Promise<number | string>((resolve) => {
+        const ws = new WebSocket(u);
+        ws.once('open', () => {
+          ws.close();
+          resolve(101);
+        });
+        ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+        ws.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
+      });
+    expect(await status(url)).toBe(101);
+    expect(await status(url.replace(/\/[\w-]+\/devtools/, '/guess/devtools'))).toBe(404);
+    await session.stop();
+    expect(await status(url)).toBe('ECONNREFUSED');
+  });
+});
