@@ -269,6 +269,18 @@ describe('an IndexedDB login travels', () => {
     const x = await start();
     const d1 = await post(`/v1/instance/${x.id}/browser/save_auth?name=dup`);
     const d2 = await post(`/v1/instance/${x.id}/browser/save_auth?name=dup`);
+    // an imported cookie Chromium will not take is a 409 naming it, not a 500
+    const odd = await post('/v1/auth_states/import?name=odd', {
+      cookies: [{ name: 'bad;name', value: 'v', domain: '127.0.0.1', path: '/' }],
+      origins: [],
+    });
+    const refused = await server.api(
+      `/v1/instance/${x.id}/browser/authenticate?auth_state_id=${String(odd.body.auth_state_id)}`,
+      { method: 'POST' },
+    );
+    expect(refused.status).toBe(409);
+    expect(refused.headers.get('x-burrow-error')).toBe('auth_state_not_applied');
+    expect(((await refused.json()) as { detail: string }).detail).toMatch(/cookies refused/);
     await stop(x.id);
     const ambiguous = await server.api('/v1/auth_states/import?name=dup', { json: state });
     expect(ambiguous.status).toBe(409);
