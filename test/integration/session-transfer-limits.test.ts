@@ -25,7 +25,7 @@ describe('transfer proxy limits', () => {
       await using session = await openSession({ ...env.remote, driver: 'puppeteer' });
       const { page } = session;
       await page.setContent('<input type=file id=f>');
-      const input = (await page.$('#f'))!;
+      const input = (await page.$('input#f'))!;
       const err = await input.uploadFile(tooBig).then(
         () => undefined,
         (e: unknown) => e as Error,

@@ -135,7 +135,7 @@ describe('Puppeteer session', () => {
     await using session = await openSession({ ...env.remote, driver: 'puppeteer' });
     const { page } = session;
     await page.goto(`${origin}/`);
-    const input = (await page.$('#f'))!;
+    const input = (await page.$('input#f'))!;
     await input.uploadFile(smallPath, bigPath);
     expect(await page.evaluate(readBack('f'))).toEqual([
       expected('notes.txt', small),
@@ -149,16 +149,33 @@ describe('Puppeteer session', () => {
   it('downloads land in the local download directory under their own name', async () => {
     await using session = await openSession({ ...env.remote, driver: 'puppeteer' });
     const { page, browser } = session;
+    // the CDP recipe on the default context
     const dir = join(local, 'puppeteer-downloads');
-    await browser.defaultBrowserContext().setDownloadBehavior({
-      policy: 'allow',
-      downloadPath: dir,
-    });
+    const cdp = await browser.target().createCDPSession();
+    await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: dir });
     await page.goto(`${origin}/`);
     await page.click('#dl');
     const file = join(dir, 'report.bin');
     await eventually(() => existsSync(file), 'the download in the local directory', 30_000);
     expect(readFileSync(file).equals(served)).toBe(true);
+    // a second one does not overwrite the first, as with a local browser
+    await page.click('#dl');
+    const second = join(dir, 'report (1).bin');
+    await eventually(() => existsSync(second), 'the second download', 30_000);
+    expect(readFileSync(second).equals(served)).toBe(true);
+
+    // Puppeteer's own option, on a context of its own
+    const ctxDir = join(local, 'puppeteer-context-downloads');
+    const context = await browser.createBrowserContext({
+      downloadBehavior: { policy: 'allow', downloadPath: ctxDir },
+    });
+    const other = await context.newPage();
+    await other.goto(`${origin}/`);
+    await other.click('#dl');
+    const inContext = join(ctxDir, 'report.bin');
+    await eventually(() => existsSync(inContext), 'the download of the context', 30_000);
+    expect(readFileSync(inContext).equals(served)).toBe(true);
+    await context.close();
   });
 });
 
