@@ -3,6 +3,8 @@
  * each and interleaved, on the warm embedded server:
  *
  *   bridge   openSession() → page.goto(local page) → dispose
+ *   pool     the same against a server with a warm pool (`--warm-pool 2`); the pool is refilled
+ *            before each measured run, untimed (back to back, a refill takes a pool start's time)
  *   bare     the same by hand with the client: instances.start + browser.cdpUrl +
  *            chromium.connectOverCDP + goto + browser.close + instances.stop
  *   local    playwright-core chromium.launch() → newPage() → goto() → close(), no server at all
@@ -17,6 +19,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { chromium } from 'playwright-core';
 import { Burrow, embeddedServer, openSession } from 'burrow-sandbox';
+import { startServer } from 'burrow-sandbox/server';
 import { median } from './stats.js';
 
 const n = Number(process.argv[2] ?? 7);
@@ -34,10 +37,21 @@ const pageUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}/`;
 
 const server = await embeddedServer(); // held for the whole run: the server stays warm
 const client = new Burrow({ baseUrl: server.url, apiKey: server.apiKey });
+const pooled = await startServer({
+  port: 0,
+  dataDir: join(dataDir, 'pooled'),
+  warmPool: { browser: 2 },
+  isolation: { allowHostLoopback: true },
+});
+const settle = () => Promise.all([pooled.warmPool.ready(), server.warmPool.ready()]);
 
 const runs = {
   bridge: async () => {
     await using session = await openSession();
+    await session.page.goto(pageUrl);
+  },
+  pool: async () => {
+    await using session = await openSession({ baseUrl: pooled.url, apiKey: pooled.apiKey });
     await session.page.goto(pageUrl);
   },
   bare: async () => {
@@ -68,12 +82,14 @@ const runs = {
 };
 type Name = keyof typeof runs;
 
-const times: Record<Name, number[]> = { bridge: [], bare: [], local: [] };
+const times: Record<Name, number[]> = { bridge: [], pool: [], bare: [], local: [] };
 const names = Object.keys(runs) as Name[];
 try {
   for (const name of names) await runs[name](); // warm-up, not counted
   for (let i = 0; i < n; i++) {
     for (const name of names) {
+      await settle(); // no pool refill runs beside a measured run
+      await new Promise((r) => setTimeout(r, 300)); // nor the last instance's teardown
       const t0 = performance.now();
       await runs[name]();
       times[name].push(performance.now() - t0);
@@ -84,6 +100,7 @@ try {
   process.stderr.write('\n');
   await client.close();
   await server.release();
+  await pooled.close();
   site.close();
   rmSync(dataDir, { recursive: true, force: true });
 }
@@ -93,9 +110,11 @@ const ms = (x: number) => `${x.toFixed(0)} ms`.padStart(8);
 
 console.log(`session open → goto → dispose, median of ${n} (warm embedded server)`);
 console.log(`  bridge (openSession)                ${ms(m.bridge)}`);
+console.log(`  bridge with a warm pool             ${ms(m.pool)}`);
 console.log(`  bare client calls + connectOverCDP  ${ms(m.bare)}`);
 console.log(`  local chromium.launch (no server)   ${ms(m.local)}`);
 console.log(`  bridge ÷ local launch               ${(m.bridge / m.local).toFixed(2)}×`);
+console.log(`  bridge with pool ÷ local launch     ${(m.pool / m.local).toFixed(2)}×`);
 console.log(
   `  bridge overhead over bare calls     ${ms(m.bridge - m.bare)} (${(((m.bridge - m.bare) / m.bare) * 100).toFixed(1)} %)`,
 );

@@ -6,8 +6,14 @@
 import { randomBytes } from 'node:crypto';
 import { enableBackgroundHandles } from '../internal/background.js';
 
+interface WarmPoolView {
+  counts(): { browser: number; ubuntu: number };
+  /** Resolves once the pool holds what it should (or what the instance cap leaves room for). */
+  ready(): Promise<void>;
+}
+
 interface Shared {
-  server: Promise<{ url: string; apiKey: string; close(): Promise<void> }>;
+  server: Promise<{ url: string; apiKey: string; warmPool: WarmPoolView; close(): Promise<void> }>;
   users: number;
 }
 
@@ -19,16 +25,29 @@ export interface EmbeddedServerLease extends AsyncDisposable {
   readonly url: string;
   /** The random API key of the embedded server, for a `Burrow` client of your own. */
   readonly apiKey: string;
+  /** Its warm pool (see `EmbeddedServerOptions.warmPool`). */
+  readonly warmPool: WarmPoolView;
   /** Idempotent. */
   release(): Promise<void>;
 }
 
+export interface EmbeddedServerOptions {
+  /**
+   * Instances the embedded server keeps started ahead of demand, so that `openSession` takes one
+   * in milliseconds: a number of browser instances, or `{ browser, ubuntu }`. Applies when this
+   * call starts the server (a running one keeps its pool). Default none, or `BURROW_WARM_POOL`.
+   */
+  warmPool?: number | { browser?: number; ubuntu?: number };
+}
+
 /**
  * Starts the embedded server, or shares the running one, and holds it until `release()`. Sessions
- * take a lease of their own; holding one across sessions keeps the server (and its warm state)
- * between them: `await using server = await embeddedServer();`.
+ * take a lease of their own; holding one across sessions keeps the server (and its warm pool)
+ * between them: `await using server = await embeddedServer({ warmPool: 2 });`.
  */
-export async function embeddedServer(): Promise<EmbeddedServerLease> {
+export async function embeddedServer(
+  options: EmbeddedServerOptions = {},
+): Promise<EmbeddedServerLease> {
   // the server lives in this process: it must not keep a script alive that forgot stop()
   enableBackgroundHandles();
   const current = (shared ??= {
@@ -40,6 +59,7 @@ export async function embeddedServer(): Promise<EmbeddedServerLease> {
         // like a local browser, the embedded one loads pages the caller serves on its own
         // loopback; burrow's own port stays unreachable from instances
         isolation: { allowHostLoopback: true },
+        ...(options.warmPool !== undefined && { warmPool: options.warmPool }),
       }),
     ),
     users: 0,
@@ -60,5 +80,11 @@ export async function embeddedServer(): Promise<EmbeddedServerLease> {
       if (shared === current) shared = undefined;
       await server.close();
     })());
-  return { url: server.url, apiKey: server.apiKey, release, [Symbol.asyncDispose]: release };
+  return {
+    url: server.url,
+    apiKey: server.apiKey,
+    warmPool: server.warmPool,
+    release,
+    [Symbol.asyncDispose]: release,
+  };
 }
