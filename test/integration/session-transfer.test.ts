@@ -179,6 +179,20 @@ describe('Puppeteer session', () => {
   });
 });
 
+describe('ubuntu session (the desktop browser)', () => {
+  it('setInputFiles takes a local file and a download arrives here', async () => {
+    await using session = await openSession({ ...env.remote, instanceType: 'ubuntu' });
+    const { page } = session;
+    await page.goto(`${origin}/`);
+    await page.setInputFiles('#f', smallPath);
+    expect(await page.evaluate(readBack('f'))).toEqual([expected('notes.txt', small)]);
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#dl')]);
+    const saved = join(local, 'ubuntu-report.bin');
+    await download.saveAs(saved);
+    expect(readFileSync(saved).equals(served)).toBe(true);
+  });
+});
+
 describe('transfer: false', () => {
   it('connects the driver straight to cdp_url', async () => {
     await using direct = await openSession({ ...env.remote, driver: 'puppeteer', transfer: false });
