@@ -176,6 +176,15 @@ describe('Puppeteer session', () => {
     await eventually(() => existsSync(inContext), 'the download of the context', 30_000);
     expect(readFileSync(inContext).equals(served)).toBe(true);
     await context.close();
+
+    // the older recipe: Page.setDownloadBehavior on a page's session
+    const pageDir = join(local, 'puppeteer-page-downloads');
+    const pageCdp = await page.createCDPSession();
+    await pageCdp.send('Page.setDownloadBehavior', { behavior: 'allow', downloadPath: pageDir });
+    await page.click('#dl');
+    const byPage = join(pageDir, 'report.bin');
+    await eventually(() => existsSync(byPage), 'the download of Page.setDownloadBehavior', 30_000);
+    expect(readFileSync(byPage).equals(served)).toBe(true);
   });
 });
 
