@@ -94,7 +94,17 @@ export function toStorageState(data: BrowserAuthData): StorageState {
   };
 }
 
-/** Playwright's `storageState` as the data of a saved state. */
+/** `scheme://host[:port]` of an http(s) origin or URL, else undefined. */
+function httpOrigin(text: string): string | undefined {
+  try {
+    const url = new URL(text);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Playwright's `storageState` as the data of a saved state (origins not http(s) are dropped). */
 export function fromStorageState(state: StorageState): BrowserAuthData {
   const data: Required<BrowserAuthData> = {
     cookies: state.cookies.map(fromPlaywrightCookie),
@@ -103,7 +113,9 @@ export function fromStorageState(state: StorageState): BrowserAuthData {
     indexedDB: {},
   };
   for (const o of state.origins) {
-    const origin = o.origin.replace(/\/+$/, '');
+    // only http(s) origins can be applied (the key also never becomes `__proto__`)
+    const origin = httpOrigin(o.origin);
+    if (origin === undefined) continue;
     if (o.localStorage.length > 0) {
       data.localStorage[origin] = {
         ...data.localStorage[origin],
