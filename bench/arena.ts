@@ -49,14 +49,18 @@ const cold = await serve('cold', 0);
 const pool = await serve('pool', CONCURRENT);
 
 type Phases = Record<string, number>;
+/** `POST /v1/start` and `POST /v1/instance/{id}/stop` alone, per remote lifecycle. */
+const http = new WeakMap<Phases, { start: number; stop: number }>();
 
 /** One lifecycle against `server`, timed per phase. */
 async function remote(server: RunningServer, client: Burrow): Promise<Phases> {
   const t: Phases = {};
   let t0 = performance.now();
   const instance = await client.instances.start({ instance_type: 'browser' });
+  const started = performance.now();
   const { cdp_url } = await client.browser.cdpUrl(instance.id);
   t.create = performance.now() - t0;
+  const httpStart = started - t0;
   t0 = performance.now();
   const browser = await chromium.connectOverCDP(cdp_url);
   const page = browser.contexts()[0]!.pages()[0]!;
@@ -66,8 +70,10 @@ async function remote(server: RunningServer, client: Burrow): Promise<Phases> {
   t.goto = performance.now() - t0;
   t0 = performance.now();
   await browser.close();
+  const stopping = performance.now();
   await client.instances.stop(instance.id);
   t.release = performance.now() - t0;
+  http.set(t, { start: httpStart, stop: performance.now() - stopping });
   void server;
   return t;
 }
@@ -162,6 +168,12 @@ function table(title: string, rows: Record<string, Phases[]>): void {
 }
 
 table(`sequential lifecycles, ${n} each (ms)`, sequential);
+for (const k of ['cold', 'pool'] as const) {
+  const xs = sequential[k].map((p) => http.get(p)!);
+  console.log(
+    `  ${k}: POST /v1/start p50 ${median(xs.map((x) => x.start)).toFixed(1)} ms, POST …/stop p50 ${median(xs.map((x) => x.stop)).toFixed(1)} ms (HTTP round trips as the client sees them)`,
+  );
+}
 const med = (k: Kind) => median(sequential[k].map(total));
 console.log(
   `  cold ÷ local ${(med('cold') / med('local')).toFixed(2)}×   pool ÷ local ${(med('pool') / med('local')).toFixed(2)}×`,

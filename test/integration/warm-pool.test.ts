@@ -4,7 +4,7 @@
  * instances are never listed, share the instance cap, refill in the background, and die with the
  * server. `stop` answers once the instance is unusable; its processes follow.
  */
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -17,6 +17,15 @@ import {
   type TestServer,
 } from '../helpers/server.js';
 import { startSite } from '../helpers/site.js';
+
+/** The command line of `pid`, spaces for NULs ('' once it is gone). */
+function readProc(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return '';
+  }
+}
 
 /** Ids of this server's instances that have a cgroup (pooled ones included). */
 function cgroupIds(): string[] {
@@ -55,7 +64,11 @@ describe('warm pool', () => {
     servers.push(server);
     const site = await startSite();
     try {
-      await eventually(async () => (await pooledIds(server)).length === 1, 'a pooled instance', 30_000);
+      await eventually(
+        async () => (await pooledIds(server)).length === 1,
+        'a pooled instance',
+        30_000,
+      );
       const [pooled] = await pooledIds(server);
       expect((await server.api('/v1/instances').then((r) => r.json())) as unknown[]).toEqual([]);
       expect((await server.api(`/v1/instance/${pooled}`)).status).toBe(404);
@@ -135,7 +148,11 @@ describe('warm pool', () => {
       await browser.close();
       await server.api(`/v1/instance/${firstId}/stop`, { method: 'POST' });
 
-      await eventually(async () => (await pooledIds(server)).length >= 1, 'a pooled instance', 30_000);
+      await eventually(
+        async () => (await pooledIds(server)).length >= 1,
+        'a pooled instance',
+        30_000,
+      );
       const second = await start(server, {});
       expect(second.body.id).not.toBe(firstId);
       browser = await chromium.connectOverCDP(await cdp(second.body.id as string));
@@ -156,7 +173,11 @@ describe('warm pool', () => {
   it('shares the cap: the pool gives way to a cold start and never causes a 429', async () => {
     const server = await testServer({ warmPool: { browser: 1 }, maxInstances: 2 });
     servers.push(server);
-    await eventually(async () => (await pooledIds(server)).length === 1, 'a pooled instance', 30_000);
+    await eventually(
+      async () => (await pooledIds(server)).length === 1,
+      'a pooled instance',
+      30_000,
+    );
     // a request the pool cannot serve (a loopback name to block) starts cold; the pool makes room
     const [pooled] = await pooledIds(server);
     const cold = await start(server, { blocked_domains: ['localhost'] });
@@ -178,6 +199,54 @@ describe('warm pool', () => {
   });
 });
 
+describe('warm pool of ubuntu instances', () => {
+  it('hands over a desktop with bash and a started kernel; another size starts fresh', async () => {
+    const server = await testServer({ warmPool: { ubuntu: 1 }, maxInstances: 3 });
+    servers.push(server);
+    try {
+      await server.warmPool.ready();
+      expect(server.warmPool.counts()).toEqual({ browser: 0, ubuntu: 1 });
+      const listed = new Set<string>();
+      const [pooled] = cgroupIds().filter((id) => !listed.has(id));
+      // the pooled instance already runs its shell and its kernel
+      const names = instancePids(pooled!).map((pid) => readProc(pid));
+      expect(names.some((c) => c.startsWith('/bin/bash'))).toBe(true);
+      expect(names.some((c) => c.includes('ipykernel'))).toBe(true);
+
+      const claimed = await server.api('/v1/start', {
+        json: { instance_type: 'ubuntu', blocked_domains: ['blocked.example'] },
+      });
+      const body = (await claimed.json()) as { id: string; status: string };
+      expect(body).toMatchObject({ id: pooled, status: 'running' });
+      const run = async (path: string, json: unknown) =>
+        (await server.api(`/v1/instance/${body.id}/${path}`, { json })).json() as Promise<
+          Record<string, unknown>
+        >;
+      expect(await run('bash', { command: 'echo hi' })).toMatchObject({ output: 'hi\n' });
+      const code = await run('code/execute', { code: '1+1' });
+      expect(code).toMatchObject({ status: 'ok', execution_count: 1 });
+      expect(JSON.stringify(code.outputs)).toContain('2');
+      // the egress enforces the claimer's blocked domains
+      const curl = await run('bash', {
+        command: 'curl -s -o /dev/null -w "%{http_code}" http://blocked.example/',
+      });
+      expect(curl.output).toBe('403');
+
+      // a size the pooled desktop does not have: a fresh instance of that size
+      await server.warmPool.ready();
+      const other = await server.api('/v1/start', {
+        json: { instance_type: 'ubuntu', resolution: [800, 600] },
+      });
+      const otherBody = (await other.json()) as { id: string; resolution: number[] };
+      expect(other.status).toBe(200);
+      expect(otherBody.resolution).toEqual([800, 600]);
+      expect(server.warmPool.counts().ubuntu).toBe(1); // the pooled one is still there
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('stop', () => {
   it('answers at once: the instance is unusable, its processes go right after', async () => {
     const server = await testServer();
@@ -194,9 +263,9 @@ describe('stop', () => {
     const res = await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
     expect(await res.json()).toEqual({ status: 'terminated' });
     // unusable as soon as it answered
-    expect(((await (await server.api(`/v1/instance/${id}`)).json()) as { status: string }).status).toBe(
-      'terminated',
-    );
+    expect(
+      ((await (await server.api(`/v1/instance/${id}`)).json()) as { status: string }).status,
+    ).toBe('terminated');
     expect((await server.api(`/v1/instance/${id}/screenshot`)).status).toBeGreaterThanOrEqual(400);
     await expect(chromium.connectOverCDP(cdp_url, { timeout: 5_000 })).rejects.toThrow();
     await disconnected;
