@@ -125,19 +125,26 @@ export interface RecorderSandbox {
   ): Promise<{ code: number | null; stderr: Buffer }>;
 }
 
-/** ffmpeg in `box` with the environment `env()`, and a `mkdir -p` run as the instance's user. */
+/**
+ * ffmpeg in `box` with the environment `env()`, and a `mkdir -p` run as the instance's user, once
+ * per directory (`made`: directories that exist already, e.g. seeded on the fresh disk).
+ */
 export function ffmpegIn(
   box: RecorderSandbox,
   env: () => Record<string, string>,
+  made: readonly string[] = [],
 ): { ffmpeg: Pick<FfmpegOptions, 'spawn' | 'terminate'>; mkdir(dir: string): Promise<void> } {
+  const done = new Set(made);
   return {
     ffmpeg: {
       spawn: (argv, stdio) => box.spawn(argv, { env: env(), stdio }),
       terminate: (proc) => box.terminate(proc),
     },
     mkdir: async (dir) => {
+      if (done.has(dir)) return;
       const r = await box.exec(['mkdir', '-p', '--', dir], { env: env(), timeoutMs: 10_000 });
       if (r.code !== 0) throw new Error(`mkdir ${dir} failed: ${r.stderr.toString().trim()}`);
+      done.add(dir);
     },
   };
 }

@@ -139,6 +139,17 @@ describe('browser instance', () => {
     await checkAfterStop(id, clips, [800, 600]);
   }, 120_000);
 
+  it('records a page that does not change (one still frame makes a whole clip)', async () => {
+    const id = (await client.instances.start({ instance_type: 'browser' })).id;
+    const { recording_id } = await client.recordings.start(id);
+    await sleep(1200);
+    expect(await client.recordings.stop(id)).toMatchObject({ state: 'completed' });
+    const p = await probe(id, recording_id);
+    expect(p.codec).toBe('h264');
+    expect(p.frames).toBeGreaterThan(5);
+    await client.instances.stop(id);
+  }, 60_000);
+
   it('refuses recording on an unknown or stopped instance', async () => {
     await expect(client.recordings.start('inst_missing')).rejects.toBeInstanceOf(NotFoundError);
     const id = (await client.instances.start({ instance_type: 'browser' })).id;

@@ -6,12 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import type { ParsedComputerAction, ToolResult, UploadResult } from '../../api/index.js';
-import type {
-  ClaimRequest,
-  InstanceRuntime,
-  RuntimeContext,
-  RuntimeFactory,
-} from '../runtime.js';
+import type { ClaimRequest, InstanceRuntime, RuntimeContext, RuntimeFactory } from '../runtime.js';
 import { join, posix } from 'node:path';
 import {
   BrowserController,
@@ -170,6 +165,7 @@ class BrowserRuntime implements InstanceRuntime {
         await sandbox.seedHome([
           ...['profile', 'tmp', 'home'].map((d) => `${CHROMIUM_DIR}/${d}`),
           'Downloads',
+          'Recordings',
         ]);
       }
       await this.#artifacts(sandbox);
@@ -211,7 +207,12 @@ class BrowserRuntime implements InstanceRuntime {
       inside: sandbox.home,
       budget: sandbox.limits.disk_bytes,
     });
-    const box = ffmpegIn(sandbox, () => ({ PATH: SANDBOX_PATH, HOME: sandbox.home }));
+    const recordings = posix.join(sandbox.home, 'Recordings');
+    const box = ffmpegIn(
+      sandbox,
+      () => ({ PATH: SANDBOX_PATH, HOME: sandbox.home }),
+      sandbox.mode === 'isolated' ? [recordings] : [], // seeded on the fresh disk in start()
+    );
     artifacts.setRecorder(async (file, dir) => {
       await box.mkdir(dir);
       return recordScreencast(

@@ -48,6 +48,8 @@ export async function recordScreencast(
   const rec = new ScreencastRecording(opts, ffmpeg, fps);
   try {
     await rec.begin();
+    // an ffmpeg that cannot write its file has exited by now
+    if (!ffmpeg.running) throw new Error(`ffmpeg exited: ${ffmpeg.stderrTail() || 'no output'}`);
   } catch (err) {
     await rec.stop();
     throw err;
@@ -133,6 +135,17 @@ class ScreencastRecording implements ActiveRecording {
       { format: 'jpeg', quality: 80, maxWidth: width, maxHeight: height, everyNthFrame: 1 },
       sessionId,
     );
+    // a page that does not repaint sends no frame: the clip starts from a screenshot of it
+    if (!this.#frame) {
+      const shot = await cdp
+        .send<{ data: string }>(
+          'Page.captureScreenshot',
+          { format: 'jpeg', quality: 80 },
+          sessionId,
+        )
+        .catch(() => undefined);
+      if (shot && !this.#frame) this.#frame = Buffer.from(shot.data, 'base64');
+    }
   }
 
   async #endCast(): Promise<void> {
