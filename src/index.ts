@@ -112,6 +112,8 @@ export type {
   SavedAuthState,
   Session,
   SessionAuth,
+  SessionDownloads,
+  SessionRecording,
   SessionBase,
   SessionErrorCode,
   SessionEvents,

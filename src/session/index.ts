@@ -13,9 +13,10 @@ export type {
 } from './session.js';
 export type { OpenSessionOptions, ReconnectOptions } from './options.js';
 export type { SavedAuthState, SessionAuth } from './auth.js';
+export type { SessionDownloads, SessionRecording } from './artifacts.js';
 export type { DriverConnectOptions, DriverConnection, DriverName } from './driver.js';
 export { embeddedServer } from './embedded.js';
-export type { EmbeddedServerLease } from './embedded.js';
+export type { EmbeddedServerLease, EmbeddedServerOptions } from './embedded.js';
 export { reapOrphans } from './reaper.js';
 export type { ReapOptions, ReapReport } from './reaper.js';
 export {
