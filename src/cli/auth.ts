@@ -7,7 +7,15 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import type { Burrow } from '../client/index.js';
 import { writeFileAtomic } from '../internal/fs.js';
-import { apiFlags, apiFlagsUsage, printJson, table, UsageError, withClient } from './common.js';
+import {
+  apiFlags,
+  apiFlagsUsage,
+  printJson,
+  table,
+  UsageError,
+  withClient,
+  withServerOrDataDir,
+} from './common.js';
 
 export const usage = `burrow auth list [options]
 burrow auth export ID_OR_NAME [--out FILE] [options]
@@ -18,7 +26,8 @@ burrow auth rotate-key [--data-dir DIR]
 Saved browser auth states (cookies, localStorage, sessionStorage and IndexedDB). Sessions apply
 one with openSession({ authState: 'id or name' }).
 
-  list         the saved states (id and name)
+  list         the saved states (id and name); without a server, or with --data-dir,
+               those of the data dir
   export       print a state as Playwright's storageState JSON (or write it to --out FILE,
                mode 0600): browser.newContext({ storageState: FILE }) loads it
   import       save a Playwright storageState (e.g. from context.storageState({ path,
@@ -85,18 +94,23 @@ export async function run(argv: string[]): Promise<void> {
   };
 
   switch (command) {
-    case 'list':
+    case 'list': {
       needs(0);
-      return withClient(values, async (api) => {
-        const states = await api.authStates.list();
-        if (values.json) return printJson(states);
-        console.log(
-          table(
-            states.map((s) => ({ id: s.id, name: s.name ?? '' })),
-            ['id', 'name'],
-          ),
-        );
-      });
+      // without a server: the embedded default's data dir (common.ts, offline.ts)
+      const states = await withServerOrDataDir(
+        values,
+        (api) => api.authStates.list(),
+        async (dir) => (await import('./offline.js')).authStatesInDataDir(dir),
+      );
+      if (values.json) return printJson(states);
+      console.log(
+        table(
+          states.map((s) => ({ id: s.id, name: s.name ?? '' })),
+          ['id', 'name'],
+        ),
+      );
+      return;
+    }
     case 'export':
       needs(1);
       return withClient(values, async (api) => {

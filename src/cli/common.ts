@@ -78,3 +78,35 @@ export function printInstances(instances: Instance[], json: boolean | undefined)
 export class UsageError extends Error {
   override name = 'UsageError';
 }
+
+/**
+ * For commands that also work without a server (`list`, `auth list`): runs `online` against the
+ * server named by `--base-url`/BURROW_BASE_URL (or the default address when a key is set), else,
+ * or when nothing answers at the default address, `offline` on the embedded default's data dir
+ * (`--data-dir` forces that). A note on stderr says which data dir was read.
+ */
+export async function withServerOrDataDir<T>(
+  values: { 'base-url'?: string; 'api-key'?: string; 'data-dir'?: string },
+  online: (client: Burrow) => Promise<T>,
+  offline: (dataDir: string) => Promise<T>,
+): Promise<T> {
+  const { embeddedDataDir } = await import('./offline.js');
+  const named = values['base-url'] !== undefined || !!process.env.BURROW_BASE_URL;
+  const keyed = values['api-key'] !== undefined || !!process.env.BURROW_API_KEY;
+  const fromDir = async (why: string) => {
+    const dir = await embeddedDataDir(values['data-dir']);
+    console.error(`burrow: ${why}: reading the data dir ${dir}`);
+    return offline(dir);
+  };
+  if (values['data-dir'] !== undefined) return fromDir('--data-dir given');
+  if (!named && !keyed) return fromDir('no server given (--base-url, BURROW_BASE_URL)');
+  try {
+    return await withClient(values, online);
+  } catch (err) {
+    const refused = err instanceof Error && err.cause instanceof ConnectionError;
+    if (named || !refused) throw err;
+    return fromDir(`no server at ${DEFAULT_URL}`);
+  }
+}
+
+const DEFAULT_URL = 'http://127.0.0.1:8787';

@@ -48,13 +48,18 @@ const commands: Record<string, Command> = {
 
 function help(): string {
   const rows = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
-  return `usage: burrow <command> [options]\n\ncommands:\n${rows.join('\n')}\n\nburrow <command> --help for a command's options.`;
+  return `usage: burrow <command> [options]\n\ncommands:\n${rows.join('\n')}\n\nburrow <command> --help for a command's options; burrow --version for the version.`;
 }
 
 async function main(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     console.log(help());
+    return;
+  }
+  if (name === '--version' || name === '-V' || name === 'version') {
+    const { burrowVersion } = await import('../server/meta.js');
+    console.log(burrowVersion());
     return;
   }
   const command = commands[name];
