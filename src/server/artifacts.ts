@@ -101,15 +101,23 @@ export interface ArtifactStoreOptions {
   root: string;
   retentionMs: number;
   log: Logger;
+  /** The server is shutting down: instances that stop now keep nothing (set by the store). */
+  closing?: () => boolean;
 }
 
 /** Every instance's artifacts, with the retention timers. */
 export class ArtifactStore {
   readonly #opts: ArtifactStoreOptions;
   readonly #instances = new Map<string, InstanceArtifacts>();
+  #closing = false;
 
   constructor(opts: ArtifactStoreOptions) {
-    this.#opts = opts;
+    this.#opts = { ...opts, closing: () => this.#closing };
+  }
+
+  /** The server is going down: clips are still finalised, but nothing is copied out to keep. */
+  closing(): void {
+    this.#closing = true;
   }
 
   get retentionMs(): number {
@@ -377,7 +385,7 @@ export class InstanceArtifacts {
       if (e.state === 'in_progress') e.state = 'interrupted';
     }
     const keep = [...this.#entries.values()].filter((e) => e.state === 'completed');
-    if (!this.#home || keep.length === 0 || this.#opts.retentionMs <= 0) {
+    if (!this.#home || keep.length === 0 || this.#opts.retentionMs <= 0 || this.#opts.closing?.()) {
       this.#expired = true;
       this.#entries.clear();
       this.#forget();

@@ -284,6 +284,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
+      artifacts.closing(); // the retained files go with the run directory
       await registry.close();
       await artifacts.close();
       await app.close();
