@@ -107,6 +107,51 @@ async function http(dataDir: string): Promise<{ start: number; first: number; wa
   }
 }
 
+/**
+ * The same from a warm pool (`--warm-pool ubuntu=1`): start → first bash output, and start →
+ * first `code/execute` result, 5 of each (the pool refilled before each, untimed).
+ */
+async function pooled(dataDir: string): Promise<{ bash: number; code: number }> {
+  const server = await startServer({
+    port: 0,
+    apiKey: 'bench-key-0123456789',
+    dataDir,
+    warmPool: { ubuntu: 1 },
+  });
+  const call = async (path: string, body: unknown) => {
+    const res = await fetch(server.url + path, {
+      method: 'POST',
+      headers: { 'x-api-key': server.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const json = (await res.json()) as Record<string, unknown>;
+    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const first = async (path: string, body: unknown): Promise<number> => {
+    await server.warmPool.ready();
+    await new Promise((r) => setTimeout(r, 300)); // the last instance's teardown
+    const [t, inst] = await time(async () => {
+      const inst = await call('/v1/start', { instance_type: 'ubuntu' });
+      await call(`/v1/instance/${String(inst.id)}/${path}`, body);
+      return inst;
+    });
+    await call(`/v1/instance/${String(inst.id)}/stop`, {});
+    return t;
+  };
+  try {
+    const bash: number[] = [];
+    const code: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      bash.push(await first('bash', { command: 'echo ready' }));
+      code.push(await first('code/execute', { code: '1+1' }));
+    }
+    return { bash: median(bash), code: median(code) };
+  } finally {
+    await server.close();
+  }
+}
+
 const home = mkdtempSync(join(tmpdir(), 'burrow-bench-kernel-'));
 try {
   const spawnMs = await spawnBaseline();
@@ -118,6 +163,7 @@ try {
   } catch (err) {
     h = (err as Error).message;
   }
+  const p = await pooled(join(home, 'pooled'));
   console.log(`kernel bench (N = ${N}, medians)`);
   console.log('baselines');
   console.log(`  python3 -c "print(1+1)" spawn          ${ms(spawnMs)}`);
@@ -141,6 +187,11 @@ try {
       `  warm code/execute 1+1                  ${ms(h.warm)}  (${(h.warm / jc.execute).toFixed(1)}× bare jupyter_client)`,
     );
   }
+  console.log('HTTP on an ubuntu instance from the warm pool (median of 5)');
+  console.log(`  start → first bash output              ${ms(p.bash)}`);
+  console.log(
+    `  start → first code/execute result      ${ms(p.code)}  (${(p.code / jc.start).toFixed(2)}× bare jupyter_client start+1st)`,
+  );
 } finally {
   rmSync(home, { recursive: true, force: true });
 }
