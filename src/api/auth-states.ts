@@ -1,5 +1,5 @@
 /**
- * burrow extensions for saved auth states (not in spec/API.md): export to and import from
+ * burrow extensions for saved auth states (not in docs/spec/API.md): export to and import from
  * Playwright's `storageState` format, and delete. The `StorageState` schema follows what
  * playwright-core 1.51+ reads in `browser.newContext({ storageState })` and writes with
  * `context.storageState({ indexedDB: true })`: cookies as Playwright lists them, and per origin its
