@@ -14,6 +14,7 @@ import {
   Burrow,
   InvalidRequestError,
   PayloadTooLargeError,
+  RequestFailedError,
   ServerError,
 } from '../../src/client/index.js';
 
@@ -220,7 +221,7 @@ describe('instance.upload', () => {
     await expect(upload).rejects.toBeInstanceOf(PayloadTooLargeError);
   });
 
-  it("rethrows the source's own error unchanged", async () => {
+  it("the source's own error is a RequestFailedError with it as cause", async () => {
     const { burrow } = await uploadServer();
     const boom = new Error('disk on fire');
     const source = Readable.from(
@@ -229,6 +230,12 @@ describe('instance.upload', () => {
         throw boom;
       })(),
     );
-    await expect(burrow.instance.upload('i-1', { file: source, path: 'x' })).rejects.toBe(boom);
+    const err = await burrow.instance
+      .upload('i-1', { file: source, path: 'x' })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RequestFailedError);
+    expect((err as RequestFailedError).code).toBe('request_failed');
+    expect((err as Error).cause).toBe(boom);
+    expect((err as Error).message).toContain('on fire'); // the key of this test is one letter, redacted
   });
 });
