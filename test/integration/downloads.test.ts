@@ -12,6 +12,7 @@ import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chromium } from 'playwright-core';
+import puppeteer from 'puppeteer-core';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Burrow, NotFoundError } from '../../src/client/index.js';
@@ -87,6 +88,8 @@ async function completed(instanceId: string, n: number) {
 describe('browser instance', () => {
   let id = '';
   const guids: string[] = [];
+  /** Ids listed so far. */
+  const seen: string[] = [];
 
   it('keeps downloads made over cdp_url in the instance and lists them', async () => {
     id = (await client.instances.start({ instance_type: 'browser' })).id;
@@ -159,8 +162,26 @@ describe('browser instance', () => {
     ws.close();
     expect(list).toHaveLength(3);
     const third = list.find((d) => !guids.includes(d.id))!;
+    seen.push(...list.map((d) => d.id));
     expect(third.filename).toBe('quarterly report.pdf');
     expect((await bytesOf(id, third.id)).bytes.equals(files.report)).toBe(true);
+  }, 60_000);
+
+  it('keeps downloads of a context a client creates (Puppeteer sets no behaviour there)', async () => {
+    const { cdp_url } = await client.browser.cdpUrl(id);
+    const browser = await puppeteer.connect({ browserWSEndpoint: cdp_url, defaultViewport: null });
+    try {
+      const context = await browser.createBrowserContext();
+      const page = await context.newPage();
+      await page.goto(`${origin}/`);
+      await page.click('#evil');
+      const list = await completed(id, 4);
+      const fourth = list.find((d) => !seen.includes(d.id))!;
+      expect((await bytesOf(id, fourth.id)).bytes.equals(files.evil)).toBe(true);
+      await context.close();
+    } finally {
+      await browser.disconnect();
+    }
   }, 60_000);
 
   it('serves the bytes with content-disposition, and names from the page are harmless', async () => {
