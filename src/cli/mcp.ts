@@ -9,7 +9,9 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { Burrow } from '../client/index.js';
+import type { McpBackend } from '../server/mcp/backend.js';
 import { createMcpSession } from '../server/mcp/tools.js';
+import { Ledger } from '../session/ledger.js';
 import { clientBackend } from './mcp-backend.js';
 
 export const usage = `burrow mcp [--base-url URL] [--api-key KEY]
@@ -63,7 +65,23 @@ export async function run(argv: string[]): Promise<void> {
   }
 
   const version = process.env.npm_package_version ?? '0.1.0';
-  const session = createMcpSession({ backend: clientBackend(api), version });
+  // instances go into the bridge's ledger while they live, so that `burrow reap` (and any
+  // openSession) stops them should this process be killed before it could
+  const ledger = new Ledger();
+  const base = clientBackend(api);
+  const backend: McpBackend = {
+    ...base,
+    start: async (body) => {
+      const inst = await base.start(body);
+      await ledger.record(inst.id, api.baseUrl, embedded !== undefined).catch(() => undefined);
+      return inst;
+    },
+    stop: async (id) => {
+      await base.stop(id);
+      await ledger.remove(id, api.baseUrl).catch(() => undefined);
+    },
+  };
+  const session = createMcpSession({ backend, version });
   const transport = new StdioServerTransport();
 
   let finishing: Promise<void> | undefined;

@@ -24,6 +24,7 @@ import {
   type TestServer,
 } from '../helpers/server.js';
 import { root } from './run.js';
+import { reapOrphans } from '../../src/session/reaper.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bmcp-'));
 let server: TestServer;
@@ -313,7 +314,43 @@ describe('MCP over stdio: burrow mcp', () => {
       await client.close(); // closes stdin: the process stops its instances and exits
     }
     await stoppedOnServer(ids);
+    // stopped cleanly: nothing left in the ledger for a reaper
+    await eventually(() => {
+      try {
+        return readdirSync(join(dir, 'cli', 'sessions')).length === 0;
+      } catch {
+        return true;
+      }
+    }, 'the ledger to be empty');
   }, 300_000);
+
+  it('killed with SIGKILL, it leaves its instances in the ledger for burrow reap', async () => {
+    const dataDir = join(dir, 'killed');
+    const transport = stdio(['--base-url', server.url, '--api-key', server.apiKey], {
+      BURROW_DATA_DIR: dataDir,
+    });
+    const client = new Client({ name: 'burrow-test', version: '1.0.0' });
+    await client.connect(transport);
+    const started = await call(client, 'instance_start', { instance_type: 'browser' });
+    const id = /Started browser instance (\S+)/.exec(texts(started))![1]!;
+    process.kill(transport.pid!, 'SIGKILL');
+    await client.close().catch(() => undefined);
+    await eventually(() => {
+      try {
+        process.kill(transport.pid!, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    }, 'the killed process to be gone');
+    const report = await reapOrphans({
+      baseUrl: server.url,
+      apiKey: server.apiKey,
+      ledgerDir: join(dataDir, 'sessions'),
+    });
+    expect(JSON.stringify(report)).toContain(id);
+    await stoppedOnServer([id]);
+  }, 120_000);
 
   it('with the embedded server: no process is left once the host disconnects', async () => {
     const dataDir = join(dir, 'embedded');

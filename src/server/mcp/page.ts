@@ -35,6 +35,8 @@ export class PageTools {
   readonly #cdp: CdpConnection;
   #targetId = '';
   #sessionId = '';
+  /** Target ids of the tabs, oldest first: the indices of `browser_tabs`. */
+  #order: string[] = [];
   /** ref → backendDOMNodeId, from the last snapshot of the current tab. */
   #refs = new Map<string, number>();
 
@@ -65,15 +67,21 @@ export class PageTools {
     this.#cdp.close('the MCP session ended');
   }
 
+  /** The tabs in the order they were first seen (CDP lists targets in no stable order). */
   async #pages(): Promise<TargetInfo[]> {
     const { targetInfos } = await this.#cdp.send<{ targetInfos: TargetInfo[] }>(
       'Target.getTargets',
     );
-    return targetInfos.filter((t) => t.type === 'page');
+    const pages = targetInfos.filter((t) => t.type === 'page');
+    const live = new Set(pages.map((p) => p.targetId));
+    this.#order = this.#order.filter((id) => live.has(id));
+    for (const p of pages) if (!this.#order.includes(p.targetId)) this.#order.push(p.targetId);
+    return pages.sort((a, b) => this.#order.indexOf(a.targetId) - this.#order.indexOf(b.targetId));
   }
 
   async #newTarget(url = 'about:blank'): Promise<string> {
     const { targetId } = await this.#cdp.send<{ targetId: string }>('Target.createTarget', { url });
+    if (!this.#order.includes(targetId)) this.#order.push(targetId);
     return targetId;
   }
 

@@ -198,6 +198,11 @@ export function createMcpSession(opts: McpSessionOptions): McpSession {
     }),
     async ({ auth_state, ...body }) => {
       const inst = await backend.start(body);
+      if (closed) {
+        // the session ended while the instance started: nobody is left to stop it later
+        await backend.stop(inst.id).catch(() => undefined);
+        throw new McpToolFailure('The MCP session ended', 'session_closed');
+      }
       started.push(inst.id);
       if (auth_state !== undefined) await applyAuth(inst.id, auth_state);
       return about(inst.id, [
