@@ -1,7 +1,7 @@
 /**
- * The one request loop (STYLE.md 5): every client method is a row of the operation table passed
- * through `Core.request`, which validates the input, encodes the path, sends with the API key,
- * applies the timeout, abort signal and retry policy, maps failures to the error hierarchy and
+ * The one request loop (docs/architecture.md): every client method is a row of the operation table
+ * passed through `Core.request`, which validates the input, encodes the path, sends with the API
+ * key, applies the timeout, abort signal and retry policy, maps failures to the error hierarchy and
  * checks the response against its schema.
  */
 import type { Readable } from 'node:stream';

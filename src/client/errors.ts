@@ -1,6 +1,6 @@
 /**
- * The client's error hierarchy (STYLE.md 7): one base class with a stable string `code`, one
- * class per HTTP status family made by one factory, separate transport failures, and a contract
+ * The client's error hierarchy (docs/architecture.md): one base class with a stable string `code`,
+ * one class per HTTP status family made by one factory, separate transport failures, and a contract
  * error for a 2xx body that does not match its schema. docs/errors.md lists every class; a unit
  * test keeps it complete. Messages never contain the API key or a `token=` value.
  */

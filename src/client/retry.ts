@@ -1,5 +1,5 @@
 /**
- * Retry policy (STYLE.md 6), pure so tests assert delays without sleeping.
+ * Retry policy (docs/architecture.md), pure so tests assert delays without sleeping.
  *
  * - A failed connect (nothing reached the server) is retried for every operation with a
  *   replayable body, `POST /v1/start` included.

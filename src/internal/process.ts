@@ -1,6 +1,7 @@
 /**
- * Process supervision (STYLE.md 12): every child in its own process group, tied to the server's
- * life with PR_SET_PDEATHSIG (via `setpriv`), stopped as a group (TERM, then KILL), and awaited.
+ * Process supervision (docs/architecture.md): every child in its own process group, tied to the
+ * server's life with PR_SET_PDEATHSIG (via `setpriv`), stopped as a group (TERM, then KILL), and
+ * awaited.
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';

@@ -1,7 +1,7 @@
 /**
- * The server's error catalogue (STYLE.md 16): every non-422 error the server answers is a row of
- * `SERVER_ERRORS`, with its HTTP status, a stable snake_case code and a message template. On the
- * wire an error is `{"detail": "<message>"}` (COMPAT.md decision) plus the header
+ * The server's error catalogue (docs/architecture.md): every non-422 error the server answers is a
+ * row of `SERVER_ERRORS`, with its HTTP status, a stable snake_case code and a message template. On
+ * the wire an error is `{"detail": "<message>"}` (COMPAT.md decision) plus the header
  * `x-burrow-error: <code>`; the body keeps the API's shape. docs/server-errors.md lists every row
  * and a unit test keeps the two equal.
  *

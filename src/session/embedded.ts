@@ -1,7 +1,8 @@
 /**
- * The embedded default (DESIGN.md): with no remote endpoint configured, the first session starts
- * a server in this process on a random loopback port with a random key, later sessions share it,
- * and it stops when the last one releases it. `src/server` is loaded lazily, only then.
+ * The embedded default (docs/architecture.md): with no remote endpoint configured, the first
+ * session starts a server in this process on a random loopback port with a random key, later
+ * sessions share it, and it stops when the last one releases it. `src/server` is loaded lazily,
+ * only then.
  */
 import { randomBytes } from 'node:crypto';
 import { enableBackgroundHandles } from '../internal/background.js';

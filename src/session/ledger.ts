@@ -1,5 +1,5 @@
 /**
- * The leak ledger (STYLE.md 4, testcontainers' Ryuk): one small file per instance a process
+ * The leak ledger (docs/architecture.md): one small file per instance a process
  * started, under `<data dir>/sessions/`, naming the owner's pid and the server's base URL (never
  * the API key). The owner removes its entry once the instance is stopped; `reap` stops the
  * instances whose owner is gone.

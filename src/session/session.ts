@@ -1,6 +1,6 @@
 /**
- * The bridge core: open → wait → connect → use → stop (DESIGN.md). `openSession` hands back only
- * a fully open session; anything that fails after the instance exists stops it again (STYLE.md 4).
+ * The bridge core: open → wait → connect → use → stop (docs/architecture.md). `openSession` hands
+ * back only a fully open session; anything that fails after the instance exists stops it again.
  */
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';

@@ -1,12 +1,12 @@
 /**
  * The module graph of src/ and adapters/, read with the TypeScript parser (not patterns), and the
- * import rules of DESIGN.md ("Import rules") checked against it. Every way a module can name
- * another counts: `import` and `export … from` (type-only ones too, marked so), `import x =
- * require()`, dynamic `import()`, and `import('…')` types. The package's own name resolves
- * through package.json `exports` to the source file it is built from.
+ * import rules of docs/architecture.md ("Import rules") checked against it. Every way a module can
+ * name another counts: `import` and `export … from` (type-only ones too, marked so), `import x =
+ * require()`, dynamic `import()`, and `import('…')` types. The package's own name resolves through
+ * package.json `exports` to the source file it is built from.
  *
- * test/unit/dependencies.test.ts runs the rules on the real tree and on small made-up graphs
- * (to show each rule does refuse what it should).
+ * test/unit/dependencies.test.ts runs the rules on the real tree and on small made-up graphs (to
+ * show each rule does refuse what it should).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
@@ -188,7 +188,8 @@ const isServer = (layer: string) => layer === 'server' || layer.startsWith('serv
 /**
  * Which server folders each server folder may import, besides its own files and the modules at
  * the top of src/server/ (errors, runtime contracts, pages). Anything not listed is sideways.
- * DESIGN.md: browser/, ubuntu/ and mcp/ build on sandbox/ and chromium/, never on each other.
+ * docs/architecture.md: browser/, ubuntu/ and mcp/ build on sandbox/ and chromium/, never on
+ * each other.
  */
 export const SERVER_FOLDERS: Readonly<Record<string, readonly string[]>> = {
   'server/sandbox': [],

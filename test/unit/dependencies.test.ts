@@ -1,11 +1,11 @@
 /**
- * DESIGN.md's import rules, checked on the module graph of src/ and adapters/ as the TypeScript
- * parser reads it (test/helpers/deps.ts): api/ imports only zod; client/ and session/ never
- * import server/ (session/ may load the server's entry point lazily with `import()`); server/
- * never imports client/ or session/; inside server/, browser/, ubuntu/ and mcp/ build on
- * sandbox/ and chromium/ only; adapters import only the package's entry points or the session's
- * leaf driver module; internal/ is a leaf; and no cycles, type-only ones included. A failure lists
- * each offending import as `file:line imports 'spec' → target: rule`.
+ * The import rules of docs/architecture.md, checked on the module graph of src/ and adapters/ as
+ * the TypeScript parser reads it (test/helpers/deps.ts): api/ imports only zod; client/ and
+ * session/ never import server/ (session/ may load the server's entry point lazily with
+ * `import()`); server/ never imports client/ or session/; inside server/, browser/, ubuntu/ and
+ * mcp/ build on sandbox/ and chromium/ only; adapters import only the package's entry points or the
+ * session's leaf driver module; internal/ is a leaf; and no cycles, type-only ones included. A
+ * failure lists each offending import as `file:line imports 'spec' → target: rule`.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -88,7 +88,7 @@ describe('the real tree', () => {
     );
   });
 
-  it('keeps the import rules of DESIGN.md', () => {
+  it('keeps the import rules of docs/architecture.md', () => {
     const found = checkRules(graph, opts).filter(
       (v) => !KNOWN_VIOLATIONS.some((k) => k.from === v.edge.from && k.to === v.edge.to),
     );

@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { alive, descendants, freezeAll, Supervised } from '../../internal/process.js';
 import { CdpPipe } from './pipe.js';
 
-/** Flags every Chromium gets: the network is closed, so nothing may phone home (DESIGN.md). */
+/** Flags every Chromium gets: its network is closed, so nothing may phone home. */
 export const BASE_FLAGS = [
   '--no-first-run',
   '--disable-background-networking',

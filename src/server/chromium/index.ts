@@ -1,5 +1,5 @@
 /**
- * What both instance types do with a Chromium (DESIGN.md `server/chromium/`): launch, the CDP
+ * What both instance types do with a Chromium (docs/architecture.md): launch, the CDP
  * client, the authenticated relay behind `cdp_url`, input, screenshots and screencast, auth-state
  * capture and apply. The `browser` runtime runs the controller headless; the ubuntu runtime runs
  * it headful on its display.

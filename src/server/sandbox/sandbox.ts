@@ -1,6 +1,6 @@
 /**
- * An instance's sandbox: a machine of its own for both instance types (DESIGN.md "Isolation
- * model", ISOLATION.md in this folder).
+ * An instance's sandbox: a machine of its own for both instance types (ISOLATION.md in this
+ * folder).
  *
  * How it is built (root server):
  * - **Identity.** A host uid of its own (`SandboxHost.allocateUid`), never 0, owning nothing on
