@@ -15,7 +15,7 @@ import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Burrow, NotFoundError } from '../../src/client/index.js';
+import { APIError, Burrow, NotFoundError } from '../../src/client/index.js';
 import { eventually, instanceProcesses, testServer, type TestServer } from '../helpers/server.js';
 
 /** What the site serves, by path. */
@@ -29,6 +29,7 @@ let server: TestServer;
 let client: Burrow;
 let site: Server;
 let origin = '';
+let releaseSlow: (() => void) | undefined;
 
 beforeAll(async () => {
   site = createServer((req, res) => {
@@ -37,12 +38,24 @@ beforeAll(async () => {
       res.writeHead(200, { 'content-type': 'text/html' });
       res.end(`<!doctype html><title>downloads</title>
         <a id="attr" href="/files/report.bin" download="quarterly report.pdf">report</a>
-        <a id="evil" href="/evil">evil</a>`);
+        <a id="evil" href="/evil">evil</a>
+        <a id="slow" href="/slow">slow</a>`);
       return;
     }
     if (url.pathname === '/files/report.bin') {
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
       res.end(files.report);
+      return;
+    }
+    if (url.pathname === '/slow') {
+      // half now, the rest when the test says so: the download stays in progress meanwhile
+      res.writeHead(200, {
+        'content-type': 'application/octet-stream',
+        'content-length': String(files.slow.length),
+        'content-disposition': 'attachment; filename="slow.bin"',
+      });
+      res.write(files.slow.subarray(0, files.slow.length / 2));
+      releaseSlow = () => res.end(files.slow.subarray(files.slow.length / 2));
       return;
     }
     if (url.pathname === '/evil') {
@@ -181,6 +194,33 @@ describe('browser instance', () => {
       await context.close();
     } finally {
       await browser.disconnect();
+    }
+  }, 60_000);
+
+  it('answers 409 for a download in progress, then the bytes once it completed', async () => {
+    const { cdp_url } = await client.browser.cdpUrl(id);
+    const browser = await chromium.connectOverCDP(cdp_url);
+    try {
+      const page = browser.contexts()[0]!.pages()[0]!;
+      await page.click('#slow');
+      let slow: Awaited<ReturnType<typeof client.downloads.list>>[number] | undefined;
+      await eventually(async () => {
+        slow = (await client.downloads.list(id)).find((d) => d.filename === 'slow.bin');
+        return slow?.state === 'in_progress' && slow.size > 0 && releaseSlow !== undefined;
+      }, 'a download in progress');
+      const early = await client.downloads.get(id, slow!.id).catch((e: unknown) => e);
+      expect(early).toBeInstanceOf(APIError);
+      expect((early as APIError).status).toBe(409);
+      expect((early as APIError).serverCode).toBe('artifact_in_progress');
+      releaseSlow!();
+      await eventually(
+        async () =>
+          (await client.downloads.list(id)).find((d) => d.id === slow!.id)?.state === 'completed',
+        'the slow download completed',
+      );
+      expect((await bytesOf(id, slow!.id)).bytes.equals(files.slow)).toBe(true);
+    } finally {
+      await browser.close();
     }
   }, 60_000);
 
