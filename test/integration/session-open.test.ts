@@ -142,7 +142,7 @@ describe('openSession (Puppeteer)', () => {
 });
 
 describe('failures after the instance exists stop it again', () => {
-  it('an unknown authState: AuthStateNotFoundError, instance stopped', async () => {
+  it('an unknown authState: AuthStateNotFoundError, no instance left', async () => {
     const before = new Set((await liveInstances()).map((i) => i.id));
     await expect(openSession({ ...remote, authState: 'no-such-state' })).rejects.toThrow(
       AuthStateNotFoundError,
@@ -159,10 +159,14 @@ describe('failures after the instance exists stop it again', () => {
       leaked = instanceId;
       throw new Error('injected stop failure');
     };
-    const error: unknown = await openSession({ client, authState: 'no-such-state' }).catch(
-      (e: unknown) => e,
-    );
-    expect(error).toBeInstanceOf(AuthStateNotFoundError);
+    // a failure once the instance exists (an unknown auth state now fails before the start)
+    client.browser.cdpUrl = async () => {
+      throw new Error('injected cdp_url failure');
+    };
+    const error: unknown = await openSession({ client }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SessionStartError);
+    expect(error).toMatchObject({ code: 'start_failed' });
+    expect((error as Error).message).toContain('injected cdp_url failure');
     expect((error as { cleanupError?: Error }).cleanupError?.message).toBe('injected stop failure');
     // the ledger keeps the entry for the reaper; clean up by hand here
     expect(ledgerFiles()).toHaveLength(1);
