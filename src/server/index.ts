@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { homedir } from 'node:os';
+import { homedir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo, Socket } from 'node:net';
 import { background } from '../internal/background.js';
@@ -242,9 +242,12 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       ...(iso.diskBytes !== undefined && { diskBytes: iso.diskBytes }),
     },
   });
+  const maxInstances = options.maxInstances ?? envNumber('BURROW_MAX_INSTANCES') ?? 8;
+  const warmPool = warmPoolSizes(options.warmPool);
+  checkCapacity(maxInstances, warmPool, sandboxHost.limits.memoryBytes, logger);
   const registry = new Registry({
     instancesDir: runDir,
-    maxInstances: options.maxInstances ?? envNumber('BURROW_MAX_INSTANCES') ?? 8,
+    maxInstances,
     factories,
     requirementsRefusal: (type) => startRefusal(type, { chromiumPath }),
     publicUrl: () => publicUrl,
@@ -253,7 +256,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     log: logger,
     sandboxHost,
     journal: join(runDir, JOURNAL),
-    warmPool: warmPoolSizes(options.warmPool),
+    warmPool,
   });
   registry.adoptEnded(earlier);
   const maxConnectionsPerClient =
@@ -308,4 +311,32 @@ function warmPoolSizes(option: number | WarmPoolSizes | undefined): WarmPoolSize
   if (option) return option;
   const env = process.env.BURROW_WARM_POOL;
   return env ? parseWarmPool(env) : {};
+}
+
+/**
+ * The instance cap, the warm pool and the memory limit should agree: the pool lives inside the
+ * cap (a larger one is only filled up to it), and memory limits are ceilings, not reservations,
+ * so a cap whose limits add up past this machine's memory relies on instances staying below
+ * them (an idle browser instance uses about 170 MiB; bench/density.ts measures it).
+ */
+function checkCapacity(
+  maxInstances: number,
+  pool: WarmPoolSizes,
+  memoryBytes: number | null,
+  log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void },
+): void {
+  const pooled = (pool.browser ?? 0) + (pool.ubuntu ?? 0);
+  if (pooled > maxInstances) {
+    log.warn(
+      { warmPool: pool, maxInstances },
+      `the warm pool (${pooled}) is larger than the instance cap (${maxInstances}): it holds at most ${maxInstances}, and fewer while instances are in use`,
+    );
+  }
+  if (memoryBytes && maxInstances * memoryBytes > totalmem()) {
+    const gib = (b: number) => `${(b / 2 ** 30).toFixed(1)} GiB`;
+    log.info(
+      { maxInstances, memoryBytes },
+      `${maxInstances} instances × ${gib(memoryBytes)} memory limit = ${gib(maxInstances * memoryBytes)}, more than this machine's ${gib(totalmem())}: the limits are ceilings, so this relies on instances staying below them`,
+    );
+  }
 }
