@@ -36,7 +36,7 @@ import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Duplex } from 'node:stream';
-import WebSocket, { WebSocketServer, type RawData } from 'ws';
+import WebSocket, { WebSocketServer } from 'ws';
 import { APIError, type Burrow } from '../client/index.js';
 import type { DriverConnectOptions, DriverConnection } from './driver.js';
 
@@ -220,13 +220,49 @@ export class TransferProxy {
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       socket.on('error', () => socket.destroy());
       if (req.url !== path || proxy.#closed) {
-        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
         return;
       }
-      wss.handleUpgrade(req, socket, head, (ws) => {
-        const link = new Link(ws, opts.cdpUrl, opts.api, uploads);
-        proxy.#links.add(link);
-        ws.once('close', () => proxy.#links.delete(link));
+      // the instance's socket first: a refusal there is the driver's answer, status and body
+      const remote = new WebSocket(opts.cdpUrl, {
+        perMessageDeflate: false,
+        maxPayload: MAX_PAYLOAD,
+        skipUTF8Validation: true,
+      });
+      let answered = false;
+      const refuse = (status: number, reason: string, body: Buffer) => {
+        if (answered) return;
+        answered = true;
+        const head =
+          `HTTP/1.1 ${status} ${reason.replace(/[^\x20-\x7e]/g, '')}\r\nConnection: close\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+        socket.end(Buffer.concat([Buffer.from(head, 'latin1'), body]));
+      };
+      socket.once('close', () => {
+        if (remote.readyState === WebSocket.CONNECTING) remote.terminate();
+      });
+      remote.once('unexpected-response', (_req, res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.once('end', () => {
+          refuse(res.statusCode ?? 502, res.statusMessage ?? '', Buffer.concat(chunks));
+          remote.terminate();
+        });
+        res.once('error', () => socket.destroy());
+      });
+      remote.on('error', (err) => {
+        const where = redactedUrl(opts.cdpUrl);
+        const detail = JSON.stringify({ detail: `cannot reach ${where}: ${err.message}` });
+        refuse(502, 'Bad Gateway', Buffer.from(detail));
+      });
+      remote.once('open', () => {
+        answered = true;
+        if (proxy.#closed || socket.destroyed) return remote.terminate();
+        wss.handleUpgrade(req, socket, head, (ws) => {
+          const link = new Link(ws, remote, opts.api, uploads);
+          proxy.#links.add(link);
+          ws.once('close', () => proxy.#links.delete(link));
+        });
       });
     });
     return proxy;
@@ -264,8 +300,6 @@ class Link {
   readonly #remote: WebSocket;
   readonly #api: TransferApi;
   readonly #uploads: UploadCache;
-  /** Messages from the driver that arrived before the instance's socket opened. */
-  #queue: { data: RawData; binary: boolean }[] | undefined = [];
   /** Download destinations by browser context id ('' for the default context). */
   readonly #targets = new Map<string, DownloadTarget>();
   /** Browser context of each target (a page's main frame id is its target id). */
@@ -273,33 +307,18 @@ class Link {
   readonly #downloads = new Map<string, Download>();
   readonly #abort = new AbortController();
 
-  constructor(local: WebSocket, cdpUrl: string, api: TransferApi, uploads: UploadCache) {
+  /** `remote`: the instance's socket, open. */
+  constructor(local: WebSocket, remote: WebSocket, api: TransferApi, uploads: UploadCache) {
     this.#local = local;
+    this.#remote = remote;
     this.#api = api;
     this.#uploads = uploads;
-    this.#remote = new WebSocket(cdpUrl, {
-      perMessageDeflate: false,
-      maxPayload: MAX_PAYLOAD,
-      skipUTF8Validation: true,
-    });
-    const remote = this.#remote;
-    local.on('message', (data, binary) => {
-      if (this.#queue) this.#queue.push({ data, binary });
-      else this.#fromDriver(data as Buffer, binary);
-    });
-    remote.once('open', () => {
-      const queued = this.#queue ?? [];
-      this.#queue = undefined;
-      for (const { data, binary } of queued) this.#fromDriver(data as Buffer, binary);
-    });
+    local.on('message', (data, binary) => this.#fromDriver(data as Buffer, binary));
     remote.on('message', (data, binary) => this.#fromBrowser(data as Buffer, binary));
     const closeBoth = () => this.close();
     local.on('error', closeBoth).once('close', closeBoth);
     remote.on('error', closeBoth).once('close', closeBoth);
-    remote.once('unexpected-response', (_req, res) => {
-      res.resume();
-      this.close();
-    });
+    if (remote.readyState !== WebSocket.OPEN) this.close();
   }
 
   close(): void {
@@ -513,6 +532,12 @@ function parse(data: Buffer): CdpMessage | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** `url` without its query (where `cdp_url` carries the instance's token). */
+function redactedUrl(url: string): string {
+  const q = url.indexOf('?');
+  return q < 0 ? url : `${url.slice(0, q)}?…`;
 }
 
 /** A page's suggested file name as one safe path segment. */

@@ -10,12 +10,30 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { openSession } from 'burrow-sandbox';
+import { Burrow, openSession } from 'burrow-sandbox';
+import { TransferProxy, transferSetup } from '../../src/session/transfer.js';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
 
 const env = sessionServer('bsl-', { maxUploadBytes: 1024 * 1024 });
 const local = mkdtempSync(join(tmpdir(), 'burrow-transfer-limits-'));
 afterAll(() => rmSync(local, { recursive: true, force: true }));
+
+/** What a WebSocket handshake to `u` gets: 101, the refusal's status and body, or an error code. */
+const handshake = (u: string) =>
+  new Promise<{ status: number | string; body?: string }>((resolve) => {
+    const ws = new WebSocket(u);
+    ws.once('open', () => {
+      ws.close();
+      resolve({ status: 101 });
+    });
+    ws.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += String(c)));
+      res.once('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    ws.once('error', (e: NodeJS.ErrnoException) => resolve({ status: e.code ?? 'error' }));
+  });
+const status = async (u: string) => (await handshake(u)).status;
 
 describe('transfer proxy limits', () => {
   it('a file past the upload limit: Puppeteer gets the reason, Playwright times out with a warning', async () => {
@@ -57,19 +75,32 @@ describe('transfer proxy limits', () => {
   it('the proxy refuses other paths and closes with the session', async () => {
     const session = await openSession({ ...env.remote, driver: 'puppeteer' });
     const url = session.browser.wsEndpoint();
-    const status = (u: string) =>
-      new Promise<number | string>((resolve) => {
-        const ws = new WebSocket(u);
-        ws.once('open', () => {
-          ws.close();
-          resolve(101);
-        });
-        ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
-        ws.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
-      });
     expect(await status(url)).toBe(101);
     expect(await status(url.replace(/\/[\w-]+\/devtools/, '/guess/devtools'))).toBe(404);
     await session.stop();
     expect(await status(url)).toBe('ECONNREFUSED');
+  });
+
+  it("a refusal of the instance's relay reaches the driver with its status and body", async () => {
+    const client = new Burrow(env.remote);
+    const instance = await client.instances.start({ instance_type: 'browser' });
+    try {
+      const { cdp_url } = await client.browser.cdpUrl(instance.id);
+      const badToken = cdp_url.replace(/token=[^&]+/, 'token=wrong');
+      const proxy = await TransferProxy.open({
+        cdpUrl: badToken,
+        ...transferSetup(client, instance.id),
+      });
+      try {
+        const direct = await handshake(badToken);
+        expect(direct.status).toBeGreaterThanOrEqual(400);
+        expect(await handshake(proxy.url)).toEqual(direct);
+      } finally {
+        await proxy.close();
+      }
+    } finally {
+      await client.instances.stop(instance.id);
+      await client.close();
+    }
   });
 });
