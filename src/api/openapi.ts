@@ -52,6 +52,15 @@ const SUMMARIES: Partial<Record<string, string>> = {
   envSet: 'Set environment variables',
   envDelete: 'Delete environment variables',
   version: "burrow's, the API's and Chromium's versions",
+  authStateStorageState: "A saved state in Playwright's storageState form",
+  authStateImport: "Save a state given in Playwright's storageState form",
+  authStateDelete: 'Delete a saved authentication state',
+  listDownloads: "List the browser's downloads",
+  getDownload: 'Fetch a download (bytes)',
+  recordingStart: 'Start recording the screen',
+  recordingStop: 'Stop recording the screen',
+  listRecordings: 'List recordings',
+  getRecording: 'Fetch a recording (bytes)',
 };
 
 export interface OpenApiOptions {

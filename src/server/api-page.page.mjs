@@ -54,6 +54,11 @@ function example(doc, schema, depth = 0) {
   }
 }
 
+/** Text with `code` spans (the document's descriptions are CommonMark; this is all they use). */
+function prose(text) {
+  return text.split('`').map((part, i) => (i % 2 === 1 ? el('code', {}, part) : part));
+}
+
 function show(out, res, text) {
   out.replaceChildren();
   const type = res.headers.get('content-type') ?? '';
@@ -152,7 +157,7 @@ function operationView(doc, path, method, op) {
     el(
       'div',
       { class: 'body' },
-      op.description ? el('p', { class: 'muted' }, op.description) : undefined,
+      op.description ? el('p', { class: 'muted' }, ...prose(op.description)) : undefined,
       fields,
       send,
       out,
