@@ -65,7 +65,8 @@ export async function authStatesInDataDir(
   dataDir: string,
 ): Promise<{ id: string; name: string | null }[]> {
   const { AuthStore } = await import('../server/auth-store.js');
-  return new AuthStore(dataDir).list();
+  // read only: a server may own the dir; nothing is generated, swept or re-encrypted
+  return new AuthStore(dataDir, { readOnly: true, warn: () => {} }).list();
 }
 
 /** The data dir the embedded default uses. */

@@ -15,14 +15,20 @@
  * committed before stays (src/internal/fs.ts). The store assumes one server process owns the dir.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sweepAtomicTempsSync, writeFileAtomic } from '../internal/fs.js';
 import { SerialQueue } from '../internal/serial.js';
 import { serverError } from './errors.js';
 import type { BrowserAuthData } from './runtime.js';
-import { loadKeyring, type Keyring, type KeyringOptions, type SecretKey } from './secret-key.js';
+import {
+  loadKeyring,
+  parseKey,
+  type Keyring,
+  type KeyringOptions,
+  type SecretKey,
+} from './secret-key.js';
 
 export interface StoredAuthState {
   id: string;
@@ -110,6 +116,12 @@ function unseal(id: string, text: string, keyring: Keyring): Opened {
 export interface AuthStoreOptions extends KeyringOptions {
   /** The keys; default `loadKeyring(dataDir, options)`. */
   keyring?: Keyring;
+  /**
+   * Only read (tools listing a data dir a server may be using): nothing is created, swept,
+   * generated or re-sealed, and every write throws. Without a key, sealed states list with a
+   * null name.
+   */
+  readOnly?: boolean;
   /** Told about states that cannot be read and about migrations; default stderr. */
   warn?: (message: string) => void;
 }
@@ -121,17 +133,21 @@ export class AuthStore {
   /** id → why it cannot be read */
   readonly #unreadable = new Map<string, string>();
   readonly #queue = new SerialQueue();
+  readonly #readOnly: boolean;
   /** Settles once plaintext and old-key files are re-sealed under the current key. */
   readonly ready: Promise<void>;
 
   constructor(dataDir: string, options: AuthStoreOptions = {}) {
     this.#dir = join(dataDir, 'auth-states');
-    this.#keyring = options.keyring ?? loadKeyring(dataDir, options);
+    this.#readOnly = options.readOnly ?? false;
+    this.#keyring = options.keyring ?? this.#keys(dataDir, options);
     const warn = options.warn ?? ((m: string) => console.error(`burrow: ${m}`));
-    mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
-    sweepAtomicTempsSync(this.#dir); // no write of this store can be in flight yet
+    if (!this.#readOnly) {
+      mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
+      sweepAtomicTempsSync(this.#dir); // no write of this store can be in flight yet
+    }
     const reseal: StoredAuthState[] = [];
-    for (const file of readdirSync(this.#dir)) {
+    for (const file of existsSync(this.#dir) ? readdirSync(this.#dir) : []) {
       const id = file.replace(/\.json$/, '');
       if (!ID.test(id) || file === id) continue;
       const opened = unseal(id, readFileSync(join(this.#dir, file), 'utf8'), this.#keyring);
@@ -148,6 +164,10 @@ export class AuthStore {
           [...this.#unreadable].map(([id, why]) => `${id}: ${why}`).join('; '),
       );
     }
+    if (this.#readOnly) {
+      this.ready = Promise.resolve();
+      return;
+    }
     this.ready = this.#queue.run(async () => {
       for (const state of reseal) await this.#writeFile(state);
       const oldFile = this.#keyring.dataDirOldFile;
@@ -156,6 +176,19 @@ export class AuthStore {
         await rm(oldFile, { force: true });
       }
     });
+  }
+
+  /** The configured keys; a read-only store without one gets a throwaway key that opens nothing. */
+  #keys(dataDir: string, options: AuthStoreOptions): Keyring {
+    if (!this.#readOnly) return loadKeyring(dataDir, options);
+    try {
+      return loadKeyring(dataDir, { ...options, generate: false });
+    } catch {
+      return {
+        current: { ...parseKey(randomBytes(32).toString('hex'), 'none'), source: 'none' },
+        old: [],
+      };
+    }
   }
 
   /** The id of the key new writes are sealed with (not secret). */
@@ -224,6 +257,7 @@ export class AuthStore {
   /** Delete state `id` (readable or not); 404 if unknown. */
   delete(id: string): Promise<void> {
     return this.#queue.run(async () => {
+      this.#writable();
       if (!this.#states.has(id) && !this.#unreadable.has(id)) this.get(id); // throws the 404
       await rm(join(this.#dir, `${id}.json`), { force: true });
       await syncDir(this.#dir);
@@ -233,6 +267,7 @@ export class AuthStore {
   }
 
   async #create(name: string, data: BrowserAuthData): Promise<{ id: string; name: string }> {
+    this.#writable();
     const now = new Date().toISOString();
     const state: StoredAuthState = {
       id: `auth_${randomBytes(8).toString('hex')}`,
@@ -250,10 +285,15 @@ export class AuthStore {
     data: BrowserAuthData,
     name?: string,
   ): Promise<{ id: string; name: string }> {
+    this.#writable();
     const old = this.get(id);
     const state = { ...old, name: name ?? old.name, updated_at: new Date().toISOString(), data };
     await this.#writeFile(state);
     return { id, name: state.name };
+  }
+
+  #writable(): void {
+    if (this.#readOnly) throw new Error('this auth-state store was opened read-only');
   }
 
   async #writeFile(state: StoredAuthState): Promise<void> {

@@ -49,6 +49,8 @@ export interface KeyringOptions {
   oldSecretKeyFiles?: readonly string[] | undefined;
   /** Default `process.env`. */
   env?: NodeJS.ProcessEnv | undefined;
+  /** Generate `<dataDir>/secret-key` when no key is configured. Default true. */
+  generate?: boolean | undefined;
 }
 
 export const KEY_FILE = 'secret-key';
@@ -163,7 +165,10 @@ export function loadKeyring(dataDir: string, opts: KeyringOptions = {}): Keyring
     current = oneKeyInFile(envFile, 'BURROW_SECRET_KEY_FILE');
   } else {
     const path = join(dataDir, KEY_FILE);
-    if (!exists(path)) writeAtomicSync(path, `${randomBytes(32).toString('base64')}\n`, true);
+    if (!exists(path)) {
+      if (opts.generate === false) throw new Error(`no secret key: ${path} does not exist`);
+      writeAtomicSync(path, `${randomBytes(32).toString('base64')}\n`, true);
+    }
     current = oneKeyInFile(path, 'the data dir key');
   }
 

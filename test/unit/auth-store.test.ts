@@ -216,6 +216,51 @@ describe('AuthStore at rest', () => {
   });
 });
 
+describe('AuthStore read-only', () => {
+  it('creates, generates and re-seals nothing; lists names with the key, null names without', async () => {
+    const empty = tempDir();
+    const none = new AuthStore(empty, { env: {}, readOnly: true, ...quiet });
+    expect(none.list()).toEqual([]);
+    expect(readdirSync(empty)).toEqual([]); // no key generated, no directory made
+
+    const dir = tempDir();
+    const { id } = await new AuthStore(dir, { env: {}, ...quiet }).save('named', data());
+    const { mkdirSync } = await import('node:fs');
+    const legacyId = 'auth_00000000000000aa';
+    mkdirSync(join(dir, 'auth-states'), { recursive: true });
+    const legacy = JSON.stringify({
+      id: legacyId,
+      name: 'old',
+      created_at: '2026-01-01T00:00:00.000Z',
+      updated_at: '2026-01-01T00:00:00.000Z',
+      data: data(),
+    });
+    writeFileSync(join(dir, 'auth-states', `${legacyId}.json`), legacy);
+
+    const reader = new AuthStore(dir, { env: {}, readOnly: true, ...quiet });
+    await reader.ready;
+    expect(reader.list()).toEqual(
+      expect.arrayContaining([
+        { id, name: 'named' },
+        { id: legacyId, name: 'old' },
+      ]),
+    );
+    expect(readFileSync(join(dir, 'auth-states', `${legacyId}.json`), 'utf8')).toBe(legacy);
+    await expect(reader.save('x', data())).rejects.toThrow(/read-only/);
+    await expect(reader.delete(id)).rejects.toThrow(/read-only/);
+
+    rmSync(join(dir, 'secret-key'));
+    const keyless = new AuthStore(dir, { env: {}, readOnly: true, ...quiet });
+    expect(keyless.list()).toEqual(
+      expect.arrayContaining([
+        { id, name: null },
+        { id: legacyId, name: 'old' },
+      ]),
+    );
+    expect(existsSync(join(dir, 'secret-key'))).toBe(false);
+  });
+});
+
 describe('AuthStore writes', () => {
   it('concurrent overwrites of one state apply in call order, on disk as in memory', async () => {
     const dir = tempDir();
