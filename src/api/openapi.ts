@@ -10,6 +10,8 @@
  * URLs the API hands out, with their token in the query.
  */
 import { z } from 'zod';
+import * as artifacts from './artifacts.js';
+import * as authStates from './auth-states.js';
 import * as computer from './computer.js';
 import * as meta from './meta.js';
 import { operationIds, operations, type OperationSpec } from './operations.js';
@@ -76,7 +78,7 @@ const jsonContent = (schema: Json) => ({ 'application/json': { schema } });
 /** The named schemas of src/api, by identity, so a row's body or response can be a `$ref`. */
 function namedSchemas(): Map<z.ZodType, string> {
   const names = new Map<z.ZodType, string>();
-  for (const mod of [schemas, computer, meta] as Record<string, unknown>[]) {
+  for (const mod of [schemas, computer, authStates, artifacts, meta] as Record<string, unknown>[]) {
     for (const [name, value] of Object.entries(mod)) {
       if (value instanceof z.ZodType && !names.has(value)) names.set(value, name);
     }
