@@ -64,7 +64,6 @@ export async function run(argv: string[]): Promise<void> {
     api = new Burrow({ baseUrl: server.url, apiKey: server.apiKey });
   }
 
-  const version = process.env.npm_package_version ?? '0.1.0';
   // instances go into the bridge's ledger while they live, so that `burrow reap` (and any
   // openSession) stops them should this process be killed before it could
   const ledger = new Ledger();
@@ -81,7 +80,7 @@ export async function run(argv: string[]): Promise<void> {
       await ledger.remove(id, api.baseUrl).catch(() => undefined);
     },
   };
-  const session = createMcpSession({ backend, version });
+  const session = createMcpSession({ backend });
   const transport = new StdioServerTransport();
 
   let finishing: Promise<void> | undefined;

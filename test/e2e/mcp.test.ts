@@ -273,6 +273,30 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     expect(res.status).toBe(401);
   });
 
+  it('answers protocol mistakes with JSON-RPC errors, not a crash', async () => {
+    const post = (body: string, headers: Record<string, string> = {}) =>
+      server.api('/mcp', {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...headers,
+        },
+        body,
+      });
+    const notJson = await post('{"jsonrpc": ');
+    expect(notJson.status).toBe(400);
+    expect(await notJson.json()).toMatchObject({ error: { code: -32700 } });
+    const noSession = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }));
+    expect(noSession.status).toBe(400);
+    expect(await noSession.json()).toMatchObject({ error: { code: -32000 } });
+    const unknown = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), {
+      'mcp-session-id': 'no-such-session',
+    });
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toMatchObject({ error: { code: -32001 } });
+  });
+
   it('runs the browser and ubuntu scenarios and stops the instances when the session ends', async () => {
     const client = new Client({ name: 'burrow-test', version: '1.0.0' });
     const transport = new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {

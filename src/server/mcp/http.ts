@@ -179,7 +179,23 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
         touch(sid, entry);
       }
       reply.hijack();
-      await entry.transport.handleRequest(req.raw, reply.raw, body);
+      try {
+        await entry.transport.handleRequest(req.raw, reply.raw, body);
+      } catch (err) {
+        req.log.error({ err }, 'MCP request failed');
+        if (!reply.raw.headersSent) {
+          reply.raw.writeHead(500, { 'content-type': 'application/json' });
+          reply.raw.end(
+            JSON.stringify({
+              jsonrpc: '2.0',
+              error: { code: -32603, message: 'Internal error' },
+              id: null,
+            }),
+          );
+        } else {
+          reply.raw.destroy();
+        }
+      }
     },
   });
 

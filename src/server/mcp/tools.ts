@@ -37,12 +37,13 @@ import {
   type ToolResult,
 } from '../../api/index.js';
 import { CdpError } from '../chromium/cdp.js';
+import { burrowVersion } from '../meta.js';
 import { McpToolFailure, type McpBackend } from './backend.js';
 import { PageTools, type PageState } from './page.js';
 
 export interface McpSessionOptions {
   backend: McpBackend;
-  /** Reported to clients in `serverInfo.version`. */
+  /** Reported to clients in `serverInfo.version`. Default burrow's own version. */
   version?: string;
 }
 
@@ -98,7 +99,7 @@ export function toolError(err: unknown): CallToolResult {
 export function createMcpSession(opts: McpSessionOptions): McpSession {
   const { backend } = opts;
   const server = new McpServer(
-    { name: 'burrow', version: opts.version ?? '0.0.0' },
+    { name: 'burrow', version: opts.version ?? burrowVersion() },
     {
       instructions:
         'burrow runs remote browsers and Linux desktops. Start one with instance_start, then use the browser_* tools (accessibility snapshot with element refs) or computer_* (pixels). Instances started here stop when this session ends.',
