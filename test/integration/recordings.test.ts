@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APIError, Burrow, NotFoundError } from '../../src/client/index.js';
 import { instanceProcesses, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
@@ -147,6 +148,40 @@ describe('browser instance', () => {
     const p = await probe(id, recording_id);
     expect(p.codec).toBe('h264');
     expect(p.frames).toBeGreaterThan(5);
+    await client.instances.stop(id);
+  }, 60_000);
+
+  it('records while the live view watches, and the live view keeps its frames', async () => {
+    const id = (await client.instances.start({ instance_type: 'browser' })).id;
+    const { cdp_url } = await client.browser.cdpUrl(id);
+    const browser = await chromium.connectOverCDP(cdp_url);
+    const page = browser.contexts()[0]!.pages()[0]!;
+    await page.setContent(
+      '<p id="t"></p><script>setInterval(() => { t.textContent = Date.now(); }, 30)</script>',
+    );
+    const { stream_url } = await client.instance.streamUrl(id);
+    const u = new URL(stream_url);
+    const ws = new WebSocket(`ws://${u.host}${u.pathname}ws${u.search}`);
+    let frames = 0;
+    ws.on('message', (_data, binary) => {
+      if (binary) frames++;
+    });
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    await sleep(1000);
+    const before = frames;
+    expect(before).toBeGreaterThan(0);
+    const { recording_id } = await client.recordings.start(id);
+    await sleep(2000);
+    const during = frames - before;
+    await client.recordings.stop(id);
+    ws.close();
+    expect(during).toBeGreaterThan(5);
+    const p = await probe(id, recording_id);
+    expect(p.frames).toBeGreaterThan(10);
+    await browser.close();
     await client.instances.stop(id);
   }, 60_000);
 
