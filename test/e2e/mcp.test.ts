@@ -242,6 +242,11 @@ async function ubuntuScenario(client: Client): Promise<string> {
   expect(texts(code)).toContain('edited from bash');
   const file = await call(client, 'ubuntu_file', { command: 'exists', path: '/tmp/a.txt' });
   expect(texts(file)).toMatch(/true/i);
+  // the browser tools on an ubuntu instance drive its desktop Chromium (started on demand)
+  const nav = await call(client, 'browser_navigate', { url: `${origin}/` });
+  expect(texts(nav)).toMatch(/- heading "Greeter" \[level=1\] \[ref=e\d+\]/);
+  const desktop = await call(client, 'computer_take_screenshot');
+  expect(desktop.content.some((c) => c.type === 'image')).toBe(true);
   return id!;
 }
 
