@@ -112,11 +112,14 @@ export async function get(argv: string[]): Promise<void> {
         ])
       : [undefined, undefined];
     if (values.json) {
-      return printJson({
-        ...instance,
-        ...(cdp !== undefined && { cdp_url: cdp }),
-        ...(live !== undefined && { stream_url: live }),
-      });
+      // an array, as start and list print
+      return printJson([
+        {
+          ...instance,
+          ...(cdp !== undefined && { cdp_url: cdp }),
+          ...(live !== undefined && { stream_url: live }),
+        },
+      ]);
     }
     printInstances([instance], false);
     if (cdp !== undefined) console.log(`\ncdp_url:   ${cdp}`);

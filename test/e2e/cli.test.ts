@@ -59,7 +59,14 @@ describe('burrow start | list | get | stop | auth list', () => {
       BURROW_BASE_URL: server.url,
       BURROW_API_KEY: server.apiKey,
     });
-    expect(JSON.parse(got.stdout)).toEqual([instance]);
+    // get adds the running instance's cdp_url and live-view URL
+    expect(JSON.parse(got.stdout)).toEqual([
+      {
+        ...instance,
+        cdp_url: expect.stringContaining(`/cdp/${id}/`),
+        stream_url: expect.any(String),
+      },
+    ]);
 
     const saved = await server.api(`/v1/instance/${id}/browser/save_auth?name=cli-state`, {
       method: 'POST',

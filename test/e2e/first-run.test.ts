@@ -137,12 +137,12 @@ describe('the CLI', () => {
         new RegExp(`^cdp_url: +ws://127\\.0\\.0\\.1:\\d+/cdp/${started.id}/`, 'm'),
       );
       expect(r.stdout).toMatch(/^live view: +http:\/\/127\.0\.0\.1:\d+\/\S+token=/m);
-      const j = JSON.parse((await burrow(['get', started.id, '--json', ...flags])).stdout) as {
+      const [j] = JSON.parse((await burrow(['get', started.id, '--json', ...flags])).stdout) as {
         cdp_url?: string;
         stream_url?: string;
-      };
-      expect(j.cdp_url).toContain(`/cdp/${started.id}/`);
-      expect(j.stream_url).toContain('token=');
+      }[];
+      expect(j!.cdp_url).toContain(`/cdp/${started.id}/`);
+      expect(j!.stream_url).toContain('token=');
     } finally {
       await server.api(`/v1/instance/${started.id}/stop`, { method: 'POST' });
     }
