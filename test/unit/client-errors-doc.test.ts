@@ -1,4 +1,4 @@
-/** docs/errors.md must list every error class the public entry exports and every code (STYLE.md 8). */
+/** docs/errors.md must list every error class the public entry exports and every code. */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { operationIds, operations } from '../../src/api/index.js';

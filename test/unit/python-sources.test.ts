@@ -1,6 +1,6 @@
 /**
  * The Python that ships in src/ (the kernel bridge, the sandbox's toolbox …) is checked by
- * Python's own tools (DESIGN.md: non-TypeScript code is checked by its language's tools):
+ * Python's own tools (non-TypeScript code is checked by its language's tools):
  * `py_compile` always, and `pyflakes` (Debian's python3-pyflakes) when /usr/bin/python3 can
  * import it. The test's name says which checks ran.
  */
@@ -11,7 +11,7 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
-/** The interpreter the server runs Python with (DESIGN.md "Kernels"). */
+/** The interpreter the server runs Python with (Debian's, which has ipykernel). */
 const PYTHON = '/usr/bin/python3';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 

@@ -1,6 +1,6 @@
 /**
  * docs/server-errors.md and the server's error catalogue list the same rows, with the same status
- * and message, both ways (STYLE.md 8 and 16); and the catalogue behaves as its header says.
+ * and message, both ways (docs/architecture.md); and the catalogue behaves as its header says.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
