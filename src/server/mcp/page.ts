@@ -23,7 +23,7 @@ const ACTION_NAV_TIMEOUT_MS = 10_000;
 const NAV_GRACE_MS = 150;
 const WAIT_TIMEOUT_MS = 30_000;
 
-const fail = (message: string, code = 'browser_tool_failed') => new McpToolFailure(message, code);
+const fail = (message: string, code: string) => new McpToolFailure(message, code);
 
 export interface PageState {
   url: string;
