@@ -98,3 +98,43 @@ describe('Ctrl-C', () => {
     expect(await status(idOf(stdout)!)).toBe('terminated');
   });
 });
+
+describe('before any instance is started', () => {
+  it('a missing peer (playwright-core) fails naming the npm install; the server started nothing', async () => {
+    const count = async () =>
+      ((await (await server.api('/v1/instances')).json()) as Instance[]).length;
+    const before = await count();
+    const run = await node(
+      ['--import', 'tsx', '--import', './test/e2e/fixtures/hide-package.ts', ...SCRIPT.slice(2)],
+      {
+        BURROW_BASE_URL: server.url,
+        BURROW_API_KEY: server.apiKey,
+        BURROW_TEST_HIDE: 'playwright-core',
+      },
+    );
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('npm install playwright-core');
+    expect(run.stdout).not.toContain('ready');
+    expect(await count()).toBe(before);
+  });
+});
+
+describe('debug output', () => {
+  it('BURROW_LOG=debug: each API call with status and ms, the session steps, the live-view URL', async () => {
+    const run = await node([...SCRIPT, 'forget'], {
+      BURROW_BASE_URL: server.url,
+      BURROW_API_KEY: server.apiKey,
+      BURROW_LOG: 'debug',
+    });
+    expect(run.code).toBe(0);
+    expect(run.stderr).toMatch(/^burrow:client POST \/v1\/start 200 \d+ms$/m);
+    expect(run.stderr).toMatch(
+      /^burrow:client GET \/v1\/instance\/inst_\w+\/browser\/cdp_url 200 \d+ms$/m,
+    );
+    expect(run.stderr).toMatch(/^burrow:session inst_\w+: connecting playwright \(\d+ms\)$/m);
+    expect(run.stderr).toMatch(
+      /^burrow:session inst_\w+: open in \d+ms; live view: http:\/\/\S+token=\S+$/m,
+    );
+    expect(run.stderr).not.toContain(server.apiKey);
+  });
+});
