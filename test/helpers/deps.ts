@@ -49,7 +49,7 @@ function walk(root: string, dir: string): string[] {
   });
 }
 
-/** `./dist/src/x.js` → `src/x.ts`: the source a built entry point comes from. */
+/** `./dist/src/index.js` → `src/index.ts`: the source a built entry point comes from. */
 function sourceOf(built: string): string {
   return built
     .replace(/^\.\//, '')
