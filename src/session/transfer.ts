@@ -379,20 +379,26 @@ class Link {
     }
   }
 
-  /** The in-instance path for `file`: uploaded when it exists here, else `file` itself. */
+  /**
+   * The in-instance path for `file`: uploaded when it exists here, else `file` itself. What was
+   * sent unchanged (same sizes and modification times) is not sent again.
+   */
   async #remotePath(file: string): Promise<string> {
     const info = await stat(file).catch(() => undefined);
     if (!info || (!info.isFile() && !info.isDirectory())) return file;
-    const key = `${file}\0${info.size}\0${info.mtimeMs}\0${info.isDirectory()}`;
+    const dir = `${UPLOAD_DIR}/${randomBytes(8).toString('hex')}`;
+    const name = basename(file) || 'upload';
+    if (info.isFile()) {
+      const key = `${file}\0${info.size}\0${info.mtimeMs}`;
+      return this.#uploads.get(file, key, () => this.#api.upload(file, `${dir}/${name}`));
+    }
+    // a directory (webkitdirectory inputs): every file under it, the tree kept
+    const entries = await listFiles(file);
+    const key = `${file}/\0${JSON.stringify(entries)}`;
     return this.#uploads.get(file, key, async () => {
-      const dir = `${UPLOAD_DIR}/${randomBytes(8).toString('hex')}`;
-      const name = basename(file) || 'upload';
-      if (info.isFile()) return this.#api.upload(file, `${dir}/${name}`);
-      // a directory (webkitdirectory inputs): every file under it, the tree kept
-      const entries = await listFiles(file);
       if (entries.length === 0) throw new Error(`${file} holds no files`);
       let root: string | undefined;
-      for (const rel of entries) {
+      for (const { rel } of entries) {
         const remoteRel = `${name}/${rel.split(sep).join('/')}`;
         const uploaded = await this.#api.upload(join(file, rel), `${dir}/${remoteRel}`);
         root ??= uploaded.slice(0, uploaded.length - remoteRel.length) + name;
@@ -562,17 +568,19 @@ async function freeName(dir: string, name: string): Promise<string> {
   }
 }
 
-/** Regular files under `dir`, as paths relative to it (symlinks followed, as Chromium would). */
-async function listFiles(dir: string): Promise<string[]> {
-  const out: string[] = [];
+/** Regular files under `dir` (symlinks followed, as Chromium would), relative to it. */
+async function listFiles(dir: string): Promise<{ rel: string; size: number; mtimeMs: number }[]> {
+  const out: { rel: string; size: number; mtimeMs: number }[] = [];
   const walk = async (at: string) => {
     for (const entry of await readdir(at, { withFileTypes: true })) {
       const full = join(at, entry.name);
       const info = await stat(full).catch(() => undefined);
       if (info?.isDirectory()) await walk(full);
-      else if (info?.isFile()) out.push(relative(dir, full));
+      else if (info?.isFile()) {
+        out.push({ rel: relative(dir, full), size: info.size, mtimeMs: info.mtimeMs });
+      }
     }
   };
   await walk(dir);
-  return out.sort();
+  return out.sort((a, b) => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0));
 }

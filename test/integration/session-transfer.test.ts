@@ -6,15 +6,23 @@
  * `download.path()`, Puppeteer's download directory) with the served bytes.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openSession } from 'burrow-sandbox';
+import { Burrow, openSession } from 'burrow-sandbox';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
-import { eventually } from '../helpers/server.js';
+import { eventually, instanceDisk } from '../helpers/server.js';
 
 const env = sessionServer('bst-');
 const local = mkdtempSync(join(tmpdir(), 'burrow-transfer-'));
@@ -105,6 +113,20 @@ describe('Playwright session', () => {
     const [chooser] = await Promise.all([page.waitForEvent('filechooser'), page.click('#pick')]);
     await chooser.setFiles(smallPath);
     expect(await page.evaluate(readBack('g'))).toEqual([expected('notes.txt', small)]);
+    // a file sent once is not sent again while unchanged; a changed one is
+    const uploads = () => readdirSync(join(instanceDisk(session.id).home, '.burrow', 'uploads'));
+    const before = uploads().length;
+    await page.setInputFiles('#f', smallPath);
+    expect(uploads()).toHaveLength(before);
+    const changed = Buffer.from('changed since');
+    writeFileSync(smallPath, changed);
+    try {
+      await page.setInputFiles('#f', smallPath);
+      expect(uploads()).toHaveLength(before + 1);
+      expect(await page.evaluate(readBack('f'))).toEqual([expected('notes.txt', changed)]);
+    } finally {
+      writeFileSync(smallPath, small);
+    }
     // a directory, for a webkitdirectory input: its tree arrives as it is here
     await page.setInputFiles('#d', treePath);
     const tree = (await page.evaluate(readTree('d'))) as [string, string][];
@@ -144,6 +166,15 @@ describe('Puppeteer session', () => {
     const [chooser] = await Promise.all([page.waitForFileChooser(), page.click('#pick')]);
     await chooser.accept([smallPath]);
     expect(await page.evaluate(readBack('g'))).toEqual([expected('notes.txt', small)]);
+
+    // a path that exists only in the instance (put there with upload) passes unchanged
+    const inside = Buffer.from('already in the instance');
+    const client = new Burrow(env.remote);
+    const put = await client.instance.upload(session.id, { file: inside, path: 'in/side.txt' });
+    await client.close();
+    expect(existsSync(put.path)).toBe(false);
+    await input.uploadFile(put.path);
+    expect(await page.evaluate(readBack('f'))).toEqual([expected('side.txt', inside)]);
   });
 
   it('downloads land in the local download directory under their own name', async () => {
