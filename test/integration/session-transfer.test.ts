@@ -149,6 +149,14 @@ describe('Playwright session', () => {
     expect(existsSync(path)).toBe(true);
     expect(readFileSync(path).equals(served)).toBe(true);
     expect(await download.failure()).toBeNull();
+
+    // a context of its own (Playwright sets its download behaviour per context)
+    const context = await session.browser.newContext();
+    const other = await context.newPage();
+    await other.goto(`${origin}/`);
+    const [second] = await Promise.all([other.waitForEvent('download'), other.click('#dl')]);
+    expect(readFileSync(await second.path()).equals(served)).toBe(true);
+    await context.close();
   });
 });
 
