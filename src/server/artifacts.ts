@@ -67,6 +67,8 @@ export interface ArtifactHome {
 export interface ActiveRecording {
   /** Finalise the file (ffmpeg writes its index) and resolve when ffmpeg has exited. */
   stop(): Promise<{ ok: boolean; reason?: string }>;
+  /** Settles when ffmpeg exits, also on its own (killed inside the instance, disk full …). */
+  readonly ended: Promise<unknown>;
 }
 
 /** How an instance type records: start writing a video to `file` (a path inside the instance). */
@@ -264,6 +266,10 @@ export class InstanceArtifacts {
       }
       this.#entries.set(id, entry);
       this.#active = { entry, rec };
+      // an ffmpeg that ends without being asked ends its clip (reported failed unless it is fine)
+      void rec.ended.then(() => {
+        if (this.#active?.rec === rec) void this.#serial(() => this.#stopActiveIf(rec));
+      });
       return { recording_id: id };
     });
   }
@@ -297,6 +303,10 @@ export class InstanceArtifacts {
       state: e.state as RecordingState,
       duration_seconds: e.duration,
     };
+  }
+
+  async #stopActiveIf(rec: ActiveRecording): Promise<void> {
+    if (this.#active?.rec === rec) await this.#stopActive();
   }
 
   async #stopActive(): Promise<void> {

@@ -13,7 +13,13 @@ import { chromium } from 'playwright-core';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APIError, Burrow, NotFoundError } from '../../src/client/index.js';
-import { instanceProcesses, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
+import {
+  eventually,
+  instanceProcesses,
+  pidsMatching,
+  testServer,
+  type TestServer,
+} from '../helpers/server.js';
 
 let server: TestServer;
 let client: Burrow;
@@ -196,6 +202,24 @@ describe('browser instance', () => {
 });
 
 describe('ubuntu instance', () => {
+  it('ends a clip whose ffmpeg the instance killed, and records again', async () => {
+    const id = (await client.instances.start({ instance_type: 'ubuntu' })).id;
+    const { recording_id } = await client.recordings.start(id);
+    await sleep(500);
+    await client.instance.bash(id, { command: 'pkill -KILL -f /usr/bin/ffmpeg; true' });
+    await eventually(
+      async () =>
+        (await client.recordings.list(id)).find((r) => r.id === recording_id)?.state === 'failed',
+      'the killed clip reported failed',
+    );
+    const err = await client.recordings.get(id, recording_id).catch((e: unknown) => e);
+    expect((err as APIError).status).toBe(409);
+    await client.recordings.start(id);
+    await sleep(1200);
+    expect(await client.recordings.stop(id)).toMatchObject({ state: 'completed' });
+    await client.instances.stop(id);
+  }, 60_000);
+
   it('records the X display: two clips and one finalised at stop', async () => {
     const id = (await client.instances.start({ instance_type: 'ubuntu', resolution: [800, 600] }))
       .id;

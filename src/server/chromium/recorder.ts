@@ -58,6 +58,7 @@ export async function recordScreencast(
 }
 
 class ScreencastRecording implements ActiveRecording {
+  readonly ended: Promise<unknown>;
   readonly #opts: ScreencastRecorderOptions;
   readonly #ffmpeg: FfmpegProcess;
   readonly #fps: number;
@@ -75,6 +76,7 @@ class ScreencastRecording implements ActiveRecording {
     this.#opts = opts;
     this.#ffmpeg = ffmpeg;
     this.#fps = fps;
+    this.ended = ffmpeg.proc.exited;
     ffmpeg.stdin.on('drain', () => (this.#blocked = false));
   }
 

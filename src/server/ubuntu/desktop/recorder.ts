@@ -50,5 +50,5 @@ export async function recordDisplay(
   if (early) {
     throw new Error(`ffmpeg could not grab the display: ${ffmpeg.stderrTail() || 'it exited'}`);
   }
-  return { stop: () => ffmpeg.finish() };
+  return { stop: () => ffmpeg.finish(), ended: ffmpeg.proc.exited };
 }
