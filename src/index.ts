@@ -89,6 +89,7 @@ export {
   openSession,
   PeerDependencyError,
   reapOrphans,
+  ReconnectError,
   SESSION_ERROR_CODES,
   SessionError,
   SessionStartError,

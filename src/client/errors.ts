@@ -35,6 +35,7 @@ export const SESSION_ERROR_CODES = [
   'auth_state_not_found',
   'auth_state_ambiguous',
   'session_stopped',
+  'reconnect_failed',
 ] as const;
 export type BurrowErrorCode = (typeof ERROR_CODES)[number] | (typeof SESSION_ERROR_CODES)[number];
 

@@ -101,6 +101,19 @@ export class SessionStoppedError extends SessionError {
   }
 }
 
+/** `reconnect()` could not connect the driver again; the driver's error is the `cause`. */
+export class ReconnectError extends SessionError {
+  declare readonly code: 'reconnect_failed';
+
+  constructor(
+    readonly instanceId: string,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super('reconnect_failed', message, options);
+  }
+}
+
 /** Attaches `secondary` (a cleanup failure) to `primary` and returns `primary`, for rethrowing. */
 export function withCleanupError(primary: unknown, secondary: unknown): unknown {
   if (secondary === undefined || primary === null || typeof primary !== 'object') return primary;

@@ -23,6 +23,7 @@ export {
   AmbiguousAuthStateError,
   AuthStateNotFoundError,
   PeerDependencyError,
+  ReconnectError,
   SESSION_ERROR_CODES,
   SessionError,
   SessionStartError,

@@ -28,6 +28,7 @@ import type { DriverConnectOptions, DriverConnection, DriverName } from './drive
 import { embeddedServer } from './embedded.js';
 import {
   PeerDependencyError,
+  ReconnectError,
   SessionStartError,
   SessionStoppedError,
   withCleanupError,
@@ -427,7 +428,14 @@ class BridgeSession extends EventEmitter<SessionEvents> {
       const { cdp_url } = await this.#client.browser.cdpUrl(this.instance.id, { signal });
       const driver = await this.#load();
       const connecting = connectDetached(() => connectDriver(driver, cdp_url, {}, lease.transfer));
-      const conn = await unlessAborted(connecting, signal, (late) => late.disconnect());
+      const conn = await unlessAborted(connecting, signal, (late) => late.disconnect()).catch(
+        (err: unknown) => {
+          if (err instanceof BurrowError) throw err;
+          // the driver's own failure: one of ours, with it as the cause
+          const why = (err as Error | undefined)?.message ?? String(err);
+          throw new ReconnectError(this.instance.id, `reconnect failed: ${why}`, { cause: err });
+        },
+      );
       lease.conn = conn;
       this.#cdpUrl = cdp_url;
       this.#watch(conn);
