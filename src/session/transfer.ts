@@ -113,7 +113,6 @@ export async function connectDriver(
 
 /** `TransferApi` on a client: the `upload` operation and `GET …/downloads/{download_id}`. */
 export function clientTransferApi(client: Burrow, instanceId: string): TransferApi {
-  const downloads = (client as unknown as { downloads: DownloadsClient }).downloads;
   return {
     async upload(localPath, remotePath) {
       const opts = { timeoutMs: TRANSFER_TIMEOUT_MS };
@@ -128,7 +127,7 @@ export function clientTransferApi(client: Burrow, instanceId: string): TransferA
       const deadline = Date.now() + DOWNLOAD_WAIT_MS;
       for (let delay = 25; ; delay = Math.min(delay * 2, 500)) {
         try {
-          const res = await downloads.get(instanceId, guid, {
+          const res = await client.downloads.get(instanceId, guid, {
             signal,
             timeoutMs: TRANSFER_TIMEOUT_MS,
           });
@@ -143,15 +142,6 @@ export function clientTransferApi(client: Burrow, instanceId: string): TransferA
       }
     },
   };
-}
-
-/** The part of the client's `downloads` resource used here. */
-interface DownloadsClient {
-  get(
-    instanceId: string,
-    downloadId: string,
-    opts?: { signal?: AbortSignal; timeoutMs?: number },
-  ): Promise<{ body: Readable }>;
 }
 
 /** How long a failed upload answers again with its failure instead of being tried anew. */
