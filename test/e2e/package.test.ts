@@ -6,7 +6,7 @@
  * `skipLibCheck` off and imports it at run time; with a peer installed, that peer's types are the
  * real ones (not `any`).
  */
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -128,6 +128,12 @@ describe('the tarball', () => {
         link,
       ).toBe(true);
     }
+    // every file the server loads beside its modules (pages, Python) is there
+    const assets = execFileSync('git', ['ls-files', 'src'], { cwd: root, encoding: 'utf8' })
+      .split('\n')
+      .filter((f) => /\.(py|html|css|mjs)$/.test(f));
+    expect(assets.length).toBeGreaterThan(5);
+    for (const asset of assets) expect(files, asset).toContain(`dist/${asset}`);
     expect(
       files.filter((f) => /^(test|bench|scripts|\.ci)\/|\.test\.|^src\/.*\.ts$/.test(f)),
     ).toEqual([]);
