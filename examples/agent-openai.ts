@@ -38,7 +38,8 @@ function responsesApi(apiKey: string, model: string): Model {
       headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
       body: JSON.stringify({
         model,
-        tools: [agent.tool],
+        // the preview model takes the tool with its display; gpt-5.4 and later the GA one
+        tools: [model === 'computer-use-preview' ? agent.tool : agent.gaTool],
         input,
         truncation: 'auto',
         ...(previous && { previous_response_id: previous }),

@@ -202,6 +202,12 @@ export interface OpenAIAgent {
     display_height: number;
     environment: string;
   };
+  /**
+   * The GA built-in `computer` tool (gpt-5.4 and later) takes no display size: the model works in
+   * the pixels of the screenshots it gets, which `toolResult` sends at the declared display size,
+   * so the same scaling holds.
+   */
+  readonly gaTool: { type: 'computer' };
   /** Runs the call's action(s) in order, then answers with a screenshot. */
   toolResult(call: OpenAIComputerCall): Promise<OpenAIComputerCallOutput>;
 }
@@ -223,6 +229,7 @@ export async function openaiAgent(
       display_height: scaler.model[1],
       environment,
     },
+    gaTool: { type: 'computer' },
     async toolResult(call) {
       const pending = call.pending_safety_checks ?? [];
       if (pending.length > 0 && !options.acknowledgeSafetyChecks) {
