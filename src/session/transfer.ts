@@ -204,6 +204,7 @@ export class TransferProxy {
       server.once('error', reject);
       server.listen(0, '127.0.0.1', () => resolve());
     });
+    server.unref(); // the listener alone never keeps the process alive
     const { port } = server.address() as AddressInfo;
     server.unref(); // a session's proxy never holds the process by itself (keepalive.ts)
     const proxy = new TransferProxy(server, wss, `ws://127.0.0.1:${port}${path}`);
