@@ -23,7 +23,7 @@ import {
   testServer,
   type TestServer,
 } from '../helpers/server.js';
-import { root } from './run.js';
+import { node, root } from './run.js';
 import { reapOrphans } from '../../src/session/reaper.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bmcp-'));
@@ -321,6 +321,14 @@ describe('MCP over Streamable HTTP at /mcp', () => {
 });
 
 describe('MCP over stdio: burrow mcp', () => {
+  it('is listed by burrow --help and explains itself', async () => {
+    const help = await node(['--import', 'tsx', 'src/cli/main.ts', '--help']);
+    expect(help.stdout).toMatch(/^ {2}mcp\s+MCP server on stdio/m);
+    const usage = await node(['--import', 'tsx', 'src/cli/main.ts', 'mcp', '--help']);
+    expect(usage.code).toBe(0);
+    expect(usage.stdout).toContain('burrow mcp [--base-url URL] [--api-key KEY]');
+  });
+
   const stdio = (args: string[], env: Record<string, string> = {}) =>
     new StdioClientTransport({
       command: process.execPath,
