@@ -249,6 +249,32 @@ export function openApiDocument(options: OpenApiOptions = {}): Json {
       },
     },
   };
+  const mcp = (method: string): Json => ({
+    operationId: `mcp${method}`,
+    summary: `MCP over Streamable HTTP (${method})`,
+    description:
+      'The Model Context Protocol server (src/server/mcp/): JSON-RPC 2.0 messages, the session in the `mcp-session-id` header. POST sends a message (the first one `initialize`), GET opens the stream of server messages, DELETE ends the session and stops its instances.',
+    tags: ['mcp'],
+    'x-burrow-extension': true,
+    ...(method === 'POST' && {
+      requestBody: { required: true, content: jsonContent({ type: 'object' }) },
+    }),
+    responses: {
+      '200': {
+        description: 'A JSON-RPC answer, as JSON or as a server-sent event stream.',
+        content: {
+          'application/json': { schema: { type: 'object' } },
+          'text/event-stream': { schema: { type: 'string' } },
+        },
+      },
+      '401': errorResponse('Missing or wrong API key.'),
+      default: {
+        description: 'A JSON-RPC error object.',
+        content: jsonContent({ type: 'object' }),
+      },
+    },
+  });
+  paths['/mcp'] = { post: mcp('POST'), get: mcp('GET'), delete: mcp('DELETE') };
   paths['/openapi.json'] = {
     get: {
       operationId: 'openapi',
@@ -289,9 +315,11 @@ export function openApiDocument(options: OpenApiOptions = {}): Json {
     },
     ...(options.serverUrl && { servers: [{ url: options.serverUrl }] }),
     security: [{ apiKey: [] }],
-    tags: [...new Set<string>(operationIds.map((id) => operations[id].client[0])), 'pages'].map(
-      (name) => ({ name }),
-    ),
+    tags: [
+      ...new Set<string>(operationIds.map((id) => operations[id].client[0])),
+      'mcp',
+      'pages',
+    ].map((name) => ({ name })),
     paths,
     components: {
       schemas: components,
