@@ -38,6 +38,8 @@ export class FfmpegProcess {
   readonly stdin: Writable;
   readonly #opts: FfmpegOptions;
   #stderr = '';
+  /** Why the process could not be started at all (EAGAIN, ENOENT …). */
+  #spawnError: string | undefined;
   #finished: Promise<{ ok: boolean; reason?: string }> | undefined;
 
   constructor(opts: FfmpegOptions) {
@@ -76,6 +78,7 @@ export class FfmpegProcess {
     this.proc = opts.spawn(argv, ['pipe', 'ignore', 'pipe']);
     this.stdin = this.proc.child.stdin!;
     this.stdin.on('error', () => {}); // ffmpeg gone: its exit tells the rest
+    this.proc.child.once('error', (err) => (this.#spawnError = err.message));
     this.proc.child.stderr?.on('data', (c: Buffer) => {
       this.#stderr = (this.#stderr + c.toString()).slice(-2000);
     });
@@ -88,6 +91,21 @@ export class FfmpegProcess {
   /** The end of ffmpeg's error output, for messages. */
   stderrTail(): string {
     return this.#stderr.trim().split('\n').slice(-3).join(' | ');
+  }
+
+  /** Why ffmpeg exited (it has, or is about to): its status and the end of its error output. */
+  async exitReason(): Promise<string> {
+    const info = await this.proc.exited;
+    const err = this.proc.child.stderr;
+    if (err && !err.readableEnded && !err.destroyed) {
+      await new Promise((r) => {
+        err.once('close', r);
+        setTimeout(r, 500).unref();
+      });
+    }
+    if (this.#spawnError) return `ffmpeg could not be started: ${this.#spawnError}`;
+    const how = info.signal ? `signal ${info.signal}` : `status ${info.code}`;
+    return `ffmpeg exited with ${how}${this.stderrTail() ? `: ${this.stderrTail()}` : ''}`;
   }
 
   /** Ask ffmpeg to finish the file; resolve once it exited (killed past the deadline). */

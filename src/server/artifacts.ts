@@ -19,9 +19,10 @@
  *   everything else on the disk at once and keeps only the artifacts.
  */
 import { randomBytes } from 'node:crypto';
-import { constants, type ReadStream } from 'node:fs';
+import { constants } from 'node:fs';
 import { mkdir, open, readlink, realpath, rm, type FileHandle } from 'node:fs/promises';
 import { join, posix } from 'node:path';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createWriteStream } from 'node:fs';
 import type { Logger } from '../internal/log.js';
@@ -92,7 +93,7 @@ interface Entry {
 }
 
 export interface OpenedArtifact {
-  stream: ReadStream;
+  stream: Readable;
   size: number;
   filename: string;
   mime_type: string;
@@ -350,7 +351,14 @@ export class InstanceArtifacts {
     const fh = await this.#openFile(e);
     if (!fh) throw missing();
     const { size } = await fh.stat();
-    const stream = fh.createReadStream({ start: 0, ...(size > 0 && { end: size - 1 }) });
+    // exactly `size` bytes, whatever the instance appends meanwhile (`end` is inclusive)
+    let stream: Readable;
+    if (size > 0) {
+      stream = fh.createReadStream({ start: 0, end: size - 1 });
+    } else {
+      await fh.close();
+      stream = Readable.from([]);
+    }
     return { stream, size, filename: e.filename, mime_type: e.mime_type };
   }
 
@@ -413,11 +421,13 @@ export class InstanceArtifacts {
           const { size } = await fh.stat();
           if (size > budget) continue;
           budget -= size;
-          // the file name is the id (a GUID or rec_<hex>), checked when it was made
-          await pipeline(
-            fh.createReadStream({ start: 0, ...(size > 0 && { end: size - 1 }), autoClose: false }),
-            createWriteStream(join(dir, e.id), { flags: 'wx', mode: 0o600 }),
-          );
+          // the file name is the id (a GUID or rec_<hex>), checked when it was made; exactly
+          // `size` bytes are copied, whatever the instance (still running) appends meanwhile
+          const source =
+            size > 0
+              ? fh.createReadStream({ start: 0, end: size - 1, autoClose: false })
+              : Readable.from([]);
+          await pipeline(source, createWriteStream(join(dir, e.id), { flags: 'wx', mode: 0o600 }));
           e.retainedSize = size;
         } finally {
           await fh.close();

@@ -39,7 +39,8 @@ beforeAll(async () => {
       res.end(`<!doctype html><title>downloads</title>
         <a id="attr" href="/files/report.bin" download="quarterly report.pdf">report</a>
         <a id="evil" href="/evil">evil</a>
-        <a id="slow" href="/slow">slow</a>`);
+        <a id="slow" href="/slow">slow</a>
+        <a id="empty" href="/empty">empty</a>`);
       return;
     }
     if (url.pathname === '/files/report.bin') {
@@ -56,6 +57,11 @@ beforeAll(async () => {
       });
       res.write(files.slow.subarray(0, files.slow.length / 2));
       releaseSlow = () => res.end(files.slow.subarray(files.slow.length / 2));
+      return;
+    }
+    if (url.pathname === '/empty') {
+      res.writeHead(200, { 'content-disposition': 'attachment; filename="empty.txt"' });
+      res.end();
       return;
     }
     if (url.pathname === '/evil') {
@@ -219,6 +225,24 @@ describe('browser instance', () => {
         'the slow download completed',
       );
       expect((await bytesOf(id, slow!.id)).bytes.equals(files.slow)).toBe(true);
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
+
+  it('serves an empty download as zero bytes', async () => {
+    const { cdp_url } = await client.browser.cdpUrl(id);
+    const browser = await chromium.connectOverCDP(cdp_url);
+    try {
+      await browser.contexts()[0]!.pages()[0]!.click('#empty');
+      let empty: { id: string; state: string } | undefined;
+      await eventually(async () => {
+        empty = (await client.downloads.list(id)).find((d) => d.filename === 'empty.txt');
+        return empty?.state === 'completed';
+      }, 'the empty download');
+      const got = await bytesOf(id, empty!.id);
+      expect(got.bytes.length).toBe(0);
+      expect(got.headers['content-length']).toBe('0');
     } finally {
       await browser.close();
     }

@@ -49,7 +49,7 @@ export async function recordScreencast(
   try {
     await rec.begin();
     // an ffmpeg that cannot write its file has exited by now
-    if (!ffmpeg.running) throw new Error(`ffmpeg exited: ${ffmpeg.stderrTail() || 'no output'}`);
+    if (!ffmpeg.running) throw new Error(await ffmpeg.exitReason());
   } catch (err) {
     await rec.stop();
     throw err;

@@ -47,8 +47,6 @@ export async function recordDisplay(
     ffmpeg.proc.exited.then(() => true),
     new Promise<false>((r) => setTimeout(() => r(false), START_CHECK_MS)),
   ]);
-  if (early) {
-    throw new Error(`ffmpeg could not grab the display: ${ffmpeg.stderrTail() || 'it exited'}`);
-  }
+  if (early) throw new Error(`could not grab the display: ${await ffmpeg.exitReason()}`);
   return { stop: () => ffmpeg.finish(), ended: ffmpeg.proc.exited };
 }
