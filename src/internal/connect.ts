@@ -5,6 +5,7 @@
  */
 import { once } from 'node:events';
 import { connect, type NetConnectOpts, type Socket } from 'node:net';
+import { background } from './background.js';
 import { withDeadline } from './deadline.js';
 
 /**
@@ -21,7 +22,7 @@ export async function connectWithDeadline(
   const stop = new AbortController();
   try {
     await withDeadline(once(socket, 'connect', { signal: stop.signal }), ms, timeoutError);
-    return socket;
+    return background(socket); // the server's own connection (X, VNC): background.ts
   } catch (err) {
     stop.abort(); // removes the listeners of `once` after a timeout
     socket.destroy();

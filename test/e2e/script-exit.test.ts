@@ -70,6 +70,22 @@ describe('a script that forgets stop()', () => {
       );
     }
   });
+
+  it('on the embedded server with an ubuntu instance (display, X and VNC connections): ends too', async () => {
+    const run = await within(
+      120_000,
+      nodeEmbedded([...SCRIPT, 'forget'], env.dataDir, { EXIT_CHILD_TYPE: 'ubuntu' }),
+      'the script',
+    );
+    expect(run).toMatchObject({ code: 0, signal: null });
+    expect(run.stdout).toContain('evaluated 42');
+    for (const pid of run.serverPids) {
+      await eventually(
+        () => instanceProcesses(undefined, pid).length === 0,
+        'the embedded server’s instance processes to be gone',
+      );
+    }
+  });
 });
 
 describe('Ctrl-C', () => {
