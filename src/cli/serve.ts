@@ -1,6 +1,6 @@
 import { readFile, stat } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { serveLogDestination } from './log-format.js';
+import { serveLogDestination } from '../internal/log-format.js';
 import {
   parseWarmPool,
   startServer,

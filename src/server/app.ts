@@ -191,7 +191,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.setErrorHandler((err: unknown, req, reply) => {
     if (err instanceof RequestInvalid) return reply.code(422).send({ detail: err.detail });
     if (err instanceof HttpError) {
-      if (err.status >= 500) req.log.error({ err }, err.detail);
+      // a 503 is the machine's state (a program missing, no isolation), said in the answer:
+      // a warning without a stack; other 5xx are errors
+      if (err.status === 503) req.log.warn({ code: err.code }, err.detail);
+      else if (err.status >= 500) req.log.error({ err }, err.detail);
       return sendError(reply, err);
     }
     const e = err as { statusCode?: number; code?: string; message?: string };

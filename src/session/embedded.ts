@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { enableBackgroundHandles } from '../internal/background.js';
+import { serveLogDestination } from '../internal/log-format.js';
 
 interface WarmPoolView {
   counts(): { browser: number; ubuntu: number };
@@ -60,6 +61,8 @@ export async function embeddedServer(
         // like a local browser, the embedded one loads pages the caller serves on its own
         // loopback; burrow's own port stays unreachable from instances
         isolation: { allowHostLoopback: true },
+        // its log goes to stderr (readable on a terminal): the script's stdout stays the script's
+        logDestination: serveLogDestination(process.env, process.stderr) ?? process.stderr,
         ...(options.warmPool !== undefined && { warmPool: options.warmPool }),
       }),
     ),

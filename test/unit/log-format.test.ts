@@ -1,9 +1,8 @@
-/** `burrow serve`'s log lines: readable on a terminal, pino's JSON otherwise (src/cli/log-format.ts). */
+/** The server's log lines: readable on a terminal, pino's JSON otherwise (src/internal/log-format.ts). */
 import { describe, expect, it } from 'vitest';
-import { prettyLine, serveLogDestination } from '../../src/cli/log-format.js';
+import { prettyLine, serveLogDestination } from '../../src/internal/log-format.js';
 
 const tty = { isTTY: true, write: () => true } as unknown as NodeJS.WriteStream;
-const pipe = { isTTY: false, write: () => true } as unknown as NodeJS.WriteStream;
 
 describe('serve log format', () => {
   it('a pino line becomes time, level, message and key=value fields', () => {
@@ -37,11 +36,18 @@ describe('serve log format', () => {
     expect(prettyLine('plain')).toBe('plain\n');
   });
 
-  it('pretty on a terminal, JSON (no destination) otherwise; BURROW_LOG_FORMAT overrides', () => {
+  it('pretty on a terminal, JSON otherwise; BURROW_LOG_FORMAT overrides', () => {
+    const written: string[] = [];
+    const pipe = {
+      isTTY: false,
+      write: (l: string) => written.push(l) > 0,
+    } as unknown as NodeJS.WriteStream;
+    const line = JSON.stringify({ level: 30, time: 0, msg: 'hi' });
     expect(serveLogDestination({}, tty)).toBeDefined();
-    expect(serveLogDestination({}, pipe)).toBeUndefined();
-    expect(serveLogDestination({ BURROW_LOG_FORMAT: 'json' }, tty)).toBeUndefined();
-    expect(serveLogDestination({ BURROW_LOG_FORMAT: 'pretty' }, pipe)).toBeDefined();
+    serveLogDestination({}, pipe)!.write(line);
+    expect(written).toEqual([line]); // JSON unchanged
+    serveLogDestination({ BURROW_LOG_FORMAT: 'pretty' }, pipe)!.write(line);
+    expect(written[1]).toBe('00:00:00 INFO  hi\n');
     expect(() => serveLogDestination({ BURROW_LOG_FORMAT: 'xml' }, pipe)).toThrow(/json or pretty/);
   });
 });

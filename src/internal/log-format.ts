@@ -1,7 +1,9 @@
 /**
- * How `burrow serve` writes its log: JSON lines (pino's, for log collectors) unless stdout is a
+ * How the server's log reads: JSON lines (pino's, for log collectors) unless the stream is a
  * terminal, where each line becomes `HH:MM:SS LEVEL message key=value …`. `BURROW_LOG_FORMAT`
- * (`json` or `pretty`) overrides the choice. Lines arrive here already redacted (logger.ts).
+ * (`json` or `pretty`) overrides the choice. `burrow serve` writes to stdout; the embedded
+ * server of a script to stderr, so that the script's own output stays its own. Lines arrive here
+ * already redacted (src/server/logger.ts).
  */
 import { inspect } from 'node:util';
 
@@ -65,7 +67,10 @@ export function prettyLine(line: string, colour = false): string {
   return `${text}\n${stack ? `${stack.replace(/^/gm, '    ')}\n` : ''}`;
 }
 
-/** The destination for `startServer`'s `logDestination`, or undefined for pino's JSON on stdout. */
+/**
+ * The destination for `startServer`'s `logDestination` writing to `out`: pretty lines, or JSON
+ * lines; undefined when that is pino's default (JSON on stdout).
+ */
 export function serveLogDestination(
   env: NodeJS.ProcessEnv = process.env,
   out: NodeJS.WriteStream = process.stdout,
@@ -75,7 +80,8 @@ export function serveLogDestination(
     throw new Error(`BURROW_LOG_FORMAT must be json or pretty, not "${format}"`);
   }
   const pretty = format === 'pretty' || (format !== 'json' && out.isTTY === true);
-  if (!pretty) return undefined;
+  if (!pretty)
+    return out === process.stdout ? undefined : { write: (line) => void out.write(line) };
   const colour = out.isTTY === true && !env.NO_COLOR;
   return { write: (line: string) => void out.write(prettyLine(line, colour)) };
 }
