@@ -30,6 +30,7 @@ export class DownloadWatch {
   readonly #sink: DownloadSink;
   readonly #contexts = new Set<string>();
   #cdp: CdpConnection | undefined;
+  #defaultContext = '';
 
   constructor(sink: DownloadSink) {
     this.#sink = sink;
@@ -38,6 +39,7 @@ export class DownloadWatch {
   /** Set the behaviour on the default context and listen (the server's own session). */
   async start(cdp: CdpConnection, defaultContextId: string): Promise<void> {
     this.#cdp = cdp;
+    this.#defaultContext = defaultContextId;
     this.#contexts.add(defaultContextId);
     cdp.on('Browser.downloadWillBegin', (p) => {
       if (typeof p.guid === 'string') {
@@ -70,9 +72,10 @@ export class DownloadWatch {
     this.#contexts.add(browserContextId);
     const params = this.#params(browserContextId);
     if (params && this.#cdp?.isOpen) {
-      this.#cdp.send('Browser.setDownloadBehavior', params).catch(() => {
-        // the context may be gone already (created and disposed at once)
-      });
+      // the context may be gone already (created and disposed at once)
+      this.#cdp
+        .send('Browser.setDownloadBehavior', params)
+        .catch(() => this.#forget(browserContextId));
     }
   }
 
@@ -84,9 +87,11 @@ export class DownloadWatch {
   reassert(): void {
     const cdp = this.#cdp;
     if (!cdp?.isOpen) return;
-    for (const id of [undefined, ...this.#contexts]) {
+    const others = [...this.#contexts].filter((id) => id !== this.#defaultContext);
+    for (const id of [undefined, ...others]) {
       const params = this.#params(id);
-      if (params) cdp.send('Browser.setDownloadBehavior', params).catch(() => {});
+      // a context that is gone is refused, and forgotten (a suite makes one per test)
+      if (params) cdp.send('Browser.setDownloadBehavior', params).catch(() => this.#forget(id));
     }
   }
 
@@ -99,6 +104,12 @@ export class DownloadWatch {
     if (!dir || params.behavior === 'deny') return params;
     const { downloadPath: _ignored, ...rest } = params;
     return { ...rest, behavior: 'allowAndName', downloadPath: dir };
+  }
+
+  #forget(browserContextId: string | undefined): void {
+    if (browserContextId !== undefined && browserContextId !== this.#defaultContext) {
+      this.#contexts.delete(browserContextId);
+    }
   }
 
   #params(browserContextId: string | undefined): CdpParams | undefined {

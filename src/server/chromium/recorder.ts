@@ -67,6 +67,8 @@ class ScreencastRecording implements ActiveRecording {
   #t0 = 0;
   #written = 0;
   #blocked = false;
+  /** When the last frame was (or will be) acknowledged. */
+  #lastAck = 0;
   #tick: NodeJS.Timeout | undefined;
   #follow: NodeJS.Timeout | undefined;
   #following: Promise<void> = Promise.resolve();
@@ -128,7 +130,14 @@ class ScreencastRecording implements ActiveRecording {
     const off = cdp.on('Page.screencastFrame', (p, sid) => {
       if (sid !== sessionId) return;
       if (typeof p.data === 'string') this.#frame = Buffer.from(p.data, 'base64');
-      cdp.send('Page.screencastFrameAck', { sessionId: p.sessionId }, sessionId).catch(() => {});
+      // Chromium sends the next frame once this one is acknowledged: acknowledging no faster
+      // than the clip's rate spares it encoding frames that would be dropped
+      const ack = () =>
+        cdp.send('Page.screencastFrameAck', { sessionId: p.sessionId }, sessionId).catch(() => {});
+      const wait = this.#lastAck + 1000 / this.#fps - performance.now();
+      this.#lastAck = performance.now() + Math.max(0, wait);
+      if (wait <= 0) void ack();
+      else setTimeout(() => void ack(), wait).unref();
     });
     this.#cast = { cdp, targetId, sessionId, off };
     const [width, height] = this.#opts.size;
