@@ -15,9 +15,17 @@
  */
 import type { InstanceType, Resolution } from '../api/index.js';
 import type { Logger } from '../internal/log.js';
-import type { InstanceRecord, WarmPoolSizes } from './registry.js';
 
-export interface WarmPoolOptions {
+/** Instances kept started per type, ready to be claimed by `start`. */
+export type WarmPoolSizes = Partial<Record<InstanceType, number>>;
+
+/** What the pool needs to know of an instance (the registry's records). */
+export interface PooledInstance {
+  readonly type: InstanceType;
+  readonly resolution: Resolution;
+}
+
+export interface WarmPoolOptions<InstanceRecord extends PooledInstance> {
   sizes: WarmPoolSizes;
   log: Logger;
   /** How many more instances the cap allows beside the live ones (the pool counts here). */
@@ -31,8 +39,8 @@ export interface WarmPoolOptions {
 const BACKOFF_MIN_MS = 1_000;
 const BACKOFF_MAX_MS = 60_000;
 
-export class WarmPool {
-  readonly #opts: WarmPoolOptions;
+export class WarmPool<InstanceRecord extends PooledInstance> {
+  readonly #opts: WarmPoolOptions<InstanceRecord>;
   readonly #ready = new Map<InstanceType, InstanceRecord[]>();
   /** The fill loop while it runs. */
   #filling: Promise<void> | undefined;
@@ -40,7 +48,7 @@ export class WarmPool {
   #retry: NodeJS.Timeout | undefined;
   #closed = false;
 
-  constructor(opts: WarmPoolOptions) {
+  constructor(opts: WarmPoolOptions<InstanceRecord>) {
     this.#opts = opts;
   }
 

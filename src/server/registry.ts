@@ -19,7 +19,7 @@ import type {
 import { serverError } from './errors.js';
 import type { InstanceRuntime, Logger, RuntimeContext, RuntimeFactory } from './runtime.js';
 import type { SandboxHost } from './sandbox/index.js';
-import { WarmPool } from './pool.js';
+import { WarmPool, type WarmPoolSizes } from './pool.js';
 
 export const DEFAULT_RESOLUTION: Resolution = [1024, 768];
 export const DEFAULT_TIMEOUT_HOURS = 1;
@@ -63,8 +63,7 @@ export interface StartOptions {
   resolution?: Resolution | undefined;
 }
 
-/** Instances kept started per type, ready to be claimed by `start` (pool.ts). */
-export type WarmPoolSizes = Partial<Record<InstanceType, number>>;
+export type { WarmPoolSizes } from './pool.js';
 
 export class InstanceRecord {
   status: InstanceStatus = 'deploying';
@@ -111,7 +110,7 @@ export class Registry {
   readonly #opts: RegistryOptions;
   #closed = false;
 
-  readonly #pool: WarmPool;
+  readonly #pool: WarmPool<InstanceRecord>;
 
   constructor(opts: RegistryOptions) {
     this.#opts = opts;
