@@ -6,7 +6,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -72,6 +72,24 @@ describe('scripts/setup.sh', () => {
     expect(r.stdout).toContain('setup: missing Debian packages: ffmpeg x11vnc');
     expect(r.stdout).toMatch(/^ {2}sudo apt-get install -y ffmpeg x11vnc$/m);
     expect(r.stdout).not.toContain('installing');
+  });
+
+  it('as root, a package missing: apt-get update, then apt-get install -y of exactly it', async () => {
+    // a stand-in apt-get that records its calls: this machine has no network for a real update
+    const bin = join(dir, 'fake-apt');
+    const log = join(dir, 'apt.log');
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(join(bin, 'apt-get'), `#!/bin/sh\necho "$*" >> ${log}\necho "apt progress"\n`, {
+      mode: 0o755,
+    });
+    const r = await setup(['--system-only'], {
+      BURROW_SETUP_ASSUME_MISSING: 'ffmpeg',
+      PATH: `${bin}:${process.env.PATH}`,
+    });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('setup: installing Debian packages: ffmpeg');
+    expect(r.stdout).toContain('apt progress'); // apt's own output is shown
+    expect(readFileSync(log, 'utf8')).toBe('update\ninstall -y ffmpeg\n');
   });
 
   it('lists every package the server needs (src/server/requirements.ts)', async () => {
