@@ -678,7 +678,10 @@ describe('auth store temp files', () => {
       const s = await testServer({ dataDir });
       try {
         expect(readdirSync(dir).sort()).toEqual([`${id}.json`, ...unrelated].sort());
-        expect(readFileSync(join(dir, `${id}.json`), 'utf8')).toBe(committed);
+        // the committed (0.1, plaintext) state is kept, re-encrypted in place at the start
+        const onDisk = readFileSync(join(dir, `${id}.json`), 'utf8');
+        expect(onDisk).not.toBe(committed);
+        expect(onDisk).not.toContain('kept');
         const res = await s.api('/v1/auth_states');
         expect(await res.json()).toEqual([{ id, name: 'kept' }]);
       } finally {
