@@ -1,6 +1,6 @@
 /**
  * Uploads into a browser instance: the same streamed upload as ubuntu instances
- * (../ubuntu/upload.ts), written by a toolbox inside the instance's sandbox
+ * (../sandbox/upload.ts), written by a toolbox inside the instance's sandbox
  * (../sandbox/toolbox.ts) as its user, on its disk and within its quota. Relative paths are taken
  * against the instance's home; the kernel, not this code, decides what the instance may write, so
  * `..`, symlinks or absolute paths cannot lead outside what the instance itself can reach, and the
@@ -13,8 +13,8 @@ import type { Logger } from '../../internal/log.js';
 import { serverError } from '../errors.js';
 import type { Sandbox } from '../sandbox/index.js';
 import { Toolbox } from '../sandbox/toolbox.js';
-import { InstanceFiles } from '../ubuntu/fsops.js';
-import { upload } from '../ubuntu/upload.js';
+import { InstanceFiles } from '../sandbox/fsops.js';
+import { upload } from '../sandbox/upload.js';
 
 export class BrowserFiles {
   #files: InstanceFiles | undefined;

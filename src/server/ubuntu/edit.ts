@@ -15,8 +15,10 @@ import {
   pyList,
   type InstanceFiles,
   type Stat,
-} from './fsops.js';
-import { ToolError } from './paths.js';
+} from '../sandbox/fsops.js';
+import { errorText, toolMessage, ToolError } from '../sandbox/paths.js';
+
+export { errorText, toolMessage };
 
 const SNIPPET_LINES = 4;
 const MAX_RESPONSE_LEN = 16_000;
@@ -206,13 +208,3 @@ function makeOutput(content: string, descriptor: string, first = 1): string {
 }
 
 /** A failure as text (ours are `ToolError`s with the path in their message). */
-export function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** The message a tool reports for a failure: ours verbatim, others with the path they concern. */
-export function toolMessage(err: unknown, display?: string): string {
-  if (err instanceof ToolError) return err.message;
-  const text = errorText(err);
-  return display ? `${text}: ${display}` : text;
-}

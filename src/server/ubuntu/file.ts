@@ -17,8 +17,8 @@ import {
   MAX_READ_BYTES,
   type InstanceFiles,
   type Stat,
-} from './fsops.js';
-import { isUnder, ToolError } from './paths.js';
+} from '../sandbox/fsops.js';
+import { isUnder, ToolError } from '../sandbox/paths.js';
 
 /** Characters of grep output one call returns at most. */
 export const GREP_OUTPUT_CAP = 100_000;

@@ -44,8 +44,8 @@ import {
   type SpawnOptions,
 } from '../sandbox/index.js';
 import { Toolbox } from '../sandbox/toolbox.js';
-import { InstanceFiles } from './fsops.js';
-import { upload } from './upload.js';
+import { InstanceFiles } from '../sandbox/fsops.js';
+import { upload } from '../sandbox/upload.js';
 import type { InstanceArtifacts } from '../artifacts.js';
 import { ffmpegIn } from '../artifacts-ffmpeg.js';
 import { recordDisplay } from './desktop/recorder.js';

@@ -10,9 +10,8 @@ import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { UploadResult } from '../../api/index.js';
 import { serverError } from '../errors.js';
-import { toolMessage } from './edit.js';
 import { FileOpError, type FileUpload, type InstanceFiles } from './fsops.js';
-import { ToolError } from './paths.js';
+import { toolMessage, ToolError } from './paths.js';
 
 /** Bytes sent to the toolbox per request. */
 export const UPLOAD_CHUNK_BYTES = 1024 * 1024;

@@ -3,8 +3,8 @@
  * (../sandbox/toolbox-files.ts, run inside the sandbox as the instance's user) with the tools'
  * display paths and messages, plus the text helpers both tools share.
  */
-import { SandboxFiles, type Entry } from '../sandbox/toolbox-files.js';
-import { ToolboxError, ToolboxUnavailable, type Toolbox } from '../sandbox/toolbox.js';
+import { SandboxFiles, type Entry } from './toolbox-files.js';
+import { ToolboxError, ToolboxUnavailable, type Toolbox } from './toolbox.js';
 import { displayPath, ToolError } from './paths.js';
 
 /** Largest file the text tools read into memory. */
