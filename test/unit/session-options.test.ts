@@ -17,7 +17,7 @@ const clean = () => {
 };
 
 describe('resolveOptions', () => {
-  it('defaults: Playwright, a browser instance, the embedded server, 120 s to open, no reconnect', () => {
+  it('defaults: Playwright, a browser instance, the embedded server, 120 s to open, no reconnect, files transferred', () => {
     clean();
     expect(resolveOptions()).toEqual({
       driver: 'playwright',
@@ -28,6 +28,7 @@ describe('resolveOptions', () => {
       signal: undefined,
       startTimeoutMs: 120_000,
       reconnect: undefined,
+      transfer: true,
     });
   });
 
