@@ -5,9 +5,9 @@
  *   cpu      for each instance type, with an animated page on screen (the browser instance's page;
  *            the ubuntu desktop browser's window), CPU used over a 5 s window with no recording
  *            and then with one running: the instance's processes (its cgroup: Chromium, Xvfb,
- *            ffmpeg …, from /proc) plus this process (the server, which relays the screencast
- *            frames to ffmpeg), in cores; and the frames per second of the clip (ffprobe's frame
- *            count over its duration; the target is 15)
+ *            ffmpeg …, from /proc; ffmpeg's share printed apart) plus this process (the server,
+ *            which relays the screencast frames to ffmpeg), in cores; and the frames per second
+ *            of the clip (ffprobe's frame count over its duration; the target is 15)
  *   session  openSession() → page.goto() → dispose, N times, interleaved with the same plus
  *            recording.start() after opening and recording.stop() before disposing
  *
@@ -57,8 +57,8 @@ const client = new Burrow({ baseUrl: server.url, apiKey: server.apiKey });
 const ticks = 100; // getconf CLK_TCK on Linux
 
 /** CPU seconds used so far by instance `id`'s processes (its cgroup's members, from /proc). */
-function instanceCpu(id: string): Map<number, number> {
-  const out = new Map<number, number>();
+function instanceCpu(id: string): Map<number, { cpu: number; ffmpeg: boolean }> {
+  const out = new Map<number, { cpu: number; ffmpeg: boolean }>();
   let pids: number[] = [];
   try {
     pids = execFileSync('sh', ['-c', `cat /sys/fs/cgroup/pids/burrow/*.${id}/cgroup.procs`], {
@@ -74,7 +74,9 @@ function instanceCpu(id: string): Map<number, number> {
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      out.set(pid, (Number(fields[11]) + Number(fields[12])) / ticks);
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const cpu = (Number(fields[11]) + Number(fields[12])) / ticks;
+      out.set(pid, { cpu, ffmpeg: comm === 'ffmpeg' });
     } catch {
       /* exited */
     }
@@ -82,18 +84,27 @@ function instanceCpu(id: string): Map<number, number> {
   return out;
 }
 
-/** Cores used over `ms` by the instance and this process. */
-async function cores(id: string, ms: number): Promise<{ instance: number; server: number }> {
+type Cores = { instance: number; ffmpeg: number; server: number };
+
+/** Cores used over `ms` by the instance (ffmpeg's share apart) and this process. */
+async function cores(id: string, ms: number): Promise<Cores> {
   const before = instanceCpu(id);
   const self = process.cpuUsage();
   await new Promise((r) => setTimeout(r, ms));
   const after = instanceCpu(id);
   const selfUsed = process.cpuUsage(self);
   let used = 0;
-  for (const [pid, t] of after) used += t - (before.get(pid) ?? 0);
+  let ffmpeg = 0;
+  for (const [pid, t] of after) {
+    const d = t.cpu - (before.get(pid)?.cpu ?? 0);
+    used += d;
+    if (t.ffmpeg) ffmpeg += d;
+  }
+  const s = ms / 1000;
   return {
-    instance: used / (ms / 1000),
-    server: (selfUsed.user + selfUsed.system) / 1e6 / (ms / 1000),
+    instance: used / s,
+    ffmpeg: ffmpeg / s,
+    server: (selfUsed.user + selfUsed.system) / 1e6 / s,
   };
 }
 
@@ -145,10 +156,10 @@ async function cpuOf(type: 'browser' | 'ubuntu'): Promise<void> {
     const on = await cores(id, WINDOW_MS);
     await client.recordings.stop(id);
     const clip = await clipFps(id, recording_id);
-    const total = (c: { instance: number; server: number }) => c.instance + c.server;
+    const total = (c: Cores) => c.instance + c.server;
     console.log(
       `${type.padEnd(8)} cpu off ${fmt(total(off))} cores (instance ${fmt(off.instance)} + server ${fmt(off.server)})` +
-        ` | on ${fmt(total(on))} cores (instance ${fmt(on.instance)} + server ${fmt(on.server)})` +
+        ` | on ${fmt(total(on))} cores (instance ${fmt(on.instance)}, ffmpeg ${fmt(on.ffmpeg)} of it, + server ${fmt(on.server)})` +
         ` | +${fmt(total(on) - total(off))} cores, on ÷ off ${fmt(total(on) / Math.max(total(off), 0.01))}` +
         ` | clip ${fmt(clip.fps, 1)} fps over ${fmt(clip.seconds, 1)} s`,
     );
