@@ -4,7 +4,7 @@
  * `POST /v1/start` answers 503 `instance_requirements_missing` naming what is missing and the
  * `apt-get` line that fixes it, before anything of the instance exists. The sandbox's own tools
  * (bubblewrap, util-linux, iproute2) are checked by the sandbox layer (sandbox/support.ts).
- * scripts/setup.sh installs the same packages; test/unit/setup-script.test.ts keeps them in step.
+ * scripts/setup.sh installs the same packages; test/e2e/first-run.test.ts keeps them in step.
  */
 import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
