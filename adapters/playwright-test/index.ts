@@ -1,74 +1,254 @@
 /**
  * `burrow-sandbox/playwright-test`: @playwright/test fixtures on a remote browser. Each worker
- * opens one session; `browser`, `context` and `page` are its remote browser, default context and
- * first page, so Playwright never launches a local browser.
+ * opens one session (one instance) when a test first needs it; every test gets a fresh browser
+ * context on it, built from the test's `use` options as Playwright Test builds its own (`baseURL`,
+ * `viewport`, `storageState`, `locale`, …), and closed when the test ends. Playwright never
+ * launches a local browser.
  *
  * ```ts
  * import { test, expect } from 'burrow-sandbox/playwright-test';
- * test.use({ authState: 'github' }); // optional: a saved auth state, applied once per worker
- * test('signed in', async ({ page }) => { … });
+ * test.use({ baseURL: 'http://127.0.0.1:3000' });
+ * test('home', async ({ page }) => { await page.goto('/'); … });
  * ```
  *
- * The default context is shared by a worker's tests, so cookies and storage carry over between
- * them, as in one real browser. When a test fails, the instance's screenshot and its live-view
- * URL are attached to the report (whatever of the two the server can give).
+ * Opt-ins: `defaultContext: true` runs tests in the instance's default context (where a server
+ * applied `authState` lives, and what the live view and recordings show; tests then share its
+ * cookies and storage); `instancePerTest: true` gives each test an instance of its own. An option
+ * the remote browser cannot honour fails the test with an error naming it (options.ts).
+ *
+ * On failure the report gets one screenshot (none of ours when Playwright's `screenshot` option
+ * takes it) and, with `defaultContext` on the worker's instance, the live-view URL, which works
+ * while the worker runs. `video` is recorded by the instance with `defaultContext: true`; in a
+ * fresh context the report says why there is no video (artifacts.ts).
  */
-import { test as base, type TestInfo } from '@playwright/test';
+import { test as base } from '@playwright/test';
+import type { BrowserContext } from 'playwright-core';
 import { openSession, type OpenSessionOptions, type PlaywrightSession } from 'burrow-sandbox';
+import { startTestArtifacts } from './artifacts.js';
+import {
+  checkDefaultContextOptions,
+  checkWorkerOptions,
+  isolatedContextOptions,
+  UnsupportedOptionError,
+  videoMode,
+  type UseContextOptions,
+} from './options.js';
 
 export { expect } from '@playwright/test';
+export { UnsupportedOptionError } from './options.js';
 
 export interface BurrowWorkerOptions {
-  /** A saved auth state's id or name, applied when the worker's session opens. Default none. */
+  /**
+   * A saved auth state's id or name, applied by the server to the instance's default context when
+   * the session opens; needs `defaultContext: true`. Default none.
+   */
   authState: string | undefined;
-  /** More `openSession` options for the worker's session (`baseUrl`, `resolution` …). Default `{}`. */
+  /** More `openSession` options for the sessions (`baseUrl`, `resolution` …). Default `{}`. */
   sessionOptions: Omit<OpenSessionOptions, 'driver' | 'authState' | 'signal'>;
+  /**
+   * One instance per test, stopped when the test ends, instead of one per worker. The `browser`
+   * fixture is then not available (there is no worker-wide browser): use `context.browser()` or
+   * `burrowSession.browser`. Default false.
+   */
+  instancePerTest: boolean;
 }
 
-export interface BurrowWorkerFixtures {
-  /** The worker's session: the instance, auth helpers, `screenshot()`, `streamUrl()` … */
+export interface BurrowTestOptions {
+  /**
+   * Run the test in the instance's default context instead of a fresh one: it sees a server
+   * applied `authState`, shows in the live view and in recordings, and keeps its cookies and
+   * storage from one test to the next. Context options cannot apply to it. Default false.
+   */
+  defaultContext: boolean;
+}
+
+export interface BurrowTestFixtures {
+  /** The session behind this test's page: the worker's, or its own with `instancePerTest`. */
   burrowSession: PlaywrightSession;
 }
 
-/** Attaches the instance's screenshot and live-view URL; never throws. */
-async function attachFailure(session: PlaywrightSession, testInfo: TestInfo): Promise<void> {
-  const tries = [
-    async () =>
-      testInfo.attach('screenshot', { body: await session.screenshot(), contentType: 'image/png' }),
-    async () =>
-      testInfo.attach('live view', {
-        body: await session.streamUrl(),
-        contentType: 'text/uri-list',
-      }),
-  ];
-  for (const attempt of tries) await attempt().catch(() => undefined);
+/** The worker's sessions (an internal fixture, exported only so extended tests can name it). */
+export interface WorkerSessions {
+  /** The worker's session, opened on first use and stopped when the worker ends. */
+  shared(): Promise<PlaywrightSession>;
+  /** A session of its own (the caller stops it). */
+  open(): Promise<PlaywrightSession>;
 }
 
-export const test = base.extend<object, BurrowWorkerOptions & BurrowWorkerFixtures>({
+/** Internal worker fixtures (exported only so extended tests can name their types). */
+export interface BurrowInternalFixtures {
+  _burrowSessions: WorkerSessions;
+}
+
+export const test = base.extend<
+  BurrowTestOptions & BurrowTestFixtures,
+  BurrowWorkerOptions & BurrowInternalFixtures
+>({
   authState: [undefined, { option: true, scope: 'worker' }],
   sessionOptions: [{}, { option: true, scope: 'worker' }],
-  burrowSession: [
+  instancePerTest: [false, { option: true, scope: 'worker' }],
+  defaultContext: [false, { option: true }],
+
+  _burrowSessions: [
     async ({ authState, sessionOptions }, use) => {
-      const session = await openSession({
-        ...sessionOptions,
-        ...(authState !== undefined && { authState }),
-      });
+      const open = () =>
+        openSession({ ...sessionOptions, ...(authState !== undefined && { authState }) });
+      let shared: Promise<PlaywrightSession> | undefined;
+      try {
+        await use({ shared: () => (shared ??= open()), open });
+      } finally {
+        const session = await shared?.catch(() => undefined);
+        await session?.stop();
+      }
+    },
+    { scope: 'worker', timeout: 180_000 },
+  ],
+
+  browser: [
+    async (
+      {
+        _burrowSessions,
+        instancePerTest,
+        browserName,
+        channel,
+        headless,
+        launchOptions,
+        connectOptions,
+      },
+      use,
+    ) => {
+      checkWorkerOptions({ browserName, channel, headless, launchOptions, connectOptions });
+      if (instancePerTest) {
+        throw new UnsupportedOptionError(
+          'instancePerTest',
+          'each test has its own browser, so there is no worker-wide `browser` fixture: use context.browser() or burrowSession.browser',
+        );
+      }
+      await use((await _burrowSessions.shared()).browser);
+    },
+    { scope: 'worker', timeout: 180_000 },
+  ],
+
+  burrowSession: [
+    async ({ _burrowSessions, instancePerTest }, use) => {
+      if (!instancePerTest) return use(await _burrowSessions.shared());
+      const session = await _burrowSessions.open();
       try {
         await use(session);
       } finally {
         await session.stop();
       }
     },
-    { scope: 'worker', timeout: 180_000 },
+    { timeout: 180_000 },
   ],
-  browser: [async ({ burrowSession }, use) => use(burrowSession.browser), { scope: 'worker' }],
-  context: async ({ burrowSession }, use) => use(burrowSession.context),
-  page: async ({ burrowSession }, use, testInfo) => {
-    const { context } = burrowSession;
-    const page = burrowSession.page.isClosed()
-      ? (context.pages()[0] ?? (await context.newPage()))
-      : burrowSession.page;
-    await use(page);
-    if (testInfo.status !== testInfo.expectedStatus) await attachFailure(burrowSession, testInfo);
+
+  context: async (
+    {
+      burrowSession,
+      defaultContext,
+      instancePerTest,
+      authState,
+      video,
+      screenshot,
+      browserName,
+      channel,
+      headless,
+      launchOptions,
+      connectOptions,
+      contextOptions,
+      acceptDownloads,
+      bypassCSP,
+      clientCertificates,
+      colorScheme,
+      contrast,
+      deviceScaleFactor,
+      extraHTTPHeaders,
+      forcedColors,
+      geolocation,
+      hasTouch,
+      httpCredentials,
+      ignoreHTTPSErrors,
+      isMobile,
+      javaScriptEnabled,
+      locale,
+      offline,
+      permissions,
+      proxy,
+      reducedMotion,
+      screen,
+      serviceWorkers,
+      storageState,
+      timezoneId,
+      userAgent,
+      viewport,
+      baseURL,
+    },
+    use,
+    testInfo,
+  ) => {
+    checkWorkerOptions({ browserName, channel, headless, launchOptions, connectOptions });
+    const options: UseContextOptions = {
+      contextOptions,
+      acceptDownloads,
+      bypassCSP,
+      clientCertificates,
+      colorScheme,
+      contrast,
+      deviceScaleFactor,
+      extraHTTPHeaders,
+      forcedColors,
+      geolocation,
+      hasTouch,
+      httpCredentials,
+      ignoreHTTPSErrors,
+      isMobile,
+      javaScriptEnabled,
+      locale,
+      offline,
+      permissions,
+      proxy,
+      reducedMotion,
+      screen,
+      serviceWorkers,
+      storageState,
+      timezoneId,
+      userAgent,
+      viewport,
+      baseURL,
+    };
+    let context: BrowserContext;
+    if (defaultContext) {
+      checkDefaultContextOptions(options);
+      context = burrowSession.context;
+    } else {
+      if (authState !== undefined) {
+        throw new UnsupportedOptionError(
+          'authState',
+          "the server applies an auth state to the instance's default context: add defaultContext: true, or pass the state as storageState",
+        );
+      }
+      context = await burrowSession.browser.newContext(isolatedContextOptions(options));
+    }
+    try {
+      const artifacts = await startTestArtifacts({
+        session: burrowSession,
+        context,
+        defaultContext,
+        instanceEndsWithTest: instancePerTest,
+        video: videoMode(video),
+        screenshot,
+        testInfo,
+      });
+      await use(context);
+      await artifacts.finish();
+    } finally {
+      if (!defaultContext) await context.close({ reason: 'Test ended.' }).catch(() => undefined);
+    }
+  },
+
+  page: async ({ context, defaultContext, burrowSession }, use) => {
+    if (!defaultContext) return use(await context.newPage());
+    const first = burrowSession.page.isClosed() ? context.pages()[0] : burrowSession.page;
+    await use(first ?? (await context.newPage()));
   },
 });

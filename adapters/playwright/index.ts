@@ -18,11 +18,11 @@ import {
   PeerDependencyError,
   type DriverConnectOptions,
   type DriverConnection,
-} from 'burrow-sandbox';
+} from '../../src/session/driver.js';
 
-export type { DriverConnectOptions as ConnectOptions } from 'burrow-sandbox';
+export type { DriverConnectOptions as ConnectOptions } from '../../src/session/driver.js';
 
-export interface PlaywrightConnection extends DriverConnection {
+export interface PlaywrightConnection extends DriverConnection<Browser, Page> {
   readonly browser: Browser;
   /** The default context: `browser.contexts()[0]`. */
   readonly context: BrowserContext;

@@ -18,11 +18,11 @@ import {
   PeerDependencyError,
   type DriverConnectOptions,
   type DriverConnection,
-} from 'burrow-sandbox';
+} from '../../src/session/driver.js';
 
-export type { DriverConnectOptions as ConnectOptions } from 'burrow-sandbox';
+export type { DriverConnectOptions as ConnectOptions } from '../../src/session/driver.js';
 
-export interface PuppeteerConnection extends DriverConnection {
+export interface PuppeteerConnection extends DriverConnection<Browser, Page> {
   readonly browser: Browser;
   /** The default context's first page (created if it had none). */
   readonly page: Page;

@@ -4,8 +4,12 @@
  *
  *   npx playwright test -c examples/playwright-test
  *
- * BURROW_FAILURE_DEMO=1 runs only the deliberately failing spec, to show the screenshot and
- * live-view URL that burrow attaches to a failed test.
+ * Each test gets a fresh context on the worker's instance, built from `use` as in any Playwright
+ * Test project; `defaultContext: true` runs a test in the instance's own context instead
+ * (shop.spec.ts), which takes no context options.
+ *
+ * BURROW_FAILURE_DEMO=1 runs only the deliberately failing spec, to show the screenshot that
+ * burrow attaches to a failed test.
  */
 import { defineConfig } from '@playwright/test';
 import type { BurrowWorkerOptions } from 'burrow-sandbox/playwright-test';
@@ -19,6 +23,7 @@ export default defineConfig<object, BurrowWorkerOptions>({
   timeout: 60_000,
   reporter: 'list',
   use: {
-    sessionOptions: { resolution: [1024, 768] },
+    sessionOptions: { resolution: [1024, 768] }, // the instance's screen (live view, recordings)
+    viewport: { width: 1280, height: 720 }, // each test's fresh context
   },
 });

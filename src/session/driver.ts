@@ -2,11 +2,16 @@
  * What the session needs from a driver adapter (`burrow-sandbox/playwright`,
  * `burrow-sandbox/puppeteer`): connect to a `cdp_url`, hand back live objects, say when the socket
  * closed, and disconnect without closing the remote browser.
+ *
+ * The adapters import this module (and nothing else of src/), so the session can name their
+ * connection types without an import cycle between the two.
  */
+export { PeerDependencyError } from './errors.js';
 
-export interface DriverConnection extends AsyncDisposable {
-  readonly browser: unknown;
-  readonly page: unknown;
+/** A live driver connection; `B`, `P` are the driver's browser and page types. */
+export interface DriverConnection<B = unknown, P = unknown> extends AsyncDisposable {
+  readonly browser: B;
+  readonly page: P;
   /**
    * Resolves once, with a reason, when the CDP connection closed: after `disconnect()` or
    * because the socket dropped.
@@ -24,6 +29,11 @@ export interface DriverConnectOptions {
    * makes it so): Playwright then sets file inputs by path. Default false.
    */
   local?: boolean;
+}
+
+/** An adapter's entry point, as the session loads it. */
+export interface DriverModule<C extends DriverConnection = DriverConnection> {
+  connect(cdpUrl: string, options?: DriverConnectOptions): Promise<C>;
 }
 
 export type DriverName = 'playwright' | 'puppeteer';

@@ -2,6 +2,7 @@
 export { openSession } from './session.js';
 export type {
   DisconnectedEvent,
+  DriverSession,
   PlaywrightSession,
   PuppeteerSession,
   ReconnectedEvent,
@@ -14,7 +15,7 @@ export type {
 export type { OpenSessionOptions, ReconnectOptions } from './options.js';
 export type { SavedAuthState, SessionAuth } from './auth.js';
 export type { SessionDownloads, SessionRecording } from './artifacts.js';
-export type { DriverConnectOptions, DriverConnection, DriverName } from './driver.js';
+export type { DriverConnectOptions, DriverConnection, DriverModule, DriverName } from './driver.js';
 export { embeddedServer } from './embedded.js';
 export type { EmbeddedServerLease, EmbeddedServerOptions } from './embedded.js';
 export { reapOrphans } from './reaper.js';

@@ -24,7 +24,7 @@ import {
   type SessionRecording,
 } from './artifacts.js';
 import { findAuthState, sessionAuth, type SessionAuth } from './auth.js';
-import type { DriverConnectOptions, DriverConnection, DriverName } from './driver.js';
+import type { DriverConnection, DriverModule, DriverName } from './driver.js';
 import { embeddedServer } from './embedded.js';
 import {
   PeerDependencyError,
@@ -138,31 +138,35 @@ export interface SessionBase extends AsyncDisposable {
   off<E extends keyof SessionEvents>(event: E, listener: (...args: SessionEvents[E]) => void): this;
 }
 
+/** A session whose driver connection is `C`: `browser` and `page` have the driver's own types. */
+export interface DriverSession<
+  D extends DriverName,
+  C extends DriverConnection,
+> extends SessionBase {
+  readonly driver: D;
+  readonly browser: C['browser'];
+  /** The default context's first page. */
+  readonly page: C['page'];
+}
+
 /** A session driven by Playwright (playwright-core). */
-export interface PlaywrightSession extends SessionBase {
-  readonly driver: 'playwright';
-  readonly browser: PlaywrightConnection['browser'];
+export interface PlaywrightSession extends DriverSession<'playwright', PlaywrightConnection> {
   /** The remote browser's default context, the one applied auth states live in. */
   readonly context: PlaywrightConnection['context'];
-  /** The default context's first page. */
-  readonly page: PlaywrightConnection['page'];
 }
 
 /** A session driven by Puppeteer (puppeteer-core). */
-export interface PuppeteerSession extends SessionBase {
-  readonly driver: 'puppeteer';
-  readonly browser: PuppeteerConnection['browser'];
-  /** The default context's first page. */
-  readonly page: PuppeteerConnection['page'];
-}
+export type PuppeteerSession = DriverSession<'puppeteer', PuppeteerConnection>;
 
 export type Session = PlaywrightSession | PuppeteerSession;
 
 // ---------------------------------------------------------------------------------------------
 // Drivers and endpoints
 
-interface DriverModule {
-  connect(cdpUrl: string, options?: DriverConnectOptions): Promise<DriverConnection>;
+/** Each driver's connection type. */
+interface Connections {
+  playwright: PlaywrightConnection;
+  puppeteer: PuppeteerConnection;
 }
 
 /** The peer dependency each driver needs, and the entry point that loads it. */
@@ -179,7 +183,7 @@ async function checkPeer(driver: DriverName): Promise<void> {
 }
 
 /** Adapters load through the public entry points; each loads its own peer dependency. */
-const drivers: Record<DriverName, () => Promise<DriverModule>> = {
+const drivers: { [D in DriverName]: () => Promise<DriverModule<Connections[D]>> } = {
   playwright: () => import('burrow-sandbox/playwright'),
   puppeteer: () => import('burrow-sandbox/puppeteer'),
 };
@@ -313,12 +317,12 @@ class Lease {
 // ---------------------------------------------------------------------------------------------
 // The session
 
-class BridgeSession extends EventEmitter<SessionEvents> {
+class BridgeSession<D extends DriverName> extends EventEmitter<SessionEvents> {
   readonly auth: SessionAuth;
   readonly downloads: SessionDownloads;
   readonly recording: SessionRecording;
   readonly #lease: Lease;
-  readonly #load: () => Promise<DriverModule>;
+  readonly #load: () => Promise<DriverModule<Connections[D]>>;
   readonly #reconnectPolicy: ReconnectPolicy | undefined;
   /** Connections closed on purpose (by `reconnect()`), whose closing is no news. */
   readonly #retired = new WeakSet<DriverConnection>();
@@ -327,7 +331,7 @@ class BridgeSession extends EventEmitter<SessionEvents> {
   #reconnecting: Promise<void> | undefined;
 
   constructor(
-    readonly driver: DriverName,
+    readonly driver: D,
     readonly instance: Instance,
     lease: Lease & { conn: DriverConnection },
     cdpUrl: string,
@@ -357,15 +361,18 @@ class BridgeSession extends EventEmitter<SessionEvents> {
     return !this.#lease.stopping && conn !== undefined && !this.#closed.has(conn);
   }
 
-  get browser(): unknown {
+  get browser(): Connections[D]['browser'] {
     return this.#conn('browser').browser;
   }
 
-  get context(): unknown {
-    return (this.#conn('context') as PlaywrightConnection).context;
+  /** Playwright's default context (Puppeteer's connection has none). */
+  get context(): PlaywrightConnection['context'] | undefined {
+    const conn: DriverConnection & { context?: PlaywrightConnection['context'] } =
+      this.#conn('context');
+    return conn.context;
   }
 
-  get page(): unknown {
+  get page(): Connections[D]['page'] {
     return this.#conn('page').page;
   }
 
@@ -411,9 +418,10 @@ class BridgeSession extends EventEmitter<SessionEvents> {
     if (this.#lease.stopping) throw new SessionStoppedError(what);
   }
 
-  #conn(what: string): DriverConnection {
+  /** The live connection, which `drivers[this.driver]` made (or `reconnect()` did since). */
+  #conn(what: string): Connections[D] {
     this.#ready(what);
-    return this.#lease.conn!;
+    return this.#lease.conn as Connections[D];
   }
 
   #reconnect(attempts: number): Promise<void> {
@@ -581,7 +589,7 @@ export async function openSession(options: OpenSessionOptions = {}): Promise<Ses
       );
       debug('session', `${instance.id}: open in ${since()}; live view: ${live}`);
     }
-    return session as unknown as Session; // its getters are typed per driver by the overloads
+    return session as Session; // the overloads pick the driver from the options
   } catch (error) {
     let primary = error;
     if (lease?.signal.aborted && !opts.signal?.aborted) {

@@ -1,11 +1,15 @@
 /**
- * The Playwright Test example project runs on a remote browser through burrow-sandbox/playwright-test,
- * and a failing test gets the instance's screenshot attached to its report.
+ * Playwright Test projects on remote browsers through burrow-sandbox/playwright-test: the example
+ * project, and test/e2e/fixtures/pt-project, whose tests check that each gets a fresh context
+ * built from its `use` options, and whose failing tests' reports carry exactly one screenshot, the
+ * video (or the note why there is none) and the live-view URL only where it can still be opened.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { instanceProcesses, pidsMatching, pngSize } from '../helpers/server.js';
 import { nodeEmbedded, type Run } from './run.js';
 
@@ -32,10 +36,10 @@ interface JsonSuite {
  * Nothing of the run is left: no process naming its dir, and (the sandboxed Chromium names neither
  * the dir nor its instance) nothing in the cgroups of the worker's embedded server.
  */
-function expectNoLeftovers(run: Run & { serverPids: number[] }) {
+function expectNoLeftovers(run: Run & { serverPids: number[] }, workers = 1) {
   expect(pidsMatching(dir)).toEqual([]);
-  expect(run.serverPids).toHaveLength(1); // one worker, one embedded server
-  expect(instanceProcesses(undefined, run.serverPids[0])).toEqual([]);
+  expect(run.serverPids).toHaveLength(workers); // each worker process, its embedded server
+  for (const pid of run.serverPids) expect(instanceProcesses(undefined, pid)).toEqual([]);
 }
 
 const results = (
@@ -61,7 +65,7 @@ describe('examples/playwright-test', () => {
       ],
       join(dir, 'data'),
     );
-    expect(run.stdout).toMatch(/3 passed/);
+    expect(run.stdout).toMatch(/4 passed/);
     expect(run.code).toBe(0);
     expectNoLeftovers(run);
   });
@@ -89,10 +93,104 @@ describe('examples/playwright-test', () => {
       title: 'a failing test gets a screenshot attached',
       status: 'failed',
     });
-    const shot = result!.attachments.find((a) => a.name === 'screenshot');
-    expect(shot).toMatchObject({ contentType: 'image/png' });
-    const png = shot!.path ? readFileSync(shot!.path) : Buffer.from(shot!.body!, 'base64');
-    expect(pngSize(png)).toEqual([1024, 768]);
+    const shots = result!.attachments.filter((a) => a.name === 'screenshot');
+    expect(shots).toHaveLength(1);
+    expect(shots[0]).toMatchObject({ contentType: 'image/png' });
+    // the test's own page, in a fresh context of Playwright Test's default viewport
+    expect(pngSize(attachmentBytes(shots[0]!))).toEqual([1280, 720]);
+    // a fresh context is not what the live view shows: no URL for it
+    expect(result!.attachments.map((a) => a.name)).not.toContain('live view');
     expectNoLeftovers(run);
+  });
+});
+
+const attachmentBytes = (a: Attachment): Buffer =>
+  a.path ? readFileSync(a.path) : Buffer.from(a.body!, 'base64');
+
+describe('test/e2e/fixtures/pt-project', () => {
+  let site: Server;
+  let origin: string;
+  beforeAll(async () => {
+    site = createServer((req, res) => {
+      const headers = JSON.stringify(req.headers);
+      if (req.url === '/headers') {
+        res.writeHead(200, { 'content-type': 'application/json' }).end(headers);
+        return;
+      }
+      const seen = JSON.stringify({ cookie: req.headers.cookie ?? '', headers: req.headers });
+      res
+        .writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
+        .end(
+          `<!doctype html><title>${req.url}</title><pre id="seen">${seen.replace(/</g, '&lt;')}</pre>` +
+            `<span id="js">off</span><script>document.getElementById('js').textContent = 'on'</script>`,
+        );
+    });
+    await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
+    origin = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    site.closeAllConnections();
+    await new Promise((resolve) => site.close(resolve));
+  });
+
+  const project = (out: string, env: Record<string, string> = {}, args: string[] = []) =>
+    nodeEmbedded(
+      [cli, 'test', '-c', 'test/e2e/fixtures/pt-project', '--output', join(dir, out), ...args],
+      join(dir, 'data'),
+      { BURROW_PT_SITE: origin, ...env },
+    );
+
+  it('gives each test a fresh context built from its use options', async () => {
+    const run = await project('pt1');
+    expect(run.stdout).toMatch(/9 passed/);
+    expect(run.stdout).not.toMatch(/failed|flaky|skipped/);
+    expect(run.code).toBe(0);
+    expectNoLeftovers(run);
+  });
+
+  it('reports failures with one screenshot, the video or a note, and a live view only where it works', async () => {
+    const report = join(dir, 'pt-report.json');
+    const run = await project('pt2', { BURROW_PT_FAIL: '1', PLAYWRIGHT_JSON_OUTPUT_NAME: report }, [
+      '--reporter=json',
+    ]);
+    expect(run.code).toBe(1);
+    const suites = (JSON.parse(readFileSync(report, 'utf8')) as { suites: JsonSuite[] }).suites;
+    const all = suites.flatMap(results);
+    const byTitle = (title: string) => {
+      const found = all.filter((r) => r.title === title);
+      expect(found, title).toHaveLength(1);
+      expect(found[0]!.status, title).toBe('failed');
+      return found[0]!;
+    };
+    const named = (r: { attachments: Attachment[] }, name: string) =>
+      r.attachments.filter((a) => a.name === name);
+
+    const fresh = byTitle('fails in a fresh context');
+    expect(named(fresh, 'screenshot')).toHaveLength(1);
+    expect(pngSize(attachmentBytes(named(fresh, 'screenshot')[0]!))).toEqual([1280, 720]);
+    expect(named(fresh, 'live view')).toEqual([]);
+    const note = named(fresh, 'video');
+    expect(note).toHaveLength(1);
+    expect(note[0]!.contentType).toBe('text/plain');
+    expect(attachmentBytes(note[0]!).toString()).toMatch(/^video is not recorded: .*fresh context/);
+
+    const shared = byTitle('fails in the default context');
+    expect(named(shared, 'screenshot')).toHaveLength(1);
+    expect(pngSize(attachmentBytes(named(shared, 'screenshot')[0]!))).toEqual([1024, 768]);
+    const live = named(shared, 'live view');
+    expect(live).toHaveLength(1);
+    expect(attachmentBytes(live[0]!).toString()).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/.*token=/);
+    const video = named(shared, 'video');
+    expect(video).toHaveLength(1);
+    expect(video[0]!.contentType).toBe('video/mp4');
+    const mp4 = attachmentBytes(video[0]!);
+    expect(mp4.subarray(4, 8).toString('latin1')).toBe('ftyp');
+
+    const errorOf = (title: string) => JSON.stringify(all.find((r) => r.title === title) ?? {});
+    byTitle('fails naming it');
+    expect(errorOf('fails naming it')).toMatch(/option \\"proxy\\" is not supported/);
+    byTitle('fails naming the option');
+    expect(errorOf('fails naming the option')).toMatch(/option \\"locale\\" is not supported/);
+    expectNoLeftovers(run, 4); // Playwright Test starts a new worker after each failed test
   });
 });

@@ -1,4 +1,4 @@
-/** Fails on purpose (run with BURROW_FAILURE_DEMO=1): the report gets a screenshot and the live-view URL. */
+/** Fails on purpose (run with BURROW_FAILURE_DEMO=1): the report gets one screenshot of the test's page. */
 import { expect, test } from './site.js';
 
 test('a failing test gets a screenshot attached', async ({ page, shopUrl }) => {

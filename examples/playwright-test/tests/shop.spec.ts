@@ -13,10 +13,20 @@ test('adds to the cart', async ({ page, shopUrl }) => {
   await expect(page.locator('#cart')).toHaveText('2');
 });
 
-test('runs in the remote default context', async ({ page, context, browser, burrowSession }) => {
-  expect(context).toBe(browser.contexts()[0]);
-  expect(context.pages()).toContain(page);
-  expect(burrowSession.instance.status).toBe('running');
-  await page.goto('data:text/html,<title>remote</title>');
-  expect(await burrowSession.currentUrl()).toBe('data:text/html,<title>remote</title>');
+test('each test has a fresh context: no cart cookie from before', async ({ page, context }) => {
+  expect(await context.cookies()).toEqual([]);
+  await page.goto('data:text/html,<title>fresh</title>');
+  await expect(page).toHaveTitle('fresh');
+});
+
+test.describe('in the instance’s default context', () => {
+  // what the live view and recordings show, and where a server-applied authState lives
+  test.use({ defaultContext: true });
+
+  test('is what the instance sees', async ({ page, context, browser, burrowSession }) => {
+    expect(context).toBe(browser.contexts()[0]);
+    expect(burrowSession.instance.status).toBe('running');
+    await page.goto('data:text/html,<title>remote</title>');
+    expect(await burrowSession.currentUrl()).toBe('data:text/html,<title>remote</title>');
+  });
 });

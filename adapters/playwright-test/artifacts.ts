@@ -1,0 +1,103 @@
+/**
+ * What a test's report gets from burrow: its video (or a note why there is none), and on failure
+ * one screenshot and, while it can still be opened, the live-view URL. None of it throws: a report
+ * attachment that cannot be made is left out, never turned into a second failure.
+ */
+import type { TestInfo } from '@playwright/test';
+import type { BrowserContext, Page } from 'playwright-core';
+import type { PlaywrightSession } from 'burrow-sandbox';
+import { playwrightScreenshots, shouldKeepVideo, shouldRecord, type VideoMode } from './options.js';
+
+export interface TestArtifacts {
+  /** Attaches what the finished test should have; call before its context closes. */
+  finish(): Promise<void>;
+}
+
+interface Plan {
+  session: PlaywrightSession;
+  context: BrowserContext;
+  /** The test runs in the instance's default context (the one its screen and recorder show). */
+  defaultContext: boolean;
+  /** The instance stops with this test (`instancePerTest`), so its live view dies with it. */
+  instanceEndsWithTest: boolean;
+  video: VideoMode;
+  screenshot: unknown;
+  testInfo: TestInfo;
+}
+
+const failed = (t: TestInfo) => t.status !== t.expectedStatus;
+
+/** Starts what the test records (its video), and returns how to finish. */
+export async function startTestArtifacts(plan: Plan): Promise<TestArtifacts> {
+  const video = await startVideo(plan);
+  return {
+    finish: async () => {
+      const { testInfo } = plan;
+      await video.finish().catch(() => undefined);
+      if (!failed(testInfo)) return;
+      await attachScreenshot(plan).catch(() => undefined);
+      if (plan.defaultContext && !plan.instanceEndsWithTest) {
+        const url = await plan.session.streamUrl().catch(() => undefined);
+        if (url !== undefined) {
+          await testInfo.attach('live view', { body: url, contentType: 'text/uri-list' });
+        }
+      }
+    },
+  };
+}
+
+/**
+ * The video of one test: the instance's screen recording (src/session/artifacts.ts), which films
+ * the default context's active tab. A fresh context is not on that screen, so there the report
+ * gets a note instead of a clip of the wrong tab.
+ */
+async function startVideo(plan: Plan): Promise<{ finish(): Promise<void> }> {
+  const { testInfo, video } = plan;
+  if (!shouldRecord(video, testInfo.retry)) return { finish: async () => {} };
+  const keep = () => shouldKeepVideo(video, failed(testInfo), testInfo.retry);
+  const note = (why: string) => ({
+    finish: async () => {
+      if (keep()) {
+        await testInfo.attach('video', {
+          body: `video is not recorded: ${why}`,
+          contentType: 'text/plain',
+        });
+      }
+    },
+  });
+  if (!plan.defaultContext) {
+    return note(
+      "the instance records its default context's tab, and this test runs in a fresh context (set defaultContext: true to record it)",
+    );
+  }
+  const { session } = plan;
+  try {
+    await session.recording.start();
+  } catch (err) {
+    return note(`the instance could not start recording (${(err as Error).message})`);
+  }
+  return {
+    finish: async () => {
+      const clip = await session.recording.stop();
+      if (!keep()) return;
+      const path = testInfo.outputPath('video.mp4');
+      await session.recording.save(clip.id, path);
+      await testInfo.attach('video', { path, contentType: 'video/mp4' });
+    },
+  };
+}
+
+/**
+ * One screenshot of the failed test, unless Playwright Test's own `screenshot` option takes it:
+ * the test's page, or the instance's screen when the test has no open page in the default context.
+ */
+async function attachScreenshot(plan: Plan): Promise<void> {
+  const { testInfo, context, session } = plan;
+  if (playwrightScreenshots(plan.screenshot, true, testInfo.retry)) return;
+  const page: Page | undefined = context.pages().find((p) => !p.isClosed());
+  let body: Buffer;
+  if (page) body = await page.screenshot({ timeout: 5_000, caret: 'initial' });
+  else if (plan.defaultContext) body = await session.screenshot();
+  else return;
+  await testInfo.attach('screenshot', { body, contentType: 'image/png' });
+}
