@@ -29,6 +29,7 @@ const failed = (t: TestInfo) => t.status !== t.expectedStatus;
 
 /** Starts what the test records (its video), and returns how to finish. */
 export async function startTestArtifacts(plan: Plan): Promise<TestArtifacts> {
+  if (!plan.defaultContext) skipIdleTabs(plan);
   const video = await startVideo(plan);
   return {
     finish: async () => {
@@ -100,4 +101,19 @@ async function attachScreenshot(plan: Plan): Promise<void> {
   else if (plan.defaultContext) body = await session.screenshot();
   else return;
   await testInfo.attach('screenshot', { body, contentType: 'image/png' });
+}
+
+/**
+ * Playwright Test's own `screenshot` option captures every page this process knows, which over
+ * CDP includes the instance's idle default tab: a test in a fresh context would get a second,
+ * blank screenshot. Playwright skips a page it has already captured for the test, which it notes
+ * with a per-test symbol on the page (`testInfo._uniqueSymbol`, not public API); this marks the
+ * default context's tabs so. Where that field is missing, nothing is marked.
+ */
+function skipIdleTabs(plan: Plan): void {
+  const mark = (plan.testInfo as { _uniqueSymbol?: unknown })._uniqueSymbol;
+  if (typeof mark !== 'symbol') return;
+  for (const page of plan.session.context.pages()) {
+    (page as unknown as Record<symbol, boolean>)[mark] = true;
+  }
 }
