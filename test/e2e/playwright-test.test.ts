@@ -142,7 +142,7 @@ describe('test/e2e/fixtures/pt-project', () => {
 
   it('gives each test a fresh context built from its use options', async () => {
     const run = await project('pt1');
-    expect(run.stdout).toMatch(/11 passed/);
+    expect(run.stdout).toMatch(/13 passed/);
     expect(run.stdout).not.toMatch(/failed|flaky|skipped/);
     expect(run.code).toBe(0);
     expectNoLeftovers(run, 2); // instance.spec.ts sets a worker option: a worker of its own
