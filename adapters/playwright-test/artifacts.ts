@@ -1,7 +1,13 @@
 /**
  * What a test's report gets from burrow: its video (or a note why there is none), and on failure
- * one screenshot and, while it can still be opened, the live-view URL. None of it throws: a report
- * attachment that cannot be made is left out, never turned into a second failure.
+ * one screenshot. None of it throws: a report attachment that cannot be made is left out, never
+ * turned into a second failure.
+ *
+ * No live-view URL: it works only while its instance runs, and a failed test's instance stops
+ * right after it (its own with `instancePerTest`; the worker's because Playwright Test replaces a
+ * worker after a failure, which stops the worker's session). To watch a test while it runs, run it
+ * with `defaultContext: true` and BURROW_LOG=debug, which prints the live-view URL as the session
+ * opens.
  */
 import type { TestInfo } from '@playwright/test';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -18,8 +24,6 @@ interface Plan {
   context: BrowserContext;
   /** The test runs in the instance's default context (the one its screen and recorder show). */
   defaultContext: boolean;
-  /** The instance stops with this test (`instancePerTest`), so its live view dies with it. */
-  instanceEndsWithTest: boolean;
   video: VideoMode;
   screenshot: unknown;
   testInfo: TestInfo;
@@ -37,12 +41,6 @@ export async function startTestArtifacts(plan: Plan): Promise<TestArtifacts> {
       await video.finish().catch(() => undefined);
       if (!failed(testInfo)) return;
       await attachScreenshot(plan).catch(() => undefined);
-      if (plan.defaultContext && !plan.instanceEndsWithTest) {
-        const url = await plan.session.streamUrl().catch(() => undefined);
-        if (url !== undefined) {
-          await testInfo.attach('live view', { body: url, contentType: 'text/uri-list' });
-        }
-      }
     },
   };
 }

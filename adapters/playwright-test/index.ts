@@ -17,9 +17,9 @@
  * the remote browser cannot honour fails the test with an error naming it (options.ts).
  *
  * On failure the report gets one screenshot (none of ours when Playwright's `screenshot` option
- * takes it) and, with `defaultContext` on the worker's instance, the live-view URL, which works
- * while the worker runs. `video` is recorded by the instance with `defaultContext: true`; in a
- * fresh context the report says why there is no video (artifacts.ts).
+ * takes it). `video` is recorded by the instance with `defaultContext: true`; in a fresh context
+ * the report says why there is no video. No live-view URL is attached: the failed test's instance
+ * is stopped by then (artifacts.ts).
  */
 import { test as base } from '@playwright/test';
 import type { BrowserContext } from 'playwright-core';
@@ -146,7 +146,6 @@ export const test = base.extend<
     {
       burrowSession,
       defaultContext,
-      instancePerTest,
       authState,
       video,
       screenshot,
@@ -234,7 +233,6 @@ export const test = base.extend<
         session: burrowSession,
         context,
         defaultContext,
-        instanceEndsWithTest: instancePerTest,
         video: videoMode(video),
         screenshot,
         testInfo,
