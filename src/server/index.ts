@@ -113,6 +113,8 @@ export interface RunningServer extends AsyncDisposable {
   /** The warm pool: how many instances wait in it now, and a promise of it being full. */
   readonly warmPool: {
     counts(): { browser: number; ubuntu: number };
+    /** Ids of the instances waiting in it (they are not listed by the API until claimed). */
+    ids(): string[];
     /** Resolves once the pool holds what it should (or what the instance cap leaves room for). */
     ready(): Promise<void>;
   };
@@ -300,7 +302,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     host,
     port: address.port,
     dataDir,
-    warmPool: { counts: () => registry.pooled, ready: () => registry.poolReady() },
+    warmPool: {
+      counts: () => registry.pooled,
+      ids: () => registry.pooledIds(),
+      ready: () => registry.poolReady(),
+    },
     close,
     [Symbol.asyncDispose]: close,
   };

@@ -52,6 +52,11 @@ export class WarmPool<InstanceRecord extends PooledInstance> {
     this.#opts = opts;
   }
 
+  /** The instances waiting now. */
+  list(): InstanceRecord[] {
+    return [...this.#ready.values()].flat();
+  }
+
   counts(): { browser: number; ubuntu: number } {
     return { browser: this.#list('browser').length, ubuntu: this.#list('ubuntu').length };
   }

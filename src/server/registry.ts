@@ -128,6 +128,11 @@ export class Registry {
     return this.#pool.counts();
   }
 
+  /** Ids of the instances waiting in the warm pool (diagnostics and tests; never listed). */
+  pooledIds(): string[] {
+    return this.#pool.list().map((r) => r.id);
+  }
+
   /** Start one instance of `type` for the pool; it stays unlisted until claimed. */
   async #fillOne(type: InstanceType): Promise<InstanceRecord> {
     const factory = this.#opts.factories[type];

@@ -178,6 +178,6 @@ describe('ubuntu instance live view', () => {
     await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
     expect((await fetch(url)).status).toBeGreaterThanOrEqual(400);
     expect(await handshakeStatus(`${ws}?token=${token}`, 'binary')).toBeGreaterThanOrEqual(400);
-    expect(instancePids(id)).toEqual([]);
+    await eventually(() => instancePids(id).length === 0, 'the instance processes to exit');
   });
 });

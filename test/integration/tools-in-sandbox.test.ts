@@ -29,8 +29,9 @@ interface Instance {
 
 async function startInstance(server: TestServer): Promise<Instance> {
   const res = await server.api('/v1/start', { json: { instance_type: 'ubuntu' } });
-  const { id, status } = (await res.json()) as { id: string; status: string };
-  expect(status).toBe('running');
+  const started = (await res.json()) as { id: string; status: string };
+  const { id, status } = started;
+  expect(status, JSON.stringify(started)).toBe('running');
   const answer = async (res: Response) => ({
     status: res.status,
     body: (await res.json()) as Body,

@@ -4,7 +4,7 @@
  * instances are never listed, share the instance cap, refill in the background, and die with the
  * server. `stop` answers once the instance is unusable; its processes follow.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -27,24 +27,22 @@ function readProc(pid: number): string {
   }
 }
 
-/** Ids of this server's instances that have a cgroup (pooled ones included). */
-function cgroupIds(): string[] {
-  try {
-    return readdirSync('/sys/fs/cgroup/pids/burrow')
-      .filter((d) => d.startsWith(`${process.pid}.`))
-      .map((d) => d.slice(String(process.pid).length + 1));
-  } catch {
-    return [];
-  }
-}
-
-/** The ids of pooled instances (with a running Chromium), once the pool is full. */
+/** The ids of the server's pooled instances, once the pool is full, each with a Chromium. */
 async function pooledIds(server: TestServer): Promise<string[]> {
   await server.warmPool.ready();
-  const listed = new Set(
-    ((await (await server.api('/v1/instances')).json()) as { id: string }[]).map((i) => i.id),
-  );
-  return cgroupIds().filter((id) => !listed.has(id) && instanceChromium(id) !== undefined);
+  return server.warmPool.ids().filter((id) => instanceChromium(id) !== undefined);
+}
+
+/** Ids of live instances of `server`: listed ones and pooled ones. */
+async function serverInstanceIds(server: TestServer): Promise<string[]> {
+  const listed = (await (await server.api('/v1/instances')).json()) as {
+    id: string;
+    status: string;
+  }[];
+  return [
+    ...listed.filter((i) => i.status !== 'terminated').map((i) => i.id),
+    ...server.warmPool.ids(),
+  ];
 }
 
 async function start(server: TestServer, body: Record<string, unknown>) {
@@ -190,7 +188,7 @@ describe('warm pool', () => {
     expect(instancePids(pooled!).length === 0 || second.body.id === pooled).toBe(true);
     // two live instances fill the cap: nothing is started for the pool meanwhile
     await new Promise((r) => setTimeout(r, 1_500));
-    const ids = cgroupIds();
+    const ids = await serverInstanceIds(server);
     expect(ids.filter((id) => id !== cold.body.id && id !== second.body.id)).toEqual([]);
     for (const id of [cold.body.id, second.body.id] as string[]) {
       await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
@@ -206,8 +204,7 @@ describe('warm pool of ubuntu instances', () => {
     try {
       await server.warmPool.ready();
       expect(server.warmPool.counts()).toEqual({ browser: 0, ubuntu: 1 });
-      const listed = new Set<string>();
-      const [pooled] = cgroupIds().filter((id) => !listed.has(id));
+      const [pooled] = server.warmPool.ids();
       // the pooled instance already runs its shell and its kernel
       const names = instancePids(pooled!).map((pid) => readProc(pid));
       expect(names.some((c) => c.startsWith('/bin/bash'))).toBe(true);
