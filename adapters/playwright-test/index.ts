@@ -22,7 +22,7 @@
  * is stopped by then (artifacts.ts).
  */
 import { test as base } from '@playwright/test';
-import type { BrowserContext } from 'playwright-core';
+import type { BrowserContext, BrowserContextOptions } from 'playwright-core';
 import { openSession, type OpenSessionOptions, type PlaywrightSession } from 'burrow-sandbox';
 import { startTestArtifacts } from './artifacts.js';
 import {
@@ -39,8 +39,9 @@ export { UnsupportedOptionError } from './options.js';
 
 export interface BurrowWorkerOptions {
   /**
-   * A saved auth state's id or name, applied by the server to the instance's default context when
-   * the session opens; needs `defaultContext: true`. Default none.
+   * A saved auth state's id or name (cookies, localStorage, IndexedDB): it seeds each test's fresh
+   * context as `storageState` would, and the server applies it to the instance's default context
+   * when the session opens (`defaultContext: true`, sessionStorage too). Default none.
    */
   authState: string | undefined;
   /** More `openSession` options for the sessions (`baseUrl`, `resolution` …). Default `{}`. */
@@ -68,7 +69,22 @@ export interface BurrowTestFixtures {
 }
 
 /** The worker's sessions (an internal fixture, exported only so extended tests can name it). */
-export interface WorkerSessions {
+export /** Saved auth states as Playwright storage states, fetched once per session and state. */
+const exported = new WeakMap<PlaywrightSession, Map<string, Promise<unknown>>>();
+
+function authStorageState(session: PlaywrightSession, authState: string): Promise<unknown> {
+  let states = exported.get(session);
+  if (!states) exported.set(session, (states = new Map()));
+  let state = states.get(authState);
+  if (!state) {
+    state = session.auth.export(authState);
+    state.catch(() => states.delete(authState));
+    states.set(authState, state);
+  }
+  return state;
+}
+
+interface WorkerSessions {
   /** The worker's session, opened on first use and stopped when the worker ends. */
   shared(): Promise<PlaywrightSession>;
   /** A session of its own (the caller stops it). */
@@ -220,13 +236,20 @@ export const test = base.extend<
       checkDefaultContextOptions(options);
       context = burrowSession.context;
     } else {
+      const contextOptions = isolatedContextOptions(options);
       if (authState !== undefined) {
-        throw new UnsupportedOptionError(
-          'authState',
-          "the server applies an auth state to the instance's default context: add defaultContext: true, or pass the state as storageState",
-        );
+        if (contextOptions.storageState !== undefined) {
+          throw new UnsupportedOptionError(
+            'authState',
+            'it seeds the context as storageState does, and this test sets storageState too: keep one',
+          );
+        }
+        contextOptions.storageState = (await authStorageState(burrowSession, authState)) as Exclude<
+          BrowserContextOptions['storageState'],
+          string | undefined
+        >;
       }
-      context = await burrowSession.browser.newContext(isolatedContextOptions(options));
+      context = await burrowSession.browser.newContext(contextOptions);
     }
     try {
       const artifacts = await startTestArtifacts({

@@ -141,12 +141,14 @@ describe('test/e2e/fixtures/pt-project', () => {
       { BURROW_PT_SITE: origin, ...env },
     );
 
-  it('gives each test a fresh context built from its use options', async () => {
+  it('gives each test a fresh context built from its use options and authState', async () => {
     const run = await project('pt1');
-    expect(run.stdout).toMatch(/13 passed/);
+    expect(run.stdout).toMatch(/16 passed/);
     expect(run.stdout).not.toMatch(/failed|flaky|skipped/);
     expect(run.code).toBe(0);
-    expectNoLeftovers(run, 2); // instance.spec.ts sets a worker option: a worker of its own
+    // a worker each: the setup project, and the files with worker options of their own
+    // (authState, instancePerTest) next to the rest
+    expectNoLeftovers(run, 4);
   });
 
   it('reports failures with one screenshot, the video or a note, and no dead live-view URL', async () => {
