@@ -68,8 +68,7 @@ export interface BurrowTestFixtures {
   burrowSession: PlaywrightSession;
 }
 
-/** The worker's sessions (an internal fixture, exported only so extended tests can name it). */
-export /** Saved auth states as Playwright storage states, fetched once per session and state. */
+/** Saved auth states as Playwright storage states, fetched once per session and state. */
 const exported = new WeakMap<PlaywrightSession, Map<string, Promise<unknown>>>();
 
 function authStorageState(session: PlaywrightSession, authState: string): Promise<unknown> {
@@ -84,7 +83,8 @@ function authStorageState(session: PlaywrightSession, authState: string): Promis
   return state;
 }
 
-interface WorkerSessions {
+/** The worker's sessions (an internal fixture, exported only so extended tests can name it). */
+export interface WorkerSessions {
   /** The worker's session, opened on first use and stopped when the worker ends. */
   shared(): Promise<PlaywrightSession>;
   /** A session of its own (the caller stops it). */
