@@ -236,20 +236,20 @@ export const test = base.extend<
       checkDefaultContextOptions(options);
       context = burrowSession.context;
     } else {
-      const contextOptions = isolatedContextOptions(options);
+      const fresh = isolatedContextOptions(options);
       if (authState !== undefined) {
-        if (contextOptions.storageState !== undefined) {
+        if (fresh.storageState !== undefined) {
           throw new UnsupportedOptionError(
             'authState',
             'it seeds the context as storageState does, and this test sets storageState too: keep one',
           );
         }
-        contextOptions.storageState = (await authStorageState(burrowSession, authState)) as Exclude<
+        fresh.storageState = (await authStorageState(burrowSession, authState)) as Exclude<
           BrowserContextOptions['storageState'],
           string | undefined
         >;
       }
-      context = await burrowSession.browser.newContext(contextOptions);
+      context = await burrowSession.browser.newContext(fresh);
     }
     try {
       const artifacts = await startTestArtifacts({
