@@ -82,7 +82,15 @@ export async function embeddedServer(
     (released ??= (async () => {
       if (--current.users > 0) return;
       if (shared === current) shared = undefined;
-      await server.close();
+      // the server's handles do not hold the process (internal/background.ts), so while its
+      // shutdown waits for them (instances' processes, a warm-pool start in flight) this timer
+      // does: a script awaiting the release must not end with that await unsettled
+      const hold = setInterval(() => {}, 60_000);
+      try {
+        await server.close();
+      } finally {
+        clearInterval(hold);
+      }
     })());
   return {
     url: server.url,

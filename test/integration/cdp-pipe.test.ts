@@ -11,7 +11,7 @@ import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { descendants } from '../../src/internal/process.js';
-import { eventually, testServer, type TestServer } from '../helpers/server.js';
+import { eventually, instancePids, testServer, type TestServer } from '../helpers/server.js';
 import { startSite, type TestSite } from '../helpers/site.js';
 
 let server: TestServer;
@@ -147,7 +147,10 @@ describe('DevTools on a pipe', () => {
     await page.goto(`${site.origin}/listening`); // renderer and network service up
     const processes = chromiumProcesses();
     expect(processes.length).toBeGreaterThan(2); // browser, zygotes, renderer, utilities
-    const main = processes.filter((p) => !p.cmdline.includes('--type='));
+    // this instance's own (a warm pool, when one is on, runs others beside it)
+    const main = processes.filter(
+      (p) => !p.cmdline.includes('--type=') && instancePids(id).includes(p.pid),
+    );
     expect(main).toHaveLength(1);
     const argv = main[0]!.cmdline.split('\0');
     expect(argv).toContain('--remote-debugging-pipe');
