@@ -9,50 +9,92 @@
  *
  * Each way attaches to the same page and runs N `Runtime.evaluate` round trips (in interleaved
  * blocks of 50), then a screenshot loop; it prints p50/p99 per round trip, the added latency, and
- * the throughput ratio. The relay runs in this process, as it does in the server; the sandbox
+ * the throughput ratio. The relay runs in a process of its own, as in the server; the sandbox
  * around Chromium is left out (it does not sit on this path: the pipe is the same either way).
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 import { ChromiumSession } from '../src/server/chromium/session.js';
 import { median, percentile } from './stats.js';
 
-const n = Number(process.argv[2] ?? 1000);
+const n = Number((process.argv[2] === '--serve' ? undefined : process.argv[2]) ?? 1000);
 if (!Number.isInteger(n) || n < 50) throw new Error('usage: bench/relay.ts [N ≥ 50]');
 const BLOCK = 50;
 const SHOTS = Math.max(10, Math.round(n / 20));
 
 const dir = mkdtempSync(join(tmpdir(), 'brelay-'));
-const http = createServer();
-await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-const port = (http.address() as AddressInfo).port;
-const quiet = { info() {}, warn() {}, error() {}, debug() {} } as never;
 
-const session = await ChromiumSession.launch({
-  executablePath: process.env.BURROW_CHROMIUM ?? '/usr/lib/chromium/chromium',
-  dir,
-  windowSize: [1024, 768],
-  args: [
-    '--remote-debugging-port=0',
-    ...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), // unsandboxed here: root needs it
-  ],
-  relayUrl: `ws://127.0.0.1:${port}/cdp/bench`,
-  token: 'bench',
-  log: quiet,
-  onExit: () => {},
-});
-http.on('upgrade', (req, socket, head) => {
-  const rest = (req.url ?? '').replace(/^\/cdp\/bench\//, '').replace(/\?.*$/, '');
-  session.upgrade(rest, req, socket, head);
-});
-const [directPort, browserPath] = readFileSync(join(dir, 'profile', 'DevToolsActivePort'), 'utf8')
-  .trim()
-  .split('\n');
+/**
+ * The server side, in a process of its own as in a real deployment (its garbage collection and
+ * event loop are not the client's): Chromium on a pipe plus the relay, and Chromium's own port.
+ * Prints `{ relay, direct, targetId }` on stdout and runs until stdin closes.
+ */
+async function serve(): Promise<void> {
+  const http = createServer();
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const port = (http.address() as AddressInfo).port;
+  const quiet = { info() {}, warn() {}, error() {}, debug() {} } as never;
+  const session = await ChromiumSession.launch({
+    executablePath: process.env.BURROW_CHROMIUM ?? '/usr/lib/chromium/chromium',
+    dir,
+    windowSize: [1024, 768],
+    args: [
+      '--remote-debugging-port=0',
+      ...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), // unsandboxed here: root needs it
+    ],
+    relayUrl: `ws://127.0.0.1:${port}/cdp/bench`,
+    token: 'bench',
+    log: quiet,
+    onExit: () => {},
+  });
+  http.on('upgrade', (req, socket, head) => {
+    const rest = (req.url ?? '').replace(/^\/cdp\/bench\//, '').replace(/\?.*$/, '');
+    session.upgrade(rest, req, socket, head);
+  });
+  const [directPort, browserPath] = readFileSync(join(dir, 'profile', 'DevToolsActivePort'), 'utf8')
+    .trim()
+    .split('\n');
+  process.stdout.write(
+    `${JSON.stringify({
+      relay: session.cdpUrl,
+      direct: `ws://127.0.0.1:${directPort}${browserPath}`,
+      targetId: session.tabs()[0]!.targetId,
+    })}\n`,
+  );
+  process.stdin.resume();
+  await new Promise((resolve) => process.stdin.once('end', resolve));
+  await session.close();
+  http.close();
+  rmSync(dir, { recursive: true, force: true });
+}
+
+if (process.argv.includes('--serve')) {
+  await serve();
+  process.exit(0);
+}
+rmSync(dir, { recursive: true, force: true });
+
+const server = spawn(
+  process.execPath,
+  ['--import', 'tsx', fileURLToPath(import.meta.url), '--serve'],
+  {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  },
+);
+const endpoints = await new Promise<{ relay: string; direct: string; targetId: string }>(
+  (resolve, reject) => {
+    createInterface({ input: server.stdout! }).once('line', (line) => resolve(JSON.parse(line)));
+    server.once('exit', (code) => reject(new Error(`the relay process exited (${code})`)));
+  },
+);
 
 /** A minimal CDP client: one command at a time, replies matched by id. */
 class Client {
@@ -89,16 +131,15 @@ class Client {
 }
 
 const clients = {
-  relay: await Client.open(session.cdpUrl),
-  direct: await Client.open(`ws://127.0.0.1:${directPort}${browserPath}`),
+  relay: await Client.open(endpoints.relay),
+  direct: await Client.open(endpoints.direct),
 };
 type Way = keyof typeof clients;
-const [page] = session.tabs();
 // a page with some content, so that screenshots encode something
 for (const c of Object.values(clients)) {
   const { sessionId } = await c.send<{ sessionId: string }>(
     'Target.attachToTarget',
-    { targetId: page!.targetId, flatten: true },
+    { targetId: endpoints.targetId, flatten: true },
     '',
   );
   c.sessionId = sessionId;
@@ -158,7 +199,6 @@ try {
   );
 } finally {
   for (const c of Object.values(clients)) c.close();
-  await session.close();
-  http.close();
-  rmSync(dir, { recursive: true, force: true });
+  server.stdin!.end();
+  await new Promise((resolve) => server.once('exit', resolve));
 }
