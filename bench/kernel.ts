@@ -82,10 +82,9 @@ async function layer(home: string): Promise<{ first: number; warm: number }> {
   }
 }
 
-/** Through HTTP on a real ubuntu instance (sandbox, display …): the user-visible figures. */
-async function http(dataDir: string): Promise<{ start: number; first: number; warm: number }> {
-  const server = await startServer({ port: 0, apiKey: 'bench-key-0123456789', dataDir });
-  const call = async (path: string, body: unknown) => {
+/** `POST path` with `body` on `server`, the JSON answer; throws unless 200. */
+function poster(server: { url: string; apiKey: string }) {
+  return async (path: string, body: unknown): Promise<Record<string, unknown>> => {
     const res = await fetch(server.url + path, {
       method: 'POST',
       headers: { 'x-api-key': server.apiKey, 'content-type': 'application/json' },
@@ -95,6 +94,12 @@ async function http(dataDir: string): Promise<{ start: number; first: number; wa
     if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`);
     return json;
   };
+}
+
+/** Through HTTP on a real ubuntu instance (sandbox, display …): the user-visible figures. */
+async function http(dataDir: string): Promise<{ start: number; first: number; warm: number }> {
+  const server = await startServer({ port: 0, apiKey: 'bench-key-0123456789', dataDir });
+  const call = poster(server);
   try {
     const [start, inst] = await time(() => call('/v1/start', { instance_type: 'ubuntu' }));
     const exec = `/v1/instance/${String(inst.id)}/code/execute`;
@@ -118,16 +123,7 @@ async function pooled(dataDir: string): Promise<{ bash: number; code: number }> 
     dataDir,
     warmPool: { ubuntu: 1 },
   });
-  const call = async (path: string, body: unknown) => {
-    const res = await fetch(server.url + path, {
-      method: 'POST',
-      headers: { 'x-api-key': server.apiKey, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    const json = (await res.json()) as Record<string, unknown>;
-    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const call = poster(server);
   const first = async (path: string, body: unknown): Promise<number> => {
     await server.warmPool.ready();
     await new Promise((r) => setTimeout(r, 300)); // the last instance's teardown
