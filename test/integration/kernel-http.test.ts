@@ -249,8 +249,9 @@ describe('kernels and a SIGKILLed server', () => {
         headers: { 'x-api-key': key, 'content-type': 'application/json' },
         body: JSON.stringify(body),
       });
-      expect(res.status).toBe(200);
-      return (await res.json()) as Record<string, unknown>;
+      const answer = (await res.json()) as Record<string, unknown>;
+      expect(res.status, JSON.stringify(answer)).toBe(200);
+      return answer;
     };
     const killTag = `BURROW_KERNEL_KILL_${randomBytes(6).toString('hex')}`;
     const inst = String((await call('/v1/start', { instance_type: 'ubuntu' })).id);
