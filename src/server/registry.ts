@@ -26,8 +26,9 @@ export const DEFAULT_RESOLUTION: Resolution = [1024, 768];
 /**
  * A start that failed because a process of the instance was SIGKILLed while it came up (its
  * wrapper reports exit code 137). Under heavy load this has been seen a few times per thousand
- * starts in the test suite, from a cause not found yet (ISOLATION.md's kill paths are all scoped
- * to the instance's own cgroup or process tree); the registry retries such a start once.
+ * starts in the test suite, from a cause not found yet (the kill paths of sandbox/sandbox.ts and
+ * chromium/chromium.ts act on the instance's own cgroup or process tree); the registry retries
+ * such a start once.
  */
 const KILLED_WHILE_STARTING = /\((code 137|SIGKILL)\)/;
 export const DEFAULT_TIMEOUT_HOURS = 1;
