@@ -1,8 +1,8 @@
 /**
- * A start whose instance was SIGKILLed while it came up is retried once with a fresh instance
- * (src/server/registry.ts, KILLED_WHILE_STARTING); any other start failure is answered at once.
- * The runtimes here are stand-ins: a process killed at exactly that moment cannot be produced on
- * demand, which is the fault this injects.
+ * A cold start that fails is retried once with a fresh instance (src/server/registry.ts,
+ * START_ATTEMPTS); a second failure is answered with its reason. The runtimes here are stand-ins:
+ * a process killed at exactly the moment an instance comes up cannot be produced on demand, which
+ * is the fault this injects.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -56,8 +56,8 @@ function registry(make: RuntimeFactory): Registry {
   });
 }
 
-describe('a start killed while it came up', () => {
-  it('is retried once with a fresh instance; the killed one is torn down and not listed', async () => {
+describe('a cold start that fails', () => {
+  it('is retried once with a fresh instance; the failed one is torn down and not listed', async () => {
     const f = factory(['Chromium exited (code 137)']);
     const reg = registry(f.make);
     const rec = await reg.start({ instance_type: 'browser' });
@@ -69,7 +69,7 @@ describe('a start killed while it came up', () => {
     await reg.close();
   });
 
-  it('fails when the retry is killed too, and names the reason', async () => {
+  it('fails when the retry fails too, and names its reason', async () => {
     const f = factory(['Chromium exited (code 137)', 'Chromium exited (SIGKILL)']);
     const reg = registry(f.make);
     await expect(reg.start({ instance_type: 'browser' })).rejects.toMatchObject({
@@ -81,11 +81,17 @@ describe('a start killed while it came up', () => {
     await reg.close();
   });
 
-  it('answers any other failure at once, without a retry', async () => {
-    const f = factory(['Xvfb did not start within 10 s']);
+  it('answers the second failure with its reason; that instance stays listed as error', async () => {
+    const f = factory([
+      'could not open port 3128 inside the instance: listener helper exited',
+      'Xvfb did not start within 10 s',
+    ]);
     const reg = registry(f.make);
-    await expect(reg.start({ instance_type: 'browser' })).rejects.toMatchObject({ status: 500 });
-    expect(f.stopped).toHaveLength(1);
+    await expect(reg.start({ instance_type: 'browser' })).rejects.toMatchObject({
+      status: 500,
+      message: expect.stringContaining('Xvfb did not start'),
+    });
+    expect(f.stopped).toHaveLength(2);
     expect(reg.list().map((r) => r.status)).toEqual(['error']);
     await reg.close();
   });
