@@ -1,13 +1,10 @@
 /**
- * What the vendor mappings do to screenshots: read a PNG's size, decode it (8-bit grey, grey +
- * alpha, RGB or RGBA, not interlaced: what Chromium and burrow's desktop produce), crop a region
- * and resample to the size a model works at, and encode the result (src/internal/png.ts).
+ * What the vendor mappings do to screenshots: decode one to RGB, crop a region and resample it
+ * to the size a model works at, and encode the result (decoding and encoding: src/internal/png.ts).
  */
-import { promisify } from 'node:util';
-import { inflate } from 'node:zlib';
-import { encodePng } from '../internal/png.js';
+import { decodePng as decodeRaw, encodePng, pngSize } from '../internal/png.js';
 
-const inflateAsync = promisify(inflate);
+export { pngSize };
 
 /** RGB pixels, 3 bytes each, row after row. */
 export interface Rgb {
@@ -16,68 +13,17 @@ export interface Rgb {
   data: Buffer;
 }
 
-/** `[width, height]` from a PNG's IHDR. */
-export function pngSize(png: Buffer): [number, number] {
-  if (png.length < 24 || png.readUInt32BE(0) !== 0x89504e47) throw new Error('not a PNG image');
-  return [png.readUInt32BE(16), png.readUInt32BE(20)];
-}
-
-const CHANNELS: Record<number, number> = { 0: 1, 2: 3, 4: 2, 6: 4 };
-
+/** `png` as RGB (grey spread to the three channels, alpha dropped). */
 export async function decodePng(png: Buffer): Promise<Rgb> {
-  const [width, height] = pngSize(png);
-  const depth = png[24];
-  const colour = png[25]!;
-  const interlace = png[28];
-  const channels = CHANNELS[colour];
-  if (depth !== 8 || channels === undefined || interlace !== 0) {
-    throw new Error(
-      `unsupported PNG (bit depth ${depth}, colour type ${colour}, interlace ${interlace})`,
-    );
-  }
-  const idat: Buffer[] = [];
-  for (let at = 8; at < png.length;) {
-    const len = png.readUInt32BE(at);
-    const type = png.toString('latin1', at + 4, at + 8);
-    if (type === 'IDAT') idat.push(png.subarray(at + 8, at + 8 + len));
-    if (type === 'IEND') break;
-    at += 12 + len;
-  }
-  const raw = await inflateAsync(Buffer.concat(idat));
-  const stride = width * channels;
-  const rows = Buffer.alloc(stride * height);
-  let prev = Buffer.alloc(stride);
-  for (let y = 0; y < height; y++) {
-    const filter = raw[y * (stride + 1)];
-    const line = raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1));
-    const out = rows.subarray(y * stride, (y + 1) * stride);
-    for (let i = 0; i < stride; i++) {
-      const a = i >= channels ? out[i - channels]! : 0;
-      const b = prev[i]!;
-      const c = i >= channels ? prev[i - channels]! : 0;
-      let v = line[i]!;
-      if (filter === 1) v += a;
-      else if (filter === 2) v += b;
-      else if (filter === 3) v += (a + b) >> 1;
-      else if (filter === 4) {
-        const p = a + b - c;
-        const pa = Math.abs(p - a);
-        const pb = Math.abs(p - b);
-        const pc = Math.abs(p - c);
-        v += pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
-      }
-      out[i] = v & 0xff;
-    }
-    prev = out;
-  }
+  const { width, height, channels, pixels } = await decodeRaw(png);
   const data = Buffer.alloc(width * height * 3);
   for (let p = 0, s = 0; p < width * height; p++, s += channels) {
     if (channels >= 3) {
-      data[p * 3] = rows[s]!;
-      data[p * 3 + 1] = rows[s + 1]!;
-      data[p * 3 + 2] = rows[s + 2]!;
+      data[p * 3] = pixels[s]!;
+      data[p * 3 + 1] = pixels[s + 1]!;
+      data[p * 3 + 2] = pixels[s + 2]!;
     } else {
-      data.fill(rows[s]!, p * 3, p * 3 + 3);
+      data.fill(pixels[s]!, p * 3, p * 3 + 3);
     }
   }
   return { width, height, data };

@@ -6,7 +6,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { inflateSync } from 'node:zlib';
+import { decodePngSync } from '../../src/internal/png.js';
 import { CdpConnection } from '../../src/server/chromium/cdp.js';
 
 /** Colours of the playground's targets, `[r, g, b]`, distinct from everything else on screen. */
@@ -154,7 +154,7 @@ export class PageProbe {
   }
 }
 
-/** A decoded 8-bit RGB(A) PNG. */
+/** A decoded PNG, read as RGB. */
 export interface Image {
   width: number;
   height: number;
@@ -162,58 +162,17 @@ export interface Image {
   at(x: number, y: number): [number, number, number];
 }
 
-/** Decodes 8-bit non-interlaced PNGs of colour type 2 (RGB) or 6 (RGBA), every filter type. */
+/** `png` decoded by src/internal/png.ts, with an RGB reader (grey spread, alpha ignored). */
 export function decodePng(png: Buffer): Image {
-  if (png.readUInt32BE(0) !== 0x89504e47) throw new Error('not a PNG');
-  let o = 8;
-  let width = 0;
-  let height = 0;
-  let channels = 3;
-  const idat: Buffer[] = [];
-  while (o < png.length) {
-    const len = png.readUInt32BE(o);
-    const type = png.toString('latin1', o + 4, o + 8);
-    const data = png.subarray(o + 8, o + 8 + len);
-    if (type === 'IHDR') {
-      width = data.readUInt32BE(0);
-      height = data.readUInt32BE(4);
-      if (data[8] !== 8 || (data[9] !== 2 && data[9] !== 6) || data[12] !== 0) {
-        throw new Error(`unsupported PNG (depth ${data[8]}, colour type ${data[9]})`);
-      }
-      channels = data[9] === 6 ? 4 : 3;
-    } else if (type === 'IDAT') idat.push(data);
-    o += 12 + len;
-  }
-  const raw = inflateSync(Buffer.concat(idat));
-  const stride = width * channels;
-  const px = Buffer.alloc(height * stride);
-  for (let y = 0; y < height; y++) {
-    const filter = raw[y * (stride + 1)]!;
-    const line = raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1));
-    for (let i = 0; i < stride; i++) {
-      const a = i >= channels ? px[y * stride + i - channels]! : 0;
-      const b = y > 0 ? px[(y - 1) * stride + i]! : 0;
-      const c = y > 0 && i >= channels ? px[(y - 1) * stride + i - channels]! : 0;
-      let v = line[i]!;
-      if (filter === 1) v += a;
-      else if (filter === 2) v += b;
-      else if (filter === 3) v += (a + b) >> 1;
-      else if (filter === 4) {
-        const p = a + b - c;
-        const pa = Math.abs(p - a);
-        const pb = Math.abs(p - b);
-        const pc = Math.abs(p - c);
-        v += pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
-      }
-      px[y * stride + i] = v & 0xff;
-    }
-  }
+  const { width, height, channels, pixels } = decodePngSync(png);
   return {
     width,
     height,
     at: (x, y) => {
-      const i = y * stride + x * channels;
-      return [px[i]!, px[i + 1]!, px[i + 2]!];
+      const i = (y * width + x) * channels;
+      return channels >= 3
+        ? [pixels[i]!, pixels[i + 1]!, pixels[i + 2]!]
+        : [pixels[i]!, pixels[i]!, pixels[i]!];
     },
   };
 }

@@ -68,10 +68,7 @@ export async function eventually(
 }
 
 /** `[width, height]` read from a PNG's IHDR chunk. */
-export function pngSize(png: Buffer): [number, number] {
-  if (png.readUInt32BE(0) !== 0x89504e47) throw new Error('not a PNG');
-  return [png.readUInt32BE(16), png.readUInt32BE(20)];
-}
+export { pngSize } from '../../src/internal/png.js';
 
 /**
  * Processes of instances this test process's servers started (or those of the server in process
