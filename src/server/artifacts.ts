@@ -217,14 +217,7 @@ export class InstanceArtifacts {
     const out: DownloadInfo[] = [];
     for (const e of this.#entries.values()) {
       if (e.kind !== 'download') continue;
-      out.push({
-        id: e.id,
-        filename: e.filename,
-        size: await this.#size(e),
-        mime_type: e.mime_type,
-        created_at: e.created_at,
-        state: e.state as DownloadState,
-      });
+      out.push({ ...(await this.#described(e)), state: e.state as DownloadState });
     }
     return out;
   }
@@ -296,13 +289,20 @@ export class InstanceArtifacts {
 
   async #recordingInfo(e: Entry): Promise<RecordingInfo> {
     return {
+      ...(await this.#described(e)),
+      state: e.state as RecordingState,
+      duration_seconds: e.duration,
+    };
+  }
+
+  /** What downloads and recordings both report of an artifact. */
+  async #described(e: Entry) {
+    return {
       id: e.id,
       filename: e.filename,
       size: await this.#size(e),
       mime_type: e.mime_type,
       created_at: e.created_at,
-      state: e.state as RecordingState,
-      duration_seconds: e.duration,
     };
   }
 
