@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { startServer } from 'burrow-sandbox/server';
-import { median, percentile } from './stats.js';
+import { median, percentile, pssKiB } from './stats.js';
 
 const n = Number(process.argv[2] ?? 50);
 if (!Number.isInteger(n) || n < 1) throw new Error('usage: bench/density.ts [N ≥ 1]');
@@ -53,12 +53,7 @@ function read(path: string): string | undefined {
 /** PSS in KiB of every process of instance `id` (its cgroup's members). */
 function pss(id: string): number {
   const procs = read(`/sys/fs/cgroup/pids/burrow/${process.pid}.${id}/cgroup.procs`) ?? '';
-  let kib = 0;
-  for (const pid of procs.split('\n').filter(Boolean)) {
-    const m = /^Pss:\s+(\d+) kB/m.exec(read(`/proc/${pid}/smaps_rollup`) ?? '');
-    kib += Number(m?.[1] ?? 0);
-  }
-  return kib;
+  return pssKiB(procs.split('\n').filter(Boolean));
 }
 
 /** The memory cgroup's own count (page cache included), in KiB. */

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { chromium } from 'playwright-core';
 import { startServer, type RunningServer } from '../src/server/index.js';
-import { median } from './stats.js';
+import { median, pssKiB } from './stats.js';
 
 const N = Number(process.argv[2] ?? 5);
 const IDLE = 4;
@@ -42,20 +42,6 @@ function client(server: RunningServer) {
     if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
     return (await res.json()) as Record<string, unknown>;
   };
-}
-
-/** PSS in KiB of `pids` (smaps_rollup). */
-function pss(pids: number[]): number {
-  let kib = 0;
-  for (const pid of pids) {
-    try {
-      const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
-      kib += Number(m?.[1] ?? 0);
-    } catch {
-      /* gone */
-    }
-  }
-  return kib;
 }
 
 /** Every process of instance `id`: the processes whose command line names it, and their trees. */
@@ -126,7 +112,7 @@ async function measure(isolated: boolean) {
       for (let i = 0; i < IDLE; i++)
         ids.push(String((await api('/v1/start', { instance_type: type })).id));
       await new Promise((r) => setTimeout(r, 3000)); // let start-up work settle
-      const per = ids.map((id) => pss(instancePids(id)));
+      const per = ids.map((id) => pssKiB(instancePids(id)));
       mem[type] = median(per) / 1024;
       for (const id of ids) await api(`/v1/instance/${id}/stop`, {});
     }

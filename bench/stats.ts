@@ -1,4 +1,5 @@
-/** Statistics the benchmarks print. */
+/** Statistics the benchmarks print, and the memory figure they read. */
+import { readFileSync } from 'node:fs';
 
 /** The median of `xs` (mean of the two middle values for an even count). */
 export function median(xs: readonly number[]): number {
@@ -13,4 +14,18 @@ export function percentile(xs: readonly number[], p: number): number {
   if (s.length === 0) return NaN;
   const rank = Math.min(s.length, Math.max(1, Math.ceil((p / 100) * s.length)));
   return s[rank - 1]!;
+}
+
+/** Proportional set size in KiB of `pids` together (smaps_rollup; processes gone count 0). */
+export function pssKiB(pids: readonly (number | string)[]): number {
+  let kib = 0;
+  for (const pid of pids) {
+    try {
+      const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+      kib += Number(m?.[1] ?? 0);
+    } catch {
+      /* gone */
+    }
+  }
+  return kib;
 }
