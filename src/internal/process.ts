@@ -121,14 +121,48 @@ export function descendants(pid: number): number[] {
   return out;
 }
 
-/** Send `signal` to `pid` and every descendant (for trees that left the group with setsid). */
-export function signalTree(pid: number, signal: NodeJS.Signals): void {
-  for (const p of [pid, ...descendants(pid)]) {
-    try {
-      process.kill(p, signal);
-    } catch {
-      /* gone */
-    }
+/**
+ * A process as it was when seen: its number and its start time. A number is handed to a new
+ * process (or thread) as soon as the old one is reaped and the kernel's cursor comes round, which
+ * on a busy machine (Chromium starts hundreds of threads, `pid_max` may be 32768) can be
+ * milliseconds later; a signal meant for a process seen earlier goes through `signalProcess`,
+ * which checks that the number still names the same process.
+ */
+export interface ProcessRef {
+  readonly pid: number;
+  /** Field 22 of /proc/<pid>/stat: clock ticks after boot. */
+  readonly start: string;
+}
+
+/** `pid` as it is now, or undefined when it is gone. */
+export function processRef(pid: number): ProcessRef | undefined {
+  const stat = statFields(pid);
+  return stat ? { pid, start: stat[19]! } : undefined;
+}
+
+/** Whether `ref` is still that process and not a zombie. */
+export function stillRunning(ref: ProcessRef): boolean {
+  const stat = statFields(ref.pid);
+  return stat !== undefined && stat[19] === ref.start && stat[0] !== 'Z';
+}
+
+/** Signal `ref` if its number still names that process. */
+export function signalProcess(ref: ProcessRef, signal: NodeJS.Signals): void {
+  if (!stillRunning(ref)) return;
+  try {
+    process.kill(ref.pid, signal);
+  } catch {
+    /* gone */
+  }
+}
+
+/** The fields of /proc/<pid>/stat after `(comm)`, from the state (field 3) on. */
+function statFields(pid: number): string[] | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
   }
 }
 

@@ -136,6 +136,7 @@ class BrowserRuntime implements InstanceRuntime {
     return {
       ctx: { ...this.#ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
       processDir: posix.join(sandbox.home, CHROMIUM_DIR),
+      members: () => sandbox.pids(),
       spawn: (argv, o) => sandbox.spawn(argv, { env: o.env, stdio: o.stdio }),
       mkdir: async (paths) => {
         if (sandbox.seeded(paths)) return;
@@ -171,15 +172,15 @@ class BrowserRuntime implements InstanceRuntime {
       await this.#artifacts(sandbox);
       // the egress listener and Chromium start side by side: Chromium goes online only once a
       // page loads, and that waits for nothing but the listener's socket, which exists already
+      // (kept as soon as it is open: when Chromium fails, stop() closes it)
       const egress =
         sandbox.mode === 'isolated'
-          ? openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log)
+          ? openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log).then(
+              (opened) => (this.#egress = opened),
+            )
           : undefined;
-      const [opened] = await Promise.allSettled([egress, this.browser.start()]).then((r) => {
-        for (const x of r) if (x.status === 'rejected') throw x.reason;
-        return r.map((x) => (x as PromiseFulfilledResult<unknown>).value);
-      });
-      this.#egress = opened as InstanceEgress | undefined;
+      const results = await Promise.allSettled([egress, this.browser.start()]);
+      for (const r of results) if (r.status === 'rejected') throw r.reason;
     } catch (err) {
       await this.stop();
       throw err;

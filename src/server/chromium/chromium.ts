@@ -4,7 +4,7 @@
  * port: no other process, in this instance or outside it, can connect to them.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, symlink, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +12,14 @@ import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import type { StdioOptions } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { alive, descendants, freezeAll, Supervised } from '../../internal/process.js';
+import {
+  descendants,
+  freezeAll,
+  processRef,
+  signalProcess,
+  stillRunning,
+  Supervised,
+} from '../../internal/process.js';
 import { CdpPipe } from './pipe.js';
 
 /** Flags every Chromium gets: its network is closed, so nothing may phone home. */
@@ -24,9 +31,13 @@ export const BASE_FLAGS = [
   '--disable-quic',
   '--test-type',
   '--force-device-scale-factor=1',
-  // http:// stays http:// (as with Playwright's own launch); auth states key storage by origin.
   // Chromium honours only the last --disable-features: merge, do not add another.
-  '--disable-features=HttpsUpgrades',
+  // - HttpsUpgrades: http:// stays http:// (as with Playwright's own launch); auth states key
+  //   storage by origin.
+  // - WebUIOmniboxPopup, WebUIOmniboxAimPopup: Chromium 156 renders the address bar's popup as
+  //   WebUI pages and preloads them in a renderer of their own at start, headless too (~55 MiB
+  //   per idle instance, bench/density.ts); the native popup needs no renderer.
+  '--disable-features=HttpsUpgrades,WebUIOmniboxPopup,WebUIOmniboxAimPopup',
   // the network service in the browser process instead of a process of its own: ~20 MiB less
   // per idle instance (bench/density.ts); the instance's sandbox, not Chromium's process split,
   // is what keeps it from the host
@@ -79,6 +90,13 @@ export interface LaunchOptions {
   mkdir?: (paths: string[]) => Promise<void>;
   /** More directories to create with Chromium's own (as the process sees them), e.g. downloads. */
   extraDirs?: readonly string[];
+  /**
+   * The processes that may be this Chromium's strays (crashpad leaves its tree), e.g. the members
+   * of the sandbox's cgroup. Required with `processDir`: the path Chromium names is then the same
+   * in every instance, so only membership tells one instance's processes from another's.
+   * Default: every process on the host (the instance directory in `dir` names only this one).
+   */
+  members?: () => number[];
 }
 
 export interface ChromiumSpawnOptions {
@@ -172,25 +190,18 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
   const pipe = new CdpPipe(proc.child.stdio[3] as Writable, proc.child.stdio[4] as Readable);
   const ready = answers(pipe);
 
-  // In a sandbox the path Chromium names is not unique on the host (every instance has the same
-  // /home/user): a stray must also share the mount namespace of this launch's processes (never
-  // the server's own).
+  // The instance directory on a command line marks a process of this browser; in a sandbox
+  // every instance names the same /home/user path, so only the sandbox's own members are looked
+  // at. (Not the mount namespace: its number is handed to the next namespace made once this one
+  // is gone, which made the stop of one instance SIGKILL the Chromium another was starting.)
   const sandboxed = opts.processDir !== undefined && opts.processDir !== opts.dir;
-  const namespaces = new Set<string>();
-  const hostNamespace = mountNamespace(process.pid);
-  const noteNamespaces = () => {
-    if (!sandboxed || !proc.running) return;
-    for (const pid of descendants(proc.pid)) {
-      const ns = mountNamespace(pid);
-      if (ns && ns !== hostNamespace) namespaces.add(ns);
-    }
-  };
+  if (sandboxed && !opts.members) throw new Error('launchChromium: processDir needs members');
+  const needle = join(seen, '/');
   /** Every process of this Chromium: its tree, and strays that left it (crashpad). */
   const pids = () => {
-    noteNamespaces();
-    const strays = processesNaming(join(seen, '/')).filter(
-      (pid) => !sandboxed || namespaces.has(mountNamespace(pid) ?? ''),
-    );
+    const strays = opts.members
+      ? opts.members().filter((pid) => commandLineNames(pid, needle))
+      : processesNaming(needle);
     return proc.running ? [...descendants(proc.pid), ...strays] : strays;
   };
   const signal = (sig: NodeJS.Signals) => {
@@ -211,18 +222,13 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     // Chromium's processes as they are now: once the launched process (in a sandbox, the
     // wrapper around Chromium) exits, they are no longer its descendants, and they may still be
     // exiting; stop returns only when every one of them is gone.
-    const tree = proc.running ? descendants(proc.pid) : [];
+    // (by start time: once reaped, their numbers may belong to another instance's processes)
+    const tree = proc.running ? descendants(proc.pid).flatMap((pid) => processRef(pid) ?? []) : [];
     await proc.kill();
     signal('SIGKILL');
-    for (const pid of tree) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        /* gone */
-      }
-    }
+    for (const ref of tree) signalProcess(ref, 'SIGKILL');
     const deadline = performance.now() + 5000;
-    while (tree.some(alive) && performance.now() < deadline) await sleep(10);
+    while (tree.some(stillRunning) && performance.now() < deadline) await sleep(10);
   };
 
   const timeoutMs = opts.startTimeoutMs ?? 20_000;
@@ -238,7 +244,6 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     }),
   ]);
   clearTimeout(timer);
-  noteNamespaces();
   if (outcome instanceof Error) {
     pipe.close();
     await kill();
@@ -284,24 +289,17 @@ async function removeDanglingLinks(): Promise<void> {
 
 /** PIDs of live processes whose command line contains `needle`. */
 function processesNaming(needle: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(needle)) pids.push(Number(entry));
-    } catch {
-      /* exited while we looked */
-    }
-  }
-  return pids;
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number)
+    .filter((pid) => commandLineNames(pid, needle));
 }
 
-/** `mnt:[…]` of a process, or undefined when it is gone or unreadable. */
-function mountNamespace(pid: number): string | undefined {
+function commandLineNames(pid: number, needle: string): boolean {
   try {
-    return readlinkSync(`/proc/${pid}/ns/mnt`);
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(needle);
   } catch {
-    return undefined;
+    return false; // exited while we looked
   }
 }
 

@@ -27,6 +27,8 @@ export interface BrowserControllerOptions {
   processDir?: string;
   /** Creates Chromium's directories (see `LaunchOptions.mkdir`). */
   mkdir?: LaunchOptions['mkdir'];
+  /** The sandbox's processes, among which Chromium's strays are (see `LaunchOptions.members`). */
+  members?: LaunchOptions['members'];
   /** Where downloads are kept and reported (the instance's artifacts, ../artifacts.ts). */
   downloads?: DownloadSink | undefined;
   /** Chromium died on its own while it should have been running. */
@@ -128,7 +130,17 @@ export class BrowserController implements BrowserCapability {
 
   #launch(): Promise<ChromiumSession> {
     const opts = { ...this.#opts, ...this.#opts.launch?.() };
-    const { ctx, headless = true, args, spawn, processDir, mkdir, onCrash, downloads } = opts;
+    const {
+      ctx,
+      headless = true,
+      args,
+      spawn,
+      processDir,
+      mkdir,
+      members,
+      onCrash,
+      downloads,
+    } = opts;
     const downloadDir = downloads?.downloadDir;
     const env = typeof opts.env === 'function' ? opts.env() : opts.env;
     const base = ctx.publicUrl.replace(/^http/, 'ws').replace(/\/+$/, '');
@@ -147,6 +159,7 @@ export class BrowserController implements BrowserCapability {
       ...(spawn ? { spawn } : {}),
       ...(processDir !== undefined ? { processDir } : {}),
       ...(mkdir ? { mkdir } : {}),
+      ...(members ? { members } : {}),
       ...(downloads && downloadDir !== undefined && { downloads, extraDirs: [downloadDir] }),
       relayUrl: `${base}/cdp/${encodeURIComponent(ctx.id)}`,
       token: ctx.token,

@@ -36,9 +36,11 @@ import { join, posix } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  alive,
   descendants,
   freezeAll,
+  processRef,
+  signalProcess,
+  stillRunning,
   Supervised,
   type ExitInfo,
 } from '../../internal/process.js';
@@ -450,7 +452,9 @@ export class Sandbox {
     proc.child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
     const server = await new Promise<Server | Error>((resolve) => {
       proc.child.once('message', (_msg, handle) => resolve(handle as Server));
-      void proc.exited.then(() => resolve(new Error(stderr.trim() || 'listener helper exited')));
+      void proc.exited.then((e) =>
+        resolve(new Error(stderr.trim() || `listener helper exited (${describeExit(e)})`)),
+      );
       setTimeout(() => resolve(new Error('listener helper timed out')), 15_000).unref();
     });
     if (server instanceof Error) {
@@ -597,13 +601,15 @@ export class Sandbox {
         .remove()
         .catch((err: unknown) => this.#log.warn({ err }, 'could not remove the instance cgroup'));
     } else {
-      const all = this.pids();
+      // by start time: a number seen before the waits may have gone to another process since
+      const all = this.pids().flatMap((pid) => processRef(pid) ?? []);
       // pid 1 dying makes the kernel kill the whole pid namespace
-      if (this.#init) signal(this.#init, 'SIGKILL');
+      const init = this.#init ? all.find((ref) => ref.pid === this.#init) : undefined;
+      if (init) signalProcess(init, 'SIGKILL');
       await Promise.all([...this.#procs].map((p) => this.terminate(p)));
-      for (const pid of all) signal(pid, 'SIGKILL');
+      for (const ref of all) signalProcess(ref, 'SIGKILL');
       const deadline = Date.now() + 3000;
-      while (all.some(alive) && Date.now() < deadline) await sleep(20);
+      while (all.some(stillRunning) && Date.now() < deadline) await sleep(20);
     }
     await this.#quota?.remove();
     if (this.mode === 'isolated') await rm(this.#diskDir, { recursive: true, force: true });

@@ -175,6 +175,7 @@ export class UbuntuRuntime implements InstanceRuntime {
           browserSandbox: {
             spawn: (argv, o) => sandbox.spawn(argv, o),
             exec: (argv, o) => sandbox.exec(argv, o),
+            pids: () => sandbox.pids(),
             env: () => this.env.current(),
             home: sandbox.home,
             hostHome: sandbox.hostHome,

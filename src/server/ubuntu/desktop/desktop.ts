@@ -38,6 +38,8 @@ export interface BrowserSandbox {
     argv: string[],
     opts: { env: Record<string, string>; timeoutMs: number; stdin?: string },
   ): Promise<{ code: number | null; stdout: Buffer; stderr: Buffer; timedOut: boolean }>;
+  /** Every live process of the instance (`Sandbox.pids`). */
+  pids(): number[];
   /** The instance's sandbox path of its /tmp and the host path of it (x11vnc's socket). */
   tmp: string;
   hostTmp: string;
@@ -113,6 +115,7 @@ export class UbuntuDesktop {
       // read at each launch: a warm-pool claim may have changed the blocked domains since
       launch: () => ({ ctx: browserCtx() }),
       processDir: posix.join(box.home, BROWSER_DIR),
+      members: () => box.pids(),
       // downloads kept in the instance's ~/Downloads and listed by the API (../../artifacts.ts)
       downloads: ctx.artifacts,
       spawn: (argv, o) => box.spawn(argv, o),
