@@ -6,6 +6,8 @@
  *
  *   relay    ws → burrow's relay (src/server/chromium/relay.ts) → mux → pipe → Chromium
  *   direct   ws → Chromium's own DevTools port (bare CDP, what a local script uses)
+ *   hop      ws → a bare TCP proxy in the relay's process (bytes passed on, nothing read) →
+ *            Chromium's own port: what any relay in a process of its own costs at least
  *
  * Each way attaches to the same page and runs N `Runtime.evaluate` round trips (in interleaved
  * blocks of 50), then a screenshot loop; it prints p50/p99 per round trip, the added latency, and
@@ -15,7 +17,7 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -62,10 +64,18 @@ async function serve(): Promise<void> {
   const [directPort, browserPath] = readFileSync(join(dir, 'profile', 'DevToolsActivePort'), 'utf8')
     .trim()
     .split('\n');
+  const hop = createTcpServer((client) => {
+    const upstream = connect(Number(directPort), '127.0.0.1');
+    for (const s of [client, upstream]) s.setNoDelay(true).on('error', () => client.destroy());
+    client.pipe(upstream).pipe(client);
+    client.once('close', () => upstream.destroy());
+  });
+  await new Promise<void>((resolve) => hop.listen(0, '127.0.0.1', resolve));
   process.stdout.write(
     `${JSON.stringify({
       relay: session.cdpUrl,
       direct: `ws://127.0.0.1:${directPort}${browserPath}`,
+      hop: `ws://127.0.0.1:${(hop.address() as AddressInfo).port}${browserPath}`,
       targetId: session.tabs()[0]!.targetId,
     })}\n`,
   );
@@ -73,6 +83,7 @@ async function serve(): Promise<void> {
   await new Promise((resolve) => process.stdin.once('end', resolve));
   await session.close();
   http.close();
+  hop.close();
   rmSync(dir, { recursive: true, force: true });
 }
 
@@ -89,12 +100,15 @@ const server = spawn(
     stdio: ['pipe', 'pipe', 'inherit'],
   },
 );
-const endpoints = await new Promise<{ relay: string; direct: string; targetId: string }>(
-  (resolve, reject) => {
-    createInterface({ input: server.stdout! }).once('line', (line) => resolve(JSON.parse(line)));
-    server.once('exit', (code) => reject(new Error(`the relay process exited (${code})`)));
-  },
-);
+const endpoints = await new Promise<{
+  relay: string;
+  direct: string;
+  hop: string;
+  targetId: string;
+}>((resolve, reject) => {
+  createInterface({ input: server.stdout! }).once('line', (line) => resolve(JSON.parse(line)));
+  server.once('exit', (code) => reject(new Error(`the relay process exited (${code})`)));
+});
 
 /** A minimal CDP client: one command at a time, replies matched by id. */
 class Client {
@@ -133,6 +147,7 @@ class Client {
 const clients = {
   relay: await Client.open(endpoints.relay),
   direct: await Client.open(endpoints.direct),
+  hop: await Client.open(endpoints.hop),
 };
 type Way = keyof typeof clients;
 // a page with some content, so that screenshots encode something
@@ -153,7 +168,7 @@ await clients.direct.send('Page.navigate', {
 });
 await new Promise((r) => setTimeout(r, 500));
 
-const rtt: Record<Way, number[]> = { relay: [], direct: [] };
+const rtt: Record<Way, number[]> = { relay: [], direct: [], hop: [] };
 const ways = Object.keys(clients) as Way[];
 try {
   for (const way of ways)
@@ -167,7 +182,7 @@ try {
       }
     }
   }
-  const shots: Record<Way, number> = { relay: 0, direct: 0 };
+  const shots: Record<Way, number> = { relay: 0, direct: 0, hop: 0 };
   let bytes = 0;
   for (let round = 0; round < 4; round++) {
     for (const way of round % 2 === 0 ? ways : [...ways].reverse()) {
@@ -186,16 +201,21 @@ try {
   console.log(
     `CDP Runtime.evaluate round trips, ${n} per way, same Chromium (DevTools pipe + relay vs its own port)`,
   );
+  const added = (way: Way, q: number) => f(p(way, q) - p('direct', q));
+  const throughput = (way: Way) =>
+    (rtt.direct.reduce((a, b) => a + b, 0) / rtt[way].reduce((a, b) => a + b, 0)).toFixed(3);
   console.log(`  relay   p50 ${f(p('relay', 50))}   p99 ${f(p('relay', 99))}`);
+  console.log(`  hop     p50 ${f(p('hop', 50))}   p99 ${f(p('hop', 99))}`);
   console.log(`  direct  p50 ${f(p('direct', 50))}   p99 ${f(p('direct', 99))}`);
   console.log(
-    `  added by the relay: p50 ${f(p('relay', 50) - p('direct', 50))}, p99 ${f(p('relay', 99) - p('direct', 99))}; throughput ${(
-      rtt.direct.reduce((a, b) => a + b, 0) / rtt.relay.reduce((a, b) => a + b, 0)
-    ).toFixed(3)}× direct`,
+    `  added by the relay: p50 ${added('relay', 50)}, p99 ${added('relay', 99)}; throughput ${throughput('relay')}× direct`,
+  );
+  console.log(
+    `  added by a bare TCP hop (the floor of any relay process): p50 ${added('hop', 50)}, p99 ${added('hop', 99)}; throughput ${throughput('hop')}× direct`,
   );
   const perSec = (way: Way) => ((SHOTS / shots[way]) * 1000).toFixed(1);
   console.log(
-    `screenshots (${SHOTS} PNGs per way, ${(bytes / 1024).toFixed(0)} KiB base64 each): relay ${perSec('relay')}/s, direct ${perSec('direct')}/s = ${(shots.direct / shots.relay).toFixed(3)}× direct`,
+    `screenshots (${SHOTS} PNGs per way, ${(bytes / 1024).toFixed(0)} KiB base64 each): relay ${perSec('relay')}/s, hop ${perSec('hop')}/s, direct ${perSec('direct')}/s = relay ${(shots.direct / shots.relay).toFixed(3)}× direct`,
   );
 } finally {
   for (const c of Object.values(clients)) c.close();
