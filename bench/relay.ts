@@ -1,18 +1,22 @@
 /**
  * What the `cdp_url` relay adds to a CDP round trip. `node --import tsx bench/relay.ts [N]`
- * (default 1000) starts one Chromium the way instances run it (DevTools over a pipe, shared by the
+ * (default 1000) starts Chromium the way instances run it (DevTools over a pipe, shared by the
  * server and the relay through src/server/chromium/mux.ts) and additionally lets it listen on a
- * loopback port, so that the same browser can be driven two ways by the same WebSocket client:
+ * loopback port, so that the same browser can be driven several ways by the same WebSocket client:
  *
  *   relay    ws → burrow's relay (src/server/chromium/relay.ts) → mux → pipe → Chromium
  *   direct   ws → Chromium's own DevTools port (bare CDP, what a local script uses)
  *   hop      ws → a bare TCP proxy in the relay's process (bytes passed on, nothing read) →
  *            Chromium's own port: what any relay in a process of its own costs at least
  *
- * Each way attaches to the same page and runs N `Runtime.evaluate` round trips (in interleaved
- * blocks of 50), then a screenshot loop; it prints p50/p99 per round trip, the added latency, and
- * the throughput ratio. The relay runs in a process of its own, as in the server; the sandbox
- * around Chromium is left out (it does not sit on this path: the pipe is the same either way).
+ * Two such browsers run in the same run: one behind a server in a process of its own (`burrow
+ * serve`: the client reaches the relay over loopback, another process wakes up twice per round
+ * trip), one in the script's own process (the embedded default of `openSession`, where the relay
+ * runs beside the driver). Each way attaches to the browser's page and runs N `Runtime.evaluate`
+ * round trips (all ways interleaved in blocks of 50), then a screenshot loop; the bench prints
+ * p50/p99 per round trip, the added latency, and the throughput ratio against the same browser's
+ * own port. The sandbox around Chromium is left out (it is not on this path: the pipe is the
+ * same either way).
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -32,14 +36,18 @@ if (!Number.isInteger(n) || n < 50) throw new Error('usage: bench/relay.ts [N �
 const BLOCK = 50;
 const SHOTS = Math.max(10, Math.round(n / 20));
 
-const dir = mkdtempSync(join(tmpdir(), 'brelay-'));
+interface Endpoints {
+  relay: string;
+  direct: string;
+  hop: string;
+  targetId: string;
+}
 
 /**
- * The server side, in a process of its own as in a real deployment (its garbage collection and
- * event loop are not the client's): Chromium on a pipe plus the relay, and Chromium's own port.
- * Prints `{ relay, direct, targetId }` on stdout and runs until stdin closes.
+ * Chromium on a pipe plus the relay, Chromium's own port and a bare proxy to it, in this process;
+ * `close` stops them.
  */
-async function serve(): Promise<void> {
+async function launch(dir: string): Promise<Endpoints & { close(): Promise<void> }> {
   const http = createServer();
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
   const port = (http.address() as AddressInfo).port;
@@ -71,27 +79,36 @@ async function serve(): Promise<void> {
     client.once('close', () => upstream.destroy());
   });
   await new Promise<void>((resolve) => hop.listen(0, '127.0.0.1', resolve));
-  process.stdout.write(
-    `${JSON.stringify({
-      relay: session.cdpUrl,
-      direct: `ws://127.0.0.1:${directPort}${browserPath}`,
-      hop: `ws://127.0.0.1:${(hop.address() as AddressInfo).port}${browserPath}`,
-      targetId: session.tabs()[0]!.targetId,
-    })}\n`,
-  );
+  return {
+    relay: session.cdpUrl,
+    direct: `ws://127.0.0.1:${directPort}${browserPath}`,
+    hop: `ws://127.0.0.1:${(hop.address() as AddressInfo).port}${browserPath}`,
+    targetId: session.tabs()[0]!.targetId,
+    close: async () => {
+      await session.close();
+      http.close();
+      hop.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * The server side, in a process of its own as in a real deployment (its garbage collection and
+ * event loop are not the client's). Prints its endpoints on stdout and runs until stdin closes.
+ */
+async function serve(): Promise<void> {
+  const { close, ...endpoints } = await launch(mkdtempSync(join(tmpdir(), 'brelay-')));
+  process.stdout.write(`${JSON.stringify(endpoints)}\n`);
   process.stdin.resume();
   await new Promise((resolve) => process.stdin.once('end', resolve));
-  await session.close();
-  http.close();
-  hop.close();
-  rmSync(dir, { recursive: true, force: true });
+  await close();
 }
 
 if (process.argv.includes('--serve')) {
   await serve();
   process.exit(0);
 }
-rmSync(dir, { recursive: true, force: true });
 
 const server = spawn(
   process.execPath,
@@ -100,15 +117,11 @@ const server = spawn(
     stdio: ['pipe', 'pipe', 'inherit'],
   },
 );
-const endpoints = await new Promise<{
-  relay: string;
-  direct: string;
-  hop: string;
-  targetId: string;
-}>((resolve, reject) => {
+const remote = await new Promise<Endpoints>((resolve, reject) => {
   createInterface({ input: server.stdout! }).once('line', (line) => resolve(JSON.parse(line)));
   server.once('exit', (code) => reject(new Error(`the relay process exited (${code})`)));
 });
+const embedded = await launch(mkdtempSync(join(tmpdir(), 'brelay-')));
 
 /** A minimal CDP client: one command at a time, replies matched by id. */
 class Client {
@@ -144,32 +157,41 @@ class Client {
   }
 }
 
-const clients = {
-  relay: await Client.open(endpoints.relay),
-  direct: await Client.open(endpoints.direct),
-  hop: await Client.open(endpoints.hop),
-};
-type Way = keyof typeof clients;
-// a page with some content, so that screenshots encode something
-for (const c of Object.values(clients)) {
+/** Where the relay runs: a server process of its own, or this (the script's) process. */
+const setups = { server: remote, embedded } as const;
+type Setup = keyof typeof setups;
+type Kind = 'relay' | 'hop' | 'direct';
+const kinds: Kind[] = ['relay', 'hop', 'direct'];
+type Way = `${Setup}:${Kind}`;
+const ways = (Object.keys(setups) as Setup[]).flatMap((setup) =>
+  kinds.filter((k) => setup === 'server' || k !== 'hop').map((k) => `${setup}:${k}` as Way),
+);
+const clients = {} as Record<Way, Client>;
+for (const way of ways) {
+  const [setup, kind] = way.split(':') as [Setup, Kind];
+  const c = await Client.open(setups[setup][kind]);
   const { sessionId } = await c.send<{ sessionId: string }>(
     'Target.attachToTarget',
-    { targetId: endpoints.targetId, flatten: true },
+    { targetId: setups[setup].targetId, flatten: true },
     '',
   );
   c.sessionId = sessionId;
+  clients[way] = c;
 }
-await clients.direct.send('Page.navigate', {
-  url: `data:text/html,${encodeURIComponent(
-    '<body style="margin:0;background:linear-gradient(45deg,#246,#fc8)"><h1>relay bench</h1>' +
-      '<p>'.padEnd(4000, 'lorem ipsum ') +
-      '</p></body>',
-  )}`,
-});
+// a page with some content, so that screenshots encode something
+for (const setup of Object.keys(setups) as Setup[]) {
+  await clients[`${setup}:direct`].send('Page.navigate', {
+    url: `data:text/html,${encodeURIComponent(
+      '<body style="margin:0;background:linear-gradient(45deg,#246,#fc8)"><h1>relay bench</h1>' +
+        '<p>'.padEnd(4000, 'lorem ipsum ') +
+        '</p></body>',
+    )}`,
+  });
+}
 await new Promise((r) => setTimeout(r, 500));
 
-const rtt: Record<Way, number[]> = { relay: [], direct: [], hop: [] };
-const ways = Object.keys(clients) as Way[];
+const rtt = Object.fromEntries(ways.map((w) => [w, [] as number[]])) as Record<Way, number[]>;
+const shots = Object.fromEntries(ways.map((w) => [w, 0])) as Record<Way, number>;
 try {
   for (const way of ways)
     for (let i = 0; i < 200; i++) await clients[way].send('Runtime.evaluate', { expression: '1' }); // warm-up
@@ -182,7 +204,6 @@ try {
       }
     }
   }
-  const shots: Record<Way, number> = { relay: 0, direct: 0, hop: 0 };
   let bytes = 0;
   for (let round = 0; round < 4; round++) {
     for (const way of round % 2 === 0 ? ways : [...ways].reverse()) {
@@ -198,27 +219,44 @@ try {
   }
   const f = (x: number) => `${x.toFixed(3)} ms`;
   const p = (way: Way, q: number) => (q === 50 ? median(rtt[way]) : percentile(rtt[way], q));
+  const sum = (way: Way) => rtt[way].reduce((a, b) => a + b, 0);
   console.log(
-    `CDP Runtime.evaluate round trips, ${n} per way, same Chromium (DevTools pipe + relay vs its own port)`,
+    `CDP Runtime.evaluate round trips, ${n} per way; each browser: DevTools pipe + relay vs its own port`,
   );
-  const added = (way: Way, q: number) => f(p(way, q) - p('direct', q));
-  const throughput = (way: Way) =>
-    (rtt.direct.reduce((a, b) => a + b, 0) / rtt[way].reduce((a, b) => a + b, 0)).toFixed(3);
-  console.log(`  relay   p50 ${f(p('relay', 50))}   p99 ${f(p('relay', 99))}`);
-  console.log(`  hop     p50 ${f(p('hop', 50))}   p99 ${f(p('hop', 99))}`);
-  console.log(`  direct  p50 ${f(p('direct', 50))}   p99 ${f(p('direct', 99))}`);
+  for (const setup of Object.keys(setups) as Setup[]) {
+    const direct = `${setup}:direct` as const;
+    console.log(
+      setup === 'server'
+        ? '  relay in a server process of its own (burrow serve)'
+        : "  relay in the script's process (the embedded default of openSession)",
+    );
+    for (const kind of kinds) {
+      const way = `${setup}:${kind}` as Way;
+      if (!ways.includes(way)) continue;
+      const extra =
+        kind === 'direct'
+          ? ''
+          : `   added p50 ${f(p(way, 50) - p(direct, 50))}, p99 ${f(p(way, 99) - p(direct, 99))}; throughput ${(sum(direct) / sum(way)).toFixed(3)}× direct`;
+      console.log(`    ${kind.padEnd(7)} p50 ${f(p(way, 50))}   p99 ${f(p(way, 99))}${extra}`);
+    }
+  }
   console.log(
-    `  added by the relay: p50 ${added('relay', 50)}, p99 ${added('relay', 99)}; throughput ${throughput('relay')}× direct`,
-  );
-  console.log(
-    `  added by a bare TCP hop (the floor of any relay process): p50 ${added('hop', 50)}, p99 ${added('hop', 99)}; throughput ${throughput('hop')}× direct`,
+    '    (hop: a bare TCP proxy in the server process, nothing read: what any relay process costs at least)',
   );
   const perSec = (way: Way) => ((SHOTS / shots[way]) * 1000).toFixed(1);
   console.log(
-    `screenshots (${SHOTS} PNGs per way, ${(bytes / 1024).toFixed(0)} KiB base64 each): relay ${perSec('relay')}/s, hop ${perSec('hop')}/s, direct ${perSec('direct')}/s = relay ${(shots.direct / shots.relay).toFixed(3)}× direct`,
+    `screenshots (${SHOTS} PNGs per way, ${(bytes / 1024).toFixed(0)} KiB base64 each): ${(
+      Object.keys(setups) as Setup[]
+    )
+      .map(
+        (setup) =>
+          `${setup} relay ${perSec(`${setup}:relay`)}/s vs direct ${perSec(`${setup}:direct`)}/s = ${(shots[`${setup}:direct`] / shots[`${setup}:relay`]).toFixed(3)}×`,
+      )
+      .join('; ')}`,
   );
 } finally {
   for (const c of Object.values(clients)) c.close();
+  await embedded.close();
   server.stdin!.end();
   await new Promise((resolve) => server.once('exit', resolve));
 }
