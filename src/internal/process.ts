@@ -17,7 +17,7 @@ export interface ExitInfo {
 }
 
 export interface SuperviseOptions extends Omit<SpawnOptions, 'detached'> {
-  /** Skip the `setpriv --pdeathsig SIGKILL` wrapper (e.g. when bwrap --die-with-parent does it). */
+  /** Skip the `setpriv --pdeathsig SIGKILL` wrapper (for a process tied to the server otherwise). */
   noDeathSignal?: boolean;
 }
 

@@ -311,6 +311,11 @@ export class Sandbox {
         '--pdeathsig=SIGKILL',
         '--',
         toolPath('bwrap')!,
+        // No --die-with-parent: with --pidns, bubblewrap forks a throwaway intermediate process
+        // that exits at once, and the command, when it sets its parent-death signal before that
+        // exit, is SIGKILLed by it (bubblewrap 0.8; a few starts per thousand under load died
+        // so). The command dies with the server anyway: it is in the instance's pid namespace,
+        // whose pid 1 dies with the anchor, and stop kills the cgroup.
         '--userns',
         String(userns),
         '--pidns',
@@ -321,7 +326,6 @@ export class Sandbox {
         '--setenv',
         'BURROW_INSTANCE',
         this.#name,
-        '--die-with-parent',
         '--cap-drop',
         'ALL',
         '--seccomp',
