@@ -25,11 +25,10 @@ export const DEFAULT_RESOLUTION: Resolution = [1024, 768];
 
 /**
  * How many times a cold start is tried. A machine that fails to boot is replaced once by a fresh
- * one: nobody holds the failed instance's id yet. Under the test suite's heavy load a start fails
- * a few times per thousand because a process of the new instance is SIGKILLed while it comes up
- * (Chromium "exited (code 137)", the egress helper "exited"), from a cause not found yet (the kill
- * paths of sandbox/sandbox.ts and chromium/chromium.ts act on the instance's own cgroup, pid
- * namespace or process tree); a second failure is answered with its reason.
+ * one: nobody holds the failed instance's id yet; a second failure is answered with its reason.
+ * (The failure this was added for, processes SIGKILLed as they started, was bubblewrap's
+ * `--die-with-parent` racing its own intermediate process; see sandbox/sandbox.ts. The retry
+ * stays for starts that fail for a passing reason.)
  */
 const START_ATTEMPTS = 2;
 export const DEFAULT_TIMEOUT_HOURS = 1;
