@@ -23,7 +23,7 @@ import { promisify } from 'node:util';
 import { CdpConnection } from '../src/server/chromium/cdp.js';
 import { startServer } from '../src/server/index.js';
 import { X11Screen } from '../src/server/ubuntu/desktop/x11.js';
-import { median } from './stats.js';
+import { median, serverApi } from './stats.js';
 
 const N = Number(process.argv[2] ?? 30);
 const THROUGHPUT_MS = 3_000;
@@ -89,16 +89,7 @@ async function main(): Promise<void> {
     apiKey: 'bench-key-0123456789',
     isolation: { allowHostPorts: [(site.address() as AddressInfo).port] },
   });
-  const api = async (path: string, body?: unknown) => {
-    const res = await fetch(server.url + path, {
-      method: body === undefined ? 'GET' : 'POST',
-      headers: { 'x-api-key': server.apiKey, 'content-type': 'application/json' },
-      ...(body !== undefined && { body: JSON.stringify(body) }),
-    });
-    const json = (await res.json()) as Record<string, unknown>;
-    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const api = serverApi(server);
   const start = async (type: string) =>
     String((await api('/v1/start', { instance_type: type, resolution: RESOLUTION })).id);
   const open = async (cdpUrl: string) => {

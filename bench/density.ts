@@ -15,22 +15,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { startServer } from 'burrow-sandbox/server';
-import { median, percentile, pssKiB } from './stats.js';
+import { median, percentile, pssKiB, serverApi } from './stats.js';
 
 const n = Number(process.argv[2] ?? 50);
 if (!Number.isInteger(n) || n < 1) throw new Error('usage: bench/density.ts [N ≥ 1]');
 
 const dataDir = mkdtempSync(join(tmpdir(), 'bdensity-'));
 const server = await startServer({ port: 0, dataDir, maxInstances: n });
-const api = async (path: string, body?: unknown) => {
-  const res = await fetch(server.url + path, {
-    method: body === undefined ? 'GET' : 'POST',
-    headers: { 'x-api-key': server.apiKey, 'content-type': 'application/json' },
-    ...(body !== undefined && { body: JSON.stringify(body) }),
-  });
-  if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
-  return res.json() as Promise<unknown>;
-};
+const api = serverApi(server);
 
 const listLatency = async (): Promise<number[]> => {
   const xs: number[] = [];

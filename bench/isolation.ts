@@ -18,8 +18,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { chromium } from 'playwright-core';
-import { startServer, type RunningServer } from '../src/server/index.js';
-import { median, pssKiB } from './stats.js';
+import { startServer } from '../src/server/index.js';
+import { median, pssKiB, serverApi } from './stats.js';
 
 const N = Number(process.argv[2] ?? 5);
 const IDLE = 4;
@@ -31,18 +31,6 @@ const site = createServer((_req, res) => {
 await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
 const port = (site.address() as AddressInfo).port;
 const pageUrl = `http://127.0.0.1:${port}/`;
-
-function client(server: RunningServer) {
-  return async (path: string, body?: unknown) => {
-    const res = await fetch(server.url + path, {
-      method: body === undefined ? 'GET' : 'POST',
-      headers: { 'x-api-key': server.apiKey, 'content-type': 'application/json' },
-      ...(body !== undefined && { body: JSON.stringify(body) }),
-    });
-    if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
-    return (await res.json()) as Record<string, unknown>;
-  };
-}
 
 /** Every process of instance `id`: the processes whose command line names it, and their trees. */
 function instancePids(id: string): number[] {
@@ -85,7 +73,7 @@ async function measure(isolated: boolean) {
     maxInstances: IDLE + 2,
     isolation: isolated ? { allowHostPorts: [port] } : { disable: true },
   });
-  const api = client(server);
+  const api = serverApi(server);
   const browserTimes: number[] = [];
   const ubuntuTimes: number[] = [];
   try {

@@ -16,7 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { chromium } from 'playwright-core';
 import { BASE_FLAGS } from '../src/server/chromium/index.js';
 import { startServer } from '../src/server/index.js';
-import { median } from './stats.js';
+import { median, serverApi } from './stats.js';
 
 const N = Number(process.argv[2] ?? 10);
 const CHROMIUM = '/usr/lib/chromium/chromium';
@@ -34,15 +34,7 @@ const server = await startServer({
   dataDir,
   isolation: { allowHostPorts: [(site.address() as AddressInfo).port] },
 });
-const api = async (path: string, body?: unknown) => {
-  const res = await fetch(server.url + path, {
-    method: body === undefined ? 'GET' : 'POST',
-    headers: { 'x-api-key': server.apiKey, 'content-type': 'application/json' },
-    ...(body !== undefined && { body: JSON.stringify(body) }),
-  });
-  if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
-  return (await res.json()) as Record<string, unknown>;
-};
+const api = serverApi(server);
 
 /** burrow: start → cdp_url → connectOverCDP → goto; returns ms. */
 async function viaBurrow(): Promise<number> {

@@ -1,4 +1,4 @@
-/** Statistics the benchmarks print, and the memory figure they read. */
+/** What the benchmarks share: the statistics they print, the memory figure they read, an API caller. */
 import { readFileSync } from 'node:fs';
 
 /** The median of `xs` (mean of the two middle values for an even count). */
@@ -28,4 +28,20 @@ export function pssKiB(pids: readonly (number | string)[]): number {
     }
   }
   return kib;
+}
+
+/**
+ * A JSON caller for a burrow server's API (`GET` without a body, `POST` with one); throws with
+ * the status and body on anything but 2xx.
+ */
+export function serverApi(server: { url: string; apiKey: string }) {
+  return async (path: string, body?: unknown): Promise<Record<string, unknown>> => {
+    const res = await fetch(server.url + path, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: { 'x-api-key': server.apiKey, 'content-type': 'application/json' },
+      ...(body !== undefined && { body: JSON.stringify(body) }),
+    });
+    if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+    return (await res.json()) as Record<string, unknown>;
+  };
 }

@@ -202,6 +202,8 @@ export const test = base.extend<
     testInfo,
   ) => {
     checkWorkerOptions({ browserName, channel, headless, launchOptions, connectOptions });
+    // Playwright Test learns a fixture's dependencies from the names destructured above and
+    // refuses a rest element there, so every context option is named once more to collect them
     const options: UseContextOptions = {
       contextOptions,
       acceptDownloads,

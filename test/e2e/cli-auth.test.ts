@@ -9,17 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { testServer } from '../helpers/server.js';
-import { node } from './run.js';
+import { burrowCli } from './run.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bca-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const burrow = (args: string[]) =>
-  node(['--import', 'tsx', 'src/cli/main.ts', 'auth', ...args], {
-    BURROW_BASE_URL: undefined,
-    BURROW_API_KEY: undefined,
-    BURROW_DATA_DIR: join(dir, 'unused'),
-  });
+const burrow = (args: string[]) => burrowCli(['auth', ...args], join(dir, 'unused'));
 
 const state = (value: string) => ({
   cookies: [

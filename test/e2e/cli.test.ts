@@ -16,7 +16,7 @@ import {
   testServer,
   type TestServer,
 } from '../helpers/server.js';
-import { node, nodeEmbedded, root } from './run.js';
+import { burrowCli, nodeEmbedded, root } from './run.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bcl-'));
 let server: TestServer;
@@ -30,12 +30,7 @@ afterAll(async () => {
 
 /** `burrow <args>` from the sources, pointed at the test server by flags, not env. */
 const burrow = (args: string[], env: Record<string, string | undefined> = {}) =>
-  node(['--import', 'tsx', 'src/cli/main.ts', ...args], {
-    BURROW_BASE_URL: undefined,
-    BURROW_API_KEY: undefined,
-    BURROW_DATA_DIR: join(dir, 'data'),
-    ...env,
-  });
+  burrowCli(args, join(dir, 'data'), env);
 const flags = () => ['--base-url', server.url, '--api-key', server.apiKey];
 
 describe('burrow start | list | get | stop | auth list', () => {

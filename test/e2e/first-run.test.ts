@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Instance } from 'burrow-sandbox';
 import { AuthStore } from '../../src/server/auth-store.js';
 import { eventually, testServer, type TestServer } from '../helpers/server.js';
-import { node, root } from './run.js';
+import { burrowCli, root } from './run.js';
 
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'bfr-'));
@@ -29,12 +29,7 @@ afterAll(async () => {
 
 /** `burrow <args>` from the sources with no server configured unless `env` says. */
 const burrow = (args: string[], env: Record<string, string | undefined> = {}) =>
-  node(['--import', 'tsx', 'src/cli/main.ts', ...args], {
-    BURROW_BASE_URL: undefined,
-    BURROW_API_KEY: undefined,
-    BURROW_DATA_DIR: join(dir, 'data'),
-    ...env,
-  });
+  burrowCli(args, join(dir, 'data'), env);
 
 /** scripts/setup.sh as `uid` (0 = as this test runs), with `env`. */
 async function setup(args: string[], env: Record<string, string>, uid?: number) {

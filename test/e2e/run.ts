@@ -37,6 +37,14 @@ export const embeddedEnv = (dataDir: string) => ({
   BURROW_DATA_DIR: dataDir,
 });
 
+/** `burrow <args>` from the sources, with no server configured and `dataDir` (`env` over it). */
+export const burrowCli = (
+  args: string[],
+  dataDir: string,
+  env: Record<string, string | undefined> = {},
+): Promise<Run> =>
+  node(['--import', 'tsx', 'src/cli/main.ts', ...args], { ...embeddedEnv(dataDir), ...env });
+
 /**
  * `node <args>` with the embedded server on `dataDir` (`env` over it), noting meanwhile the pid of
  * every embedded server of the run: while it lives, a server keeps `instances/run-<pid>-…` in its

@@ -5,35 +5,9 @@
  * the client has the reply (so the server's own command is on the pipe first); a client leaving
  * is announced.
  */
-import { PassThrough } from 'node:stream';
 import { expect, it } from 'vitest';
 import { CdpMux } from '../../src/server/chromium/mux.js';
-import { CdpPipe } from '../../src/server/chromium/pipe.js';
-
-interface Wire {
-  id: number;
-  method: string;
-  params: Record<string, unknown>;
-  sessionId?: string;
-}
-
-function fakeChromium() {
-  const toChromium = new PassThrough();
-  const fromChromium = new PassThrough();
-  const commands: Wire[] = [];
-  let partial = '';
-  toChromium.on('data', (chunk: Buffer) => {
-    partial += chunk.toString();
-    const parts = partial.split('\0');
-    partial = parts.pop()!;
-    for (const p of parts) commands.push(JSON.parse(p) as Wire);
-  });
-  return {
-    pipe: new CdpPipe(toChromium, fromChromium),
-    commands,
-    write: (msg: Record<string, unknown>) => fromChromium.write(`${JSON.stringify(msg)}\0`),
-  };
-}
+import { fakeChromium } from '../helpers/fake-chromium.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
 

@@ -3,52 +3,10 @@
  * other end of a CdpPipe made of in-memory streams: wire ids, routing of replies and events,
  * session ownership, and messages of unusual shape.
  */
-import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { CdpConnection } from '../../src/server/chromium/cdp.js';
 import { CdpMux, type MuxClient } from '../../src/server/chromium/mux.js';
-import { CdpPipe } from '../../src/server/chromium/pipe.js';
-
-interface Wire {
-  id: number;
-  method: string;
-  params: Record<string, unknown>;
-  sessionId?: string;
-}
-
-/** A fake Chromium: records the commands the mux writes, and writes what the test tells it. */
-function fakeChromium() {
-  const toChromium = new PassThrough();
-  const fromChromium = new PassThrough();
-  const commands: Wire[] = [];
-  const waiters: (() => void)[] = [];
-  let partial = '';
-  toChromium.on('data', (chunk: Buffer) => {
-    partial += chunk.toString();
-    const parts = partial.split('\0');
-    partial = parts.pop()!;
-    for (const p of parts) commands.push(JSON.parse(p) as Wire);
-    for (const w of waiters.splice(0)) w();
-  });
-  const pipe = new CdpPipe(toChromium, fromChromium);
-  return {
-    pipe,
-    commands,
-    /** The first command written from index `after` on whose method is `method`. */
-    async next(method: string, after = 0): Promise<Wire> {
-      for (;;) {
-        const found = commands.slice(after).find((c) => c.method === method);
-        if (found) return found;
-        await new Promise<void>((r) => waiters.push(r));
-      }
-    },
-    /** Write one message as Chromium would (a string is written as is). */
-    write(message: string | Record<string, unknown>) {
-      const text = typeof message === 'string' ? message : JSON.stringify(message);
-      fromChromium.write(`${text}\0`);
-    },
-  };
-}
+import { fakeChromium } from '../helpers/fake-chromium.js';
 
 /** A mux client that records what it is sent. */
 async function client(mux: CdpMux, chromium: ReturnType<typeof fakeChromium>, session: string) {
