@@ -58,8 +58,10 @@ import {
   parseAuthority,
   parseProxyTarget,
   plainResponse,
+  requestFraming,
   responseHead,
   type Authority,
+  type Framing,
   type ProxyTarget,
 } from './proxy-http.js';
 import { MAX_CLIENT_HELLO_BYTES, sniffClientHello } from './sni.js';
@@ -551,8 +553,12 @@ export class Egress {
 
   // ---- absolute-form requests ----
 
-  /** Target and `Host` header of an absolute-form request, or a 400 Refusal. */
-  #requestTarget(req: http.IncomingMessage): { target: ProxyTarget; host: Authority | undefined } {
+  /** Target, `Host` header and body framing of an absolute-form request, or a 400 Refusal. */
+  #requestTarget(req: http.IncomingMessage): {
+    target: ProxyTarget;
+    host: Authority | undefined;
+    framing: Framing;
+  } {
     const target = parseProxyTarget(req.url ?? '');
     if (target === undefined) {
       throw new Refusal(
@@ -561,12 +567,14 @@ export class Egress {
         'this is a proxy: send absolute-form requests (GET http://host/path) or CONNECT host:port',
       );
     }
+    const framing = requestFraming(req.httpVersion, req.rawHeaders);
+    if ('refused' in framing) throw new Refusal(400, 'bad_request', framing.refused);
     const values = headerValues(req.rawHeaders, 'host');
     if (values.length > 1) throw new Refusal(400, 'bad_request', 'more than one Host header');
-    if (values[0] === undefined) return { target, host: undefined };
+    if (values[0] === undefined) return { target, host: undefined, framing };
     const host = parseAuthority(values[0], target.port);
     if (host === undefined) throw new Refusal(400, 'bad_request', 'malformed Host header');
-    return { target, host };
+    return { target, host, framing };
   }
 
   #onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
@@ -580,18 +588,22 @@ export class Egress {
 
   /**
    * The request to the checked addresses of `target` that relays `req`: origin-form path, the
-   * client's headers without hop-by-hop ones, a Host header when the client sent none.
+   * client's headers without hop-by-hop ones, a Host header when the client sent none, and the
+   * body framing the client's head was read with (a chunked body stays chunked on every method:
+   * Node would send a GET's body unframed, which the upstream would read as a second request).
    * Upgrades get a connection of their own (it becomes the tunnel); plain requests share the agent.
    */
   #upstream(
     req: http.IncomingMessage,
     target: ProxyTarget,
     host: Authority | undefined,
+    framing: Framing,
     addresses: readonly LookupAddress[],
     upgrade: boolean,
   ): http.ClientRequest {
     const headers = forwardHeaders(req.rawHeaders, upgrade ? { upgrade: true } : {});
     if (host === undefined) headers.push('Host', hostHeader(target));
+    if (framing.kind === 'chunked') headers.push('Transfer-Encoding', 'chunked');
     const up = http.request({
       agent: upgrade ? false : this.#agent,
       host: target.host,
@@ -607,10 +619,10 @@ export class Egress {
   }
 
   async #forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const { target, host } = this.#requestTarget(req);
+    const { target, host, framing } = this.#requestTarget(req);
     const addresses = await this.#admit('http', target, host?.host);
     if (res.destroyed || this.#closed) return;
-    const up = this.#upstream(req, target, host, addresses, false);
+    const up = this.#upstream(req, target, host, framing, addresses, false);
     up.once('response', (upRes) => {
       upRes.on('error', () => res.destroy());
       try {
@@ -653,10 +665,14 @@ export class Egress {
   }
 
   async #openUpgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
-    const { target, host } = this.#requestTarget(req);
+    const { target, host, framing } = this.#requestTarget(req);
+    // what follows an upgrade's head is the new protocol, relayed only after the upstream's 101
+    if (framing.kind !== 'none') {
+      throw new Refusal(400, 'bad_request', 'an upgrade request cannot have a body');
+    }
     const addresses = await this.#admit('upgrade', target, host?.host);
     if (socket.destroyed || this.#closed) return;
-    const up = this.#upstream(req, target, host, addresses, true);
+    const up = this.#upstream(req, target, host, framing, addresses, true);
     let answered = false;
     socket.once('close', () => {
       if (!answered) up.destroy();

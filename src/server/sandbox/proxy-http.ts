@@ -1,8 +1,9 @@
 /**
  * The HTTP/1.1 proxy wire details the egress needs, as pure functions: reading request targets
- * (`CONNECT host:port`, absolute-form URIs, `Host` headers), dropping hop-by-hop headers on the
- * way through (RFC 9110 §7.6.1), and writing a response on a raw socket (after CONNECT or an
- * upgrade, Node's HTTP server has let go of the socket).
+ * (`CONNECT host:port`, absolute-form URIs, `Host` headers), deciding how a request body is
+ * framed (RFC 9112 §6), dropping hop-by-hop headers on the way through (RFC 9110 §7.6.1), and
+ * writing a response on a raw socket (after CONNECT or an upgrade, Node's HTTP server has let go
+ * of the socket).
  */
 import { STATUS_CODES } from 'node:http';
 import { normalizeHost } from './egress-policy.js';
@@ -94,6 +95,50 @@ export function forwardHeaders(raw: readonly string[], opts: { upgrade?: boolean
   }
   if (opts.upgrade) out.push('Connection', 'Upgrade');
   return out;
+}
+
+/** How a request's body is delimited: none, `Content-Length` bytes, or chunked. */
+export type Framing = { kind: 'none' } | { kind: 'length'; length: number } | { kind: 'chunked' };
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+// field-value: visible ASCII, obs-text, space and tab (no CR, LF, NUL or other controls)
+// eslint-disable-next-line no-control-regex
+const BAD_VALUE = /[\u0000-\u0008\u000a-\u001f\u007f]/;
+
+/**
+ * The framing of a request's body, read strictly from its head (`rawHeaders`, as Node parsed
+ * them), or a reason to refuse it. The egress forwards a body only with the framing decided here,
+ * whatever the method, so the bytes after one request can never be read upstream as another
+ * (request smuggling). Refused: a malformed header name or value, `Transfer-Encoding` together
+ * with `Content-Length`, in an HTTP/1.0 request or not ending in `chunked`, and `Content-Length`
+ * that is not one decimal number (also when repeated).
+ */
+export function requestFraming(
+  httpVersion: string,
+  raw: readonly string[],
+): Framing | { refused: string } {
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    if (!TOKEN.test(raw[i]!)) return { refused: 'malformed header name' };
+    if (BAD_VALUE.test(raw[i + 1]!)) return { refused: `malformed ${raw[i]} header` };
+  }
+  const te = headerValues(raw, 'transfer-encoding');
+  const cl = headerValues(raw, 'content-length');
+  if (te.length > 0) {
+    if (cl.length > 0) return { refused: 'both Transfer-Encoding and Content-Length' };
+    if (httpVersion !== '1.1') return { refused: `Transfer-Encoding in HTTP/${httpVersion}` };
+    const codings = te
+      .join(',')
+      .split(',')
+      .map((c) => c.trim().toLowerCase());
+    if (codings.at(-1) !== 'chunked' || codings.indexOf('chunked') !== codings.length - 1) {
+      return { refused: 'Transfer-Encoding must end in chunked, once' };
+    }
+    return { kind: 'chunked' };
+  }
+  if (cl.length === 0) return { kind: 'none' };
+  if (cl.length > 1 || !/^\d{1,15}$/.test(cl[0]!)) return { refused: 'malformed Content-Length' };
+  const length = Number(cl[0]);
+  return length === 0 ? { kind: 'none' } : { kind: 'length', length };
 }
 
 /** Values of every header called `name` in a `rawHeaders` list. */
