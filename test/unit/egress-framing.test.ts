@@ -17,7 +17,10 @@ describe('requestFraming', () => {
   it('reads no body, a length or chunked', () => {
     expect(requestFraming('1.1', h('Host', 'a'))).toEqual({ kind: 'none' });
     expect(requestFraming('1.1', h('Content-Length', '0'))).toEqual({ kind: 'none' });
-    expect(requestFraming('1.1', h('Content-Length', '12'))).toEqual({ kind: 'length', length: 12 });
+    expect(requestFraming('1.1', h('Content-Length', '12'))).toEqual({
+      kind: 'length',
+      length: 12,
+    });
     expect(requestFraming('1.1', h('Transfer-Encoding', 'chunked'))).toEqual({ kind: 'chunked' });
     expect(requestFraming('1.1', h('transfer-encoding', 'gzip, Chunked'))).toEqual({
       kind: 'chunked',
@@ -124,9 +127,7 @@ describe('the egress forwards one well-framed request at a time', () => {
         `${chunk(smuggled)}0\r\n\r\n`,
     );
     expect(answer).toMatch(/^HTTP\/1\.1 200 /);
-    expect(seen).toEqual([
-      { method: 'GET', host: `127.0.0.1:${originPort}`, body: smuggled },
-    ]);
+    expect(seen).toEqual([{ method: 'GET', host: `127.0.0.1:${originPort}`, body: smuggled }]);
   });
 
   it('keeps chunked framing on HEAD, DELETE and OPTIONS too', async () => {
@@ -136,7 +137,10 @@ describe('the egress forwards one well-framed request at a time', () => {
         `${method} ${target()} HTTP/1.1\r\n${hostLine()}Transfer-Encoding: chunked\r\n\r\n` +
           `${chunk(smuggled)}0\r\n\r\n`,
       );
-      expect(seen.map((r) => r.host), method).toEqual([`127.0.0.1:${originPort}`]);
+      expect(
+        seen.map((r) => r.host),
+        method,
+      ).toEqual([`127.0.0.1:${originPort}`]);
     }
   });
 
