@@ -37,7 +37,13 @@ import { registerArtifactRoutes } from './artifact-routes.js';
 import type { AuthStore } from './auth-store.js';
 import { HttpError, refuseUpgrade, serverError } from './errors.js';
 import { createHandlers } from './handlers.js';
-import { defaultHttpLimits, guardServer, serverOptions, type HttpLimits } from './http-limits.js';
+import {
+  authenticated,
+  defaultHttpLimits,
+  guardServer,
+  serverOptions,
+  type HttpLimits,
+} from './http-limits.js';
 import { requestSerializer } from './logger.js';
 import { registerMcpRoute } from './mcp/http.js';
 import type { Registry } from './registry.js';
@@ -186,6 +192,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     if (typeof key !== 'string' || !safeEqual(key, opts.apiKey)) {
       throw serverError('unauthorized');
     }
+    authenticated(req.raw.socket);
   });
 
   app.setErrorHandler((err: unknown, req, reply) => {
@@ -359,6 +366,11 @@ export function handleUpgrade(
       serverError('token_invalid', { kind: kind === 'cdp' ? 'CDP' : 'live-view' }),
     );
   }
+  try {
+    authenticated(socket);
+  } catch (err) {
+    return refuseUpgrade(socket, err as HttpError);
+  }
   if (!rec.live || !rec.runtime?.upgrade) {
     return refuseUpgrade(socket, serverError('instance_gone', { id, state: rec.status }));
   }
@@ -375,6 +387,7 @@ export function registerStreamPages(app: FastifyInstance, registry: Registry): v
     if (!safeEqual(url.searchParams.get('token') ?? '', rec.token)) {
       throw serverError('token_invalid', { kind: 'live-view' });
     }
+    authenticated(req.raw.socket);
     if (!rec.live || !rec.runtime?.streamPage) throw serverError('live_view_unavailable');
     const page = await rec.runtime.streamPage(rest, url.searchParams);
     return reply

@@ -11,9 +11,13 @@
  *   cut. The clock stops when the request is fully received, so a handler's own time (a bash call
  *   with a ten-minute timeout) never counts. Node's fixed `requestTimeout` is off: no single
  *   duration fits both a 4 KiB JSON body and a 100 MiB upload.
- * - One client address holds at most `maxConnectionsPerClient` connections; a request on a
- *   connection past the cap gets 429 `{"detail"}` with `Retry-After` and the connection closes.
- *   Other clients are not affected.
+ * - One client address holds at most `maxConnectionsPerClient` authenticated connections (one
+ *   that carried a request with the API key, or a token-checked live-view or CDP request); the
+ *   request that would authenticate one more gets 429 `{"detail"}` with `Retry-After` and the
+ *   connection closes. Connections that have not authenticated (just opened, half a request line,
+ *   a 401, the public docs) have a budget of their own, `maxUnauthenticatedPerClient`: past it the
+ *   oldest of them is closed, so idle or half-open sockets can neither fill the cap nor keep a
+ *   real client of the same address from getting its request in. Other clients are not affected.
  * - `CONNECT` gets 405 instead of Node's silent close, and requests Node cannot parse (a garbage
  *   method, oversized headers) get `{"detail"}` with 400, 413 or 431 instead of Fastify's shape.
  *
@@ -34,8 +38,13 @@ export interface HttpLimits {
   bodyGraceMs: number;
   /** Slowest average rate a request body may arrive at once the grace is used up. Default 8 KiB/s. */
   minBodyBytesPerSecond: number;
-  /** Open connections allowed per client address; 0 means no cap. Default 64. */
+  /** Authenticated connections allowed per client address; 0 means no cap at all. Default 64. */
   maxConnectionsPerClient: number;
+  /**
+   * Connections per client address that have not authenticated yet; past it the oldest one (open
+   * for at least a second, or any once twice as many are open) is closed. Default 16.
+   */
+  maxUnauthenticatedPerClient: number;
 }
 
 export const defaultHttpLimits: Readonly<HttpLimits> = {
@@ -44,7 +53,11 @@ export const defaultHttpLimits: Readonly<HttpLimits> = {
   bodyGraceMs: 10_000,
   minBodyBytesPerSecond: 8 * 1024,
   maxConnectionsPerClient: 64,
+  maxUnauthenticatedPerClient: 16,
 };
+
+/** A connection not yet authenticated is closed for a newer one only once it is this old. */
+const EVICT_AFTER_MS = 1_000;
 
 /** How often the body-rate guard looks at requests still arriving (Node's head check too). */
 const CHECK_INTERVAL_MS = 1_000;
@@ -107,11 +120,29 @@ export interface HttpGuards {
   refuseOverCap(req: FastifyRequest): Promise<void>;
 }
 
+/** Per socket of a guarded server: counts it as authenticated, or throws the 429. */
+const admitters = new WeakMap<object, () => void>();
+
+/**
+ * `socket` carried an authenticated request (the API key, or a valid token): from now on it counts
+ * against its address's cap instead of the unauthenticated budget. Throws the 429 when the
+ * address already holds `maxConnectionsPerClient` authenticated connections. No-op for sockets of
+ * an unguarded server.
+ */
+export function authenticated(socket: object): void {
+  admitters.get(socket)?.();
+}
+
+interface ClientConnections {
+  authenticated: number;
+  /** Connections not yet authenticated, oldest first, with the time each was opened. */
+  pending: Map<Duplex, number>;
+}
+
 /**
  * Installs the connection cap, the body-rate guard and the `CONNECT` answer on `server`. The
- * cap's 429 for ordinary requests is thrown by the returned `onRequest` hook (so it goes through
- * the app's error handler), for WebSocket upgrades sent by an `upgrade` listener that runs before
- * the others.
+ * cap's 429 is thrown by `authenticated` (called by the app's auth hook, so it goes through the
+ * app's error handler, and by the upgrade routing for token-checked WebSockets).
  */
 export function guardServer(
   server: Server,
@@ -119,36 +150,68 @@ export function guardServer(
   log: FastifyBaseLogger,
 ): HttpGuards {
   const cap = limits.maxConnectionsPerClient;
-  const open = new Map<string, number>();
+  const budget = Math.max(1, limits.maxUnauthenticatedPerClient);
+  const clients = new Map<string, ClientConnections>();
   const overCap = new WeakSet<object>();
   const warned = new Set<string>();
+  const evictionLogged = new Set<string>();
   const tooMany = (address: string) => serverError('too_many_connections', { address, limit: cap });
 
   server.on('connection', (socket: Duplex & { remoteAddress?: string }) => {
     if (cap <= 0) return;
     const address = clientAddress(socket);
-    const n = open.get(address) ?? 0;
-    if (n >= cap) {
-      overCap.add(socket);
-      if (!warned.has(address)) {
-        warned.add(address);
-        log.warn({ client: address, limit: cap }, 'connection cap reached; refusing with 429');
-      }
-      return;
+    let client = clients.get(address);
+    if (!client) {
+      client = { authenticated: 0, pending: new Map() };
+      clients.set(address, client);
     }
-    open.set(address, n + 1);
+    const c = client;
+    const now = performance.now();
+    c.pending.set(socket, now);
+    // past the budget the oldest unauthenticated connection goes, once it had its chance
+    const [oldest, since] = c.pending.entries().next().value as [Duplex, number];
+    if (
+      c.pending.size > budget &&
+      oldest !== socket &&
+      (now - since >= EVICT_AFTER_MS || c.pending.size > 2 * budget)
+    ) {
+      c.pending.delete(oldest);
+      if (!evictionLogged.has(address)) {
+        evictionLogged.add(address);
+        log.warn(
+          { client: address, limit: budget },
+          'too many unauthenticated connections; closing the oldest',
+        );
+      }
+      oldest.destroy();
+    }
+    let counted = false;
+    admitters.set(socket, () => {
+      if (counted) return;
+      if (overCap.has(socket)) throw tooMany(address);
+      c.pending.delete(socket);
+      if (c.authenticated >= cap) {
+        overCap.add(socket);
+        if (!warned.has(address)) {
+          warned.add(address);
+          log.warn({ client: address, limit: cap }, 'connection cap reached; refusing with 429');
+        }
+        throw tooMany(address);
+      }
+      counted = true;
+      c.authenticated++;
+    });
     socket.once('close', () => {
-      const left = (open.get(address) ?? 1) - 1;
-      if (left > 0) open.set(address, left);
-      else open.delete(address);
-      if (left < cap) warned.delete(address);
+      c.pending.delete(socket);
+      if (counted) c.authenticated--;
+      if (c.authenticated < cap) warned.delete(address);
+      if (c.pending.size === 0) evictionLogged.delete(address);
+      if (c.authenticated === 0 && c.pending.size === 0) clients.delete(address);
     });
   });
 
-  server.prependListener('upgrade', (req: IncomingMessage, socket: Duplex) => {
-    if (overCap.has(socket)) {
-      answerAndClose(socket, rawErrorResponse(tooMany(clientAddress(req.socket))));
-    } else if (server.listenerCount('upgrade') === 1) {
+  server.prependListener('upgrade', (_req: IncomingMessage, socket: Duplex) => {
+    if (server.listenerCount('upgrade') === 1) {
       // nobody else handles upgrades (an app without the WebSocket routes): not found
       answerAndClose(socket, rawErrorResponse(serverError('not_found')));
     }
