@@ -6,9 +6,9 @@
  */
 import type { StdioOptions } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { createInterface } from 'node:readline';
 import type { CodeExecuteResult, KernelInfo } from '../../../api/index.js';
 import { raceDeadline, withDeadline } from '../../../internal/deadline.js';
+import { LineDecoder } from '../../../internal/lines.js';
 import type { Supervised } from '../../../internal/process.js';
 import { KeyedSerialQueue } from '../../../internal/serial.js';
 import { HttpError, serverError } from '../../errors.js';
@@ -76,6 +76,11 @@ const BOOT =
   "import sys,json;exec(compile(json.loads(sys.stdin.readline()),'<burrow-kernel-bridge>','exec'))";
 const READY_TIMEOUT_MS = 30_000;
 const STDERR_TAIL = 16 * 1024;
+/**
+ * Longest reply line (bridge.py's MAX_LINE_BYTES, which trims a result to fit): past it the
+ * bridge, or whoever writes into its stdout, is killed.
+ */
+export const MAX_LINE_BYTES = 64 * 1024 * 1024;
 
 class BridgeProcess {
   readonly proc: Supervised;
@@ -92,14 +97,36 @@ class BridgeProcess {
       log?.debug({ kernelBridge: chunk.trimEnd() }, 'kernel bridge stderr');
     });
     proc.child.stdin?.on('error', () => undefined); // EPIPE after exit: reported via `exited`
-    const lines = createInterface({ input: proc.child.stdout! });
-    lines.on('line', (line) => this.#onLine(line, log));
+    // Any process of the instance may hold a copy of this pipe's write end: lines are bounded,
+    // and nothing is read after a violation or the exit (a copy keeps the pipe open).
+    const stdout = proc.child.stdout;
+    const lines = new LineDecoder({ maxBytes: MAX_LINE_BYTES });
+    stdout?.on('data', (chunk: Buffer) => {
+      if (this.#gone) return void stdout.destroy();
+      let got: string[];
+      try {
+        got = lines.push(chunk);
+      } catch (err) {
+        const why = (err as Error).message;
+        log?.error({ pid: proc.pid, why }, 'the kernel bridge broke its protocol; killed');
+        this.#end(new BridgeGone(`the kernel bridge broke its protocol: ${why}`));
+        stdout.destroy();
+        void proc.kill(0);
+        return;
+      }
+      for (const line of got) this.#onLine(line, log);
+    });
     void proc.exited.then((info) => {
       const how = info.signal ? `signal ${info.signal}` : `status ${info.code}`;
-      this.#gone = new BridgeGone(`kernel bridge exited (${how}): ${this.stderrTail(400)}`);
-      for (const p of this.#pending.values()) p.reject(this.#gone);
-      this.#pending.clear();
+      this.#end(new BridgeGone(`kernel bridge exited (${how}): ${this.stderrTail(400)}`));
     });
+  }
+
+  /** No more replies: every call in flight fails with the first reason given. */
+  #end(reason: BridgeGone): void {
+    this.#gone ??= reason;
+    for (const p of this.#pending.values()) p.reject(this.#gone);
+    this.#pending.clear();
   }
 
   static async start(opts: PoolOptions): Promise<BridgeProcess> {
