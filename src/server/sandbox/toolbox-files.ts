@@ -5,7 +5,7 @@
  * (symlinks resolved there). Failures are `ToolboxError` (errno name or toolbox code) or
  * `ToolboxUnavailable`.
  */
-import type { FrameHeader } from './toolbox-frames.js';
+import { MAX_PAYLOAD_BYTES, type FrameHeader } from './toolbox-frames.js';
 import { ToolboxUnavailable, type Toolbox } from './toolbox.js';
 
 export type EntryType = 'file' | 'dir' | 'link' | 'other';
@@ -44,9 +44,13 @@ export class SandboxFiles {
     };
   }
 
-  /** A regular file's bytes; `TOO_LARGE` (details `size`, `max`) past `max` bytes. */
+  /**
+   * A regular file's bytes; `TOO_LARGE` (details `size`, `max`) past `max` bytes, and never more
+   * than a frame carries (`MAX_PAYLOAD_BYTES`).
+   */
   async read(path: string, max: number): Promise<{ path: string; data: Buffer }> {
-    const { header, payload } = await this.toolbox.request('read', { path, max });
+    const limit = Math.min(max, MAX_PAYLOAD_BYTES);
+    const { header, payload } = await this.toolbox.request('read', { path, max: limit });
     return { path: str(header, 'path'), data: payload };
   }
 

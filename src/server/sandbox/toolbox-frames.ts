@@ -4,8 +4,18 @@
  * Payloads carry file contents as they are, so neither side base64-encodes or re-parses them.
  */
 
-/** Headers larger than this are refused (they hold paths and listings, never file contents). */
-export const MAX_HEADER_BYTES = 64 * 1024 * 1024;
+/**
+ * Headers larger than this are refused (they hold paths and listings, never file contents);
+ * toolbox.py answers TOO_LARGE rather than send one.
+ */
+export const MAX_HEADER_BYTES = 16 * 1024 * 1024;
+/** Payloads larger than this are refused: the largest read any tool asks for (64 MiB). */
+export const MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;
+
+/** The stream broke the framing or its bounds: the peer that sent it is not to be trusted. */
+export class FrameError extends Error {
+  override name = 'FrameError';
+}
 
 export type FrameHeader = Record<string, unknown>;
 
@@ -26,14 +36,17 @@ export function encodeFrame(header: FrameHeader, payload?: Uint8Array): Buffer[]
   return [length, json, Buffer.from(payload.buffer, payload.byteOffset, payload.length)];
 }
 
-/** Reassembles frames from a byte stream cut anywhere. */
+/**
+ * Reassembles frames from a byte stream cut anywhere. Holds at most one frame's bytes within the
+ * bounds (and the chunk that completes it): a declared length past them throws at once.
+ */
 export class FrameDecoder {
   #chunks: Buffer[] = [];
   #buffered = 0;
   #header: FrameHeader | undefined;
   #payloadSize = 0;
 
-  /** Feed bytes; returns the frames they complete. Throws on a malformed stream. */
+  /** Feed bytes; returns the frames they complete. Throws `FrameError` on a malformed stream. */
   push(chunk: Buffer): Frame[] {
     this.#chunks.push(chunk);
     this.#buffered += chunk.length;
@@ -42,15 +55,29 @@ export class FrameDecoder {
       if (this.#header === undefined) {
         if (this.#buffered < 4) break;
         const size = this.#peek(4).readUInt32BE(0);
-        if (size > MAX_HEADER_BYTES) throw new Error(`toolbox frame header of ${size} bytes`);
+        if (size > MAX_HEADER_BYTES) {
+          throw new FrameError(`frame header of ${size} bytes (at most ${MAX_HEADER_BYTES})`);
+        }
         if (this.#buffered < 4 + size) break;
         this.#take(4);
-        const header = JSON.parse(this.#take(size).toString('utf8')) as unknown;
+        let header: unknown;
+        try {
+          header = JSON.parse(this.#take(size).toString('utf8'));
+        } catch {
+          throw new FrameError('frame header is not JSON');
+        }
         if (typeof header !== 'object' || header === null || Array.isArray(header))
-          throw new Error('toolbox frame header is not an object');
+          throw new FrameError('frame header is not an object');
+        const given = (header as FrameHeader).payload_bytes;
+        const declared = given === undefined ? 0 : given;
+        if (!Number.isSafeInteger(declared) || (declared as number) < 0) {
+          throw new FrameError('frame payload_bytes is not a byte count');
+        }
+        if ((declared as number) > MAX_PAYLOAD_BYTES) {
+          throw new FrameError(`frame payload of ${declared} bytes (at most ${MAX_PAYLOAD_BYTES})`);
+        }
         this.#header = header as FrameHeader;
-        const declared = this.#header.payload_bytes;
-        this.#payloadSize = typeof declared === 'number' && declared > 0 ? declared : 0;
+        this.#payloadSize = declared as number;
       }
       if (this.#buffered < this.#payloadSize) break;
       frames.push({ header: this.#header, payload: this.#take(this.#payloadSize) });

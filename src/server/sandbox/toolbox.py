@@ -38,6 +38,9 @@ import traceback
 
 # Largest file `write` with `append` reads back to rewrite it atomically.
 MAX_APPEND_BASE = 64 * 1024 * 1024
+# Largest reply header the server accepts (toolbox-frames.ts MAX_HEADER_BYTES): a listing past it
+# is answered TOO_LARGE instead.
+MAX_HEADER_BYTES = 16 * 1024 * 1024
 IO_CHUNK = 1024 * 1024
 
 
@@ -597,6 +600,12 @@ def read_exact(stream, n):
 def send(out, header, payload):
     header["payload_bytes"] = len(payload) if payload else 0
     raw = json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    if len(raw) > MAX_HEADER_BYTES:
+        header = {"id": header.get("id"), "ok": False, "code": "TOO_LARGE", "arg": "path",
+                  "message": "the answer is too large", "size": len(raw),
+                  "max": MAX_HEADER_BYTES, "payload_bytes": 0}
+        raw = json.dumps(header, separators=(",", ":")).encode("ascii")
+        payload = None
     out.write(len(raw).to_bytes(4, "big"))
     out.write(raw)
     if payload:

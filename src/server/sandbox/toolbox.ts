@@ -117,6 +117,7 @@ class ToolboxProcess {
   constructor(
     readonly proc: Supervised,
     readonly generation: number,
+    log: Logger | undefined,
   ) {
     const { stdin, stdout, stderr } = proc.child;
     stdin?.on('error', () => undefined); // EPIPE after an exit: reported through `exited`
@@ -124,16 +125,27 @@ class ToolboxProcess {
     stderr?.on('data', (chunk: string) => {
       this.#stderr = (this.#stderr + chunk).slice(-STDERR_TAIL);
     });
+    // Any process of the instance may hold a copy of this pipe's write end (pidfd_getfd): it is
+    // read only while a reply is awaited, within the frame bounds, and never after a violation
+    // or the exit (a copy keeps it open after that).
+    const violated = (why: string) => {
+      log?.error({ pid: proc.pid, why }, 'the toolbox broke its protocol; killed');
+      this.#fail(new ToolboxUnavailable(`the toolbox broke its protocol: ${why}`));
+      stdout?.destroy();
+      void proc.kill(0);
+    };
     stdout?.on('data', (chunk: Buffer) => {
+      if (this.#gone) return void stdout?.destroy();
+      if (!this.#waiting) return violated(`${chunk.length} bytes nobody asked for`);
       let frames: Frame[];
       try {
         frames = this.#decoder.push(chunk);
       } catch (err) {
-        this.#fail(new ToolboxUnavailable(`the toolbox sent garbage: ${(err as Error).message}`));
-        void proc.kill(0);
-        return;
+        return violated((err as Error).message);
       }
-      for (const frame of frames) this.#deliver(frame);
+      for (const frame of frames) {
+        if (!this.#deliver(frame)) return violated('a reply nobody asked for');
+      }
     });
     void proc.exited.then((info) => {
       const how = info.signal ? `signal ${info.signal}` : `status ${info.code}`;
@@ -174,11 +186,13 @@ class ToolboxProcess {
     this.proc.child.stdin?.write(src);
   }
 
-  #deliver(frame: Frame): void {
+  /** Hand `frame` to the call awaiting it; false when it answers no such call. */
+  #deliver(frame: Frame): boolean {
     const waiting = this.#waiting;
-    if (!waiting || frame.header.id !== waiting.id) return;
+    if (!waiting || frame.header.id !== waiting.id) return false;
     this.#waiting = undefined;
     waiting.resolve(frame);
+    return true;
   }
 
   #fail(err: Error): void {
@@ -288,7 +302,7 @@ export class Toolbox {
     } catch (err) {
       throw new ToolboxUnavailable(`the toolbox could not start: ${(err as Error).message}`);
     }
-    const started = new ToolboxProcess(proc, ++this.#generation);
+    const started = new ToolboxProcess(proc, ++this.#generation, this.#opts.log);
     started.boot();
     try {
       const init = await started.send(
