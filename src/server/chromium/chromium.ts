@@ -8,7 +8,6 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, symlink, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import type { StdioOptions } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -20,6 +19,7 @@ import {
   stillRunning,
   Supervised,
 } from '../../internal/process.js';
+import { LineDecoder } from '../../internal/lines.js';
 import { CdpPipe } from './pipe.js';
 
 /** Flags every Chromium gets: its network is closed, so nothing may phone home. */
@@ -124,6 +124,8 @@ export interface LaunchedChromium {
 }
 
 const STDERR_LINES = 20;
+/** Longest stderr line kept (the rest of a longer one is dropped): the instance may write there. */
+const STDERR_LINE_BYTES = 4096;
 
 /**
  * Longest TMPDIR used as is: Chromium's singleton socket goes to
@@ -182,10 +184,13 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
 
   const tail: string[] = [];
   const stderrTail = () => tail.join('\n');
-  createInterface({ input: proc.child.stderr! }).on('line', (line) => {
-    if (line.includes(':ERROR:dbus/')) return; // no D-Bus here; Chromium complains constantly
-    tail.push(line);
-    if (tail.length > STDERR_LINES) tail.shift();
+  const lines = new LineDecoder({ maxBytes: STDERR_LINE_BYTES, overflow: 'truncate' });
+  proc.child.stderr?.on('data', (chunk: Buffer) => {
+    for (const line of lines.push(chunk)) {
+      if (line.includes(':ERROR:dbus/')) continue; // no D-Bus here; Chromium complains constantly
+      tail.push(line);
+      if (tail.length > STDERR_LINES) tail.shift();
+    }
   });
   const pipe = new CdpPipe(proc.child.stdio[3] as Writable, proc.child.stdio[4] as Readable);
   const ready = answers(pipe);

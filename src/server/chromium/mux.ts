@@ -24,7 +24,7 @@
  * kept for safety), as are the few that change ownership. Commands from clients are parsed and
  * written anew: Chromium then reads exactly the fields that the ownership check saw.
  */
-import type { CdpPipe } from './pipe.js';
+import { CdpMessageTooLarge, type CdpPipe } from './pipe.js';
 import type { CdpCommand, CdpParams, CdpTransport, CdpTransportReader } from './transport.js';
 
 /** Where a client's messages go: its WebSocket, in the relay. */
@@ -91,8 +91,11 @@ interface Client {
   /** Sessions it owns besides its own, with their targets when known. */
   readonly owned: Map<string, string | undefined>;
   peer: MuxPeer | undefined;
-  /** Messages that arrived before `connect`. */
+  /** Messages that arrived before `connect`, and their length. */
   queue: Buffer[];
+  queued: number;
+  /** Its commands Chromium has not answered yet. */
+  inFlight: number;
   closed: boolean;
 }
 
@@ -110,6 +113,14 @@ interface Pending {
   /** A client's `Target.createBrowserContext`: the mux hook hears of the context first. */
   createsContext?: boolean | undefined;
 }
+
+/**
+ * Commands one client may have unanswered at once (each costs the server a routing entry until
+ * Chromium answers, which may be never: a promise awaited forever). Playwright keeps a few dozen.
+ */
+export const MAX_IN_FLIGHT = 10_000;
+/** Bytes held for a client that is not connected yet; past them it is dropped. */
+const MAX_QUEUED_BYTES = 64 * 1024 * 1024;
 
 /** Chromium parses `id` as a 32-bit integer. */
 const MAX_WIRE_ID = 2 ** 31 - 1;
@@ -167,7 +178,12 @@ export class CdpMux {
       if (!this.#open) return reject(new Error('the browser is gone'));
       this.#send({ id: 0, method, params }, undefined, {
         settle: (reply) => {
-          const sessionId = reply.ok ? reply.parse().result?.sessionId : undefined;
+          let sessionId: unknown;
+          try {
+            sessionId = reply.ok ? reply.parse().result?.sessionId : undefined;
+          } catch {
+            /* malformed: refused below */
+          }
           if (typeof sessionId !== 'string') return reject(new Error(`${method} failed`));
           if (!this.#open) return reject(new Error('the browser is gone'));
           // registered before any event of the session can arrive (the reply comes first)
@@ -177,6 +193,8 @@ export class CdpMux {
             owned: new Map(),
             peer: undefined,
             queue: [],
+            queued: 0,
+            inFlight: 0,
             closed: false,
           };
           this.#clients.add(client);
@@ -208,13 +226,17 @@ export class CdpMux {
   #connect(client: Client, peer: MuxPeer): void {
     if (client.closed) return peer.close();
     client.peer = peer;
-    for (const data of client.queue) peer.send(data);
+    const queue = client.queue;
     client.queue = [];
+    client.queued = 0;
+    for (const data of queue) peer.send(data);
   }
 
   #deliver(client: Client, data: Buffer): void {
-    if (client.peer) client.peer.send(data);
-    else client.queue.push(data);
+    if (client.peer) return client.peer.send(data);
+    client.queued += data.length;
+    if (client.queued <= MAX_QUEUED_BYTES) return void client.queue.push(data);
+    this.#drop(client, true); // never read: its peer is told when it connects
   }
 
   /** Forget a client; `detach` its session in Chromium too (unless Chromium ended it). */
@@ -222,6 +244,7 @@ export class CdpMux {
     if (client.closed) return;
     client.closed = true;
     client.queue = [];
+    client.queued = 0;
     this.#clients.delete(client);
     this.#sessions.delete(client.session);
     for (const sessionId of client.owned.keys()) this.#sessions.delete(sessionId);
@@ -260,8 +283,10 @@ export class CdpMux {
       pending.createsContext = true;
     }
     const id = this.#nextId();
+    const text = JSON.stringify({ id, method, params, sessionId });
+    this.#pipe.send(text); // throws, having written nothing, for one too long for Chromium
     this.#pending.set(id, pending);
-    this.#pipe.send(JSON.stringify({ id, method, params, sessionId }));
+    if (route.client) route.client.inFlight++;
   }
 
   #nextId(): number {
@@ -310,22 +335,43 @@ export class CdpMux {
       }
       wireSession = sessionId;
     }
+    if (client.inFlight >= MAX_IN_FLIGHT) {
+      return this.#deliver(
+        client,
+        errorReply(id, -32000, `More than ${MAX_IN_FLIGHT} commands awaiting their replies`),
+      );
+    }
     const sent = this.#opts.rewrite ? this.#opts.rewrite(method, params) : params;
-    this.#send({ id, method, params: sent }, wireSession, { client });
+    try {
+      this.#send({ id, method, params: sent }, wireSession, { client });
+    } catch (err) {
+      if (!(err instanceof CdpMessageTooLarge)) throw err;
+      this.#deliver(client, errorReply(id, -32000, err.message));
+    }
   }
 
   // -- incoming ----------------------------------------------------------------------------
 
+  /**
+   * A message from the pipe. Chromium writes only JSON objects, but any process of the instance
+   * may write into a copy of the pipe: a message that breaks what the routing (or the server's
+   * own connection) expects fails the pipe rather than the server.
+   */
   #receive(data: Buffer): void {
-    const msg = locate(data) ?? decoded(data);
-    if (msg.id !== undefined) this.#reply(msg);
-    else this.#event(msg, data);
+    try {
+      const msg = locate(data) ?? decoded(data);
+      if (msg.id !== undefined) this.#reply(msg);
+      else this.#event(msg, data);
+    } catch (err) {
+      this.#pipe.fail(`a malformed DevTools message (${(err as Error).message})`);
+    }
   }
 
   #reply(msg: Incoming): void {
     const p = this.#pending.get(msg.id!);
     if (!p) return; // its sender is gone
     this.#pending.delete(msg.id!);
+    if (p.client) p.client.inFlight--;
     if (p.settle) return p.settle(msg);
     if (p.activates !== undefined && msg.ok) this.#opts.onActivate?.(p.activates);
     const { client } = p;
@@ -420,13 +466,9 @@ function locate(data: Buffer): Incoming | undefined {
 
 /** The general case: any JSON object, decoded and, when rewritten, encoded again. */
 function decoded(data: Buffer): Incoming {
-  let msg: Parsed;
-  try {
-    const value: unknown = JSON.parse(data.toString());
-    msg = isObject(value) ? (value as Parsed) : {};
-  } catch {
-    msg = {};
-  }
+  const value: unknown = JSON.parse(data.toString());
+  if (!isObject(value)) throw new Error('not a JSON object');
+  const msg = value as Parsed;
   const sessionId = typeof msg.sessionId === 'string' ? msg.sessionId : undefined;
   return {
     id: typeof msg.id === 'number' ? msg.id : undefined,

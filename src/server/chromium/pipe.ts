@@ -9,6 +9,24 @@
  */
 import type { Readable, Writable } from 'node:stream';
 
+/**
+ * Longest message read from Chromium: its own DevTools WebSocket server sends at most 256 MiB
+ * (`kSendBufferSizeForDevTools`), and Playwright and Puppeteer accept as much. Any process of the
+ * instance may hold a copy of the pipe (pidfd_getfd), so past this the pipe is failed.
+ */
+export const CDP_MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
+/**
+ * Longest message written to Chromium, NUL included: its pipe reader buffers at most 100 MiB
+ * (`kReceiveBufferSizeForDevTools`) and shuts the pipe down past it (the browser keeps running,
+ * deaf), so a longer one is refused here.
+ */
+export const CDP_MAX_COMMAND_WIRE_BYTES = 100 * 1024 * 1024;
+
+/** A message too long for Chromium's pipe reader: refused, nothing written. */
+export class CdpMessageTooLarge extends Error {
+  override name = 'CdpMessageTooLarge';
+}
+
 export interface CdpPipeReader {
   /** One message, without its NUL terminator. */
   message(data: Buffer): void;
@@ -19,17 +37,26 @@ export interface CdpPipeReader {
 export class CdpPipe {
   readonly #out: Writable;
   readonly #in: Readable;
-  /** Pieces of the message being read, before its NUL arrives. */
+  readonly #maxMessage: number;
+  /** Pieces of the message being read, before its NUL arrives, and their length. */
   #partial: Buffer[] = [];
-  /** Messages read while there was no reader. */
+  #partialBytes = 0;
+  /** Messages read while there was no reader, and their length. */
   #held: Buffer[] = [];
+  #heldBytes = 0;
   #reader: CdpPipeReader | undefined;
   #open = true;
+  /** Why the pipe was failed (`fail`), if it was. */
+  #failure: string | undefined;
 
-  /** `out`: our end of Chromium's fd 3; `input`: our end of its fd 4. */
-  constructor(out: Writable, input: Readable) {
+  /**
+   * `out`: our end of Chromium's fd 3; `input`: our end of its fd 4. `maxMessage`: longest
+   * message read (default `CDP_MAX_MESSAGE_BYTES`).
+   */
+  constructor(out: Writable, input: Readable, maxMessage = CDP_MAX_MESSAGE_BYTES) {
     this.#out = out;
     this.#in = input;
+    this.#maxMessage = maxMessage;
     input.on('data', (chunk: Buffer) => this.#read(chunk));
     for (const stream of [out, input]) {
       stream.on('error', () => this.close()); // EPIPE once Chromium is gone
@@ -41,6 +68,11 @@ export class CdpPipe {
     return this.#open;
   }
 
+  /** Why the pipe was failed: the peer broke the protocol or a bound. */
+  get failure(): string | undefined {
+    return this.#failure;
+  }
+
   /**
    * Deliver every message (those held so far first) and the end of the pipe to `reader`, in
    * place of the previous one; `undefined` holds messages until the next reader.
@@ -50,14 +82,31 @@ export class CdpPipe {
     if (!reader) return;
     const held = this.#held;
     this.#held = [];
+    this.#heldBytes = 0;
     for (const data of held) reader.message(data);
     if (!this.#open) reader.close();
   }
 
-  /** Write one message; dropped when the pipe is closed. */
+  /**
+   * Write one message; dropped when the pipe is closed. Throws `CdpMessageTooLarge` for one
+   * Chromium would not read.
+   */
   send(text: string): void {
     if (!this.#open) return;
+    const bytes = Buffer.byteLength(text) + 1;
+    if (bytes > CDP_MAX_COMMAND_WIRE_BYTES) {
+      throw new CdpMessageTooLarge(
+        `a DevTools message of ${bytes} bytes (Chromium reads at most ${CDP_MAX_COMMAND_WIRE_BYTES})`,
+      );
+    }
     this.#out.write(`${text}\0`); // one write: no wakeup of Chromium's reader for a lone NUL
+  }
+
+  /** The peer broke the protocol or a bound: close, keeping `reason` for whoever asks. */
+  fail(reason: string): void {
+    if (!this.#open) return;
+    this.#failure = reason;
+    this.close();
   }
 
   /** Close both ends; idempotent. The reader's `close` follows. */
@@ -66,24 +115,44 @@ export class CdpPipe {
     this.#open = false;
     this.#out.destroy();
     this.#in.destroy();
+    this.#partial = [];
+    this.#held = [];
     this.#reader?.close();
   }
 
   #read(chunk: Buffer): void {
+    if (!this.#open) return;
     let start = 0;
     for (let end = chunk.indexOf(0); end !== -1; end = chunk.indexOf(0, start)) {
       const piece = chunk.subarray(start, end);
+      start = end + 1;
+      if (this.#partialBytes + piece.length > this.#maxMessage) return this.#tooLong();
       let message = piece;
       if (this.#partial.length > 0) {
         this.#partial.push(piece);
-        message = Buffer.concat(this.#partial);
+        message = Buffer.concat(this.#partial, this.#partialBytes + piece.length);
         this.#partial = [];
+        this.#partialBytes = 0;
       }
-      start = end + 1;
-      if (this.#reader) this.#reader.message(message);
-      else this.#held.push(message);
+      if (this.#reader) {
+        this.#reader.message(message);
+      } else {
+        // nobody reads yet (Chromium sends nothing unasked): at most one message's worth
+        this.#heldBytes += message.length;
+        if (this.#heldBytes > this.#maxMessage) return this.fail('unread DevTools messages');
+        this.#held.push(message);
+      }
       if (!this.#open) return;
     }
-    if (start < chunk.length) this.#partial.push(chunk.subarray(start));
+    if (start < chunk.length) {
+      const rest = chunk.subarray(start);
+      if (this.#partialBytes + rest.length > this.#maxMessage) return this.#tooLong();
+      this.#partial.push(rest);
+      this.#partialBytes += rest.length;
+    }
+  }
+
+  #tooLong(): void {
+    this.fail(`a DevTools message longer than ${this.#maxMessage} bytes`);
   }
 }

@@ -3,7 +3,12 @@
  * server) becomes one more connection on the browser's DevTools pipe (mux.ts), with a browser
  * session of its own, or a page session for `/devtools/page/<id>`. Nothing of the client's
  * request reaches Chromium (no headers, no socket: DevTools listen nowhere); messages are text
- * frames without compression, up to `CDP_MAX_PAYLOAD`; the browser stopping closes every client.
+ * frames without compression, up to `CDP_MAX_COMMAND_BYTES` from a client (1009 past it); the
+ * browser stopping closes every client.
+ *
+ * A client that does not read is closed (1008) once more than `MAX_UNREAD_BYTES` wait for it and
+ * another message comes: what it leaves unread costs the server memory, and nobody else waits
+ * for it (every client's messages are handed to its own socket).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -11,9 +16,19 @@ import type WebSocket from 'ws';
 import { WebSocketServer } from 'ws';
 import { refuseUpgrade, serverError } from '../errors.js';
 import type { CdpMux, MuxClient, MuxTarget } from './mux.js';
-import { CDP_MAX_PAYLOAD } from './transport.js';
+import { CDP_MAX_COMMAND_BYTES } from './transport.js';
 
 const PAGE_PATH = /^devtools\/page\/([A-Za-z0-9-]+)$/;
+
+/**
+ * Bytes a client may leave unread before the next message closes it: many seconds of a busy
+ * screencast on a slow link; one message larger than this still goes to a client that keeps up.
+ */
+export const MAX_UNREAD_BYTES = 64 * 1024 * 1024;
+/** Close code and reason for a client that did not read (1008: policy violation). */
+export const UNREAD_CLOSE = { code: 1008, reason: 'CDP client too slow: over 64 MiB unread' };
+/** How long a closed client's socket may take to finish the closing handshake. */
+const CLOSE_GRACE_MS = 2000;
 
 export class CdpRelay {
   readonly #mux: CdpMux;
@@ -22,7 +37,7 @@ export class CdpRelay {
   readonly #wss = new WebSocketServer({
     noServer: true,
     perMessageDeflate: false,
-    maxPayload: CDP_MAX_PAYLOAD,
+    maxPayload: CDP_MAX_COMMAND_BYTES,
   });
   readonly #sockets = new Set<WebSocket>();
   #closed = false;
@@ -66,13 +81,26 @@ export class CdpRelay {
     if (this.#closed) ws.terminate();
     this.#sockets.add(ws);
     ws.on('error', () => ws.terminate());
-    ws.on('message', (data) => client.receive(data as Buffer)); // binaryType 'nodebuffer'
+    ws.on('message', (data) => {
+      try {
+        client.receive(data as Buffer); // binaryType 'nodebuffer'
+      } catch {
+        ws.close(1011, 'internal error');
+      }
+    });
     ws.once('close', () => {
       this.#sockets.delete(ws);
       client.close();
     });
     client.connect({
-      send: (data) => ws.send(data, { binary: false }),
+      send: (data) => {
+        if (ws.readyState !== ws.OPEN) return;
+        if (ws.bufferedAmount <= MAX_UNREAD_BYTES) return ws.send(data, { binary: false });
+        client.close();
+        ws.close(UNREAD_CLOSE.code, UNREAD_CLOSE.reason);
+        // it does not read its close frame either: what it left unread goes with the socket
+        setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
+      },
       close: () => ws.close(),
     });
   }

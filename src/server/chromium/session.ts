@@ -5,6 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { serverError } from '../errors.js';
 import type { BrowserAuthData, Logger } from '../runtime.js';
 import { applyAuth, authOrigins, captureAuth, originOf, type AuthScope } from './auth.js';
@@ -13,6 +14,9 @@ import { launchChromium, type LaunchOptions, type LaunchedChromium } from './chr
 import { DownloadWatch, type DownloadSink } from './downloads.js';
 import { CdpMux } from './mux.js';
 import { CdpRelay } from './relay.js';
+
+/** How long a closed DevTools pipe waits for Chromium's exit to tell why. */
+const PIPE_EXIT_GRACE_MS = 2000;
 
 export interface ChromiumSessionOptions extends LaunchOptions {
   /**
@@ -94,14 +98,30 @@ export class ChromiumSession implements AuthScope {
     this.cdpUrl = `${opts.relayUrl}${browserPath}?token=${encodeURIComponent(opts.token)}`;
   }
 
+  /**
+   * Chromium exiting, or its DevTools pipe closing under it, ends this session: the browser is
+   * killed and `onExit` says why, so that no browser is left running that the server cannot
+   * reach. A pipe that closes as Chromium dies lets the exit name the cause.
+   */
   #watchExit(): void {
     const chromium = this.#chromium;
-    void chromium.process.exited.then(({ code, signal }) => {
+    const ended = (reason: string) => {
       if (this.#closing) return;
-      const reason = `Chromium exited unexpectedly (${signal ?? `code ${code}`})`;
       this.#opts.log.warn({ stderr: chromium.stderrTail() }, reason);
       void this.close();
       this.#opts.onExit(reason);
+    };
+    const exited = chromium.process.exited.then(({ code, signal }) => {
+      return `Chromium exited unexpectedly (${signal ?? `code ${code}`})`;
+    });
+    void exited.then(ended);
+    void this.cdp.closed.then(async () => {
+      const failure = chromium.pipe.failure;
+      if (failure) return ended(`Chromium's DevTools pipe was closed: ${failure}`);
+      const grace = sleep(PIPE_EXIT_GRACE_MS, undefined, { ref: false }).then(
+        () => "Chromium's DevTools pipe closed",
+      );
+      ended(await Promise.race([exited, grace]));
     });
   }
 
