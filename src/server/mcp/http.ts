@@ -2,7 +2,9 @@
  * `/mcp` on `burrow serve`: the MCP server over Streamable HTTP, behind the API key like every
  * route (the app's auth hook runs first). Each MCP session (`mcp-session-id`) has its own tool
  * session (tools.ts) over this server's own handlers; it ends on `DELETE /mcp`, when the server
- * closes, or after `idleMs` without a request, and its instances stop with it.
+ * closes, or after `idleMs` without a request (`emptyIdleMs` while it holds no instance), and its
+ * instances stop with it. At most `maxSessions` exist at once: an `initialize` past that answers
+ * 429 with a JSON-RPC error saying so (each session costs the server about 200 KiB).
  *
  * The browser tools reach an instance's browser the way any client does: through the
  * token-checked CDP relay, opened on this server's own loopback address.
@@ -27,12 +29,33 @@ import { createMcpSession, type McpSession } from './tools.js';
 
 /** Default of `McpRouteOptions.idleMs`: an MCP session unused this long ends. */
 export const DEFAULT_MCP_IDLE_MS = 30 * 60 * 1000;
+/** Default of `McpRouteOptions.emptyIdleMs`. */
+export const DEFAULT_MCP_EMPTY_IDLE_MS = 2 * 60 * 1000;
+/** Default of `McpRouteOptions.maxSessions`. */
+export const DEFAULT_MCP_MAX_SESSIONS = 64;
 
 export interface McpRouteOptions {
   handlers: Handlers;
-  /** Ms without a request after which an MCP session ends (its instances stop). */
+  /**
+   * Ms without a request after which an MCP session ends (its instances stop). Default 30 min;
+   * env `BURROW_MCP_IDLE_SECONDS`.
+   */
   idleMs?: number;
+  /**
+   * The same for a session that holds no instance (nothing of the agent's is lost when it ends).
+   * Default 2 min, or `idleMs` when that is shorter.
+   */
+  emptyIdleMs?: number;
+  /** MCP sessions open at once (the server has one API key); past it 429. Default 64; env `BURROW_MCP_MAX_SESSIONS`. */
+  maxSessions?: number;
   version?: string;
+}
+
+/** A positive integer from the environment variable `name`, else undefined. */
+function envInteger(name: string): number | undefined {
+  const text = process.env[name];
+  const n = Number(text);
+  return text !== undefined && text.trim() !== '' && Number.isInteger(n) && n > 0 ? n : undefined;
 }
 
 type Op = Exclude<JsonOperationId, 'upload'>;
@@ -114,6 +137,8 @@ interface Entry {
   transport: StreamableHTTPServerTransport;
   session: McpSession;
   timer?: NodeJS.Timeout;
+  /** Requests of this session being handled (a session is never idle during one). */
+  active: number;
 }
 
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
@@ -121,15 +146,24 @@ const rpcError = (reply: FastifyReply, status: number, code: number, message: st
 
 export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): void {
   const sessions = new Map<string, Entry>();
-  const idleMs = opts.idleMs ?? DEFAULT_MCP_IDLE_MS;
+  const envIdle = envInteger('BURROW_MCP_IDLE_SECONDS');
+  const idleMs = opts.idleMs ?? (envIdle !== undefined ? envIdle * 1000 : DEFAULT_MCP_IDLE_MS);
+  const emptyIdleMs = Math.min(idleMs, opts.emptyIdleMs ?? DEFAULT_MCP_EMPTY_IDLE_MS);
+  const maxSessions =
+    opts.maxSessions ?? envInteger('BURROW_MCP_MAX_SESSIONS') ?? DEFAULT_MCP_MAX_SESSIONS;
+  /** Sessions made but not yet initialized (counted against the cap too). */
+  let starting = 0;
   const backend = inProcessBackend(opts.handlers, app);
 
+  // (re)arms the idle timer; a session holding an instance gets the longer one
   const touch = (id: string, entry: Entry) => {
     clearTimeout(entry.timer);
+    const ms = entry.session.instances.length > 0 ? idleMs : emptyIdleMs;
     entry.timer = setTimeout(() => {
+      if (entry.active > 0) return touch(id, entry);
       void entry.transport.close();
       sessions.delete(id);
-    }, idleMs);
+    }, ms);
     entry.timer.unref();
   };
 
@@ -152,12 +186,23 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
         if (req.method !== 'POST' || !isInitializeRequest(body)) {
           return rpcError(reply, 400, -32000, 'Bad Request: no valid MCP session id');
         }
+        if (sessions.size + starting >= maxSessions) {
+          req.log.warn({ limit: maxSessions }, 'MCP session cap reached; refusing with 429');
+          reply.header('retry-after', String(Math.ceil(emptyIdleMs / 1000)));
+          return rpcError(
+            reply,
+            429,
+            -32000,
+            `Too many MCP sessions (limit ${maxSessions}); end one with DELETE /mcp or retry later`,
+          );
+        }
         const session = createMcpSession({
           backend,
           ...(opts.version !== undefined && { version: opts.version }),
         });
         const created: Entry = {
           session,
+          active: 0,
           transport: new StreamableHTTPServerTransport({
             sessionIdGenerator: () => randomUUID(),
             enableJsonResponse: true,
@@ -175,12 +220,14 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
         };
         await session.server.connect(created.transport);
         entry = created;
-      } else if (typeof sid === 'string') {
-        touch(sid, entry);
       }
+      const current = entry;
+      const isNew = sid === undefined;
+      if (isNew) starting++;
+      current.active++;
       reply.hijack();
       try {
-        await entry.transport.handleRequest(req.raw, reply.raw, body);
+        await current.transport.handleRequest(req.raw, reply.raw, body);
       } catch (err) {
         req.log.error({ err }, 'MCP request failed');
         if (!reply.raw.headersSent) {
@@ -195,6 +242,13 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
         } else {
           reply.raw.destroy();
         }
+      } finally {
+        if (isNew) starting--;
+        current.active--;
+        const id = current.transport.sessionId;
+        // the idle clock starts when the request ends (with the timer its instances call for)
+        if (id !== undefined && sessions.get(id) === current) touch(id, current);
+        else if (isNew) void current.transport.close().catch(() => undefined);
       }
     },
   });
