@@ -19,6 +19,7 @@ export {
   type InstanceLimits,
   type SandboxHostOptions,
 } from './host.js';
+export { connectInside, type ConnectSandbox } from './connect.js';
 export { describeSupport, hostSupport, type Guarantee, type HostSupport } from './support.js';
 export { buildSeccompFilter, DENIED_SYSCALLS } from './seccomp.js';
 export {
