@@ -22,6 +22,7 @@ import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { CdpConnection } from '../src/server/chromium/cdp.js';
 import { startServer } from '../src/server/index.js';
+import { connectWithDeadline } from '../src/internal/connect.js';
 import { X11Screen } from '../src/server/ubuntu/desktop/x11.js';
 import { median, serverApi } from './stats.js';
 
@@ -168,10 +169,12 @@ async function main(): Promise<void> {
       const disk = execFileSync('sh', ['-c', `ls -d /var/lib/burrow/sandboxes/*/${id}/disk`], {
         encoding: 'utf8',
       }).trim();
+      // the bench's own instance: its socket by host path (the server connects from inside)
       const screen = new X11Screen({
         display,
         xauthority,
-        socketDir: join(disk, 'tmp', '.X11-unix'),
+        connect: (path) =>
+          connectWithDeadline({ path: join(disk, path) }, 5000, new Error('connect timed out')),
       });
       const rows = [
         bare,

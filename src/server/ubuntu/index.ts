@@ -5,7 +5,6 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
-import { join } from 'node:path';
 import type {
   BashRequest,
   CodeExecuteResult,
@@ -171,7 +170,6 @@ export class UbuntuRuntime implements InstanceRuntime {
           ctx,
           displayEnv: displayInfo.hostEnv,
           runDir: sandbox.hostRun,
-          x11SocketDir: join(sandbox.hostTmp, '.X11-unix'),
           browserSandbox: {
             spawn: (argv, o) => sandbox.spawn(argv, o),
             exec: (argv, o) => sandbox.exec(argv, o),
@@ -180,7 +178,6 @@ export class UbuntuRuntime implements InstanceRuntime {
             home: sandbox.home,
             hostHome: sandbox.hostHome,
             tmp: sandbox.tmp,
-            hostTmp: sandbox.hostTmp,
             isolated: sandbox.mode === 'isolated',
             hostLoopback: hostLoopbackAllowed(ctx.sandboxHost),
           },

@@ -7,16 +7,16 @@
  * share the loopback interface) cannot watch or drive the display; the password reaches only
  * the token-protected live-view page. It reads the password from a file it deletes at once
  * (`-passwdfile rm:`), so the password never appears in a command line.
+ *
+ * In an instance, x11vnc listens on a Unix socket in the instance's /tmp: a path the instance
+ * controls, so the server connects to it from inside (`connectInside`), one helper per viewer.
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
-import { existsSync } from 'node:fs';
 import { join, posix } from 'node:path';
-import type { Duplex } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
+import type { Duplex, Readable } from 'node:stream';
 import type { StdioOptions } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { connectWithDeadline } from '../../internal/connect.js';
 import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
@@ -36,16 +36,17 @@ export interface VncOptions {
   /** How long x11vnc may take to listen, in ms. Default 15 000. */
   startTimeoutMs?: number;
   /**
-   * Run x11vnc inside the instance, as its user, listening on a Unix socket in its /tmp (the
-   * server reaches it there from the host): it parses replies of an X server the instance
-   * controls. `displayEnv` then names the display as the instance sees it. Without it x11vnc is a
-   * child of the server on 127.0.0.1 (no-isolation mode).
+   * Run x11vnc inside the instance, as its user, listening on a Unix socket in its /tmp: it
+   * parses replies of an X server the instance controls. `displayEnv` then names the display as
+   * the instance sees it. Without it x11vnc is a child of the server on 127.0.0.1 (no-isolation
+   * mode).
    */
   sandbox?: {
     spawn(argv: string[], opts: { env: Record<string, string>; stdio: StdioOptions }): Supervised;
-    /** The instance's /tmp as seen inside, and its host path. */
+    /** The instance's /tmp as seen inside. */
     tmp: string;
-    hostTmp: string;
+    /** A stream to the Unix socket at `path` as seen inside, connected from inside. */
+    connect(path: string): Promise<Socket>;
   };
 }
 
@@ -71,10 +72,12 @@ const X11VNC_FLAGS = [
 /** Bytes queued towards one viewer before the VNC side is paused. */
 const HIGH_WATER = 4 * 1024 * 1024;
 const CONNECT_TIMEOUT_MS = 5_000;
+/** Longest line of x11vnc's output kept (the rest of a longer line is dropped). */
+const MAX_LINE = 1024;
 
 interface Running {
   proc: Supervised;
-  /** TCP port on 127.0.0.1, or the host path of x11vnc's Unix socket. */
+  /** TCP port on 127.0.0.1, or the path of x11vnc's Unix socket as seen inside the instance. */
   port: number | string;
 }
 
@@ -172,13 +175,9 @@ export class VncServer {
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     );
-    const tail: string[] = [];
-    createInterface({ input: proc.child.stderr! }).on('line', (line) => {
-      tail.push(line);
-      if (tail.length > 15) tail.shift();
-    });
+    const tail = keepTail(proc.child.stderr);
     const port = new Promise<number>((resolve) => {
-      createInterface({ input: proc.child.stdout! }).on('line', (line) => {
+      onLines(proc.child.stdout, (line) => {
         const m = /^PORT=(\d+)$/.exec(line.trim());
         if (m) resolve(Number(m[1]));
       });
@@ -201,12 +200,13 @@ export class VncServer {
     return this.#watch(proc, outcome, tail);
   }
 
-  /** x11vnc inside the instance on a Unix socket in its /tmp; resolves once the socket exists. */
+  /**
+   * x11vnc inside the instance on a Unix socket in its /tmp; resolves once x11vnc says it listens
+   * there (the socket is not looked at from the host: the instance owns its /tmp).
+   */
   async #startInside(box: NonNullable<VncOptions['sandbox']>): Promise<Running> {
     const { displayEnv } = this.#opts;
-    const name = `.burrow-vnc-${randomBytes(6).toString('hex')}.sock`;
-    const inside = posix.join(box.tmp, name);
-    const onHost = join(box.hostTmp, name);
+    const inside = posix.join(box.tmp, `.burrow-vnc-${randomBytes(6).toString('hex')}.sock`);
     const proc = box.spawn(
       [
         this.#opts.x11vnc ?? process.env.BURROW_X11VNC ?? '/usr/bin/x11vnc',
@@ -224,24 +224,29 @@ export class VncServer {
       ],
       { env: { ...displayEnv }, stdio: ['ignore', 'ignore', 'pipe'] },
     );
-    const tail: string[] = [];
-    createInterface({ input: proc.child.stderr! }).on('line', (line) => {
-      tail.push(line);
-      if (tail.length > 15) tail.shift();
+    // x11vnc's words only: a process of the instance could write them too, which would make
+    // the first viewer's connection fail, nothing more
+    const listening = `listening on unix socket: ${inside} `;
+    const ready = new Promise<true>((resolve) => {
+      onLines(proc.child.stderr, (line) => {
+        if (line.includes(listening)) resolve(true);
+      });
     });
-    const deadline = Date.now() + (this.#opts.startTimeoutMs ?? 15_000);
-    while (!existsSync(onHost)) {
-      if (!proc.running || Date.now() > deadline) {
-        await proc.kill(500);
-        const last = tail
-          .filter((l) => l.trim())
-          .slice(-5)
-          .join(' | ');
-        throw new Error(`x11vnc did not start${last ? `: ${last}` : ''}`);
-      }
-      await sleep(20);
+    const tail = keepTail(proc.child.stderr);
+    const exited = proc.exited.then(() => false as const);
+    const outcome = await raceDeadline(
+      Promise.race([ready, exited]),
+      this.#opts.startTimeoutMs ?? 15_000,
+    );
+    if (outcome !== true) {
+      await proc.kill(500);
+      const last = tail
+        .filter((l) => l.trim())
+        .slice(-5)
+        .join(' | ');
+      throw new Error(`x11vnc did not start${last ? `: ${last}` : ''}`);
     }
-    return this.#watch(proc, onHost, tail);
+    return this.#watch(proc, inside, tail);
   }
 
   /** A started x11vnc: paused if the instance is, forgotten (and its viewers closed) when it exits. */
@@ -266,11 +271,17 @@ export class VncServer {
 
   async #bridge(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     const port = await this.ensure();
-    const tcp = await connectWithDeadline(
-      typeof port === 'string' ? { path: port } : { host: '127.0.0.1', port },
-      CONNECT_TIMEOUT_MS,
-      () => new Error('connecting to x11vnc timed out'),
-    );
+    // a frozen instance would freeze the helper that connects inside
+    if (this.#paused) throw new Error('the instance is paused');
+    const box = this.#opts.sandbox;
+    const tcp =
+      typeof port === 'string' && box
+        ? await box.connect(port)
+        : await connectWithDeadline(
+            { host: '127.0.0.1', port: Number(port) },
+            CONNECT_TIMEOUT_MS,
+            () => new Error('connecting to x11vnc timed out'),
+          );
     const bridge: { ws?: WebSocket; tcp: Socket } = { tcp };
     this.#bridges.add(bridge);
     tcp.on('error', () => tcp.destroy());
@@ -311,4 +322,28 @@ export class VncServer {
       ws.once('close', () => tcp.destroy());
     });
   }
+}
+
+/** Calls `onLine` for each line of `stream`, each cut to MAX_LINE characters. */
+function onLines(stream: Readable | null, onLine: (line: string) => void): void {
+  let partial = '';
+  stream?.setEncoding('utf8');
+  stream?.on('data', (chunk: string) => {
+    const parts = chunk.split('\n');
+    for (let i = 0; i < parts.length - 1; i++) {
+      onLine((partial + parts[i]!).slice(0, MAX_LINE));
+      partial = '';
+    }
+    if (partial.length < MAX_LINE) partial = (partial + parts.at(-1)!).slice(0, MAX_LINE);
+  });
+}
+
+/** The last 15 lines of `stream`, kept up to date. */
+function keepTail(stream: Readable | null): string[] {
+  const tail: string[] = [];
+  onLines(stream, (line) => {
+    tail.push(line);
+    if (tail.length > 15) tail.shift();
+  });
+  return tail;
 }

@@ -8,13 +8,14 @@ import type { IncomingMessage } from 'node:http';
 import { join, posix } from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { ParsedComputerAction, ToolResult } from '../../../api/index.js';
+import { connectWithDeadline } from '../../../internal/connect.js';
 import type { Supervised } from '../../../internal/process.js';
 import { BrowserController } from '../../chromium/index.js';
 import { refuseUpgrade, serverError } from '../../errors.js';
 import type { RuntimeContext, StreamPage } from '../../runtime.js';
 import { vncLiveViewPage } from '../liveview-page.js';
 import { VncServer } from '../vnc.js';
-import { chromiumProxyArgs } from '../../sandbox/index.js';
+import { chromiumProxyArgs, connectInside } from '../../sandbox/index.js';
 import { XComputer } from './computer.js';
 
 export interface DesktopOptions {
@@ -23,8 +24,6 @@ export interface DesktopOptions {
   displayEnv: Readonly<Record<string, string>>;
   /** A server-only directory of the instance (x11vnc's password file). */
   runDir: string;
-  /** Host directory of the display's socket (the sandbox's `/tmp/.X11-unix` on the host). */
-  x11SocketDir?: string | undefined;
   /** Where the desktop browser runs: inside the instance's sandbox (../../sandbox/ISOLATION.md). */
   browserSandbox: BrowserSandbox;
 }
@@ -40,10 +39,12 @@ export interface BrowserSandbox {
   ): Promise<{ code: number | null; stdout: Buffer; stderr: Buffer; timedOut: boolean }>;
   /** Every live process of the instance (`Sandbox.pids`). */
   pids(): number[];
-  /** The instance's sandbox path of its /tmp and the host path of it (x11vnc's socket). */
+  /** The instance's /tmp as seen inside (x11vnc's socket). */
   tmp: string;
-  hostTmp: string;
-  /** The instance is sandboxed: its network goes through burrow's egress proxy. */
+  /**
+   * The instance is sandboxed: its network goes through burrow's egress proxy, and its sockets
+   * are connected from inside (`connectInside`), never by a host path.
+   */
   isolated: boolean;
   /** The browser's loopback is the host's (operator allowed host loopback ports). */
   hostLoopback: boolean;
@@ -59,8 +60,8 @@ const BROWSER_DIR = '.config/burrow-chromium';
 
 /**
  * Computer actions and screenshots (xdotool + X11), the live view (x11vnc + noVNC) and the
- * headful browser of one ubuntu instance's display. xdotool and x11vnc run on the host next to
- * the sandbox, the browser inside it; all are paused, resumed and stopped with the instance.
+ * headful browser of one ubuntu instance's display. xdotool, x11vnc and the browser run inside
+ * the instance; all are paused, resumed and stopped with it.
  */
 export class UbuntuDesktop {
   readonly computer: XComputer;
@@ -71,7 +72,7 @@ export class UbuntuDesktop {
   #stopping: Promise<void> | undefined;
 
   constructor(opts: DesktopOptions) {
-    const { ctx, displayEnv, runDir, x11SocketDir, browserSandbox: box } = opts;
+    const { ctx, displayEnv, runDir, browserSandbox: box } = opts;
     this.#ctx = ctx;
     const display = displayEnv.DISPLAY;
     if (!display) throw new Error('the display environment has no DISPLAY');
@@ -79,7 +80,8 @@ export class UbuntuDesktop {
     this.computer = new XComputer({
       display,
       xauthority: displayEnv.XAUTHORITY,
-      socketDir: x11SocketDir,
+      // made once and kept by the X client (no-isolation: Xvfb's socket on the host)
+      connect: box.isolated ? (path) => connectInside(box, path) : undefined,
       resolution: ctx.resolution,
       // xdotool and x11vnc parse replies of an X server the instance controls: they run in there
       xdotoolIn: {
@@ -95,7 +97,15 @@ export class UbuntuDesktop {
       sandbox: {
         spawn: (argv, o) => box.spawn(argv, { ...o, env: { ...box.env(), ...o.env } }),
         tmp: box.tmp,
-        hostTmp: box.hostTmp,
+        // one per viewer
+        connect: (path) =>
+          box.isolated
+            ? connectInside(box, path)
+            : connectWithDeadline(
+                { path },
+                5_000,
+                () => new Error('connecting to x11vnc timed out'),
+              ),
       },
     });
     // Chromium runs inside the sandbox, so a page sees only what the instance's processes see

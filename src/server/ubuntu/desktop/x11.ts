@@ -1,8 +1,9 @@
 /**
  * A minimal X11 client over the display's unix socket: screenshots of the root window
  * (GetImage in ZPixmap, fetched in pipelined strips, encoded to PNG in process) and binding
- * keysyms the keymap lacks to spare keycodes (so that xdotool can type any character). No
- * process is spawned. The bytes on the wire are in x11-wire.ts.
+ * keysyms the keymap lacks to spare keycodes (so that xdotool can type any character). The bytes
+ * on the wire are in x11-wire.ts. The stream comes from `X11Target.connect`: an instance's
+ * display socket is on its disk, so the server never connects to it by a host path.
  */
 import { readFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
@@ -43,20 +44,24 @@ const STRIP_BYTES = 4 * 1024 * 1024;
 const MAX_MESSAGE_BYTES = 2 * STRIP_BYTES;
 /** Largest screen side accepted, as for an instance's `resolution`. */
 const MAX_SCREEN_SIDE = MAX_RESOLUTION;
-/** Where X servers put their sockets. */
-const HOST_SOCKET_DIR = '/tmp/.X11-unix';
+/** Where X servers put their sockets, in the view of the X server's own processes. */
+const SOCKET_DIR = '/tmp/.X11-unix';
 
 /** Where an X server is, for the X11 client. */
 export interface X11Target {
   /** X display name, e.g. `:3`. */
   display: string;
-  /** Xauthority file granting access to the display, if the server requires one. */
+  /**
+   * Xauthority file granting access to the display, if the server requires one. Read by the
+   * server: never a file on an instance's disk.
+   */
   xauthority?: string | undefined;
   /**
-   * Directory holding the display's socket as the host sees it, e.g. the sandbox's /tmp on the
-   * host plus `/.X11-unix`. Default `/tmp/.X11-unix`.
+   * Opens a stream to the X server, given its socket's path as the X server's processes see it
+   * (`/tmp/.X11-unix/X<n>`). An instance's display: connected from inside it (`connectInside`).
+   * Default: that path on the host (an X server of the host's, no-isolation mode).
    */
-  socketDir?: string | undefined;
+  connect?: ((socketPath: string) => Promise<Socket>) | undefined;
 }
 
 const timedOut = (what: string, ms: number) => () =>
@@ -87,12 +92,16 @@ class X11Connection {
     socket.on('close', () => this.#fail(new Error('X connection closed')));
   }
 
-  static async open({ display, xauthority, socketDir }: X11Target): Promise<X11Connection> {
+  static async open({ display, xauthority, connect }: X11Target): Promise<X11Connection> {
     const m = /^:(\d+)(?:\.\d+)?$/.exec(display);
     if (!m) throw new Error(`Unsupported X display name ${JSON.stringify(display)}`);
     const number = m[1]!;
     const cookie = xauthority ? parseXauthority(await readFile(xauthority), number) : undefined;
-    const socket = await openSocket(number, socketDir);
+    const socket = await (connect ?? connectOnHost)(`${SOCKET_DIR}/X${number}`).catch(
+      (err: unknown) => {
+        throw new Error(`Cannot connect to X display :${number}: ${(err as Error).message}`);
+      },
+    );
     const conn = new X11Connection(socket);
     const setup = new Promise<Buffer>((resolve, reject) => (conn.#setup = { resolve, reject }));
     socket.write(setupRequest(cookie));
@@ -316,23 +325,9 @@ function getImage(conn: X11Connection, w: number, h: number): Promise<Buffer[]> 
 }
 
 /**
- * The display's socket file: in `socketDir` (where a sandboxed X server's /tmp is on the host),
- * then in the host's /tmp. (Node 20 cannot reach Linux abstract sockets the way X clients name
- * them, so the file is the way in.)
+ * An X server's socket file on the host. (Node 20 cannot reach Linux abstract sockets the way X
+ * clients name them, so the file is the way in.)
  */
-async function openSocket(number: string, socketDir = HOST_SOCKET_DIR): Promise<Socket> {
-  const paths = [...new Set([`${socketDir}/X${number}`, `${HOST_SOCKET_DIR}/X${number}`])];
-  let last: unknown;
-  for (const path of paths) {
-    try {
-      return await connectWithDeadline(
-        { path },
-        X_REQUEST_TIMEOUT_MS,
-        () => new Error(`connecting to X display :${number} timed out`),
-      );
-    } catch (err) {
-      last = err;
-    }
-  }
-  throw new Error(`Cannot connect to X display :${number}: ${(last as Error).message}`);
+function connectOnHost(path: string): Promise<Socket> {
+  return connectWithDeadline({ path }, X_REQUEST_TIMEOUT_MS, () => new Error('timed out'));
 }
