@@ -21,7 +21,10 @@ Runs the Remote Instance Control Service.
 The API key comes from the first of: --api-key, --api-key-file, BURROW_API_KEY,
 BURROW_API_KEY_FILE; else a random one is printed once at start. A key file holds the key alone
 (a trailing newline is ignored). Giving both the key and a key file on the same level (two flags,
-or two variables) is an error. The key is never logged.
+or two variables) is an error. The key is never logged, and never reaches a process the server
+starts. Give it with --api-key-file or BURROW_API_KEY_FILE (a file of mode 0600) or
+BURROW_API_KEY: a command line can be read by every local user, so --api-key warns (and the server
+hides it from its command line once started, which leaves a short window).
 
   --max-connections-per-client N  open connections one client address may hold (default 64;
                                   0 = no cap); past it requests get 429
@@ -218,12 +221,45 @@ export async function serveConfig(
   return { options, generated: key === undefined };
 }
 
+const KEY_FLAG = '--api-key';
+
+/** `argv` with the value of `--api-key` (as `--api-key K` or `--api-key=K`) replaced by `***`. */
+export function redactKeyArgs(argv: readonly string[]): string[] {
+  return argv.map((arg, i) => {
+    if (arg.startsWith(`${KEY_FLAG}=`)) return `${KEY_FLAG}=***`;
+    return argv[i - 1] === KEY_FLAG ? '***' : arg;
+  });
+}
+
+/** Whether `argv` gives the key itself on the command line (before a `--`). */
+const keyOnCommandLine = (argv: readonly string[]) =>
+  argv.some((a) => a === KEY_FLAG || a.startsWith(`${KEY_FLAG}=`));
+
+/**
+ * Keeps the key out of what other users and child processes can read: the process title
+ * (`/proc/N/cmdline`, which every local user can read) loses the `--api-key` value, and the key
+ * variables leave the environment that every process the server starts would inherit.
+ */
+function hideKey(argv: readonly string[]): void {
+  if (keyOnCommandLine(argv)) {
+    console.error(
+      'burrow: warning: --api-key puts the key on the command line, where every local user can ' +
+        'read it until the server hides it; use --api-key-file or BURROW_API_KEY_FILE instead',
+    );
+    const [exe = 'node', ...rest] = process.argv;
+    process.title = [exe, ...process.execArgv, ...redactKeyArgs(rest)].join(' ');
+  }
+  delete process.env.BURROW_API_KEY;
+  delete process.env.BURROW_API_KEY_FILE;
+}
+
 export async function run(argv: string[]): Promise<void> {
   const config = await serveConfig(argv);
   if (!config) {
     console.log(usage);
     return;
   }
+  hideKey(argv);
   if (config.options.isolation?.insecureNoIsolation) {
     console.error(
       'burrow: warning: --insecure-no-isolation: where this machine cannot isolate instances, they run unisolated',
