@@ -126,7 +126,11 @@ export class SandboxHost {
     return host;
   }
 
-  /** Where the sandbox of instance `name` keeps its disk (created, 0711, traversable). */
+  /**
+   * Where the sandbox of instance `name` keeps its disk: root-owned 0711, traversable (bubblewrap,
+   * as the instance's uid, resolves the directories it binds by path) but not listable. What is
+   * in there belongs to the instance's uid alone (sandbox.ts).
+   */
   async instanceDir(name: string): Promise<string> {
     const dir = join(this.root, name);
     await mkdir(dir, { mode: 0o711 });

@@ -157,17 +157,32 @@ export interface RootfsFds {
   shm: number;
 }
 
+/** The host's programs, read-only: `/usr` and the merged-usr links. */
+function programsArgs(): string[] {
+  const args = ['--ro-bind', '/usr', '/usr'];
+  for (const top of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
+    if (isLink(top)) args.push('--symlink', readlinkSync(top), top);
+    else if (existsSync(top)) args.push('--ro-bind', top, top);
+  }
+  return args;
+}
+
+/**
+ * The view of an instance's pid 1, which only runs a shell that reaps: the programs and
+ * `/dev/null`, nothing of the instance's disk. (No `--dev`: a devpts mount would make bubblewrap
+ * nest a second user namespace, and the instance's other processes join the first one.)
+ */
+export function initRootfsArgs(): string[] {
+  return [...programsArgs(), '--dev-bind', '/dev/null', '/dev/null'];
+}
+
 /**
  * bubblewrap options that build the instance's view. The writable directories and /etc are
  * bound by file descriptor (opened by the server), so the unprivileged bubblewrap never walks
  * host paths it could not read (the data dir is usually under /root).
  */
 export function rootfsArgs(fds: RootfsFds): string[] {
-  const args = ['--ro-bind', '/usr', '/usr'];
-  for (const top of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
-    if (isLink(top)) args.push('--symlink', readlinkSync(top), top);
-    else if (existsSync(top)) args.push('--ro-bind', top, top);
-  }
+  const args = programsArgs();
   // the system font cache (without it fontconfig rescans every font at each program start:
   // ~400 ms for each Chromium launch); read-only, it holds nothing but font metadata
   if (existsSync(FONT_CACHE)) args.push('--ro-bind', FONT_CACHE, FONT_CACHE);

@@ -28,7 +28,7 @@
  * `none` mode (`--insecure-no-isolation`): processes are plain children of the server with HOME
  * and TMPDIR in the instance directory. Convenience, not isolation.
  */
-import { spawn as spawnChild, type StdioOptions } from 'node:child_process';
+import type { StdioOptions } from 'node:child_process';
 import { closeSync, openSync, readFileSync, readlinkSync } from 'node:fs';
 import { chmod, chown, mkdir, realpath, rm } from 'node:fs/promises';
 import type { Server } from 'node:net';
@@ -50,10 +50,31 @@ import type { Logger } from '../../internal/log.js';
 import { Cgroup } from './cgroups.js';
 import type { SandboxHost } from './host.js';
 import { DiskQuota } from './quota.js';
-import { rootfsArgs, SANDBOX_HOME, SANDBOX_HOSTNAME, SANDBOX_PATH, SANDBOX_UID } from './rootfs.js';
+import {
+  initRootfsArgs,
+  rootfsArgs,
+  SANDBOX_HOME,
+  SANDBOX_HOSTNAME,
+  SANDBOX_PATH,
+  SANDBOX_UID,
+} from './rootfs.js';
 import { toolPath } from './support.js';
 
 export { SANDBOX_HOME, SANDBOX_PATH } from './rootfs.js';
+
+/**
+ * The first step of every root-side chain (perl: Essential in Debian, starts in ~2 ms): write its
+ * pid into each cgroup file named, close every descriptor from the given number up
+ * (`close_range`, 436 on every Linux architecture), then execute the rest of its arguments.
+ * Arguments: N, N cgroup.procs paths, the first descriptor to close, the command.
+ */
+const CHAIN_START =
+  'my $n = shift; for (1 .. $n) { my $f = shift; open(my $h, ">", $f) or exit 125; ' +
+  'print $h "$$\\n"; close($h) or exit 125 } my $keep = 0 + shift; ' +
+  'syscall(436, $keep, 0xffffffff, 0) == 0 or exit 126; exec { $ARGV[0] } @ARGV; exit 127';
+
+/** The whole environment of the root side of a chain, whatever the instance's is. */
+const ROOT_SIDE_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } as const;
 
 export type SandboxMode =
   /** Namespaces, its own host uid, cgroups, disk quota, seccomp (root server). */
@@ -181,10 +202,13 @@ export class Sandbox {
     } else {
       await mkdir(disk, { recursive: true, mode: 0o700 });
     }
+    // Isolated, the three belong to the instance's uid alone (0700): only that uid exists in
+    // there, and no other local user may read its home or plant files in its /tmp.
+    const shared = this.mode === 'none' ? 0o1777 : 0o700;
     for (const [path, mode] of [
-      [this.hostHome, 0o755],
-      [this.hostTmp, 0o1777],
-      [this.hostShm, 0o1777],
+      [this.hostHome, this.mode === 'none' ? 0o755 : 0o700],
+      [this.hostTmp, shared],
+      [this.hostShm, shared],
     ] as const) {
       await mkdir(path, { recursive: true });
       await chmod(path, mode);
@@ -274,128 +298,171 @@ export class Sandbox {
     env: Record<string, string>,
     cwd: string,
   ): Supervised {
+    const init = this.#init;
+    // Node names its IPC channel to the child in the environment, which bubblewrap clears
+    const ipc = Array.isArray(stdio) ? stdio.indexOf('ipc') : -1;
+    if (ipc >= 0) {
+      env = { ...env, NODE_CHANNEL_FD: String(ipc), NODE_CHANNEL_SERIALIZATION_MODE: 'json' };
+    }
+    return this.#spawnChain(stdio, (pass) => [
+      toolPath('nsenter')!,
+      `--net=/proc/${init}/ns/net`,
+      `--ipc=/proc/${init}/ns/ipc`,
+      `--uts=/proc/${init}/ns/uts`,
+      `--cgroup=/proc/${init}/ns/cgroup`,
+      '--',
+      ...this.#dropToUid(),
+      toolPath('bwrap')!,
+      // No --die-with-parent: with --pidns, bubblewrap forks a throwaway intermediate process
+      // that exits at once, and the command, when it sets its parent-death signal before that
+      // exit, is SIGKILLed by it (bubblewrap 0.8; a few starts per thousand under load died
+      // so). The command dies with the server anyway: it is in the instance's pid namespace,
+      // whose pid 1 dies with the anchor, and stop kills the cgroup.
+      '--userns',
+      String(pass(openSync(`/proc/${init}/ns/user`, 'r'))),
+      '--pidns',
+      String(pass(openSync(`/proc/${init}/ns/pid`, 'r'))),
+      ...this.#confinement(pass, env, cwd),
+      '--',
+      ...argv,
+    ]);
+  }
+
+  /**
+   * Start a chain of root-side wrappers that ends in bubblewrap. Every chain has the same shape
+   * at its root end, whatever the instance asked for: a fixed environment (the instance's
+   * variables travel to bubblewrap in a pipe and reach only the command, so nothing it sets,
+   * `LD_PRELOAD` say, is seen by a process running as root), and a first step that joins the
+   * instance's cgroup and closes every descriptor but the ones listed in `stdio` and those the
+   * chain passes on purpose (descriptors the server inherited from whoever started it would
+   * otherwise reach every instance process).
+   *
+   * `build` names the rest of the chain; its `pass` opens a descriptor for the chain (closed
+   * here once the child has it) and gives the number the child sees it as.
+   */
+  #spawnChain(
+    stdio: StdioOptions,
+    build: (pass: (fd: number | 'pipe', data?: Buffer) => number) => string[],
+  ): Supervised {
     const list: unknown[] = Array.isArray(stdio)
       ? [...(stdio as unknown[])]
       : [stdio, stdio, stdio];
     const opened: number[] = [];
-    const pass = (fd: number) => {
-      opened.push(fd);
+    const pipes: [number, Buffer][] = [];
+    const pass = (fd: number | 'pipe', data?: Buffer) => {
+      if (fd === 'pipe') pipes.push([list.length, data ?? Buffer.alloc(0)]);
+      else opened.push(fd);
       list.push(fd);
       return list.length - 1;
     };
-    const init = this.#init;
     try {
-      const userns = pass(openSync(`/proc/${init}/ns/user`, 'r'));
-      const pidns = pass(openSync(`/proc/${init}/ns/pid`, 'r'));
-      const fds = {
-        etc: pass(openSync(this.#host.etcDir, 'r')),
-        home: pass(openSync(this.hostHome, 'r')),
-        tmp: pass(openSync(this.hostTmp, 'r')),
-        shm: pass(openSync(this.hostShm, 'r')),
-      };
-      list.push('pipe'); // the seccomp program, written below
-      const seccompFd = list.length - 1;
-      const chain = [
-        ...this.#joinCgroup(),
-        toolPath('nsenter')!,
-        `--net=/proc/${init}/ns/net`,
-        `--ipc=/proc/${init}/ns/ipc`,
-        `--uts=/proc/${init}/ns/uts`,
-        `--cgroup=/proc/${init}/ns/cgroup`,
-        '--',
-        toolPath('setpriv')!,
-        `--reuid=${this.uid}`,
-        `--regid=${this.uid}`,
-        '--clear-groups',
-        // after the uid change (which clears it): die with the server
-        '--pdeathsig=SIGKILL',
-        '--',
-        toolPath('bwrap')!,
-        // No --die-with-parent: with --pidns, bubblewrap forks a throwaway intermediate process
-        // that exits at once, and the command, when it sets its parent-death signal before that
-        // exit, is SIGKILLed by it (bubblewrap 0.8; a few starts per thousand under load died
-        // so). The command dies with the server anyway: it is in the instance's pid namespace,
-        // whose pid 1 dies with the anchor, and stop kills the cgroup.
-        '--userns',
-        String(userns),
-        '--pidns',
-        String(pidns),
-        ...rootfsArgs(fds),
-        // names the instance on the host (`pgrep -f <id>` lists its processes' wrappers) and
-        // tells its processes which instance they are
-        '--setenv',
-        'BURROW_INSTANCE',
-        this.#name,
-        '--cap-drop',
-        'ALL',
-        '--seccomp',
-        String(seccompFd),
-        '--chdir',
-        cwd,
-        '--',
-        ...argv,
-      ];
-      const [first, ...rest] = chain as [string, ...string[]];
-      const proc = new Supervised(first, rest, { env, stdio: list as StdioOptions });
-      const pipe = proc.child.stdio[seccompFd] as Writable | null;
-      pipe?.on('error', () => {});
-      pipe?.end(this.#host.seccomp);
+      const chain = build(pass);
+      const files = this.#cgroup?.procsFiles ?? [];
+      const proc = new Supervised(
+        toolPath('perl')!,
+        ['-e', CHAIN_START, String(files.length), ...files, String(list.length), ...chain],
+        { env: ROOT_SIDE_ENV, stdio: list as StdioOptions },
+      );
+      for (const [fd, data] of pipes) {
+        const pipe = proc.child.stdio[fd] as Writable | null;
+        pipe?.on('error', () => {});
+        pipe?.end(data);
+      }
       return proc;
     } finally {
       for (const fd of opened) closeSync(fd);
     }
   }
 
-  /** `sh -c` prefix that writes its own pid into the instance's cgroup, then executes the rest. */
-  #joinCgroup(): string[] {
-    const files = this.#cgroup?.procsFiles ?? [];
-    if (files.length === 0) return [];
+  /** setpriv to the instance's uid; the parent-death signal after the uid change clears it. */
+  #dropToUid(): string[] {
     return [
-      toolPath('sh')!,
-      '-c',
-      'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
-      'sh',
-      String(files.length),
-      ...files,
-    ];
-  }
-
-  /**
-   * The anchor: pid 1 of the instance's pid namespace (a shell that only reaps), started as the
-   * instance's uid, owning all of its namespaces. Its loopback is brought up and its host name
-   * set from outside (root in the parent namespaces may; the instance itself may not).
-   */
-  async #startAnchor(): Promise<void> {
-    const [first, ...rest] = [
-      ...this.#joinCgroup(),
       toolPath('setpriv')!,
       `--reuid=${this.uid}`,
       `--regid=${this.uid}`,
       '--clear-groups',
       '--pdeathsig=SIGKILL',
       '--',
-      toolPath('unshare')!,
-      '--user',
-      `--map-user=${SANDBOX_UID}`,
-      `--map-group=${SANDBOX_UID}`,
-      '--pid',
-      '--fork',
-      '--kill-child',
-      '--net',
-      '--ipc',
-      '--uts',
-      '--cgroup',
+    ];
+  }
+
+  /**
+   * bubblewrap options every process of the instance gets, pid 1 included: its root file system,
+   * no capabilities, the seccomp filter, and its environment (through a pipe: an argument would
+   * show the values to every local user in `ps`).
+   */
+  #confinement(
+    pass: (fd: number | 'pipe', data?: Buffer) => number,
+    env: Record<string, string>,
+    cwd: string,
+    view: 'instance' | 'init' = 'instance',
+  ): string[] {
+    const root =
+      view === 'init'
+        ? initRootfsArgs()
+        : rootfsArgs({
+            etc: pass(openSync(this.#host.etcDir, 'r')),
+            home: pass(openSync(this.hostHome, 'r')),
+            tmp: pass(openSync(this.hostTmp, 'r')),
+            shm: pass(openSync(this.hostShm, 'r')),
+          });
+    const envArgs = ['--clearenv'];
+    for (const [k, v] of Object.entries(env)) envArgs.push('--setenv', k, v);
+    return [
+      ...root,
+      '--args',
+      String(pass('pipe', Buffer.from(envArgs.map((a) => `${a}\0`).join('')))),
+      // names the instance on the host (`pgrep -f <id>` lists its processes' wrappers) and
+      // tells its processes which instance they are
+      '--setenv',
+      'BURROW_INSTANCE',
+      this.#name,
+      '--cap-drop',
+      'ALL',
+      '--seccomp',
+      String(pass('pipe', this.#host.seccomp)),
+      '--chdir',
+      cwd,
+    ];
+  }
+
+  /**
+   * The anchor: pid 1 of the instance's pid namespace, a shell that only reaps orphans. bubblewrap
+   * creates the instance's user, pid, network (loopback up), IPC, UTS (host name set) and cgroup
+   * namespaces and runs the shell as pid 1 itself (`--as-pid-1`), confined like every other
+   * process of the instance: its root file system, no capabilities, no_new_privs, seccomp. So
+   * `/proc/1/root` inside is the instance's own root, and `/proc/1/mem` gives nothing a command
+   * does not have. The outer bubblewrap stays on the host side as pid 1's parent, outside the
+   * instance's pid namespace (invisible in there); pid 1 dies with it (`--die-with-parent`: no
+   * `--pidns`, so none of the race described in `#spawnInside`).
+   */
+  async #startAnchor(): Promise<void> {
+    const anchor = this.#spawnChain(['ignore', 'ignore', 'pipe'], (pass) => [
+      ...this.#dropToUid(),
+      toolPath('bwrap')!,
+      '--unshare-user',
+      '--uid',
+      String(SANDBOX_UID),
+      '--gid',
+      String(SANDBOX_UID),
+      '--unshare-pid',
+      '--as-pid-1',
+      '--unshare-net',
+      '--unshare-ipc',
+      '--unshare-uts',
+      '--hostname',
+      SANDBOX_HOSTNAME,
+      '--unshare-cgroup',
+      '--die-with-parent',
+      ...this.#confinement(pass, { PATH: SANDBOX_PATH }, '/', 'init'),
       '--',
       '/bin/sh',
       '-c',
-      // pid 1 reaps every orphan of the namespace while it waits for a sleep that never ends
-      'trap "" TERM INT HUP; sleep infinity & while :; do wait; done',
+      // pid 1 reaps every orphan of the namespace while it waits for a sleep, started again if
+      // something inside kills it (signals from inside reach pid 1 only when it handles them)
+      'trap "" TERM INT HUP; while :; do sleep infinity & wait; done',
       `burrow-init-${this.#name}`,
-    ] as unknown as [string, ...string[]];
-    const anchor = new Supervised(first, rest, {
-      env: { PATH: SANDBOX_PATH },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    ]);
     this.#procs.add(anchor);
     let stderr = '';
     anchor.child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
@@ -410,15 +477,6 @@ export class Sandbox {
       this.#init = namespaceInit(anchor.pid, this.uid!);
       if (!this.#init) await sleep(2);
     }
-    const ip = toolPath('ip')!;
-    const net = `--net=/proc/${this.#init}/ns/net`;
-    await run(toolPath('nsenter')!, [net, '--', ip, 'link', 'set', 'lo', 'up']);
-    await run(toolPath('nsenter')!, [
-      `--uts=/proc/${this.#init}/ns/uts`,
-      '--',
-      '/bin/hostname',
-      SANDBOX_HOSTNAME,
-    ]).catch(() => {}); // cosmetic
     void anchor.exited.then((e) => {
       this.#procs.delete(anchor);
       if (!this.#stopping) this.#onCrash?.(`the instance's init exited (${describeExit(e)})`);
@@ -642,18 +700,6 @@ function namespaceInit(anchorPid: number, uid: number): number {
   } catch {
     return 0;
   }
-}
-
-function run(cmd: string, args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawnChild(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.once('error', reject);
-    child.once('exit', (code) =>
-      code === 0 ? resolve() : reject(new Error(`${cmd} ${args.join(' ')}: ${stderr.trim()}`)),
-    );
-  });
 }
 
 function signal(pid: number, sig: NodeJS.Signals): void {

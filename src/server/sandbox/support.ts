@@ -18,6 +18,8 @@ export const TOOLS = {
   setpriv: ['/usr/bin/setpriv', '/bin/setpriv'],
   ip: ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'],
   sh: ['/bin/sh', '/usr/bin/sh'],
+  // Debian's perl-base (Essential): the first step of every spawn chain (sandbox.ts)
+  perl: ['/usr/bin/perl', '/bin/perl'],
 } as const;
 
 export type Tool = keyof typeof TOOLS;
@@ -56,6 +58,7 @@ const APT: Partial<Record<Tool, string>> = {
   unshare: 'util-linux',
   setpriv: 'util-linux',
   ip: 'iproute2',
+  perl: 'perl-base',
 };
 
 let cached: HostSupport | undefined;
