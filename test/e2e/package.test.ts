@@ -1,7 +1,9 @@
 /**
  * The package as a user gets it: `npm pack` of the current build (npm test builds first), then
- * `npm install` of the tarball into an empty project with only TypeScript and Node's types (from
- * npm's cache: no network). It holds what the README links and nothing of the checkout's tests;
+ * `npm install` of the tarball into an empty project with only TypeScript and Node's types
+ * (`--prefer-offline`: npm's cache where it has them, else the registry; `npm ci` caches the
+ * lockfile's tarballs but not the registry metadata a version range needs, so a new machine's
+ * cache never has all of it). It holds what the README links and nothing of the checkout's tests;
  * its source maps carry their sources; a project without any optional peer type-checks with
  * `skipLibCheck` off and imports it at run time; with a peer installed, that peer's types are the
  * real ones (not `any`).
@@ -89,7 +91,7 @@ beforeAll(async () => {
     'npm',
     [
       'install',
-      '--offline',
+      '--prefer-offline',
       '--no-audit',
       '--no-fund',
       '--ignore-scripts',
