@@ -8,7 +8,6 @@ import type { IncomingMessage } from 'node:http';
 import { join, posix } from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { ParsedComputerAction, ToolResult } from '../../../api/index.js';
-import { connectWithDeadline } from '../../../internal/connect.js';
 import type { Supervised } from '../../../internal/process.js';
 import { BrowserController } from '../../chromium/index.js';
 import { refuseUpgrade, serverError } from '../../errors.js';
@@ -90,24 +89,23 @@ export class UbuntuDesktop {
         xauthority: inside.XAUTHORITY,
       },
     });
-    this.vnc = new VncServer({
-      displayEnv: { DISPLAY: inside.DISPLAY ?? display, XAUTHORITY: inside.XAUTHORITY ?? '' },
-      runDir,
-      log: ctx.log,
-      sandbox: {
-        spawn: (argv, o) => box.spawn(argv, { ...o, env: { ...box.env(), ...o.env } }),
-        tmp: box.tmp,
-        // one per viewer
-        connect: (path) =>
-          box.isolated
-            ? connectInside(box, path)
-            : connectWithDeadline(
-                { path },
-                5_000,
-                () => new Error('connecting to x11vnc timed out'),
-              ),
-      },
-    });
+    // in an instance x11vnc runs inside and each viewer is connected from inside; without
+    // isolation it is a child of the server on 127.0.0.1 (a Unix socket path in the instance
+    // directory would pass the 108-byte limit)
+    this.vnc = new VncServer(
+      box.isolated
+        ? {
+            displayEnv: { DISPLAY: inside.DISPLAY ?? display, XAUTHORITY: inside.XAUTHORITY ?? '' },
+            runDir,
+            log: ctx.log,
+            sandbox: {
+              spawn: (argv, o) => box.spawn(argv, { ...o, env: { ...box.env(), ...o.env } }),
+              tmp: box.tmp,
+              connect: (path) => connectInside(box, path),
+            },
+          }
+        : { displayEnv, runDir, log: ctx.log },
+    );
     // Chromium runs inside the sandbox, so a page sees only what the instance's processes see
     // (file:// included); its profile and downloads are in the instance's home.
     const env = () => {
