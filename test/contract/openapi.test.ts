@@ -10,6 +10,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { operationIds, operations } from '../../src/api/index.js';
+import { rawRequest } from '../helpers/raw-http.js';
 import { testServer, type TestServer } from '../helpers/server.js';
 
 type Json = Record<string, unknown>;
@@ -122,7 +123,18 @@ describe('GET /openapi.json', () => {
     expect((await fetch(`${server.url}/openapi.json?x=1`)).status).toBe(200);
     expect((await fetch(`${server.url}/docs`)).status).toBe(200);
     // nothing else slips through with them
-    expect((await fetch(`${server.url}/openapi.json/../v1/instances`)).status).toBe(401);
+    // raw paths, so the server itself receives the `..` (fetch would resolve it first)
+    for (const path of [
+      '/openapi.json/../v1/instances',
+      '/openapi.json/%2e%2e/v1/instances',
+      '/openapi.json/..%2fv1%2finstances',
+      '/openapi.json%2f..%2fv1/instances',
+      '/docs/../v1/instances',
+      '/docs/%2E%2E/v1/instances',
+      '/openapi.json/../../v1/instances?x=/openapi.json',
+    ]) {
+      expect((await rawRequest(server.url, path)).status, path).toBe(401);
+    }
     expect((await fetch(`${server.url}/docs/x`)).status).toBe(401);
     expect((await fetch(`${server.url}/openapi.json`, { method: 'POST' })).status).toBe(401);
   });
