@@ -143,7 +143,8 @@ describe('an ubuntu instance attacking from its shell', () => {
     ].join('\n');
     const out = await sh(
       a,
-      `python3 -c '${py}'; unshare -rm sh -c 'mount -t tmpfs none /mnt && echo MOUNTED'; grep Seccomp: /proc/self/status`,
+      // a directory that exists in there; unshare must not make propagation private (a mount)
+      `python3 -c '${py}'; mkdir -p /tmp/mnt; unshare -rm --propagation=unchanged sh -c 'mount -t tmpfs none /tmp/mnt && echo MOUNTED'; grep Seccomp: /proc/self/status`,
     );
     for (const name of ['keyctl', 'add_key', 'init_module', 'ptrace']) {
       expect(out).toMatch(new RegExp(`^${name} -1 Operation not permitted$`, 'm'));
