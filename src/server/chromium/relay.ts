@@ -15,6 +15,7 @@ import type { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
 import { WebSocketServer } from 'ws';
 import { refuseUpgrade, serverError } from '../errors.js';
+import type { Logger } from '../runtime.js';
 import type { CdpMux, MuxClient, MuxTarget } from './mux.js';
 import { CDP_MAX_COMMAND_BYTES } from './transport.js';
 
@@ -28,7 +29,7 @@ export const MAX_UNREAD_BYTES = 64 * 1024 * 1024;
 /** Close code and reason for a client that did not read (1008: policy violation). */
 export const UNREAD_CLOSE = { code: 1008, reason: 'CDP client too slow: over 64 MiB unread' };
 /** How long a closed client's socket may take to finish the closing handshake. */
-const CLOSE_GRACE_MS = 2000;
+const CLOSE_GRACE_MS = 5000;
 
 export class CdpRelay {
   readonly #mux: CdpMux;
@@ -42,9 +43,12 @@ export class CdpRelay {
   readonly #sockets = new Set<WebSocket>();
   #closed = false;
 
+  readonly #log: Logger | undefined;
+
   /** `browserId`: the id in the public browser endpoint's path. */
-  constructor(mux: CdpMux, browserId: string) {
+  constructor(mux: CdpMux, browserId: string, log?: Logger) {
     this.#mux = mux;
+    this.#log = log;
     this.#browserPath = `devtools/browser/${browserId}`;
   }
 
@@ -84,7 +88,8 @@ export class CdpRelay {
     ws.on('message', (data) => {
       try {
         client.receive(data as Buffer); // binaryType 'nodebuffer'
-      } catch {
+      } catch (err) {
+        this.#log?.error({ err }, 'a CDP client message failed');
         ws.close(1011, 'internal error');
       }
     });
@@ -96,6 +101,7 @@ export class CdpRelay {
       send: (data) => {
         if (ws.readyState !== ws.OPEN) return;
         if (ws.bufferedAmount <= MAX_UNREAD_BYTES) return ws.send(data, { binary: false });
+        this.#log?.warn({ unread: ws.bufferedAmount }, 'closing a CDP client that does not read');
         client.close();
         ws.close(UNREAD_CLOSE.code, UNREAD_CLOSE.reason);
         // it does not read its close frame either: what it left unread goes with the socket

@@ -93,7 +93,7 @@ export class ChromiumSession implements AuthScope {
       }),
     });
     this.cdp = new CdpConnection(mux.root);
-    this.#relay = new CdpRelay(mux, chromium.browserId);
+    this.#relay = new CdpRelay(mux, chromium.browserId, opts.log);
     const browserPath = `/devtools/browser/${chromium.browserId}`;
     this.cdpUrl = `${opts.relayUrl}${browserPath}?token=${encodeURIComponent(opts.token)}`;
   }
@@ -117,7 +117,10 @@ export class ChromiumSession implements AuthScope {
     void exited.then(ended);
     void this.cdp.closed.then(async () => {
       const failure = chromium.pipe.failure;
-      if (failure) return ended(`Chromium's DevTools pipe was closed: ${failure}`);
+      if (failure) {
+        this.#opts.log.error({ failure }, "Chromium's DevTools pipe broke a bound; killing it");
+        return ended(`Chromium's DevTools pipe was closed: ${failure}`);
+      }
       const grace = sleep(PIPE_EXIT_GRACE_MS, undefined, { ref: false }).then(
         () => "Chromium's DevTools pipe closed",
       );
