@@ -1,0 +1,167 @@
+/**
+ * Bounds on the byte streams the server reads from instances and clients (issue 18, item 4):
+ * the toolbox's frames (src/server/sandbox/toolbox-frames.ts), newline-delimited lines
+ * (src/internal/lines.ts: the kernel bridge, Chromium's stderr), the DevTools pipe and its
+ * multiplexer (src/server/chromium/pipe.ts, mux.ts). Each refuses what passes its bound as soon
+ * as the bound is passed, without holding more.
+ */
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { LineDecoder, LineTooLong } from '../../src/internal/lines.js';
+import { CdpConnection } from '../../src/server/chromium/cdp.js';
+import { CdpMux, MAX_IN_FLIGHT } from '../../src/server/chromium/mux.js';
+import { CDP_MAX_COMMAND_WIRE_BYTES, CdpPipe } from '../../src/server/chromium/pipe.js';
+import {
+  FrameDecoder,
+  FrameError,
+  MAX_HEADER_BYTES,
+  MAX_PAYLOAD_BYTES,
+} from '../../src/server/sandbox/toolbox-frames.js';
+import { fakeChromium } from '../helpers/fake-chromium.js';
+
+const MiB = 1024 * 1024;
+const tick = () => new Promise((r) => setImmediate(r));
+
+/** A frame header declaring `fields`, as its 4-byte length and JSON. */
+function header(fields: Record<string, unknown>): Buffer {
+  const json = Buffer.from(JSON.stringify(fields));
+  const len = Buffer.alloc(4);
+  len.writeUInt32BE(json.length);
+  return Buffer.concat([len, json]);
+}
+
+describe('toolbox frame bounds', () => {
+  it('refuses a declared payload past the bound before holding any of it', () => {
+    const decoder = new FrameDecoder();
+    expect(() => decoder.push(header({ id: 1, payload_bytes: 2 ** 40 }))).toThrow(FrameError);
+    const big = new FrameDecoder();
+    expect(() => big.push(header({ id: 1, payload_bytes: MAX_PAYLOAD_BYTES + 1 }))).toThrow(
+      /payload of \d+ bytes/,
+    );
+    // at the bound it is a frame like any other
+    const ok = new FrameDecoder();
+    expect(ok.push(header({ id: 1, payload_bytes: MAX_PAYLOAD_BYTES }))).toEqual([]);
+  });
+
+  it('refuses a payload size that is not a byte count, and a header past its bound', () => {
+    for (const payload_bytes of [-1, 1.5, '10', null, 2 ** 53]) {
+      expect(() => new FrameDecoder().push(header({ id: 1, payload_bytes }))).toThrow(FrameError);
+    }
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(MAX_HEADER_BYTES + 1);
+    expect(() => new FrameDecoder().push(len)).toThrow(/header of/);
+    expect(MAX_HEADER_BYTES).toBeLessThanOrEqual(16 * MiB);
+    const garbage = Buffer.concat([Buffer.from([0, 0, 0, 3]), Buffer.from('{x}')]);
+    expect(() => new FrameDecoder().push(garbage)).toThrow(FrameError);
+  });
+});
+
+describe('bounded lines', () => {
+  it('splits lines cut anywhere and throws once a line passes the bound', () => {
+    const lines = new LineDecoder({ maxBytes: 8 });
+    expect(lines.push(Buffer.from('ab'))).toEqual([]);
+    expect(lines.push(Buffer.from('c\nde\n12345'))).toEqual(['abc', 'de']);
+    expect(lines.push(Buffer.from('678\n'))).toEqual(['12345678']);
+    expect(() => lines.push(Buffer.from('123456789'))).toThrow(LineTooLong);
+    // never held: a stream with no newline at all is refused at the bound
+    const flood = new LineDecoder({ maxBytes: MiB });
+    let fed = 0;
+    expect(() => {
+      for (; fed < 64 * MiB; fed += 64 * 1024) flood.push(Buffer.alloc(64 * 1024, 0x61));
+    }).toThrow(LineTooLong);
+    expect(fed).toBeLessThanOrEqual(MiB);
+  });
+
+  it('in truncate mode keeps the head of a long line and drops the rest', () => {
+    const lines = new LineDecoder({ maxBytes: 4, overflow: 'truncate' });
+    expect(lines.push(Buffer.from('abcdefg'))).toEqual(['abcd']);
+    expect(lines.push(Buffer.from('hij\nxy\n'))).toEqual(['xy']);
+    expect(lines.push(Buffer.from('123456\nz\n'))).toEqual(['1234', 'z']);
+  });
+});
+
+describe('DevTools pipe bounds', () => {
+  it('fails a pipe whose message passes the bound, holding no more than the bound', () => {
+    const fromChromium = new PassThrough();
+    const pipe = new CdpPipe(new PassThrough(), fromChromium, MiB);
+    let closed = false;
+    pipe.listen({ message: () => {}, close: () => (closed = true) });
+    let fed = 0;
+    // written straight to the reader's listener, as a flood from a copied descriptor would be
+    while (pipe.isOpen && fed < 64 * MiB) {
+      fromChromium.emit('data', Buffer.alloc(256 * 1024, 0x7b));
+      fed += 256 * 1024;
+    }
+    expect(pipe.isOpen).toBe(false);
+    expect(closed).toBe(true);
+    expect(fed).toBeLessThanOrEqual(MiB + 256 * 1024);
+    expect(pipe.failure).toMatch(/longer than 1048576 bytes/);
+  });
+
+  it('fails the pipe, not the server, on messages that are not CDP', async () => {
+    for (const garbage of [
+      'not json',
+      '[1,2]',
+      '{"method":"Page.x","params":{broken}}',
+      '{"method":"Target.attachedToTarget",broken}}',
+      '{"method":"Target.targetCreated","params":{}}', // the server's own handler trips on it
+    ]) {
+      const chromium = fakeChromium();
+      const mux = new CdpMux(chromium.pipe);
+      const server = new CdpConnection(mux.root);
+      server.on('Target.targetCreated', (p) => {
+        (p.targetInfo as { targetId: string }).targetId.toString();
+      });
+      chromium.write(garbage);
+      await server.closed;
+      expect(chromium.pipe.failure, garbage).toMatch(/malformed DevTools message/);
+    }
+  });
+
+  it('refuses to write a command Chromium would not read, answering the client', async () => {
+    const chromium = fakeChromium();
+    const mux = new CdpMux(chromium.pipe);
+    const opening = mux.open({ type: 'browser' });
+    const attach = await chromium.next('Target.attachToBrowserTarget');
+    chromium.write({ id: attach.id, result: { sessionId: 'S' } });
+    const client = await opening;
+    const received: { id?: number; error?: { message: string } }[] = [];
+    client.connect({ send: (d) => received.push(JSON.parse(d.toString())), close: () => {} });
+    const n = chromium.commands.length;
+    const expression = 'x'.repeat(CDP_MAX_COMMAND_WIRE_BYTES);
+    client.receive(
+      Buffer.from(JSON.stringify({ id: 7, method: 'Runtime.evaluate', params: { expression } })),
+    );
+    await tick();
+    expect(chromium.commands.length).toBe(n);
+    expect(received).toEqual([{ id: 7, error: { code: -32000, message: expect.any(String) } }]);
+    expect(chromium.pipe.isOpen).toBe(true);
+  });
+
+  it('caps the commands one client has awaiting replies', async () => {
+    const chromium = fakeChromium();
+    const mux = new CdpMux(chromium.pipe);
+    const opening = mux.open({ type: 'browser' });
+    const attach = await chromium.next('Target.attachToBrowserTarget');
+    chromium.write({ id: attach.id, result: { sessionId: 'S' } });
+    const client = await opening;
+    const errors: number[] = [];
+    client.connect({
+      send: (d) => errors.push((JSON.parse(d.toString()) as { id: number }).id),
+      close: () => {},
+    });
+    for (let id = 1; id <= MAX_IN_FLIGHT + 2; id++) {
+      client.receive(Buffer.from(`{"id":${id},"method":"Runtime.evaluate","params":{}}`));
+    }
+    expect(errors).toEqual([MAX_IN_FLIGHT + 1, MAX_IN_FLIGHT + 2]);
+    // an answer frees a place
+    await tick();
+    const first = chromium.commands.find((c) => c.method === 'Runtime.evaluate')!;
+    chromium.write(`{"id":${first.id},"result":{},"sessionId":"S"}`);
+    await tick();
+    client.receive(Buffer.from(`{"id":99999,"method":"Runtime.evaluate","params":{}}`));
+    await tick();
+    expect(errors).toEqual([MAX_IN_FLIGHT + 1, MAX_IN_FLIGHT + 2, 1]);
+    expect(chromium.commands.at(-1)).toMatchObject({ method: 'Runtime.evaluate' });
+  });
+});
