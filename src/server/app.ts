@@ -341,7 +341,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   return app;
 }
 
-/** Handles WebSocket upgrades for `/cdp/<id>/<rest>` and `/stream/<id>/<rest>` (token-checked). */
+/**
+ * A WebSocket upgrade the instance has not answered in this long is refused with 504 (a browser
+ * paused, or stuck, while the handshake waited for it).
+ */
+export const UPGRADE_TIMEOUT_MS = 15_000;
+
+/**
+ * Handles WebSocket upgrades for `/cdp/<id>/<rest>` and `/stream/<id>/<rest>` (token-checked). A
+ * paused instance is refused at once (its frozen browser would never answer), and any handshake
+ * still unanswered after `UPGRADE_TIMEOUT_MS` gets a 504.
+ */
 export function handleUpgrade(
   registry: Registry,
   req: IncomingMessage,
@@ -374,6 +384,18 @@ export function handleUpgrade(
   if (!rec.live || !rec.runtime?.upgrade) {
     return refuseUpgrade(socket, serverError('instance_gone', { id, state: rec.status }));
   }
+  if (rec.status !== 'running') {
+    return refuseUpgrade(socket, serverError('instance_not_running', { id, state: rec.status }));
+  }
+  const deadline = setTimeout(() => {
+    // nothing written yet: neither the 101 nor a refusal
+    if (socket.destroyed || (socket as Duplex & { bytesWritten?: number }).bytesWritten) return;
+    const seconds = UPGRADE_TIMEOUT_MS / 1000;
+    refuseUpgrade(socket, serverError('upgrade_timeout', { id, seconds }));
+    setTimeout(() => socket.destroy(), 2_000).unref();
+  }, UPGRADE_TIMEOUT_MS);
+  deadline.unref();
+  socket.once('close', () => clearTimeout(deadline));
   rec.runtime.upgrade(kind, rest, req, socket, head);
 }
 

@@ -100,6 +100,10 @@ export const SERVER_ERRORS = {
   cdp_browser_not_running: { status: 404, message: 'The browser is not running' },
   cdp_path_not_found: { status: 404, message: 'Unknown DevTools path' },
   cdp_refused: { status: 502, message: 'The browser refused the DevTools connection' },
+  upgrade_timeout: {
+    status: 504,
+    message: 'Instance {id} did not answer the WebSocket connection within {seconds} s',
+  },
   live_view_unavailable: { status: 404, message: 'No live view for this instance' },
   live_view_not_found: { status: 404, message: 'Unknown live view path' },
   live_view_closed: { status: 410, message: 'The live view is closed' },
