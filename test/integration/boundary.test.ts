@@ -6,7 +6,7 @@
  * shell, with a `cdp_url`, or as another local user. ISOLATION.md ("The boundary") lists the
  * channels these check.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
@@ -309,8 +309,14 @@ describe('descriptors the server inherited', () => {
     const root = resolve(import.meta.dirname, '../..');
     // the server gets the file as descriptor 40, without close-on-exec, as a careless parent
     // (a shell redirection, a supervisor) would give it; above the descriptors a chain passes
-    const stdio = ['ignore', 'pipe', 'pipe', ...Array<'ignore'>(37).fill('ignore'), fd];
-    child = spawn(
+    const stdio: StdioOptions = [
+      'ignore',
+      'pipe',
+      'pipe',
+      ...Array<'ignore'>(37).fill('ignore'),
+      fd,
+    ];
+    const server = spawn(
       process.execPath,
       ['--import', 'tsx', 'src/cli/main.ts', 'serve', '--port', '0', '--data-dir', dataDir],
       {
@@ -319,10 +325,11 @@ describe('descriptors the server inherited', () => {
         env: { ...process.env, BURROW_API_KEY: 'fd-test-key-0123456789' },
       },
     );
+    child = server;
     closeSync(fd);
     let out = '';
-    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    server.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    server.stderr!.on('data', (d: Buffer) => (out += d.toString()));
     await eventually(() => /listening on http:\/\/127\.0\.0\.1:\d+/.test(out), 'listening', 30_000);
     const s = {
       url: /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!,
