@@ -116,12 +116,14 @@ export class SandboxHost {
       }
     }
     if (host.isolated) {
-      await host.#sweep();
-      await mkdirTraversable(host.root);
-      await buildEtc(host.etcDir);
+      // what is left of dead runs' instances dies first, and only then their disks go: a
+      // process still running could swap a directory being removed for a link
       if (host.support.cgroups) {
         await sweepCgroups(host.support.cgroups, (name) => pidAlive(Number(name.split('.')[0])));
       }
+      await host.#sweep();
+      await mkdirTraversable(host.root);
+      await buildEtc(host.etcDir);
     }
     return host;
   }
