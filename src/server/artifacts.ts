@@ -11,10 +11,15 @@
  *   one under the instance's home. Anything else answers as missing; nothing of the host is read.
  * - When the instance stops, running recordings are finalised first (the runtime calls `finish`
  *   before its sandbox goes), then the finished artifacts are copied, with the same checks, into a
- *   server-only directory of this run (`<run dir>/retained/<instance id>/`), at most the
- *   instance's disk quota in total (they came from inside it, so the bound only bites if the
- *   instance rewrote them meanwhile). They stay fetchable there for the retention time (default
- *   one hour, `artifactRetentionSeconds` / `BURROW_ARTIFACT_RETENTION_SECONDS`), then are deleted.
+ *   server-only directory of this run (`<run dir>/retained/<instance id>/`). They stay fetchable
+ *   there for the retention time (default one hour, `artifactRetentionSeconds` /
+ *   `BURROW_ARTIFACT_RETENTION_SECONDS`), then are deleted.
+ * - What is copied out costs the host disk, so it is bounded, whatever the instance did to the
+ *   files: at most the instance's disk quota per instance, at most `maxRetainedBytes` for every
+ *   instance together (default 16 GiB, `BURROW_ARTIFACT_RETAIN_MAX_BYTES`), and never more than a
+ *   file really occupies inside: a sparse file (a hole of gigabytes costs nothing inside) is not
+ *   kept, and zeros read while copying are written as holes, never as bytes. A file not kept is
+ *   logged with the reason and is no longer listed.
  *   Copying out, rather than keeping the instance's disk image mounted, frees the loop device and
  *   everything else on the disk at once and keeps only the artifacts.
  */
@@ -23,8 +28,6 @@ import { constants } from 'node:fs';
 import { mkdir, open, readlink, realpath, rm, type FileHandle } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { createWriteStream } from 'node:fs';
 import type { Logger } from '../internal/log.js';
 import { HttpError, serverError } from './errors.js';
 
@@ -32,6 +35,16 @@ import { HttpError, serverError } from './errors.js';
 export const DEFAULT_ARTIFACT_RETENTION_MS = 3_600_000;
 /** Bound of the retained copy when the instance had no disk quota. */
 const DEFAULT_RETAIN_BUDGET = 4 * 1024 ** 3;
+/** Default of `ArtifactStoreOptions.maxRetainedBytes`. */
+export const DEFAULT_MAX_RETAINED_BYTES = 16 * 1024 ** 3;
+/**
+ * Bytes by which a file's size may exceed the blocks it occupies before it counts as sparse
+ * (a file's last block, ext4's inline data of tiny files).
+ */
+const SPARSE_SLACK = 1024 * 1024;
+/** Unit of the copy: a run of this many zero bytes becomes a hole in the copy. */
+const COPY_CHUNK = 64 * 1024;
+const ZEROS = Buffer.alloc(COPY_CHUNK);
 
 export type DownloadState = 'in_progress' | 'completed' | 'canceled' | 'interrupted';
 export type RecordingState = 'recording' | 'completed' | 'failed';
@@ -106,6 +119,24 @@ export interface ArtifactStoreOptions {
   log: Logger;
   /** The server is shutting down: instances that stop now keep nothing (set by the store). */
   closing?: () => boolean;
+  /**
+   * Bytes the retained artifacts of every instance may take together; past it an artifact is not
+   * kept. Default 16 GiB; env `BURROW_ARTIFACT_RETAIN_MAX_BYTES`.
+   */
+  maxRetainedBytes?: number;
+  /** Takes `bytes` from the shared budget; false when they do not fit (set by the store). */
+  reserve?: (bytes: number) => boolean;
+  /** Gives `bytes` back to the shared budget (set by the store). */
+  release?: (bytes: number) => void;
+}
+
+/** `maxRetainedBytes` from the environment, when it holds a non-negative integer. */
+function envMaxRetained(): number | undefined {
+  const text = process.env.BURROW_ARTIFACT_RETAIN_MAX_BYTES;
+  const n = Number(text);
+  return text !== undefined && text.trim() !== '' && Number.isSafeInteger(n) && n >= 0
+    ? n
+    : undefined;
 }
 
 /** Every instance's artifacts, with the retention timers. */
@@ -114,8 +145,28 @@ export class ArtifactStore {
   readonly #instances = new Map<string, InstanceArtifacts>();
   #closing = false;
 
+  /** Bytes the retained artifacts of every instance take now. */
+  #retained = 0;
+
   constructor(opts: ArtifactStoreOptions) {
-    this.#opts = { ...opts, closing: () => this.#closing };
+    const max = opts.maxRetainedBytes ?? envMaxRetained() ?? DEFAULT_MAX_RETAINED_BYTES;
+    this.#opts = {
+      ...opts,
+      closing: () => this.#closing,
+      reserve: (bytes) => {
+        if (this.#retained + bytes > max) return false;
+        this.#retained += bytes;
+        return true;
+      },
+      release: (bytes) => {
+        this.#retained = Math.max(0, this.#retained - bytes);
+      },
+    };
+  }
+
+  /** Bytes the retained artifacts of every instance take now (their apparent sizes). */
+  get retainedBytes(): number {
+    return this.#retained;
   }
 
   /** The server is going down: clips are still finalised, but nothing is copied out to keep. */
@@ -163,6 +214,8 @@ export class InstanceArtifacts {
   #retainedDir: string | undefined;
   #timer: NodeJS.Timeout | undefined;
   #expired = false;
+  /** Bytes taken from the store's shared budget, given back when the copies go. */
+  #reserved = 0;
 
   constructor(id: string, opts: ArtifactStoreOptions, forget: () => void) {
     this.#id = id;
@@ -418,16 +471,21 @@ export class InstanceArtifacts {
         const fh = await safeOpen(this.#home.real, e.rel);
         if (!fh) continue;
         try {
-          const { size } = await fh.stat();
-          if (size > budget) continue;
+          const { size, blocks } = await fh.stat();
+          const refused = retainRefusal(size, blocks * 512, budget);
+          if (refused === undefined && !this.#opts.reserve!(size)) {
+            this.#notKept(e, size, 'the server keeps no more artifacts (maxRetainedBytes)');
+            continue;
+          }
+          if (refused !== undefined) {
+            this.#notKept(e, size, refused);
+            continue;
+          }
           budget -= size;
+          this.#reserved += size;
           // the file name is the id (a GUID or rec_<hex>), checked when it was made; exactly
-          // `size` bytes are copied, whatever the instance (still running) appends meanwhile
-          const source =
-            size > 0
-              ? fh.createReadStream({ start: 0, end: size - 1, autoClose: false })
-              : Readable.from([]);
-          await pipeline(source, createWriteStream(join(dir, e.id), { flags: 'wx', mode: 0o600 }));
+          // `size` bytes are copied, whatever the instance (still running) does meanwhile
+          await copySparse(fh, size, join(dir, e.id));
           e.retainedSize = size;
         } finally {
           await fh.close();
@@ -442,14 +500,58 @@ export class InstanceArtifacts {
     this.#timer.unref();
   }
 
+  #notKept(e: Entry, size: number, reason: string): void {
+    this.#opts.log.warn(
+      { instance: this.#id, [e.kind]: e.id, size, reason },
+      `${e.kind} not kept after the instance stopped`,
+    );
+  }
+
   /** Delete what was retained and forget every entry. */
   async expire(): Promise<void> {
     clearTimeout(this.#timer);
+    this.#opts.release?.(this.#reserved);
+    this.#reserved = 0;
     this.#expired = true;
     this.#entries.clear();
     const dir = this.#retainedDir;
     this.#forget();
     if (dir) await rm(dir, { recursive: true, force: true }).catch(() => {});
+  }
+}
+
+/**
+ * Why a file of `size` bytes occupying `allocated` bytes on the instance's disk is not copied out
+ * with `budget` bytes left, or undefined when it may be.
+ */
+export function retainRefusal(size: number, allocated: number, budget: number): string | undefined {
+  if (size > budget) return `larger than what is left of the instance's budget (${budget} bytes)`;
+  if (size > allocated + SPARSE_SLACK) {
+    return `sparse: ${size} bytes long but only ${allocated} bytes on the disk`;
+  }
+  return undefined;
+}
+
+/**
+ * Copies the first `size` bytes of `source` into a new file `dest` (created, never replaced),
+ * leaving every all-zero chunk a hole: what the instance turns into holes while this runs costs
+ * nothing here either.
+ */
+async function copySparse(source: FileHandle, size: number, dest: string): Promise<void> {
+  const out = await open(dest, 'wx', 0o600);
+  try {
+    const buf = Buffer.alloc(COPY_CHUNK);
+    for (let pos = 0; pos < size;) {
+      const want = Math.min(COPY_CHUNK, size - pos);
+      const { bytesRead } = await source.read(buf, 0, want, pos);
+      if (bytesRead === 0) break; // shrunk meanwhile: the rest stays a hole
+      const chunk = buf.subarray(0, bytesRead);
+      if (!chunk.equals(ZEROS.subarray(0, bytesRead))) await out.write(chunk, 0, bytesRead, pos);
+      pos += bytesRead;
+    }
+    await out.truncate(size);
+  } finally {
+    await out.close();
   }
 }
 
