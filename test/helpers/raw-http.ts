@@ -14,7 +14,18 @@ export interface RawResponse {
 export function rawRequest(
   origin: string,
   path: string,
-  { method = 'GET', headers = {} }: { method?: string; headers?: Record<string, string> } = {},
+  {
+    method = 'GET',
+    headers = {},
+    extraHead,
+    body = '',
+  }: {
+    method?: string;
+    headers?: Record<string, string>;
+    /** Header lines as they go out (`\r\n` between them), e.g. a header sent twice. */
+    extraHead?: string;
+    body?: string;
+  } = {},
 ): Promise<RawResponse> {
   const url = new URL(origin);
   const lines = [
@@ -22,11 +33,12 @@ export function rawRequest(
     `Host: ${url.host}`,
     'Connection: close',
     ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    ...(extraHead === undefined ? [] : [extraHead]),
   ];
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     const sock = connect(Number(url.port), url.hostname, () => {
-      sock.write(`${lines.join('\r\n')}\r\n\r\n`);
+      sock.write(`${lines.join('\r\n')}\r\n\r\n${body}`);
     });
     sock.setTimeout(10_000, () => sock.destroy(new Error(`no answer to ${method} ${path}`)));
     sock.on('data', (c: Buffer) => chunks.push(c));
