@@ -5,7 +5,8 @@
  * It also prints what a connection costs (a helper started inside).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server, type Socket } from 'node:net';
+import { createServer, type Server } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,7 +57,7 @@ afterAll(async () => {
 });
 
 /** The first `n` bytes the socket gives. */
-function read(socket: Socket, n: number): Promise<string> {
+function read(socket: Duplex, n: number): Promise<string> {
   return new Promise((resolve, reject) => {
     let got = '';
     socket.on('data', (d: Buffer) => {

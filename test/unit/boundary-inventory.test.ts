@@ -71,6 +71,23 @@ describe('the boundary inventory (ISOLATION.md)', () => {
     expect(missing, 'channels without a row in the inventory').toEqual([]);
   });
 
+  // A Node IPC channel carries descriptors and messages the runtime acts on (a malformed handle
+  // message aborts the process), and every process of an instance is the instance's to rewrite
+  // (/proc/N/mem): only the listen helper, which runs while the instance starts, before any of
+  // its user's code, may have one.
+  it('gives no process of an instance a Node IPC channel but the start-time listen helper', () => {
+    const users = sources(serverDir).flatMap((file) =>
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => l.includes("'ipc'") && !/^\s*(\*|\/\/)/.test(l))
+        .map((l) => `${relative(serverDir, file)}: ${l.trim()}`),
+    );
+    expect(users).toEqual([
+      "sandbox/sandbox.ts: const ipc = Array.isArray(stdio) ? stdio.indexOf('ipc') : -1;",
+      "sandbox/sandbox.ts: stdio: ['ignore', 'ignore', 'pipe', 'ipc'],",
+    ]);
+  });
+
   it('names only files and tests that exist', () => {
     for (const row of rows) {
       for (const [, file] of row.where.matchAll(/`([^`]+\.(?:ts|mjs|py))`/g)) {

@@ -13,7 +13,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { Socket } from 'node:net';
 import { join, posix } from 'node:path';
 import type { Duplex, Readable } from 'node:stream';
 import type { StdioOptions } from 'node:child_process';
@@ -46,7 +45,7 @@ export interface VncOptions {
     /** The instance's /tmp as seen inside. */
     tmp: string;
     /** A stream to the Unix socket at `path` as seen inside, connected from inside. */
-    connect(path: string): Promise<Socket>;
+    connect(path: string): Promise<Duplex>;
   };
 }
 
@@ -91,7 +90,7 @@ export class VncServer {
     maxPayload: 1024 * 1024,
     handleProtocols: (protocols) => (protocols.has('binary') ? 'binary' : false),
   });
-  readonly #bridges = new Set<{ ws?: WebSocket; tcp: Socket }>();
+  readonly #bridges = new Set<{ ws?: WebSocket; tcp: Duplex }>();
   #running: Promise<Running> | undefined;
   #paused = false;
   #stopped = false;
@@ -282,7 +281,7 @@ export class VncServer {
             CONNECT_TIMEOUT_MS,
             () => new Error('connecting to x11vnc timed out'),
           );
-    const bridge: { ws?: WebSocket; tcp: Socket } = { tcp };
+    const bridge: { ws?: WebSocket; tcp: Duplex } = { tcp };
     this.#bridges.add(bridge);
     tcp.on('error', () => tcp.destroy());
     tcp.once('close', () => {

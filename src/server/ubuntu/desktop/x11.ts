@@ -6,7 +6,7 @@
  * display socket is on its disk, so the server never connects to it by a host path.
  */
 import { readFile } from 'node:fs/promises';
-import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { MAX_RESOLUTION } from '../../../api/schemas.js';
 import { connectWithDeadline } from '../../../internal/connect.js';
 import { withDeadline } from '../../../internal/deadline.js';
@@ -61,7 +61,7 @@ export interface X11Target {
    * (`/tmp/.X11-unix/X<n>`). An instance's display: connected from inside it (`connectInside`).
    * Default: that path on the host (an X server of the host's, no-isolation mode).
    */
-  connect?: ((socketPath: string) => Promise<Socket>) | undefined;
+  connect?: ((socketPath: string) => Promise<Duplex>) | undefined;
 }
 
 const timedOut = (what: string, ms: number) => () =>
@@ -74,7 +74,7 @@ interface PendingReply {
 
 /** One connection: setup, sequence numbers, replies matched to their requests. */
 class X11Connection {
-  readonly #socket: Socket;
+  readonly #socket: Duplex;
   readonly #pending = new Map<number, PendingReply>();
   #chunks: Buffer[] = [];
   #buffered = 0;
@@ -85,7 +85,7 @@ class X11Connection {
   screen!: ScreenInfo;
   #setup: PendingReply | undefined;
 
-  private constructor(socket: Socket) {
+  private constructor(socket: Duplex) {
     this.#socket = socket;
     socket.on('data', (chunk) => this.#onData(chunk));
     socket.on('error', (err) => this.#fail(err));
@@ -328,6 +328,6 @@ function getImage(conn: X11Connection, w: number, h: number): Promise<Buffer[]> 
  * An X server's socket file on the host. (Node 20 cannot reach Linux abstract sockets the way X
  * clients name them, so the file is the way in.)
  */
-function connectOnHost(path: string): Promise<Socket> {
+function connectOnHost(path: string): Promise<Duplex> {
   return connectWithDeadline({ path }, X_REQUEST_TIMEOUT_MS, () => new Error('timed out'));
 }
