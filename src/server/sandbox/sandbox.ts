@@ -465,7 +465,7 @@ export class Sandbox {
     ]);
     this.#procs.add(anchor);
     let stderr = '';
-    anchor.child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+    anchor.child.stderr?.on('data', (c: Buffer) => (stderr = keepTail(stderr, c)));
     const deadline = Date.now() + 10_000;
     while (!this.#init) {
       if (!anchor.running || Date.now() > deadline) {
@@ -511,7 +511,7 @@ export class Sandbox {
       this.#helper = false;
     }
     let stderr = '';
-    proc.child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+    proc.child.stderr?.on('data', (c: Buffer) => (stderr = keepTail(stderr, c)));
     const server = await new Promise<Server | Error>((resolve) => {
       proc.child.once('message', (_msg, handle) => resolve(handle as Server));
       void proc.exited.then((e) =>
@@ -708,6 +708,11 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   } catch {
     /* gone */
   }
+}
+
+/** Error output kept for a message: its last 2 KiB (the process writing it may be hostile). */
+function keepTail(kept: string, chunk: Buffer): string {
+  return (kept + chunk.toString()).slice(-2048);
 }
 
 export function describeExit(e: ExitInfo): string {

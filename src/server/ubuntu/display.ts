@@ -83,9 +83,15 @@ export class Display implements DisplayInfo {
     // -displayfd: the display number on fd 3 once Xvfb accepts connections
     const announced = new Promise<number | undefined>((resolve) => {
       let text = '';
-      (proc.child.stdio[3] as Readable | null)?.on('data', (c: Buffer) => {
+      const fd3 = proc.child.stdio[3] as Readable | null;
+      fd3?.on('data', (c: Buffer) => {
         text += c.toString();
-        if (text.includes('\n')) resolve(Number.parseInt(text, 10));
+        // a display number is a few digits: anything longer is not Xvfb speaking
+        if (text.includes('\n') || text.length > 16) {
+          resolve(Number.parseInt(text, 10));
+          fd3.removeAllListeners('data');
+          fd3.resume();
+        }
       });
       void proc.exited.then(() => resolve(undefined));
     });
