@@ -26,8 +26,10 @@ starts. Give it with --api-key-file or BURROW_API_KEY_FILE (a file of mode 0600)
 BURROW_API_KEY: a command line can be read by every local user, so --api-key warns (and the server
 hides it from its command line once started, which leaves a short window).
 
-  --max-connections-per-client N  open connections one client address may hold (default 64;
-                                  0 = no cap); past it requests get 429
+  --max-connections-per-client N  authenticated connections one client address may hold
+                                  (default 64; 0 = no cap); past it requests get 429. Those
+                                  not authenticated yet have a budget of 16 of their own,
+                                  oldest closed first
   --warm-pool N                   keep N browser instances started, so that start takes one in
                                   milliseconds; browser=N,ubuntu=M for both types. They count
                                   against --max-instances and are not listed until taken
