@@ -59,7 +59,7 @@ export interface AppOptions {
   logger: FastifyBaseLogger;
   /** Largest JSON request body in bytes; past it 413. Default 4 MiB (uploads have their own limit). */
   maxJsonBodyBytes?: number | undefined;
-  /** Open connections allowed per client address, past it 429; 0 means no cap. Default 64. */
+  /** Authenticated connections allowed per client address, past it 429; 0 means no cap. Default 64. */
   maxConnectionsPerClient?: number | undefined;
   /** Timeouts and rates of the HTTP server (see `http-limits.ts`); defaults there. */
   httpLimits?: Partial<Omit<HttpLimits, 'maxConnectionsPerClient'>> | undefined;
