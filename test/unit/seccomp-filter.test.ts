@@ -17,6 +17,7 @@ import {
   RET_ERRNO,
   RET_KILL_PROCESS,
   SECCOMP_ARCHES,
+  seccompSupported,
 } from '../../src/server/sandbox/seccomp.js';
 import { runSeccomp } from '../helpers/cbpf.js';
 
@@ -124,6 +125,13 @@ const REQUIRED_DENIALS = [
 
 it('denies everything the threat model names', () => {
   for (const name of REQUIRED_DENIALS) expect(DENIED_SYSCALLS, name).toContain(name);
+});
+
+it('has no filter for other architectures, nor for names every object has', () => {
+  for (const arch of ['ia32', 'arm', 'riscv64', 'toString', '__proto__', 'constructor']) {
+    expect(seccompSupported(arch), arch).toBe(false);
+    expect(() => buildSeccompFilter(arch), arch).toThrow(/no seccomp filter for architecture/);
+  }
 });
 
 describe.each(ARCHES)('the %s table', (arch) => {

@@ -271,7 +271,7 @@ const argLow = (i: number) => 16 + 8 * i;
 
 /** Whether this machine's architecture has a filter. */
 export function seccompSupported(arch: string = process.arch): boolean {
-  return arch in SECCOMP_ARCHES;
+  return Object.hasOwn(SECCOMP_ARCHES, arch); // not `in`: 'toString' is no architecture
 }
 
 /** A jump target: the next instruction (0) or a label. */
@@ -286,7 +286,7 @@ type Insn = { op: number; k: number; jt?: Target; jf?: Target } | { label: strin
  * so the high half is the caller's to choose and must not decide anything.
  */
 export function buildSeccompFilter(arch: string = process.arch): Buffer {
-  const spec = SECCOMP_ARCHES[arch];
+  const spec = seccompSupported(arch) ? SECCOMP_ARCHES[arch] : undefined;
   if (!spec) throw new Error(`no seccomp filter for architecture ${arch}`);
   const n = spec.numbers;
   const denied = [
