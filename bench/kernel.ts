@@ -68,7 +68,6 @@ async function layer(home: string): Promise<{ first: number; warm: number }> {
   const k = createKernels({
     spawn: (argv, o) =>
       new Supervised(argv[0]!, argv.slice(1), { env: o.env, stdio: o.stdio, cwd: o.cwd }),
-    hostHome: home,
     sandboxHome: home,
     env: () => ({ PATH: '/usr/bin:/bin', HOME: home }),
   });

@@ -43,7 +43,11 @@ export interface ServerOptions {
   logDestination?: { write(line: string): void };
   /** How instances are isolated (ISOLATION.md in src/server/sandbox/). */
   isolation?: IsolationOptions;
-  /** Open connections per client address; past it 429. 0 = no cap. Default 64; env `BURROW_MAX_CONNECTIONS_PER_CLIENT`. */
+  /**
+   * Authenticated connections per client address; past it 429. 0 = no cap. Default 64; env
+   * `BURROW_MAX_CONNECTIONS_PER_CLIENT`. Connections that have not authenticated yet have a
+   * smaller budget of their own (http-limits.ts).
+   */
   maxConnectionsPerClient?: number;
   /**
    * Instances kept started ahead of demand, per type (src/server/pool.ts): a number means that

@@ -50,7 +50,6 @@ beforeAll(() => {
   vars = { BURROW_TEST_VAR: 'at-start', TO_DELETE: 'yes' };
   kernels = createKernels({
     spawn: plainSpawn,
-    hostHome: home,
     sandboxHome: home,
     env: () => ({
       PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -320,7 +319,7 @@ describe('kernel processes and the server process', () => {
       import { createKernels } from ${JSON.stringify(module)};
       const k = createKernels({
         spawn: (argv, o) => new Supervised(argv[0], argv.slice(1), { env: o.env, stdio: o.stdio, cwd: o.cwd }),
-        hostHome: ${JSON.stringify(dir)}, sandboxHome: ${JSON.stringify(dir)},
+        sandboxHome: ${JSON.stringify(dir)},
         env: () => ({ PATH: process.env.PATH, HOME: ${JSON.stringify(dir)} }),
       });
       const r = await k.codeExecute('import os; os.getpid()', 'python3', 60);

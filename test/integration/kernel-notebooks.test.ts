@@ -26,7 +26,6 @@ beforeAll(() => {
   kernels = createKernels({
     spawn: (argv, o) =>
       new Supervised(argv[0]!, argv.slice(1), { env: o.env, stdio: o.stdio, cwd: o.cwd }),
-    hostHome: home,
     sandboxHome: home,
     env: () => ({ PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, LANG: 'C.UTF-8' }),
   });

@@ -50,8 +50,6 @@ export { DEFAULT_TIMEOUT_SECONDS, SYSTEM_PYTHON } from './pool.js';
 export interface KernelsOptions {
   /** Start a process inside the instance's sandbox (`Sandbox.spawn`). */
   spawn: SandboxSpawn;
-  /** Unused: notebook files are reached inside the sandbox (`toolbox`). */
-  hostHome?: string;
   /**
    * The instance's home as seen inside the sandbox: the kernels' working directory; notebooks
    * live in `<sandboxHome>/notebooks`.
