@@ -27,7 +27,13 @@ const NODE_GLOBALS = readonly([
 ]);
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'test-results/**', 'eslint.config.js'] },
+  {
+    ignores: [
+      ...['dist/**', 'node_modules/**', 'coverage/**', 'test-results/**', 'eslint.config.js'],
+      // mutation testing (npm run mutation:security): its sandboxes, reports and plain-JS configs
+      ...['.stryker-tmp/**', 'reports/**', 'stryker.config.mjs', 'stryker.vitest.config.mjs'],
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,0 +1,83 @@
+// @ts-check
+/**
+ * Mutation testing of the security modules (issue 18): `npm run mutation:security`.
+ * Not part of `npm test` (a run takes many minutes); prints the score per file and writes
+ * reports/mutation/security.html and .json.
+ *
+ * Parts of larger files are mutated by line range (`file.ts:from-to`); the ranges are found
+ * here from the source text, so they follow the code when lines above them move.
+ */
+import { readFileSync } from 'node:fs';
+
+/**
+ * `file:from-to` covering the declaration whose line matches `start` (first match) up to its
+ * closing line: the next line that is the same indentation followed by `}` (or `});`).
+ * @param {string} file @param {RegExp} start @returns {string}
+ */
+function span(file, start) {
+  const lines = readFileSync(new URL(file, import.meta.url), 'utf8').split('\n');
+  const from = lines.findIndex((l) => start.test(l));
+  if (from < 0) throw new Error(`stryker.config.mjs: ${start} not found in ${file}`);
+  const indent = /^\s*/.exec(lines[from] ?? '')?.[0] ?? '';
+  const to = lines.findIndex((l, i) => i > from && new RegExp(`^${indent}\\}\\)?;?$`).test(l));
+  if (to < 0) throw new Error(`stryker.config.mjs: end of ${start} not found in ${file}`);
+  return `${file}:${from + 1}-${to + 1}`;
+}
+
+const ARTIFACTS = 'src/server/artifacts.ts';
+const APP = 'src/server/app.ts';
+
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  testRunner: 'vitest',
+  vitest: { configFile: 'stryker.vitest.config.mjs', related: true },
+  plugins: ['@stryker-mutator/vitest-runner'],
+  coverageAnalysis: 'perTest',
+  mutate: [
+    'src/server/sandbox/seccomp.ts',
+    'src/server/sandbox/egress-policy.ts',
+    'src/server/sandbox/sni.ts',
+    'src/server/sandbox/toolbox-frames.ts',
+    'src/server/sandbox/fsops.ts',
+    'src/server/sandbox/paths.ts',
+    'src/server/chromium/mux.ts',
+    'src/server/auth-store.ts',
+    'src/server/secret-key.ts',
+    // artifacts: the checks on what is opened and named
+    span(ARTIFACTS, /^ {2}async open\(kind/),
+    span(ARTIFACTS, /^ {2}async #openFile\(/),
+    span(ARTIFACTS, /^async function safeOpen\(/),
+    span(ARTIFACTS, /^export function safeFilename\(/),
+    span(ARTIFACTS, /^export function contentDisposition\(/),
+    // the API key and the per-instance (cdp_url, live-view) token
+    span(APP, /^export function safeEqual\(/),
+    span(APP, /^ {2}app\.addHook\('onRequest', async \(req\) => \{$/),
+    span(APP, /^export function handleUpgrade\(/),
+    span(APP, /^export function registerStreamPages\(/),
+  ],
+  // two cores shared with other work
+  concurrency: 1,
+  timeoutMS: 5_000,
+  timeoutFactor: 1.5,
+  // the sandbox copy needs only what the unit tests import
+  ignorePatterns: [
+    '/dist',
+    '/coverage',
+    '/test-results',
+    '/playwright-report',
+    '/reports',
+    '/.burrow-data',
+    '/.scratch',
+    '/bench',
+    '/examples',
+    '/test/integration',
+    '/test/e2e',
+  ],
+  reporters: ['clear-text', 'progress', 'html', 'json'],
+  htmlReporter: { fileName: 'reports/mutation/security.html' },
+  jsonReporter: { fileName: 'reports/mutation/security.json' },
+  clearTextReporter: { allowColor: false, logTests: false, reportScoreTable: true },
+  thresholds: { high: 90, low: 80, break: null },
+  tempDirName: '.stryker-tmp',
+  cleanTempDir: true,
+};

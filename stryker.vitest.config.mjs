@@ -1,0 +1,35 @@
+// @ts-check
+/**
+ * The tests Stryker runs against each mutant (`stryker.config.mjs`): the unit tests of the
+ * security modules, with the aliases of the main config. Integration tests are left out: they
+ * need root and a machine set up, and take minutes per run.
+ */
+import { defineConfig } from 'vitest/config';
+import base from './vitest.config.ts';
+
+export const SECURITY_UNIT_TESTS = [
+  'test/unit/seccomp-filter.test.ts',
+  'test/unit/seccomp-build.test.ts',
+  'test/unit/egress-policy.test.ts',
+  'test/unit/egress-policy-edges.test.ts',
+  'test/unit/egress-sni.test.ts',
+  'test/unit/egress-sni-reasons.test.ts',
+  'test/unit/toolbox-frames.test.ts',
+  'test/unit/toolbox-frames-guards.test.ts',
+  'test/unit/bounds-streams.test.ts',
+  'test/unit/cdp-mux.test.ts',
+  'test/unit/cdp-mux-downloads.test.ts',
+  'test/unit/auth-store.test.ts',
+  'test/unit/artifacts-names.test.ts',
+];
+
+export default defineConfig({
+  ...base,
+  test: {
+    ...base.test,
+    include: SECURITY_UNIT_TESTS,
+    reporters: ['default'],
+    // a mutant that makes a test wait forever fails it here rather than as a Stryker timeout
+    testTimeout: 5_000,
+  },
+});
