@@ -21,6 +21,9 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/cdp-mux-downloads.test.ts',
   'test/unit/auth-store.test.ts',
   'test/unit/artifacts-names.test.ts',
+  'test/unit/artifacts-open.test.ts',
+  'test/unit/artifacts-retain.test.ts',
+  'test/unit/auth-checks.test.ts',
 ];
 
 export default defineConfig({
