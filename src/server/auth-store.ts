@@ -52,9 +52,13 @@ const ID = /^auth_[0-9a-f]{16}$/;
 const FORMAT = 2;
 const aad = (id: string) => Buffer.from(`burrow auth state ${id}`);
 
+/** AES-GCM's nonce and tag sizes as sealed (the standard 96-bit nonce, the full 128-bit tag). */
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
 /** `state` sealed under `key`. */
 export function seal(state: StoredAuthState, key: SecretKey): string {
-  const iv = randomBytes(12);
+  const iv = randomBytes(IV_BYTES);
   const cipher = createCipheriv('aes-256-gcm', key.bytes, iv);
   cipher.setAAD(aad(state.id));
   const data = Buffer.concat([cipher.update(JSON.stringify(state), 'utf8'), cipher.final()]);
@@ -98,10 +102,17 @@ function unseal(id: string, text: string, keyring: Keyring): Opened {
         `${keyring.current.id}): configure that key, or pass it as an old key`,
     };
   }
+  const iv = Buffer.from(typeof p.iv === 'string' ? p.iv : '', 'base64');
+  const tag = Buffer.from(typeof p.tag === 'string' ? p.tag : '', 'base64');
+  // GCM takes shorter tags and other nonce sizes too; a tag cut to 4 bytes would make a forgery
+  // 2^32 tries away. Only what `seal` writes opens.
+  if (iv.length !== IV_BYTES || tag.length !== TAG_BYTES) {
+    return { ok: false, reason: 'it fails authentication (damaged, or altered)' };
+  }
   try {
-    const decipher = createDecipheriv('aes-256-gcm', key.bytes, Buffer.from(p.iv ?? '', 'base64'));
+    const decipher = createDecipheriv('aes-256-gcm', key.bytes, iv, { authTagLength: TAG_BYTES });
     decipher.setAAD(aad(id));
-    decipher.setAuthTag(Buffer.from(p.tag ?? '', 'base64'));
+    decipher.setAuthTag(tag);
     const plain = Buffer.concat([
       decipher.update(Buffer.from(p.data ?? '', 'base64')),
       decipher.final(),
