@@ -10,7 +10,7 @@ import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Duplex } from 'node:stream';
-import Fastify from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   buildApp,
@@ -282,10 +282,10 @@ describe('the instance token of a live-view page', () => {
     inst_dead: { ...rec, live: false },
     inst_nort: { ...rec, runtime: {} },
   });
-  let app: ReturnType<typeof Fastify>;
+  let app: FastifyInstance;
   beforeAll(async () => {
     app = Fastify();
-    app.setErrorHandler((err, _req, reply) => {
+    app.setErrorHandler((err: unknown, _req, reply) => {
       if (err instanceof HttpError) {
         return reply.code(err.status).headers(err.responseHeaders).send({ detail: err.detail });
       }
