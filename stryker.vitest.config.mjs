@@ -24,6 +24,8 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/artifacts-open.test.ts',
   'test/unit/artifacts-retain.test.ts',
   'test/unit/auth-checks.test.ts',
+  'test/unit/sandbox-paths.test.ts',
+  'test/unit/sandbox-fsops.test.ts',
 ];
 
 export default defineConfig({
