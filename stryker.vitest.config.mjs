@@ -19,6 +19,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/bounds-streams.test.ts',
   'test/unit/cdp-mux.test.ts',
   'test/unit/cdp-mux-downloads.test.ts',
+  'test/unit/mux-guards.test.ts',
   'test/unit/auth-store.test.ts',
   'test/unit/artifacts-names.test.ts',
   'test/unit/artifacts-open.test.ts',
