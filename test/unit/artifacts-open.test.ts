@@ -19,7 +19,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ArtifactStore, type InstanceArtifacts } from '../../src/server/artifacts.js';
+import {
+  ArtifactStore,
+  contentDisposition,
+  safeFilename,
+  type InstanceArtifacts,
+} from '../../src/server/artifacts.js';
 import { HttpError } from '../../src/server/errors.js';
 import type { Logger } from '../../src/server/runtime.js';
 
@@ -56,13 +61,19 @@ const read = async (s: Readable) => {
   return Buffer.concat(parts);
 };
 
+/** The details of the refusals seen, in order. */
+const details: string[] = [];
+
 async function refusal(p: Promise<unknown>): Promise<string> {
   try {
     const opened = (await p) as { stream: Readable };
     opened.stream.destroy();
     return 'opened';
   } catch (err) {
-    if (err instanceof HttpError) return `${err.status} ${err.code}`;
+    if (err instanceof HttpError) {
+      details.push(err.detail);
+      return `${err.status} ${err.code}`;
+    }
     throw err;
   }
 }
@@ -131,10 +142,22 @@ describe('opening a download', () => {
   });
 });
 
+describe('names from a page, as headers and metadata', () => {
+  it('trims what a name ends with, and escapes what RFC 5987 does not allow bare', () => {
+    expect(safeFilename('report.pdf   ', 'd')).toBe('report.pdf');
+    expect(safeFilename('  ..hidden ', 'd')).toBe('hidden');
+    expect(contentDisposition("it's (1)*.txt")).toBe(
+      `attachment; filename="it's (1)*.txt"; filename*=UTF-8''it%27s%20%281%29%2A.txt`,
+    );
+  });
+});
+
 describe('what cannot be opened yet, or any more', () => {
   it('says which: unknown, of the other kind, in progress, canceled', async () => {
     const { home, artifacts } = await setup();
-    expect(await refusal(artifacts.open('download', randomUUID()))).toBe('404 download_not_found');
+    const unknown = randomUUID();
+    expect(await refusal(artifacts.open('download', unknown))).toBe('404 download_not_found');
+    expect(details.at(-1)).toContain(unknown);
     expect(await refusal(artifacts.open('recording', 'rec_0123456789abcdef'))).toBe(
       '404 recording_not_found',
     );
@@ -151,6 +174,38 @@ describe('what cannot be opened yet, or any more', () => {
     artifacts.downloadBegan(canceled, 'big.iso');
     artifacts.downloadProgress(canceled, 7, 'canceled');
     expect(await refusal(artifacts.open('download', canceled))).toBe('409 artifact_unavailable');
+    // each names what was asked for
+    expect(details.slice(-3)).toEqual([
+      expect.stringContaining(done),
+      expect.stringContaining(running),
+      expect.stringContaining(canceled),
+    ]);
+    expect(details.at(-1)).toContain('canceled');
+  });
+
+  it('a recording still being written is in progress, not unavailable', async () => {
+    const { home, artifacts } = await setup();
+    mkdirSync(join(home, 'Recordings'));
+    artifacts.setRecorder(async () => ({
+      stop: async () => ({ ok: true }),
+      ended: new Promise(() => {}),
+    }));
+    const { recording_id: id } = await artifacts.startRecording();
+    writeFileSync(join(home, 'Recordings', `${id}.mp4`), 'partial');
+    expect(await refusal(artifacts.open('recording', id))).toBe('409 artifact_in_progress');
+    expect(details.at(-1)).toContain(id);
+    expect(await refusal(artifacts.open('download', id))).toBe('404 download_not_found');
+  });
+
+  it('before the home is attached, nothing is opened', async () => {
+    const base = mkdtempSync(join(tmpdir(), 'burrow-open-'));
+    dirs.push(base);
+    const store = new ArtifactStore({ root: join(base, 'retained'), retentionMs: 60_000, log });
+    const artifacts = store.forInstance('inst_2');
+    const id = randomUUID();
+    artifacts.downloadBegan(id, 'a.txt');
+    artifacts.downloadProgress(id, 1, 'completed');
+    expect(await refusal(artifacts.open('download', id))).toBe('404 download_not_found');
   });
 
   it('ignores a download whose id is not a GUID (it would be joined into a path)', async () => {

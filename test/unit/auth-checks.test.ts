@@ -11,13 +11,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   buildApp,
   createLogger,
   handleUpgrade,
   registerStreamPages,
   safeEqual,
+  UPGRADE_TIMEOUT_MS,
 } from '../../src/server/app.js';
 import { AuthStore } from '../../src/server/auth-store.js';
 import { HttpError, serverError } from '../../src/server/errors.js';
@@ -166,7 +167,9 @@ describe('the instance token of a WebSocket upgrade', () => {
     inst_b: { ...running, token: 'tok_other_instance_token_000' },
     inst_gone: { ...running, live: false, status: 'stopped' },
     inst_nort: { token: TOKEN, live: true, status: 'running', runtime: {} },
+    inst_norec: { token: TOKEN, live: true, status: 'running' },
     inst_paused: { ...running, status: 'paused' },
+    inst_hang: { ...running, runtime: { upgrade: () => {} } },
   });
 
   async function upgrade(url: string) {
@@ -238,11 +241,67 @@ describe('the instance token of a WebSocket upgrade', () => {
   it('with the right token, says why an instance cannot take it', async () => {
     const gone = await upgrade(`/cdp/inst_gone/x?token=${TOKEN}`);
     expect([gone.status, gone.code]).toEqual(['410', 'instance_gone']);
+    expect(gone.body).toBe(JSON.stringify({ detail: 'Instance inst_gone is stopped' }));
     const noRuntime = await upgrade(`/cdp/inst_nort/x?token=${TOKEN}`);
     expect(noRuntime.code).toBe('instance_gone');
+    const noRecord = await upgrade(`/cdp/inst_norec/x?token=${TOKEN}`);
+    expect(noRecord.code).toBe('instance_gone');
     const paused = await upgrade(`/cdp/inst_paused/x?token=${TOKEN}`);
     expect([paused.status, paused.code]).toEqual(['400', 'instance_not_running']);
+    expect(paused.body).toBe(JSON.stringify({ detail: 'Instance inst_paused is paused' }));
     expect(paused.passed).toBeUndefined();
+  });
+
+  it('destroys a socket that errors instead of letting the error escape', async () => {
+    const r = await upgrade('/cdp/inst_a/x?token=wrong');
+    const s = new RecordingSocket();
+    handleUpgrade(
+      registry,
+      { url: `/cdp/inst_hang/x?token=${TOKEN}`, headers: {} } as IncomingMessage,
+      s,
+      Buffer.alloc(0),
+    );
+    expect(() => s.emit('error', new Error('ECONNRESET'))).not.toThrow();
+    expect(s.destroyed).toBe(true);
+    expect(() => r.socket.emit('error', new Error('EPIPE'))).not.toThrow();
+  });
+
+  it('refuses with upgrade_timeout an instance that does not answer in time, and only then', async () => {
+    vi.useFakeTimers();
+    try {
+      const silent = new RecordingSocket();
+      handleUpgrade(
+        registry,
+        { url: `/cdp/inst_hang/x?token=${TOKEN}`, headers: {} } as IncomingMessage,
+        silent,
+        Buffer.alloc(0),
+      );
+      vi.advanceTimersByTime(UPGRADE_TIMEOUT_MS - 1);
+      expect(silent.written).toBe('');
+      vi.advanceTimersByTime(1);
+      expect(silent.written).toMatch(/^HTTP\/1\.1 504 /);
+      expect(silent.written).toMatch(/x-burrow-error: upgrade_timeout/);
+      expect(silent.written).toContain(
+        `Instance inst_hang did not answer the WebSocket connection within ${UPGRADE_TIMEOUT_MS / 1000} s`,
+      );
+      vi.advanceTimersByTime(2_000);
+      expect(silent.destroyed).toBe(true);
+      // an instance that answered (bytes written) is left alone
+      const answered = new RecordingSocket();
+      handleUpgrade(
+        registry,
+        { url: `/cdp/inst_hang/x?token=${TOKEN}`, headers: {} } as IncomingMessage,
+        answered,
+        Buffer.alloc(0),
+      );
+      Object.defineProperty(answered, 'bytesWritten', { value: 129 });
+      vi.advanceTimersByTime(UPGRADE_TIMEOUT_MS + 2_000);
+      expect(answered.written).toBe('');
+      expect(answered.destroyed).toBe(false);
+      answered.destroy();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('answers an internal error when the registry fails otherwise', async () => {
@@ -281,6 +340,7 @@ describe('the instance token of a live-view page', () => {
     inst_a: rec,
     inst_dead: { ...rec, live: false },
     inst_nort: { ...rec, runtime: {} },
+    inst_norec: { token: TOKEN, live: true, status: 'running' },
   });
   let app: FastifyInstance;
   beforeAll(async () => {
@@ -317,7 +377,7 @@ describe('the instance token of a live-view page', () => {
   });
 
   it('answers 404 when the instance has no live view, with the right token only', async () => {
-    for (const id of ['inst_dead', 'inst_nort']) {
+    for (const id of ['inst_dead', 'inst_nort', 'inst_norec']) {
       const res = await app.inject(`/stream/${id}/vnc.html?token=${TOKEN}`);
       expect(res.statusCode).toBe(404);
       expect(res.headers['x-burrow-error']).toBe('live_view_unavailable');
