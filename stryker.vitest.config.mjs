@@ -21,6 +21,8 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/cdp-mux-downloads.test.ts',
   'test/unit/mux-guards.test.ts',
   'test/unit/auth-store.test.ts',
+  'test/unit/guard-auth-store.test.ts',
+  'test/unit/secret-key-sources.test.ts',
   'test/unit/artifacts-names.test.ts',
   'test/unit/artifacts-open.test.ts',
   'test/unit/artifacts-retain.test.ts',
