@@ -47,7 +47,7 @@ describe('a script that forgets stop()', () => {
       'the script',
     );
     expect(run.stderr).toBe('');
-    expect(run).toMatchObject({ code: 0, signal: null });
+    expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
     expect(run.stdout).toContain('evaluated 42'); // the call in flight was not cut short
     const id = idOf(run.stdout)!;
     expect(await status(id)).toBe('terminated');
@@ -60,7 +60,7 @@ describe('a script that forgets stop()', () => {
       nodeEmbedded([...SCRIPT, 'forget'], env.dataDir),
       'the script',
     );
-    expect(run).toMatchObject({ code: 0, signal: null });
+    expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
     expect(run.stdout).toContain('evaluated 42');
     expect(run.serverPids.length).toBeGreaterThan(0);
     for (const pid of run.serverPids) {
@@ -77,7 +77,7 @@ describe('a script that forgets stop()', () => {
       nodeEmbedded([...SCRIPT, 'forget'], env.dataDir, { EXIT_CHILD_TYPE: 'ubuntu' }),
       'the script',
     );
-    expect(run).toMatchObject({ code: 0, signal: null });
+    expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
     expect(run.stdout).toContain('evaluated 42');
     for (const pid of run.serverPids) {
       await eventually(

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
+import { handshakeStatus } from '../helpers/handshake.js';
 import {
   eventually,
   instancePids,
@@ -51,22 +51,6 @@ async function screenshot(id: string): Promise<Buffer> {
   return Buffer.from(((await res.json()) as { base64_image: string }).base64_image, 'base64');
 }
 const stop = (id: string) => server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
-
-/** The HTTP status a WebSocket handshake to `url` gets (101 when it opens). */
-function handshakeStatus(url: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url);
-    ws.once('open', () => {
-      ws.close();
-      resolve(101);
-    });
-    ws.once('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      ws.terminate();
-    });
-    ws.once('error', reject);
-  });
-}
 
 /**
  * Chromium browser processes (not its helpers) of the instance on its profile. Chromium runs in

@@ -6,7 +6,7 @@
  * (WebSocket), the live-view page and its WebSocket. Each list has a control that gets in.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
+import { handshakeStatus } from '../helpers/handshake.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import { testServer, type TestServer } from '../helpers/server.js';
 
@@ -140,22 +140,6 @@ describe('the API key', () => {
   });
 });
 
-/** The status of a WebSocket handshake to `url` (101 when it opened). */
-function handshake(url: URL | string, headers: Record<string, string> = {}): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers });
-    ws.once('open', () => {
-      ws.close();
-      resolve(101);
-    });
-    ws.once('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      ws.terminate();
-    });
-    ws.once('error', reject);
-  });
-}
-
 /** `url` with its `token` parameter set to `token`, or removed when undefined. */
 function withToken(url: URL, token: string | undefined, raw?: string): URL {
   const u = new URL(url);
@@ -183,7 +167,7 @@ function wrongTokens(a: (typeof inst)[number], b: (typeof inst)[number]) {
 describe('the instance token', () => {
   it('opens cdp_url and the live view with the right token (the control)', async () => {
     for (const a of inst) {
-      expect(await handshake(a.cdp)).toBe(101);
+      expect(await handshakeStatus(a.cdp)).toBe(101);
       expect((await rawRequest(a.stream.origin, a.stream.pathname + a.stream.search)).status).toBe(
         200,
       );
@@ -193,14 +177,16 @@ describe('the instance token', () => {
   it('refuses every other cdp_url token, and the right token in a header', async () => {
     const [a, b] = [inst[0]!, inst[1]!];
     for (const [what, token, raw] of wrongTokens(a, b)) {
-      expect(await handshake(withToken(a.cdp, token, raw)), what).toBe(401);
+      expect(await handshakeStatus(withToken(a.cdp, token, raw)), what).toBe(401);
     }
     const bare = withToken(a.cdp, undefined);
-    expect(await handshake(bare, { 'x-api-key': a.token })).toBe(401);
-    expect(await handshake(bare, { authorization: `Bearer ${a.token}` })).toBe(401);
-    expect(await handshake(bare, { 'x-api-key': key })).toBe(401); // the API key is not a token
+    expect(await handshakeStatus(bare, { headers: { 'x-api-key': a.token } })).toBe(401);
+    expect(await handshakeStatus(bare, { headers: { authorization: `Bearer ${a.token}` } })).toBe(
+      401,
+    );
+    expect(await handshakeStatus(bare, { headers: { 'x-api-key': key } })).toBe(401); // the API key is not a token
     // b's token on a's path, and a's id under b's token
-    expect(await handshake(new URL(a.cdp.href.replace(a.id, b.id)))).toBe(401);
+    expect(await handshakeStatus(new URL(a.cdp.href.replace(a.id, b.id)))).toBe(401);
   });
 
   it('refuses every other live-view token, on the page, its files and its WebSocket', async () => {
@@ -212,7 +198,7 @@ describe('the instance token', () => {
       const page = withToken(a.stream, token, raw);
       const res = await rawRequest(page.origin, page.pathname + page.search);
       expect(res.status, `page: ${what}`).toBe(401);
-      expect(await handshake(withToken(ws, token, raw)), `websocket: ${what}`).toBe(401);
+      expect(await handshakeStatus(withToken(ws, token, raw)), `websocket: ${what}`).toBe(401);
     }
     const page = withToken(a.stream, undefined);
     for (const headers of [{ 'x-api-key': key }, { cookie: `token=${a.token}` }]) {

@@ -5,7 +5,7 @@
  */
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
+import { handshakeStatus } from '../helpers/handshake.js';
 import {
   eventually,
   instanceProcesses,
@@ -57,22 +57,6 @@ async function streamUrl(id: string): Promise<string> {
   const res = await server.api(`/v1/instance/${id}/stream_url`);
   expect(res.status).toBe(200);
   return ((await res.json()) as { stream_url: string }).stream_url;
-}
-
-/** The HTTP status a WebSocket handshake to `url` gets (101 when it opens). */
-function handshakeStatus(url: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url);
-    ws.once('open', () => {
-      ws.close();
-      resolve(101);
-    });
-    ws.once('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      ws.terminate();
-    });
-    ws.once('error', reject);
-  });
 }
 
 describe('browser instance live view', () => {

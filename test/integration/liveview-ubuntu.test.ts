@@ -6,7 +6,7 @@
  */
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
+import { handshakeStatus } from '../helpers/handshake.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import {
   eventually,
@@ -72,21 +72,6 @@ async function streamUrl(id: string): Promise<string> {
 /** x11vnc runs inside the instance: among its cgroup's members (and their children). */
 const x11vnc = (id: string) =>
   processTree(instancePids(id)).filter((p) => commName(p) === 'x11vnc');
-
-function handshakeStatus(url: string, protocol?: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, protocol ? [protocol] : []);
-    ws.once('open', () => {
-      ws.close();
-      resolve(101);
-    });
-    ws.once('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      ws.terminate();
-    });
-    ws.once('error', reject);
-  });
-}
 
 describe('ubuntu instance live view', () => {
   it('shows the desktop in noVNC and a click through it reaches the desktop browser', async () => {
@@ -183,12 +168,14 @@ describe('ubuntu instance live view', () => {
       const res = await rawRequest(url.origin, `/stream/${id}/novnc/${up}?token=${token}`);
       expect(res.status, up).toBe(404);
     }
-    expect(await handshakeStatus(`${ws}?token=wrong`, 'binary')).toBe(401);
-    expect(await handshakeStatus(`${ws}?token=${token}`, 'binary')).toBe(101);
+    expect(await handshakeStatus(`${ws}?token=wrong`, { protocols: ['binary'] })).toBe(401);
+    expect(await handshakeStatus(`${ws}?token=${token}`, { protocols: ['binary'] })).toBe(101);
 
     await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
     expect((await fetch(url)).status).toBeGreaterThanOrEqual(400);
-    expect(await handshakeStatus(`${ws}?token=${token}`, 'binary')).toBeGreaterThanOrEqual(400);
+    expect(
+      await handshakeStatus(`${ws}?token=${token}`, { protocols: ['binary'] }),
+    ).toBeGreaterThanOrEqual(400);
     await eventually(() => instancePids(id).length === 0, 'the instance processes to exit');
   });
 });

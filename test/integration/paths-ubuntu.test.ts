@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs
 import { createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
+import { handshakeStatus } from '../helpers/handshake.js';
 import { testServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
@@ -85,21 +85,6 @@ async function display(id: string): Promise<{ number: string; cookie: Buffer }> 
   return { number, cookie: Buffer.from(hex.trim(), 'hex').subarray(-16) };
 }
 
-function handshakeStatus(url: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, ['binary']);
-    ws.once('open', () => {
-      ws.close();
-      resolve(101);
-    });
-    ws.once('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      ws.terminate();
-    });
-    ws.once('error', reject);
-  });
-}
-
 const logged = (pattern: RegExp) => logs.some((l) => pattern.test(l));
 
 let vncId: string;
@@ -125,14 +110,14 @@ describe('an ubuntu instance pointing the server at host sockets', () => {
     expect(res.status).toBe(200);
     const url = new URL(((await res.json()) as { stream_url: string }).stream_url);
     const ws = `ws://${url.host}/stream/${vncId}/websockify?token=${url.searchParams.get('token')}`;
-    expect(await handshakeStatus(ws)).toBe(101); // x11vnc answers before the attack
+    expect(await handshakeStatus(ws, { protocols: ['binary'] })).toBe(101); // x11vnc answers before the attack
 
     const out = await sh(
       vncId,
       `cd /tmp && for s in .burrow-vnc-*.sock; do rm -f "$s" && ln -s ${trap.path} "$s"; done; ls -l .burrow-vnc-*.sock`,
     );
     expect(out).toContain(`-> ${trap.path}`);
-    expect(await handshakeStatus(ws)).toBe(502);
+    expect(await handshakeStatus(ws, { protocols: ['binary'] })).toBe(502);
     await sleep(300);
     expect(trap.connections).toEqual([]);
     expect(
