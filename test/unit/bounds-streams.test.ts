@@ -9,7 +9,13 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { LineDecoder, LineTooLong } from '../../src/internal/lines.js';
 import { CdpConnection } from '../../src/server/chromium/cdp.js';
-import { CdpMux, MAX_IN_FLIGHT } from '../../src/server/chromium/mux.js';
+import {
+  CdpMux,
+  MAX_DECODED_BYTES,
+  MAX_IN_FLIGHT,
+  MAX_ROOT_EVENT_BYTES,
+  MAX_ROOT_REPLY_BYTES,
+} from '../../src/server/chromium/mux.js';
 import { CDP_MAX_COMMAND_WIRE_BYTES, CdpPipe } from '../../src/server/chromium/pipe.js';
 import {
   FrameDecoder,
@@ -115,6 +121,40 @@ describe('DevTools pipe bounds', () => {
       chromium.write(garbage);
       await server.closed;
       expect(chromium.pipe.failure, garbage).toMatch(/malformed DevTools message/);
+    }
+  });
+
+  // A process of the instance that writes into the pipe (or a Chromium it took over) chooses the
+  // shape: JSON of nested arrays takes many times its length once decoded, so the server decodes
+  // only small messages; it passes larger ones on undecoded or drops them.
+  it('decodes nothing large: events for the server dropped, replies to it refused, odd shapes failed', async () => {
+    const nested = (bytes: number) => `[${'[],'.repeat(Math.floor(bytes / 3))}[]]`;
+    const chromium = fakeChromium();
+    const mux = new CdpMux(chromium.pipe);
+    const server = new CdpConnection(mux.root);
+    const heard: string[] = [];
+    server.on('Page.frameNavigated', () => heard.push('small'));
+    server.on('Page.huge', () => heard.push('huge'));
+    chromium.write(`{"method":"Page.huge","params":{"a":${nested(MAX_ROOT_EVENT_BYTES + MiB)}}}`);
+    chromium.write({ method: 'Page.frameNavigated', params: {} });
+    const asked = server.send('Page.captureScreenshot');
+    const command = await chromium.next('Page.captureScreenshot');
+    const data = 'A'.repeat(MAX_ROOT_REPLY_BYTES + MiB);
+    chromium.write(`{"id":${command.id},"result":{"data":"${data}"}}`);
+    await expect(asked).rejects.toThrow(/a reply of \d+ bytes \(the server reads at most/);
+    expect(heard).toEqual(['small']);
+    expect(chromium.pipe.isOpen).toBe(true);
+    // a shape the router does not know, or an ownership change, is decoded only when small
+    for (const odd of [
+      ` {"method":"Page.x","params":${nested(MAX_DECODED_BYTES + 1024)}}`,
+      `{"method":"Target.attachedToTarget","params":{"x":${nested(MAX_DECODED_BYTES + 1024)}}}`,
+    ]) {
+      const c = fakeChromium();
+      const m = new CdpMux(c.pipe);
+      const s = new CdpConnection(m.root);
+      c.write(odd);
+      await s.closed;
+      expect(c.pipe.failure).toMatch(/bytes to decode \(at most 1048576\)/);
     }
   });
 

@@ -122,6 +122,21 @@ export const MAX_IN_FLIGHT = 10_000;
 /** Bytes held for a client that is not connected yet; past them it is dropped. */
 const MAX_QUEUED_BYTES = 64 * 1024 * 1024;
 
+/**
+ * What the server decodes itself is bounded far below what it only passes on: a message is
+ * routed without decoding whatever its size, but JSON decoded into objects takes many times its
+ * length in memory, and a process of the instance can write anything into the pipe. Messages
+ * that change ownership (`Target.attachedToTarget`, attach replies) are a few hundred bytes.
+ */
+export const MAX_DECODED_BYTES = 1024 * 1024;
+/**
+ * Events for the server's own connection (its screencasts' frames are the largest) and replies
+ * to its own commands (screenshots, storage), past which an event is dropped and a reply turned
+ * into an error, never decoded.
+ */
+export const MAX_ROOT_EVENT_BYTES = 16 * 1024 * 1024;
+export const MAX_ROOT_REPLY_BYTES = 64 * 1024 * 1024;
+
 /** Chromium parses `id` as a 32-bit integer. */
 const MAX_WIRE_ID = 2 ** 31 - 1;
 const HEAD_BYTES = 128;
@@ -375,7 +390,12 @@ export class CdpMux {
     if (p.settle) return p.settle(msg);
     if (p.activates !== undefined && msg.ok) this.#opts.onActivate?.(p.activates);
     const { client } = p;
-    if (!client) return this.#toRoot(msg.rewrite(p.id, false));
+    if (!client) {
+      const reply = msg.rewrite(p.id, false);
+      if (reply.length <= MAX_ROOT_REPLY_BYTES) return this.#toRoot(reply);
+      const why = `a reply of ${reply.length} bytes (the server reads at most ${MAX_ROOT_REPLY_BYTES})`;
+      return this.#toRoot(errorReply(p.id, -32000, why));
+    }
     if (p.adopt && msg.ok) {
       const sessionId = msg.parse().result?.sessionId;
       if (typeof sessionId === 'string') this.#own(client, sessionId, p.adopt.targetId);
@@ -396,7 +416,8 @@ export class CdpMux {
     if (client) {
       this.#deliver(client, sessionId === client.session ? msg.rewrite(undefined, true) : data);
     } else if (sessionId === undefined || !this.#retired.has(sessionId)) {
-      this.#toRoot(data);
+      // none of the server's own listeners needs a larger event: not decoded, dropped
+      if (data.length <= MAX_ROOT_EVENT_BYTES) this.#toRoot(data);
     }
   }
 
@@ -460,13 +481,21 @@ function locate(data: Buffer): Incoming | undefined {
       if (cut) parts.push(CLOSE_BRACE);
       return Buffer.concat(parts);
     },
-    parse: () => JSON.parse(data.toString()) as Parsed,
+    parse: () => decode(data) as Parsed,
   };
+}
+
+/** `data` decoded, refused past `MAX_DECODED_BYTES`. */
+function decode(data: Buffer): unknown {
+  if (data.length > MAX_DECODED_BYTES) {
+    throw new Error(`${data.length} bytes to decode (at most ${MAX_DECODED_BYTES})`);
+  }
+  return JSON.parse(data.toString());
 }
 
 /** The general case: any JSON object, decoded and, when rewritten, encoded again. */
 function decoded(data: Buffer): Incoming {
-  const value: unknown = JSON.parse(data.toString());
+  const value = decode(data);
   if (!isObject(value)) throw new Error('not a JSON object');
   const msg = value as Parsed;
   const sessionId = typeof msg.sessionId === 'string' ? msg.sessionId : undefined;
