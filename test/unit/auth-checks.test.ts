@@ -230,6 +230,7 @@ describe('the instance token of a WebSocket upgrade', () => {
       '/cdp//x',
       '/ws/inst_a/x?token=' + TOKEN,
       '/CDP/inst_a/x',
+      `/v1/cdp/inst_a/x?token=${TOKEN}`, // the prefix must be the whole path's start
     ]) {
       const r = await upgrade(url);
       expect([r.status, r.code], url).toEqual(['404', 'not_found']);

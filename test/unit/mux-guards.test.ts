@@ -506,6 +506,7 @@ describe('the lifecycle', () => {
     await tick();
     expect(a.raw).toEqual([]);
     expect(rootMessages).toEqual([]);
+    expect(chromium.pipe.isOpen).toBe(true); // a late reply is not a malformed message
   });
 
   it('the browser going away closes every client, rejects opens in flight, ends the server connection', async () => {
