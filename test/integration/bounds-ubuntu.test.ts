@@ -129,6 +129,25 @@ describe('an ubuntu instance flooding what the server reads', () => {
     expect(again.body.stdout).toBe('42\n');
   });
 
+  // The second attack wrote such lines with millions of objects (each blocked the server for
+  // 50 s while it was decoded); a reply to nothing is now a violation whatever it holds. (Its
+  // size here is what a command line can carry; test/unit/bounds-streams.test.ts has the cost.)
+  it('the kernel bridge: a reply nobody asked for kills it before anything is decoded', async () => {
+    const first = await post('/code/execute', { code: 'x = 41' });
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    const needle = '<burrow-kernel-bridge>';
+    const pid = hostPid('/usr/bin/python3', needle);
+    expect(pid).toBeDefined();
+    const bomb = Buffer.from(`{"id": 999999, "ok": true, "result": [${'{},'.repeat(10_000)}{}]}\n`);
+    const t = performance.now();
+    await flood({ pid: pid!, fd: protocolFd(pid!), needle }, 64 * MiB, 0, bomb);
+    await eventually(() => hostPid('/usr/bin/python3', needle) === undefined, 'killed');
+    expect(performance.now() - t).toBeLessThan(20_000);
+    const again = await post('/code/execute', { code: 'print(6 * 7)' });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(again.body.stdout).toBe('42\n');
+  });
+
   it("the desktop Chromium's pipe: a message past its bound kills that browser, the instance stays up", async () => {
     expect((await post('/browser/start')).status).toBe(200);
     const isBrowser = (pid: number) =>

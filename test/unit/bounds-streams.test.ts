@@ -7,6 +7,7 @@
  */
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { MAX_JSON_CONTAINERS } from '../../src/internal/json-bounded.js';
 import { LineDecoder, LineTooLong } from '../../src/internal/lines.js';
 import { CdpConnection } from '../../src/server/chromium/cdp.js';
 import {
@@ -108,7 +109,8 @@ describe('DevTools pipe bounds', () => {
     for (const garbage of [
       'not json',
       '[1,2]',
-      '{"method":"Page.x","params":{broken}}',
+      // (an event nobody listens to is not decoded at all, broken or not)
+      '{"method":"Target.targetCreated","params":{broken}}',
       '{"method":"Target.attachedToTarget",broken}}',
       '{"method":"Target.targetCreated","params":{}}', // the server's own handler trips on it
     ]) {
@@ -156,6 +158,33 @@ describe('DevTools pipe bounds', () => {
       await s.closed;
       expect(c.pipe.failure).toMatch(/bytes to decode \(at most 1048576\)/);
     }
+  });
+
+  it('decodes for the server only what someone waits for, and never millions of objects', async () => {
+    const chromium = fakeChromium();
+    const mux = new CdpMux(chromium.pipe);
+    const server = new CdpConnection(mux.root);
+    const heard: number[] = [];
+    server.on('Page.frameNavigated', (p) => heard.push((p.items as unknown[]).length));
+    // an event nobody listens to, of any cost, and a reply to nothing: not decoded
+    const bomb = `[${'{},'.repeat(MAX_JSON_CONTAINERS)}{}]`;
+    const t = performance.now();
+    for (let i = 0; i < 20; i++) {
+      chromium.write(`{"method":"Burrow.bomb","params":{"a":${bomb}}}`);
+      chromium.write(`{"id":424242,"result":{"a":${bomb}}}`);
+    }
+    // one listened to, past the cost bound: dropped; a reply too costly: the command fails
+    chromium.write(`{"method":"Page.frameNavigated","params":{"items":${bomb}}}`);
+    chromium.write({ method: 'Page.frameNavigated', params: { items: [{}, {}] } });
+    const asked = server.send('Storage.getCookies');
+    const command = await chromium.next('Storage.getCookies');
+    const huge = `[${'{},'.repeat(1_000_000)}{}]`;
+    chromium.write(`{"id":${command.id},"result":{"cookies":${huge}}}`);
+    await expect(asked).rejects.toThrow(/reply not decoded: more than 1000000 objects/);
+    expect(heard).toEqual([2]);
+    expect(chromium.pipe.isOpen).toBe(true);
+    // counting stops at the bound: far cheaper than decoding
+    expect(performance.now() - t).toBeLessThan(10_000);
   });
 
   it('refuses to write a command Chromium would not read, answering the client', async () => {

@@ -3,6 +3,7 @@
  * sessions (`Target.attachToTarget {flatten: true}` → pass the `sessionId` to `send`), over a
  * transport (transport.ts): the browser's pipe for the server, a WebSocket for tests.
  */
+import { JsonTooCostly, parseBounded } from '../../internal/json-bounded.js';
 import { connectWebSocket, type CdpParams, type CdpTransport } from './transport.js';
 
 export { CDP_MAX_PAYLOAD, type CdpParams } from './transport.js';
@@ -36,6 +37,11 @@ interface Message {
   result?: unknown;
   error?: { message: string };
 }
+
+/** A reply's id or an event's method, read before anything is decoded. */
+const HEAD = /^\{"(?:id":(\d+),|method":"([^"\\]+)")/;
+/** Replies may be larger than events: cookies, storage and IndexedDB of a whole profile. */
+const MAX_REPLY_CONTAINERS = 1_000_000;
 
 export class CdpConnection {
   readonly #transport: CdpTransport;
@@ -131,8 +137,31 @@ export class CdpConnection {
     this.#transport.close();
   }
 
+  /**
+   * Messages come from Chromium, which the instance can take over: what nobody waits for is not
+   * decoded at all, and what is decoded has a bounded number of objects and arrays
+   * (json-bounded.ts), so no message makes the server build millions of them.
+   */
   #onMessage(text: string): void {
-    const msg = JSON.parse(text) as Message;
+    const head = HEAD.exec(text.slice(0, 128));
+    if (head?.[1] !== undefined && !this.#pending.has(Number(head[1]))) return;
+    if (head?.[2] !== undefined && !this.#listeners.get(head[2])?.size) return;
+    let msg: Message;
+    try {
+      msg = parseBounded(
+        text,
+        head?.[1] !== undefined ? MAX_REPLY_CONTAINERS : undefined,
+      ) as Message;
+    } catch (err) {
+      if (!(err instanceof JsonTooCostly)) throw err; // not JSON: the transport fails
+      const p = head?.[1] !== undefined ? this.#pending.get(Number(head[1])) : undefined;
+      if (p) {
+        this.#pending.delete(Number(head![1]));
+        clearTimeout(p.timer);
+        p.reject(new CdpError(p.method, `reply not decoded: ${err.message}`));
+      }
+      return;
+    }
     if (msg.id !== undefined) {
       const p = this.#pending.get(msg.id);
       if (!p) return;

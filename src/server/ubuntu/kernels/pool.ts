@@ -8,6 +8,7 @@ import type { StdioOptions } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { CodeExecuteResult, KernelInfo } from '../../../api/index.js';
 import { raceDeadline, withDeadline } from '../../../internal/deadline.js';
+import { parseBounded } from '../../../internal/json-bounded.js';
 import { LineDecoder } from '../../../internal/lines.js';
 import type { Supervised } from '../../../internal/process.js';
 import { KeyedSerialQueue } from '../../../internal/serial.js';
@@ -81,6 +82,13 @@ const STDERR_TAIL = 16 * 1024;
  * bridge, or whoever writes into its stdout, is killed.
  */
 export const MAX_LINE_BYTES = 64 * 1024 * 1024;
+/** A reply line starts with its id (bridge.py writes it first). */
+const REPLY_ID = /^\{"id":\s?(\d+)[,}]/;
+/**
+ * Objects and arrays one reply may hold: a notebook of thousands of cells with their outputs
+ * fits many times over; `[{},{},…]` that would take gigabytes of heap does not.
+ */
+const MAX_REPLY_CONTAINERS = 1_000_000;
 
 class BridgeProcess {
   readonly proc: Supervised;
@@ -114,7 +122,16 @@ class BridgeProcess {
         void proc.kill(0);
         return;
       }
-      for (const line of got) this.#onLine(line, log);
+      for (const line of got) {
+        const why = this.#onLine(line);
+        if (why === undefined) continue;
+        // a line nobody asked for, or one too costly to decode: not the bridge speaking
+        log?.error({ pid: proc.pid, why }, 'the kernel bridge broke its protocol; killed');
+        this.#end(new BridgeGone(`the kernel bridge broke its protocol: ${why}`));
+        stdout.destroy();
+        void proc.kill(0);
+        return;
+      }
     });
     void proc.exited.then((info) => {
       const how = info.signal ? `signal ${info.signal}` : `status ${info.code}`;
@@ -160,23 +177,25 @@ class BridgeProcess {
     return bridge;
   }
 
-  #onLine(line: string, log: Logger | undefined): void {
+  /** Settle the request a reply line answers; the reason the line breaks the protocol, if it does. */
+  #onLine(line: string): string | undefined {
+    const id = REPLY_ID.exec(line.slice(0, 32))?.[1];
+    const pending = id === undefined ? undefined : this.#pending.get(Number(id));
+    if (!pending) return `a line that answers nothing asked (${line.length} characters)`;
     let msg: { id?: unknown; ok?: unknown; result?: unknown; error?: unknown };
     try {
-      msg = JSON.parse(line) as typeof msg;
-    } catch {
-      log?.warn({ line: line.slice(0, 200) }, 'kernel bridge: unparsable line');
-      return;
+      msg = parseBounded(line, MAX_REPLY_CONTAINERS) as typeof msg;
+    } catch (err) {
+      return (err as Error).message;
     }
-    if (typeof msg.id !== 'number') return;
-    const pending = this.#pending.get(msg.id);
-    if (!pending) return;
-    this.#pending.delete(msg.id);
+    if (msg.id !== Number(id)) return 'a reply whose id is not its first field';
+    this.#pending.delete(Number(id));
     if (msg.ok === true) pending.resolve(msg.result);
     else {
       const e = (msg.error ?? {}) as { code?: unknown; message?: unknown };
       pending.reject(new BridgeRequestError(String(e.code ?? 'internal'), String(e.message ?? '')));
     }
+    return undefined;
   }
 
   get running(): boolean {
