@@ -2,7 +2,8 @@
  * JSON from a peer that may be hostile, decoded only when cheap. A byte bound alone does not do:
  * `[{},{},…]` decodes into one object per three bytes, so 64 MiB of it is 22 million objects,
  * gigabytes of heap and seconds of a blocked event loop. Objects and arrays are counted first,
- * stopping at the bound, in native `indexOf` steps.
+ * stopping at the bound, in native `indexOf` steps; nesting, for values something walks
+ * recursively, is bounded too.
  */
 
 /** Objects and arrays one decoded message may hold, by default. */
@@ -24,12 +25,45 @@ export function containersOver(text: string, max: number): boolean {
   return false;
 }
 
-/** `JSON.parse(text)`, refused with `JsonTooCostly` past `maxContainers` objects and arrays. */
-export function parseBounded(text: string, maxContainers = MAX_JSON_CONTAINERS): unknown {
+/**
+ * `JSON.parse(text)`, refused with `JsonTooCostly` past `maxContainers` objects and arrays, or
+ * past `maxDepth` levels of nesting when given.
+ */
+export function parseBounded(
+  text: string,
+  maxContainers = MAX_JSON_CONTAINERS,
+  maxDepth?: number,
+): unknown {
   if (containersOver(text, maxContainers)) {
     throw new JsonTooCostly(
       `more than ${maxContainers} objects and arrays in ${text.length} characters`,
     );
   }
+  if (maxDepth !== undefined && jsonNestingOffset(text, maxDepth) >= 0) {
+    throw new JsonTooCostly(`nested deeper than ${maxDepth} levels`);
+  }
   return JSON.parse(text);
+}
+
+/**
+ * The offset of the bracket that opens nesting level `maxDepth + 1` in `text`, or -1 when the
+ * text never nests that deep. Brackets inside strings do not count. Linear, no recursion.
+ */
+export function jsonNestingOffset(text: string, maxDepth: number): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c /* \ */) i++;
+      else if (c === 0x22 /* " */) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b /* [ */ || c === 0x7b /* { */) {
+      if (++depth > maxDepth) return i;
+    } else if (c === 0x5d /* ] */ || c === 0x7d /* } */) {
+      depth--;
+    }
+  }
+  return -1;
 }

@@ -5,6 +5,9 @@
  * 100 000 `[` must not overflow a stack.
  */
 import { jsonErrorOffset, type ValidationErrorItem } from '../api/index.js';
+import { jsonNestingOffset } from '../internal/json-bounded.js';
+
+export { jsonNestingOffset };
 
 /** Deepest array/object nesting a JSON body may have (pydantic's JSON parser allows 200). */
 export const MAX_JSON_DEPTH = 256;
@@ -20,29 +23,6 @@ const jsonInvalid = (offset: number, error: string) =>
   new RequestInvalid([
     { loc: ['body', offset], msg: 'JSON decode error', type: 'json_invalid', ctx: { error } },
   ]);
-
-/**
- * The offset of the bracket that opens nesting level `maxDepth + 1` in `text`, or -1 when the
- * text never nests that deep. Brackets inside strings do not count. Linear, no recursion.
- */
-export function jsonNestingOffset(text: string, maxDepth: number): number {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c /* \ */) i++;
-      else if (c === 0x22 /* " */) inString = false;
-    } else if (c === 0x22) {
-      inString = true;
-    } else if (c === 0x5b /* [ */ || c === 0x7b /* { */) {
-      if (++depth > maxDepth) return i;
-    } else if (c === 0x5d /* ] */ || c === 0x7d /* } */) {
-      depth--;
-    }
-  }
-  return -1;
-}
 
 /** The JSON value of a route's body: `{}` when empty, a 422 `json_invalid` when malformed. */
 export function parseJsonBody(raw: unknown): unknown {

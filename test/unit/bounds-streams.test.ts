@@ -18,6 +18,7 @@ import {
   MAX_ROOT_REPLY_BYTES,
 } from '../../src/server/chromium/mux.js';
 import { CDP_MAX_COMMAND_WIRE_BYTES, CdpPipe } from '../../src/server/chromium/pipe.js';
+import { parseNotebook } from '../../src/server/ubuntu/kernels/nbformat.js';
 import {
   FrameDecoder,
   FrameError,
@@ -232,5 +233,17 @@ describe('DevTools pipe bounds', () => {
     await tick();
     expect(errors).toEqual([MAX_IN_FLIGHT + 1, MAX_IN_FLIGHT + 2, 1]);
     expect(chromium.commands.at(-1)).toMatchObject({ method: 'Runtime.evaluate' });
+  });
+});
+
+describe('JSON read from an instance', () => {
+  it('a notebook file nested or filled past what is cheap to decode is refused, not walked', () => {
+    const cell = (outputs: string) =>
+      `{"cells":[{"cell_type":"code","id":"a","metadata":{},"source":"","execution_count":null,"outputs":[${outputs}]}],"metadata":{},"nbformat":4,"nbformat_minor":5}`;
+    expect(() => parseNotebook(cell(''))).not.toThrow();
+    const deep = `{"output_type":"display_data","metadata":{},"data":{"application/json":${'['.repeat(200_000)}${']'.repeat(200_000)}}}`;
+    expect(() => parseNotebook(cell(deep))).toThrow(/nested deeper than 256 levels/);
+    const wide = `{"output_type":"display_data","metadata":{},"data":{"application/json":[${'{},'.repeat(1_000_000)}{}]}}`;
+    expect(() => parseNotebook(cell(wide))).toThrow(/more than 1000000 objects and arrays/);
   });
 });

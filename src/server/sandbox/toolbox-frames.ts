@@ -3,12 +3,15 @@
  * big-endian length N, N bytes of UTF-8 JSON header, then `header.payload_bytes` bytes of binary payload.
  * Payloads carry file contents as they are, so neither side base64-encodes or re-parses them.
  */
+import { parseBounded } from '../../internal/json-bounded.js';
 
 /**
  * Headers larger than this are refused (they hold paths and listings, never file contents);
  * toolbox.py answers TOO_LARGE rather than send one.
  */
 export const MAX_HEADER_BYTES = 16 * 1024 * 1024;
+/** Objects and arrays a header may hold (a directory listing of 100 000 entries fits). */
+const MAX_HEADER_CONTAINERS = 1_000_000;
 /** Payloads larger than this are refused: the largest read any tool asks for (64 MiB). */
 export const MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;
 
@@ -62,7 +65,7 @@ export class FrameDecoder {
         this.#take(4);
         let header: unknown;
         try {
-          header = JSON.parse(this.#take(size).toString('utf8'));
+          header = parseBounded(this.#take(size).toString('utf8'), MAX_HEADER_CONTAINERS);
         } catch {
           throw new FrameError('frame header is not JSON');
         }

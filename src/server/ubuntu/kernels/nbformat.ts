@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import type { KernelInfo, Notebook, NotebookCell, NotebookCellType } from '../../../api/index.js';
+import { parseBounded } from '../../../internal/json-bounded.js';
 
 const MultilineString = z.union([z.string(), z.array(z.string())]);
 const Meta = z.record(z.string(), z.unknown());
@@ -91,10 +92,15 @@ const joinOutput = (o: Output) => mapOutputStrings(o, join);
 const splitOutput = (o: Output) =>
   mapOutputStrings(o, (v, mime) => (isSplitMime(mime) ? splitLines(join(v)) : join(v)));
 
+/** Objects and arrays a notebook may hold, and how deep (nbformat's own values nest a few levels). */
+const MAX_NOTEBOOK_CONTAINERS = 1_000_000;
+const MAX_NOTEBOOK_DEPTH = 256;
+
 export function parseNotebook(text: string): FileNotebook {
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    // the file is the instance's: what it costs to decode and walk is bounded
+    json = parseBounded(text, MAX_NOTEBOOK_CONTAINERS, MAX_NOTEBOOK_DEPTH);
   } catch (err) {
     throw new Error(`not JSON: ${(err as Error).message}`);
   }
