@@ -163,8 +163,8 @@ function pinnedLookup(addresses: readonly LookupAddress[]): net.LookupFunction {
 /**
  * Close `socket` gently: send `answer` (if any) and FIN, keep reading and dropping what the peer
  * still sends (closing with unread bytes would reset the connection and could discard the answer
- * before the peer reads it); it closes once the peer's FIN arrives, or is destroyed after
- * `LINGER_MS` of silence.
+ * before the peer reads it); it closes once the peer's FIN arrives, or is destroyed
+ * `LINGER_MS` after, whatever the peer sends meanwhile.
  */
 function hangUp(socket: net.Socket, answer?: string | Uint8Array): void {
   if (socket.destroyed) return;
@@ -174,8 +174,10 @@ function hangUp(socket: net.Socket, answer?: string | Uint8Array): void {
   }
   socket.on('data', () => {});
   socket.resume();
-  socket.setTimeout(LINGER_MS);
-  socket.once('timeout', () => socket.destroy());
+  // a deadline, not an idle timer: a peer that keeps sending must not keep the socket open
+  const deadline = setTimeout(() => socket.destroy(), LINGER_MS);
+  deadline.unref();
+  socket.once('close', () => clearTimeout(deadline));
   // autoDestroy closes it once both sides have ended.
   if (socket.writableEnded) return;
   if (answer === undefined) socket.end();
@@ -197,6 +199,8 @@ export class Egress {
   /** Keeps upstream connections of plain HTTP requests alive between requests. */
   readonly #agent: http.Agent;
   readonly #clients = new Set<net.Socket>();
+  /** Connections past the cap, answered 503 and lingering until their peer has read it. */
+  readonly #refused = new Set<net.Socket>();
   readonly #upstreams = new Set<net.Socket>();
   /** Responses in flight per client connection (a parse error then cannot be answered). */
   readonly #inFlight = new WeakMap<net.Socket, number>();
@@ -247,6 +251,10 @@ export class Egress {
     }
     if (this.#clients.size >= this.#opts.maxConnections) {
       this.#log.warn({ egress: 'client', decision: 'refused', code: 'busy' });
+      // the answers to refused connections take descriptors too: as many as the cap at most
+      if (this.#refused.size >= this.#opts.maxConnections) return void socket.destroy();
+      this.#refused.add(socket);
+      socket.once('close', () => this.#refused.delete(socket));
       hangUp(socket, plainResponse(503, 'busy', 'too many connections'));
       return;
     }
@@ -264,7 +272,7 @@ export class Egress {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const s of [...this.#clients, ...this.#upstreams]) s.destroy();
+    for (const s of [...this.#clients, ...this.#refused, ...this.#upstreams]) s.destroy();
     this.#agent.destroy();
   }
 
