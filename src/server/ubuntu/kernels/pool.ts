@@ -83,7 +83,7 @@ const STDERR_TAIL = 16 * 1024;
  */
 export const MAX_LINE_BYTES = 64 * 1024 * 1024;
 /** A reply line starts with its id (bridge.py writes it first). */
-const REPLY_ID = /^\{"id":\s?(\d+)[,}]/;
+const REPLY_ID = /^\{"id":\s?(-?\d+)[,}]/;
 /**
  * Objects and arrays one reply may hold: a notebook of thousands of cells with their outputs
  * fits many times over; `[{},{},…]` that would take gigabytes of heap does not.
@@ -218,6 +218,8 @@ class BridgeProcess {
   /** Ask the bridge to shut its kernels down and exit; kill its group after `graceMs`. */
   async close(graceMs: number): Promise<void> {
     if (this.proc.running) {
+      // its answer is expected, not a protocol break
+      this.#pending.set(-1, { resolve: () => {}, reject: () => {} });
       this.proc.child.stdin?.write(`${JSON.stringify({ id: -1, op: 'exit' })}\n`);
       this.proc.child.stdin?.end();
       await raceDeadline(this.proc.exited, graceMs, { unref: true });
