@@ -142,3 +142,12 @@ export function instanceDisk(id: string): { home: string; tmp: string } {
   }).trim();
   return { home: join(disk, 'home'), tmp: join(disk, 'tmp') };
 }
+
+/** Start a browser instance on `server`; its id and `cdp_url`. */
+export async function startBrowser(server: TestServer): Promise<{ id: string; cdpUrl: string }> {
+  const res = await server.api('/v1/start', { json: { instance_type: 'browser' } });
+  if (res.status !== 200) throw new Error(`start answered ${res.status}: ${await res.text()}`);
+  const { id } = (await res.json()) as { id: string };
+  const url = await server.api(`/v1/instance/${id}/browser/cdp_url`);
+  return { id, cdpUrl: ((await url.json()) as { cdp_url: string }).cdp_url };
+}

@@ -12,7 +12,13 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { floodFromHost } from '../helpers/flood.js';
-import { eventually, instancePids, testServer, type TestServer } from '../helpers/server.js';
+import {
+  eventually,
+  instancePids,
+  testServer,
+  type TestServer,
+  startBrowser as startBrowserOn,
+} from '../helpers/server.js';
 import { CDP_MAX_COMMAND_BYTES } from '../../src/server/chromium/transport.js';
 
 const MiB = 1024 * 1024;
@@ -36,13 +42,7 @@ afterAll(async () => {
   await server?.close();
 });
 
-async function startBrowser(): Promise<{ id: string; cdpUrl: string }> {
-  const res = await server.api('/v1/start', { json: { instance_type: 'browser' } });
-  expect(res.status).toBe(200);
-  const { id } = (await res.json()) as { id: string };
-  const url = await server.api(`/v1/instance/${id}/browser/cdp_url`);
-  return { id, cdpUrl: ((await url.json()) as { cdp_url: string }).cdp_url };
-}
+const startBrowser = () => startBrowserOn(server);
 
 /** A raw CDP client: commands by id, and how its connection closed. */
 async function cdpClient(url: string) {

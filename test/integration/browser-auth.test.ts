@@ -10,7 +10,12 @@ import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthStore } from '../../src/server/auth-store.js';
 import { HttpError } from '../../src/server/errors.js';
-import { instanceProcesses, testServer, type TestServer } from '../helpers/server.js';
+import {
+  instanceProcesses,
+  testServer,
+  type TestServer,
+  startBrowser as startBrowserOn,
+} from '../helpers/server.js';
 import { startSite, type TestSite } from '../helpers/site.js';
 
 let server: TestServer;
@@ -24,13 +29,7 @@ afterAll(async () => {
   expect(instanceProcesses()).toEqual([]);
 });
 
-async function startBrowser(): Promise<{ id: string; cdpUrl: string }> {
-  const res = await server.api('/v1/start', { json: { instance_type: 'browser' } });
-  expect(res.status).toBe(200);
-  const { id } = (await res.json()) as { id: string };
-  const urlRes = await server.api(`/v1/instance/${id}/browser/cdp_url`);
-  return { id, cdpUrl: ((await urlRes.json()) as { cdp_url: string }).cdp_url };
-}
+const startBrowser = () => startBrowserOn(server);
 const stop = (id: string) => server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
 const post = async (path: string) => {
   const res = await server.api(path, { method: 'POST' });

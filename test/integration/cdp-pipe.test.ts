@@ -11,7 +11,13 @@ import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { descendants } from '../../src/internal/process.js';
-import { eventually, instancePids, testServer, type TestServer } from '../helpers/server.js';
+import {
+  eventually,
+  instancePids,
+  testServer,
+  type TestServer,
+  startBrowser as startBrowserOn,
+} from '../helpers/server.js';
 import { startSite, type TestSite } from '../helpers/site.js';
 
 let server: TestServer;
@@ -28,13 +34,7 @@ afterAll(async () => {
   await site?.close();
 });
 
-async function startBrowser(): Promise<{ id: string; cdpUrl: string }> {
-  const res = await server.api('/v1/start', { json: { instance_type: 'browser' } });
-  expect(res.status).toBe(200);
-  const { id } = (await res.json()) as { id: string };
-  const url = await server.api(`/v1/instance/${id}/browser/cdp_url`);
-  return { id, cdpUrl: ((await url.json()) as { cdp_url: string }).cdp_url };
-}
+const startBrowser = () => startBrowserOn(server);
 const stop = (id: string) => server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
 
 /**
