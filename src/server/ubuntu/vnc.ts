@@ -19,6 +19,7 @@ import type { StdioOptions } from 'node:child_process';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { connectWithDeadline } from '../../internal/connect.js';
 import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
+import { LineDecoder } from '../../internal/lines.js';
 import { writeFileAtomic } from '../../internal/fs.js';
 import { Supervised } from '../../internal/process.js';
 import { refuseUpgrade, serverError } from '../errors.js';
@@ -323,18 +324,10 @@ export class VncServer {
   }
 }
 
-/** Calls `onLine` for each line of `stream`, each cut to MAX_LINE characters. */
+/** Calls `onLine` for each line of `stream`, each cut to MAX_LINE bytes (src/internal/lines.ts). */
 function onLines(stream: Readable | null, onLine: (line: string) => void): void {
-  let partial = '';
-  stream?.setEncoding('utf8');
-  stream?.on('data', (chunk: string) => {
-    const parts = chunk.split('\n');
-    for (let i = 0; i < parts.length - 1; i++) {
-      onLine((partial + parts[i]!).slice(0, MAX_LINE));
-      partial = '';
-    }
-    if (partial.length < MAX_LINE) partial = (partial + parts.at(-1)!).slice(0, MAX_LINE);
-  });
+  const lines = new LineDecoder({ maxBytes: MAX_LINE, overflow: 'truncate' });
+  stream?.on('data', (chunk: Buffer) => lines.push(chunk).forEach(onLine));
 }
 
 /** The last 15 lines of `stream`, kept up to date. */
