@@ -4,6 +4,7 @@
  */
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AuthStateNotFoundError,
@@ -204,10 +205,20 @@ describe('failures after the instance exists stop it again', () => {
   it('startTimeoutMs: SessionStartError start_timeout, and the late instance is stopped', async () => {
     const listed = async () => (await (await server.api('/v1/instances')).json()) as Instance[];
     const before = new Set((await listed()).map((i) => i.id));
-    const error: unknown = await openSession({ ...remote, startTimeoutMs: 5 }).catch((e) => e);
+    // the start answers only after the deadline, so the instance exists but arrives late
+    await using client = new Burrow(remote);
+    const start = client.instances.start.bind(client.instances);
+    client.instances.start = async (body, opts) => {
+      const instance = await start(body, opts);
+      await sleep(3000);
+      return instance;
+    };
+    const error: unknown = await openSession({ client, startTimeoutMs: 1500 }).catch((e) => e);
     expect(error).toBeInstanceOf(SessionStartError);
     expect(error).toMatchObject({ code: 'start_timeout' });
-    expect(String((error as Error).message)).toMatch(/did not open within 5 ms/);
+    expect(String((error as Error).message)).toMatch(
+      /did not open within 1500 ms \(while starting the instance\)/,
+    );
     const fresh = (await listed()).filter((i) => !before.has(i.id));
     expect(fresh).toHaveLength(1); // started, then stopped once the start answered
     expect(fresh.every((i) => i.status === 'terminated')).toBe(true);

@@ -152,6 +152,8 @@ describe('symlinks planted in the instance', () => {
       'os.chdir("race")',
       'libc = ctypes.CDLL(None, use_errno=True)',
       'end = time.time() + 60',
+      'libc.renameat2(-100, b"d", -100, b"other", 2)',
+      'open("started", "w").close()',
       'while time.time() < end and not os.path.exists("stop"):',
       '    for _ in range(1000):',
       '        libc.renameat2(-100, b"d", -100, b"other", 2)',
@@ -159,11 +161,12 @@ describe('symlinks planted in the instance', () => {
     await inst.bash(
       `mkdir -p race/d && ln -sfn ${victim} race/other && (python3 -c '${swapper}' >/dev/null 2>&1 &)`,
     );
-    // the swap really happens: `d` is seen as a link and as a directory
-    const kinds = new Set<string>();
-    for (let i = 0; i < 20 && kinds.size < 2; i++) {
-      kinds.add(String((await inst.bash('stat -c %F race/d')).output).trim());
-    }
+    // the swap really happens: once the swapper runs, `d` is seen as a link and as a directory
+    const seen = await inst.bash(
+      'for i in $(seq 100); do [ -e race/started ] && break; sleep 0.1; done; ' +
+        'for i in $(seq 400); do stat -c %F race/d 2>/dev/null; done | sort -u',
+    );
+    const kinds = new Set(String(seen.output).trim().split('\n'));
     expect(kinds).toEqual(new Set(['directory', 'symbolic link']));
     let written = 0;
     for (let i = 0; i < 60; i++) {
