@@ -24,8 +24,8 @@ function span(file, start) {
   return `${file}:${from + 1}-${to + 1}`;
 }
 
-const ARTIFACTS = 'src/server/artifacts.ts';
-const APP = 'src/server/app.ts';
+const ARTIFACTS = 'src/server/artifacts/store.ts';
+const APP = 'src/server/http/app.ts';
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
@@ -35,14 +35,14 @@ export default {
   coverageAnalysis: 'perTest',
   mutate: [
     'src/server/sandbox/seccomp.ts',
-    'src/server/sandbox/egress-policy.ts',
-    'src/server/sandbox/sni.ts',
-    'src/server/sandbox/toolbox-frames.ts',
-    'src/server/sandbox/fsops.ts',
-    'src/server/sandbox/paths.ts',
+    'src/server/sandbox/egress/policy.ts',
+    'src/server/sandbox/egress/sni.ts',
+    'src/server/toolbox/frames.ts',
+    'src/server/toolbox/fsops.ts',
+    'src/server/toolbox/paths.ts',
     'src/server/chromium/mux.ts',
-    'src/server/auth-store.ts',
-    'src/server/secret-key.ts',
+    'src/server/auth-states/store.ts',
+    'src/server/auth-states/secret-key.ts',
     // artifacts: the checks on what is opened and named
     span(ARTIFACTS, /^ {2}async open\(kind/),
     span(ARTIFACTS, /^ {2}async #openFile\(/),

@@ -2,7 +2,7 @@
 # First-run set-up of a checkout, shared by the README's quick start (`npm run demo`, `npm test`)
 # and CI (.ci/run). Needs only Node and npm; everything else it checks, and installs when it can:
 #
-# 1. The Debian packages burrow runs (the list below; src/server/requirements.ts says which
+# 1. The Debian packages burrow runs (the list below; src/server/host/requirements.ts says which
 #    instance type needs which, and test/unit/setup-script.test.ts keeps the two in step).
 #    As root: `apt-get update` and `apt-get install -y` with apt's own progress output.
 #    Otherwise: prints the exact command to run and exits 1.

@@ -1,5 +1,5 @@
 /**
- * burrow extension: downloads and recordings of an instance (src/server/artifacts.ts). Listed and
+ * burrow extension: downloads and recordings of an instance (src/server/artifacts/store.ts). Listed and
  * fetched while the instance runs and for the retention time after it stopped (default one hour).
  */
 import { z } from 'zod';

@@ -32,7 +32,7 @@ export interface OperationSpec {
   readonly bodyKind: BodyKind;
   readonly response: z.ZodType;
   /**
-   * Absent means `json`. The server's generic route loop (src/server/app.ts) skips `stream` rows:
+   * Absent means `json`. The server's generic route loop (src/server/http/app.ts) skips `stream` rows:
    * their owners register the route themselves, on the same method and path. The client's
    * `Core.request` resolves a `stream` row to a `StreamResponse` (src/client/core.ts).
    */

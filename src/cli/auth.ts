@@ -1,7 +1,7 @@
 /**
  * `burrow auth`: the saved browser auth states: list, export to / import from Playwright's
  * `storageState` JSON, delete; and `rotate-key`, which rotates the key a server's data dir
- * generated to encrypt them (src/server/secret-key.ts).
+ * generated to encrypt them (src/server/auth-states/secret-key.ts).
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -140,7 +140,7 @@ export async function run(argv: string[]): Promise<void> {
       });
     case 'rotate-key': {
       needs(0);
-      const { rotateDataDirKey } = await import('../server/secret-key.js');
+      const { rotateDataDirKey } = await import('../server/auth-states/secret-key.js');
       const { defaultDataDir } = await import('../server/index.js');
       const dir = values['data-dir'] ?? defaultDataDir();
       const { oldId, newId } = rotateDataDirKey(dir);

@@ -5,7 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { aptLine, present, requirements, type Requirement } from '../server/requirements.js';
+import { aptLine, present, requirements, type Requirement } from '../server/host/requirements.js';
 import { hostSupport, type Guarantee } from '../server/sandbox/index.js';
 
 export const usage = `burrow doctor [--json]

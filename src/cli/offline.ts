@@ -64,7 +64,7 @@ export function instancesInDataDir(dataDir: string): (Instance & { server_pid: n
 export async function authStatesInDataDir(
   dataDir: string,
 ): Promise<{ id: string; name: string | null }[]> {
-  const { AuthStore } = await import('../server/auth-store.js');
+  const { AuthStore } = await import('../server/auth-states/store.js');
   // read only: a server may own the dir; nothing is generated, swept or re-encrypted
   return new AuthStore(dataDir, { readOnly: true, warn: () => {} }).list();
 }

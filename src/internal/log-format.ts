@@ -3,7 +3,7 @@
  * terminal, where each line becomes `HH:MM:SS LEVEL message key=value …`. `BURROW_LOG_FORMAT`
  * (`json` or `pretty`) overrides the choice. `burrow serve` writes to stdout; the embedded
  * server of a script to stderr, so that the script's own output stays its own. Lines arrive here
- * already redacted (src/server/logger.ts).
+ * already redacted (src/server/http/logger.ts).
  */
 import { inspect } from 'node:util';
 

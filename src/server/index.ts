@@ -12,12 +12,12 @@ import { homedir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo, Socket } from 'node:net';
 import { background } from '../internal/background.js';
-import { buildApp, createLogger, handleUpgrade } from './app.js';
-import { ArtifactStore, DEFAULT_ARTIFACT_RETENTION_MS } from './artifacts.js';
-import { AuthStore } from './auth-store.js';
-import { startRefusal } from './requirements.js';
-import { Registry, type JournalEntry, type WarmPoolSizes } from './registry.js';
-import type { RuntimeFactory } from './runtime.js';
+import { buildApp, createLogger, handleUpgrade } from './http/app.js';
+import { ArtifactStore, DEFAULT_ARTIFACT_RETENTION_MS } from './artifacts/store.js';
+import { AuthStore } from './auth-states/store.js';
+import { startRefusal } from './host/requirements.js';
+import { Registry, type JournalEntry, type WarmPoolSizes } from './instances/registry.js';
+import type { RuntimeFactory } from './instances/runtime.js';
 import { SandboxHost } from './sandbox/index.js';
 
 export interface ServerOptions {
@@ -46,17 +46,17 @@ export interface ServerOptions {
   /**
    * Authenticated connections per client address; past it 429. 0 = no cap. Default 64; env
    * `BURROW_MAX_CONNECTIONS_PER_CLIENT`. Connections that have not authenticated yet have a
-   * smaller budget of their own (http-limits.ts).
+   * smaller budget of their own (src/server/http/limits.ts).
    */
   maxConnectionsPerClient?: number;
   /**
-   * Instances kept started ahead of demand, per type (src/server/pool.ts): a number means that
+   * Instances kept started ahead of demand, per type (src/server/instances/pool.ts): a number means that
    * many `browser` instances. They count against `maxInstances`. Default none; env
    * `BURROW_WARM_POOL` (`2`, or `browser=2,ubuntu=1`).
    */
   warmPool?: number | WarmPoolSizes;
   /**
-   * File holding the key that encrypts auth states at rest (src/server/secret-key.ts). Default
+   * File holding the key that encrypts auth states at rest (src/server/auth-states/secret-key.ts). Default
    * env `BURROW_SECRET_KEY`, else `BURROW_SECRET_KEY_FILE`, else `<dataDir>/secret-key`
    * (generated once, mode 0600).
    */
@@ -173,7 +173,7 @@ async function sweepRuns(instancesRoot: string): Promise<JournalEntry[]> {
 const JOURNAL = 'instances.jsonl';
 
 /** Runtimes are loaded on first use. */
-/** The factories with each instance's context given its artifacts (artifacts.ts). */
+/** The factories with each instance's context given its artifacts (artifacts/store.ts). */
 function withArtifacts(
   factories: Record<'browser' | 'ubuntu', RuntimeFactory>,
   store: ArtifactStore,

@@ -13,9 +13,9 @@ import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { serveConfig } from '../../src/cli/serve.js';
-import { buildApp, createLogger } from '../../src/server/app.js';
-import { AuthStore } from '../../src/server/auth-store.js';
-import { Registry } from '../../src/server/registry.js';
+import { buildApp, createLogger } from '../../src/server/http/app.js';
+import { AuthStore } from '../../src/server/auth-states/store.js';
+import { Registry } from '../../src/server/instances/registry.js';
 import type { SandboxHost } from '../../src/server/sandbox/index.js';
 import { eventually, testServer, type TestServer } from '../helpers/server.js';
 

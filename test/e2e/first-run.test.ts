@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Instance } from 'burrow-sandbox';
-import { AuthStore } from '../../src/server/auth-store.js';
+import { AuthStore } from '../../src/server/auth-states/store.js';
 import { eventually, testServer, type TestServer } from '../helpers/server.js';
 import { burrowCli, root } from './run.js';
 
@@ -87,8 +87,8 @@ describe('scripts/setup.sh', () => {
     expect(readFileSync(log, 'utf8')).toBe('update\ninstall -y ffmpeg\n');
   });
 
-  it('lists every package the server needs (src/server/requirements.ts)', async () => {
-    const { requirements } = await import('../../src/server/requirements.js');
+  it('lists every package the server needs (src/server/host/requirements.ts)', async () => {
+    const { requirements } = await import('../../src/server/host/requirements.js');
     const script = readFileSync(join(root, 'scripts/setup.sh'), 'utf8');
     for (const r of requirements()) {
       for (const pkg of r.packages) expect(script).toMatch(new RegExp(`need ${pkg}\\b`));

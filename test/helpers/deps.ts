@@ -173,31 +173,48 @@ export function buildGraph(root: string, dirs: readonly string[]): Graph {
 // ---------------------------------------------------------------------------------------------
 // The rules
 
-/** A module's layer: `api`, `client`, `session`, `server`, `server/browser`, `adapters`, … */
+/**
+ * A module's layer: `api`, `client`, `session`, `adapters`, …; inside src/server/ its room:
+ * `server` for the entry point (src/server/index.ts), `server/base` for the other modules at the
+ * top of the folder (errors, meta), `server/<folder>` for the rest.
+ */
 export function layerOf(file: string): string {
   const parts = file.split('/');
   if (parts[0] === 'adapters') return 'adapters';
   if (parts[0] !== 'src') return parts[0]!;
   if (parts.length === 2) return 'src'; // src/index.ts
-  if (parts[1] === 'server' && parts.length > 3) return `server/${parts[2]}`;
+  if (parts[1] === 'server' && parts.length === 3) {
+    return parts[2] === 'index.ts' ? 'server' : 'server/base';
+  }
+  if (parts[1] === 'server') return `server/${parts[2]}`;
   return parts[1]!;
 }
 
 const isServer = (layer: string) => layer === 'server' || layer.startsWith('server/');
 
 /**
- * Which server folders each server folder may import, besides its own files and the modules at
- * the top of src/server/ (errors, runtime contracts, pages). Anything not listed is sideways.
- * docs/architecture.md: browser/, ubuntu/ and mcp/ build on sandbox/ and chromium/, never on
- * each other.
+ * The floor plan of src/server/ (docs/architecture.md), top floor first: a room imports only
+ * rooms on the floors below its own, never a room beside it or above it. A folder missing here
+ * has no row and may not be imported or import anything of the server.
  */
-export const SERVER_FOLDERS: Readonly<Record<string, readonly string[]>> = {
-  'server/sandbox': [],
-  'server/chromium': ['server/sandbox'],
-  'server/browser': ['server/sandbox', 'server/chromium'],
-  'server/ubuntu': ['server/sandbox', 'server/chromium'],
-  'server/mcp': ['server/sandbox', 'server/chromium'],
-};
+export const SERVER_FLOORS: readonly (readonly string[])[] = [
+  ['server'], // the composition root
+  ['server/http'], // routes, bodies, limits, the API docs and MCP endpoints
+  ['server/browser', 'server/ubuntu', 'server/mcp'], // the instance types, the MCP tools
+  ['server/chromium', 'server/auth-states'],
+  ['server/instances'], // the runtime contract, registry, pool
+  ['server/toolbox', 'server/artifacts'],
+  ['server/sandbox'],
+  ['server/computer', 'server/pages', 'server/host'],
+  ['server/base'], // errors, meta
+];
+
+/** Each server room with the rooms it may import: one row per room, derived from the floors. */
+export const SERVER_ROOMS: Readonly<Record<string, readonly string[]>> = Object.fromEntries(
+  SERVER_FLOORS.flatMap((floor, i) =>
+    floor.map((room) => [room, SERVER_FLOORS.slice(i + 1).flat()] as const),
+  ),
+);
 
 /** Packages src/api may use: the wire contract is schemas and nothing else. */
 const API_PACKAGES = new Set(['pkg:zod']);
@@ -247,19 +264,14 @@ export function checkRules(graph: Graph, opts: RuleOptions): Violation[] {
     if (isServer(from) && local && (to === 'client' || to === 'session')) {
       refuse(`server/ never imports ${to}/`, edge);
     }
-    if (
-      isServer(from) &&
-      from !== 'server' &&
-      local &&
-      isServer(to) &&
-      to !== 'server' &&
-      to !== from
-    ) {
-      if (!SERVER_FOLDERS[from]?.includes(to)) {
-        refuse(
-          `${from}/ may build on ${SERVER_FOLDERS[from]?.join(', ') || 'nothing'} besides src/server/'s own modules, not on ${to}/`,
-          edge,
-        );
+    if (isServer(from) && local && isServer(to) && to !== from) {
+      const row = SERVER_ROOMS[from];
+      if (!row) refuse(`${from}/ is no room of the floor plan (add its row)`, edge);
+      else if (!row.includes(to)) {
+        const floor = (room: string) => SERVER_FLOORS.findIndex((f) => f.includes(room));
+        const where =
+          floor(to) < 0 ? 'no room' : floor(to) === floor(from) ? 'beside it' : 'above it';
+        refuse(`${from} imports only the floors below it; ${to} is ${where}`, edge);
       }
     }
     if (from === 'adapters' && local) {

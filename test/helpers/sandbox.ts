@@ -1,6 +1,6 @@
 /** The server-wide sandbox layer for tests that build runtimes without a server. */
 import { SandboxHost } from '../../src/server/sandbox/index.js';
-import type { Logger } from '../../src/server/runtime.js';
+import type { Logger } from '../../src/server/instances/runtime.js';
 
 const quiet: Logger = { info() {}, warn() {}, error() {}, debug() {} };
 

@@ -9,7 +9,7 @@
  */
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AuthStore } from '../../src/server/auth-store.js';
+import { AuthStore } from '../../src/server/auth-states/store.js';
 import { EXTRA_OK, startIdbSite, type IdbSite } from '../helpers/idb-site.js';
 import { instanceProcesses, testServer, type TestServer } from '../helpers/server.js';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { chromium, type Page } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AuthStore } from '../../src/server/auth-store.js';
+import { AuthStore } from '../../src/server/auth-states/store.js';
 import { HttpError } from '../../src/server/errors.js';
 import {
   instanceProcesses,

@@ -15,7 +15,7 @@ import { describe, expect, it } from 'vitest';
 import { createBrowserRuntime } from '../../src/server/browser/index.js';
 import { refuseUpgrade, serverError } from '../../src/server/errors.js';
 import { processState } from '../../src/internal/process.js';
-import type { InstanceRuntime, RuntimeContext } from '../../src/server/runtime.js';
+import type { InstanceRuntime, RuntimeContext } from '../../src/server/instances/runtime.js';
 import {
   eventually,
   instanceChromium,

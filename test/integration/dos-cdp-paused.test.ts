@@ -7,7 +7,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { UPGRADE_TIMEOUT_MS } from '../../src/server/app.js';
+import { UPGRADE_TIMEOUT_MS } from '../../src/server/http/app.js';
 import { pidsMatching, testServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;

@@ -1,5 +1,5 @@
 /**
- * Downloads kept by the server (src/server/artifacts.ts, src/server/chromium/downloads.ts), with
+ * Downloads kept by the server (src/server/artifacts/store.ts, src/server/chromium/downloads.ts), with
  * real Chromium in real sandboxes: a page on 127.0.0.1 downloads through a link with a `download`
  * attribute and through a `Content-Disposition` response, on a browser instance (Playwright over
  * `cdp_url`, whose own download path is rewritten to the instance) and on the ubuntu desktop

@@ -11,8 +11,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Logger } from '../../src/server/runtime.js';
-import { Egress, type EgressOptions, type EgressPolicy } from '../../src/server/sandbox/egress.js';
+import type { Logger } from '../../src/server/instances/runtime.js';
+import {
+  Egress,
+  type EgressOptions,
+  type EgressPolicy,
+} from '../../src/server/sandbox/egress/egress.js';
 
 const quiet: Logger = { info() {}, warn() {}, error() {}, debug() {} };
 

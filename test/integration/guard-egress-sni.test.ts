@@ -7,8 +7,8 @@
  */
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Logger } from '../../src/server/runtime.js';
-import { Egress } from '../../src/server/sandbox/egress.js';
+import type { Logger } from '../../src/server/instances/runtime.js';
+import { Egress } from '../../src/server/sandbox/egress/egress.js';
 
 const quiet: Logger = { info() {}, warn() {}, error() {}, debug() {} };
 

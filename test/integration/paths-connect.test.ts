@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Supervised } from '../../src/internal/process.js';
-import type { Logger } from '../../src/server/runtime.js';
+import type { Logger } from '../../src/server/instances/runtime.js';
 import {
   connectInside,
   Sandbox,

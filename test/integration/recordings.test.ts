@@ -1,5 +1,5 @@
 /**
- * Recordings (src/server/artifacts.ts, chromium/recorder.ts, ubuntu/desktop/recorder.ts) with
+ * Recordings (src/server/artifacts/store.ts, chromium/recorder.ts, ubuntu/desktop/recorder.ts) with
  * real Chromium, Xvfb and Debian's ffmpeg inside real sandboxes: two clips per instance type, a
  * third left running and finalised by the instance's stop, each fetched and checked with ffprobe
  * (H.264, frames, a duration close to the time recorded); one clip at a time; no ffmpeg left once

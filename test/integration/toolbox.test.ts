@@ -1,5 +1,5 @@
 /**
- * The toolbox process (src/server/sandbox/toolbox.ts and toolbox.py) on real files, started with
+ * The toolbox process (src/server/toolbox/toolbox.ts and toolbox.py) on real files, started with
  * a plain spawn (the sandbox's own tests start it inside instances): binary contents both ways,
  * its rules, a FIFO that must not hang it, restarts after a crash, deadlines, uploads that leave
  * nothing behind, and a full file system.
@@ -19,13 +19,13 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alive, Supervised } from '../../src/internal/process.js';
-import { SandboxFiles } from '../../src/server/sandbox/toolbox-files.js';
+import { SandboxFiles } from '../../src/server/toolbox/files.js';
 import {
   Toolbox,
   ToolboxError,
   ToolboxUnavailable,
   type ToolboxOptions,
-} from '../../src/server/sandbox/toolbox.js';
+} from '../../src/server/toolbox/toolbox.js';
 
 let root: string;
 let home: string;

@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alive, processState } from '../../src/internal/process.js';
-import type { RuntimeContext } from '../../src/server/runtime.js';
+import type { RuntimeContext } from '../../src/server/instances/runtime.js';
 import { UbuntuRuntime } from '../../src/server/ubuntu/index.js';
 import { testSandboxHost } from '../helpers/sandbox.js';
 import { instanceFrozen, instancePids, pidsMatching } from '../helpers/server.js';

@@ -1,5 +1,5 @@
 /**
- * The warm pool (src/server/pool.ts) and the instant stop: `start` hands over an instance that
+ * The warm pool (src/server/instances/pool.ts) and the instant stop: `start` hands over an instance that
  * was started ahead of demand, with the caller's resolution and blocked domains applied; pooled
  * instances are never listed, share the instance cap, refill in the background, and die with the
  * server. `stop` answers once the instance is unusable; its processes follow.

@@ -1,10 +1,10 @@
 /**
- * The pure parts of downloads (src/server/artifacts.ts, src/server/chromium/downloads.ts): names
+ * The pure parts of downloads (src/server/artifacts/store.ts, src/server/chromium/downloads.ts): names
  * from a page made harmless, the `content-disposition` built from them, the media type guess, and
  * how a client's download behaviour is rewritten to the instance's directory.
  */
 import { describe, expect, it } from 'vitest';
-import { contentDisposition, mimeTypeOf, safeFilename } from '../../src/server/artifacts.js';
+import { contentDisposition, mimeTypeOf, safeFilename } from '../../src/server/artifacts/store.js';
 import { DownloadWatch } from '../../src/server/chromium/downloads.js';
 
 describe('safeFilename', () => {

@@ -24,9 +24,9 @@ import {
   contentDisposition,
   safeFilename,
   type InstanceArtifacts,
-} from '../../src/server/artifacts.js';
+} from '../../src/server/artifacts/store.js';
 import { HttpError } from '../../src/server/errors.js';
-import type { Logger } from '../../src/server/runtime.js';
+import type { Logger } from '../../src/server/instances/runtime.js';
 
 const dirs: string[] = [];
 afterEach(() => {

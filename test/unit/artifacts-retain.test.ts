@@ -1,5 +1,5 @@
 /**
- * What an instance's artifacts cost the host once copied out (artifacts.ts): sparse files are not
+ * What an instance's artifacts cost the host once copied out (artifacts/store.ts): sparse files are not
  * kept, zeros are copied as holes, and all instances together stay under `maxRetainedBytes`.
  * Real files in a temporary home; every refusal is logged with its reason.
  */
@@ -9,8 +9,8 @@ import { truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ArtifactStore, retainRefusal } from '../../src/server/artifacts.js';
-import type { Logger } from '../../src/server/runtime.js';
+import { ArtifactStore, retainRefusal } from '../../src/server/artifacts/store.js';
+import type { Logger } from '../../src/server/instances/runtime.js';
 
 const MiB = 1024 * 1024;
 const dirs: string[] = [];

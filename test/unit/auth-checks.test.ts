@@ -19,10 +19,10 @@ import {
   registerStreamPages,
   safeEqual,
   UPGRADE_TIMEOUT_MS,
-} from '../../src/server/app.js';
-import { AuthStore } from '../../src/server/auth-store.js';
+} from '../../src/server/http/app.js';
+import { AuthStore } from '../../src/server/auth-states/store.js';
 import { HttpError, serverError } from '../../src/server/errors.js';
-import { Registry } from '../../src/server/registry.js';
+import { Registry } from '../../src/server/instances/registry.js';
 import type { SandboxHost } from '../../src/server/sandbox/index.js';
 
 const KEY = 'bk_Secret-Key_0123456789abcdef';

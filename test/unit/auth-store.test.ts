@@ -19,10 +19,14 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AuthStore } from '../../src/server/auth-store.js';
+import { AuthStore } from '../../src/server/auth-states/store.js';
 import { HttpError } from '../../src/server/errors.js';
-import type { BrowserAuthData } from '../../src/server/runtime.js';
-import { loadKeyring, parseKey, rotateDataDirKey } from '../../src/server/secret-key.js';
+import type { BrowserAuthData } from '../../src/server/instances/runtime.js';
+import {
+  loadKeyring,
+  parseKey,
+  rotateDataDirKey,
+} from '../../src/server/auth-states/secret-key.js';
 
 const dirs: string[] = [];
 const tempDir = () => {
@@ -293,7 +297,7 @@ describe('AuthStore writes', () => {
     const key = keyText();
     // a real child process saving large states as fast as it can, told to report each commit
     const script = `
-      import { AuthStore } from ${JSON.stringify(new URL('../../src/server/auth-store.ts', import.meta.url).pathname)};
+      import { AuthStore } from ${JSON.stringify(new URL('../../src/server/auth-states/store.ts', import.meta.url).pathname)};
       const store = new AuthStore(process.env.STORE_DIR, { warn: () => {} });
       const big = 'x'.repeat(2_000_000);
       for (let i = 0; ; i++) {

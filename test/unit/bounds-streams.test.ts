@@ -1,6 +1,6 @@
 /**
  * Bounds on the byte streams the server reads from instances and clients (issue 18, item 4):
- * the toolbox's frames (src/server/sandbox/toolbox-frames.ts), newline-delimited lines
+ * the toolbox's frames (src/server/toolbox/frames.ts), newline-delimited lines
  * (src/internal/lines.ts: the kernel bridge, Chromium's stderr), the DevTools pipe and its
  * multiplexer (src/server/chromium/pipe.ts, mux.ts). Each refuses what passes its bound as soon
  * as the bound is passed, without holding more.
@@ -24,7 +24,7 @@ import {
   FrameError,
   MAX_HEADER_BYTES,
   MAX_PAYLOAD_BYTES,
-} from '../../src/server/sandbox/toolbox-frames.js';
+} from '../../src/server/toolbox/frames.js';
 import { fakeChromium } from '../helpers/fake-chromium.js';
 
 const MiB = 1024 * 1024;

@@ -2,8 +2,9 @@
  * The import rules of docs/architecture.md, checked on the module graph of src/ and adapters/ as
  * the TypeScript parser reads it (test/helpers/deps.ts): api/ imports only zod; client/ and
  * session/ never import server/ (session/ may load the server's entry point lazily with
- * `import()`); server/ never imports client/ or session/; inside server/, browser/, ubuntu/ and
- * mcp/ build on sandbox/ and chromium/ only; adapters import only the package's entry points or the
+ * `import()`); server/ never imports client/ or session/; inside server/, each room imports only
+ * the rooms on the floors below its own (SERVER_FLOORS: the entry point and the modules at the
+ * top of the folder are rooms too); adapters import only the package's entry points or the
  * session's leaf driver module; internal/ is a leaf; and no cycles, type-only ones included. A
  * failure lists each offending import as `file:line imports 'spec' → target: rule`.
  */
@@ -52,15 +53,15 @@ describe('the real tree', () => {
     expect(graph.files.length).toBeGreaterThan(100);
     const edge = (from: string, to: string) =>
       graph.edges.find((e) => e.from === from && e.to === to);
-    expect(edge('src/server/app.ts', 'src/api/index.ts')).toMatchObject({ typeOnly: false });
-    expect(edge('src/server/handlers.ts', 'src/server/registry.ts')).toMatchObject({
+    expect(edge('src/server/http/app.ts', 'src/api/index.ts')).toMatchObject({ typeOnly: false });
+    expect(edge('src/server/http/handlers.ts', 'src/server/instances/registry.ts')).toMatchObject({
       typeOnly: true,
     });
     expect(edge('src/server/index.ts', 'src/server/browser/index.ts')).toMatchObject({
       dynamic: true,
     });
     expect(edge('src/client/core.ts', 'pkg:undici')).toBeDefined();
-    expect(edge('src/server/app.ts', 'node:crypto')).toBeDefined();
+    expect(edge('src/server/http/app.ts', 'node:crypto')).toBeDefined();
     // the package's own name resolves to the source of its entry point
     expect(graph.edges.some((e) => e.spec === opts.packageName && e.to === 'src/index.ts')).toBe(
       true,
@@ -145,7 +146,8 @@ describe('the checker itself', () => {
     'src/session/driver.ts': 'export interface Driver {}',
     'src/internal/log.ts': "import type { A } from '../api/index.js';",
     'src/server/index.ts': "import { c } from '../client/index.js';",
-    'src/server/errors.ts': 'export const e = 1;',
+    'src/server/errors.ts': "export const e = 1;\nimport type { A } from './sandbox/a.js';",
+    'src/server/stray/s.ts': "import { e } from '../errors.js';",
     'src/server/sandbox/a.ts': "import { b } from '../browser/b.js';",
     'src/server/browser/b.ts': "import { u } from '../ubuntu/u.js';\nimport '../chromium/c.js';",
     'src/server/ubuntu/u.ts': "import type { B } from '../browser/b.js';",
@@ -166,11 +168,13 @@ describe('the checker itself', () => {
       "src/api/index.ts:2 imports '../server/errors.js' → src/server/errors.ts: api/ imports only zod (and itself)",
       "src/client/index.ts:1 imports '../server/index.js' (type-only) → src/server/index.ts: client/ never imports server/ (session/ may only load its entry point with import())",
       "src/internal/log.ts:1 imports '../api/index.js' (type-only) → src/api/index.ts: internal/ is a leaf: it imports no other part of src/",
-      "src/server/browser/b.ts:1 imports '../ubuntu/u.js' → src/server/ubuntu/u.ts: server/browser/ may build on server/sandbox, server/chromium besides src/server/'s own modules, not on server/ubuntu/",
+      "src/server/browser/b.ts:1 imports '../ubuntu/u.js' → src/server/ubuntu/u.ts: server/browser imports only the floors below it; server/ubuntu is beside it",
       "src/server/chromium/c.ts:2 imports '../gone.js' → missing:../gone.js: an import names a module that does not exist",
+      "src/server/errors.ts:2 imports './sandbox/a.js' (type-only) → src/server/sandbox/a.ts: server/base imports only the floors below it; server/sandbox is above it",
       "src/server/index.ts:1 imports '../client/index.js' → src/client/index.ts: server/ never imports client/",
-      "src/server/sandbox/a.ts:1 imports '../browser/b.js' → src/server/browser/b.ts: server/sandbox/ may build on nothing besides src/server/'s own modules, not on server/browser/",
-      "src/server/ubuntu/u.ts:1 imports '../browser/b.js' (type-only) → src/server/browser/b.ts: server/ubuntu/ may build on server/sandbox, server/chromium besides src/server/'s own modules, not on server/browser/",
+      "src/server/sandbox/a.ts:1 imports '../browser/b.js' → src/server/browser/b.ts: server/sandbox imports only the floors below it; server/browser is above it",
+      "src/server/stray/s.ts:1 imports '../errors.js' → src/server/errors.ts: server/stray/ is no room of the floor plan (add its row)",
+      "src/server/ubuntu/u.ts:1 imports '../browser/b.js' (type-only) → src/server/browser/b.ts: server/ubuntu imports only the floors below it; server/browser is beside it",
       "src/session/index.ts:2 imports '../server/errors.js' → src/server/errors.ts: session/ never imports server/ (session/ may only load its entry point with import())",
     ]);
     // allowed: the lazy import of the server's entry, the driver leaf, the public entry, zod

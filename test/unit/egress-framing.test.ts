@@ -7,9 +7,9 @@
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { Logger } from '../../src/server/runtime.js';
-import { Egress } from '../../src/server/sandbox/egress.js';
-import { requestFraming } from '../../src/server/sandbox/proxy-http.js';
+import type { Logger } from '../../src/server/instances/runtime.js';
+import { Egress } from '../../src/server/sandbox/egress/egress.js';
+import { requestFraming } from '../../src/server/sandbox/egress/proxy-http.js';
 
 describe('requestFraming', () => {
   const h = (...kv: string[]) => kv;

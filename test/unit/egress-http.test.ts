@@ -6,7 +6,7 @@ import {
   parseAuthority,
   parseProxyTarget,
   plainResponse,
-} from '../../src/server/sandbox/proxy-http.js';
+} from '../../src/server/sandbox/egress/proxy-http.js';
 
 describe('parseAuthority', () => {
   it('reads CONNECT targets', () => {

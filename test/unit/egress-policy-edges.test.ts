@@ -12,7 +12,7 @@ import {
   classifyAddress,
   normalizeHost,
   type HostAccess,
-} from '../../src/server/sandbox/egress-policy.js';
+} from '../../src/server/sandbox/egress/policy.js';
 
 describe('normalizeHost at its edges', () => {
   it('ignores whitespace around the name', () => {

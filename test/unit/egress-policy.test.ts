@@ -8,7 +8,7 @@ import {
   hostAddresses,
   normalizeHost,
   type HostAccess,
-} from '../../src/server/sandbox/egress-policy.js';
+} from '../../src/server/sandbox/egress/policy.js';
 
 describe('normalizeHost', () => {
   it('gives one spelling per host', () => {

@@ -1,13 +1,13 @@
 /**
- * Connections the egress refuses for being past its cap (src/server/sandbox/egress.ts): each is
+ * Connections the egress refuses for being past its cap (src/server/sandbox/egress/egress.ts): each is
  * answered and closed within a fixed time however much its peer keeps sending, and the answers
  * themselves are bounded, so an instance cannot make the server hold descriptors without end.
  * (The second attack kept 14,000 such sockets open by sending a byte a second to each.)
  */
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Logger } from '../../src/server/runtime.js';
-import { Egress } from '../../src/server/sandbox/egress.js';
+import type { Logger } from '../../src/server/instances/runtime.js';
+import { Egress } from '../../src/server/sandbox/egress/egress.js';
 
 const quiet: Logger = { info() {}, warn() {}, error() {}, debug() {} };
 const CAP = 4;

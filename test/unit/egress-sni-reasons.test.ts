@@ -6,7 +6,7 @@
  * of a server name includes its end points.
  */
 import { describe, expect, it } from 'vitest';
-import { MAX_CLIENT_HELLO_BYTES, sniffClientHello } from '../../src/server/sandbox/sni.js';
+import { MAX_CLIENT_HELLO_BYTES, sniffClientHello } from '../../src/server/sandbox/egress/sni.js';
 
 const u16 = (n: number) => Buffer.from([n >> 8, n & 255]);
 const RANDOM = Buffer.alloc(32, 7);

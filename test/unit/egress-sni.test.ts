@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { describe, expect, it } from 'vitest';
-import { sniffClientHello } from '../../src/server/sandbox/sni.js';
+import { sniffClientHello } from '../../src/server/sandbox/egress/sni.js';
 
 /** The first flight Node's TLS client sends for `opts`: a ClientHello in one or more records. */
 function captureHello(opts: tls.ConnectionOptions): Promise<Buffer> {

@@ -9,9 +9,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AuthStore, seal, type StoredAuthState } from '../../src/server/auth-store.js';
-import type { BrowserAuthData } from '../../src/server/runtime.js';
-import { parseKey } from '../../src/server/secret-key.js';
+import { AuthStore, seal, type StoredAuthState } from '../../src/server/auth-states/store.js';
+import type { BrowserAuthData } from '../../src/server/instances/runtime.js';
+import { parseKey } from '../../src/server/auth-states/secret-key.js';
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -43,8 +43,8 @@ describe('MCP tools and TOOLS.md', () => {
   });
 
   it('documents every error code the tools raise themselves', () => {
-    const sources = ['tools.ts', 'page.ts', 'http.ts'].map((f) =>
-      readFileSync(new URL(`../../src/server/mcp/${f}`, import.meta.url), 'utf8'),
+    const sources = ['mcp/tools.ts', 'mcp/page.ts', 'http/mcp.ts'].map((f) =>
+      readFileSync(new URL(`../../src/server/${f}`, import.meta.url), 'utf8'),
     );
     const codes = new Set<string>();
     for (const src of sources) {

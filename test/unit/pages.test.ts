@@ -1,10 +1,10 @@
-/** src/server/pages.ts and the live-view pages it serves: files inlined into one document. */
+/** src/server/pages/pages.ts and the live-view pages it serves: files inlined into one document. */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { fillPage, loadPage, scriptJson } from '../../src/server/pages.js';
+import { fillPage, loadPage, scriptJson } from '../../src/server/pages/pages.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'burrow-pages-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -1,5 +1,5 @@
 /**
- * A cold start that fails is retried once with a fresh instance (src/server/registry.ts,
+ * A cold start that fails is retried once with a fresh instance (src/server/instances/registry.ts,
  * START_ATTEMPTS); a second failure is answered with its reason. The runtimes here are stand-ins:
  * a process killed at exactly the moment an instance comes up cannot be produced on demand, which
  * is the fault this injects.
@@ -8,8 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Registry } from '../../src/server/registry.js';
-import type { InstanceRuntime, RuntimeFactory } from '../../src/server/runtime.js';
+import { Registry } from '../../src/server/instances/registry.js';
+import type { InstanceRuntime, RuntimeFactory } from '../../src/server/instances/runtime.js';
 import type { SandboxHost } from '../../src/server/sandbox/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'burrow-retry-'));

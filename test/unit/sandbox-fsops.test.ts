@@ -1,5 +1,5 @@
 /**
- * The file tools' layer over the toolbox (src/server/sandbox/fsops.ts), with a scripted toolbox:
+ * The file tools' layer over the toolbox (src/server/toolbox/fsops.ts), with a scripted toolbox:
  * what goes to the toolbox is the path as requested (the toolbox resolves it inside the
  * sandbox); what a failure says names the path as the client wrote it (made absolute), never a
  * path the toolbox resolved to; a toolbox that is down is its own error; invalid UTF-8 is refused
@@ -14,14 +14,14 @@ import {
   MAX_TEXT_BYTES,
   numbered,
   pyList,
-} from '../../src/server/sandbox/fsops.js';
-import { ToolError } from '../../src/server/sandbox/paths.js';
+} from '../../src/server/toolbox/fsops.js';
+import { ToolError } from '../../src/server/toolbox/paths.js';
 import {
   ToolboxError,
   ToolboxUnavailable,
   type Toolbox,
-} from '../../src/server/sandbox/toolbox.js';
-import type { FrameHeader } from '../../src/server/sandbox/toolbox-frames.js';
+} from '../../src/server/toolbox/toolbox.js';
+import type { FrameHeader } from '../../src/server/toolbox/frames.js';
 
 type Reply = { header: FrameHeader; payload?: Buffer } | Error;
 

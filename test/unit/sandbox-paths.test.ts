@@ -1,5 +1,5 @@
 /**
- * The path helpers the file tools use (src/server/sandbox/paths.ts): `isUnder` decides whether a
+ * The path helpers the file tools use (src/server/toolbox/paths.ts): `isUnder` decides whether a
  * copy would go into its own source, so a sibling that shares a prefix (`/home/user2` next to
  * `/home/user`) must not count as below it; display paths fold `..` lexically for messages; a
  * tool's message names the path it concerns, and its own refusals are passed on verbatim.
@@ -11,7 +11,7 @@ import {
   isUnder,
   toolMessage,
   ToolError,
-} from '../../src/server/sandbox/paths.js';
+} from '../../src/server/toolbox/paths.js';
 
 describe('isUnder', () => {
   it('is true for the root itself and what lies below it', () => {

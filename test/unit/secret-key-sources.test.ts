@@ -1,6 +1,6 @@
 /**
- * Where the auth-state key comes from (src/server/secret-key.ts) and what the store makes of the
- * files it finds (src/server/auth-store.ts), at their edges: the exact spellings a key may take,
+ * Where the auth-state key comes from (src/server/auth-states/secret-key.ts) and what the store makes of the
+ * files it finds (src/server/auth-states/store.ts), at their edges: the exact spellings a key may take,
  * key files with comments and CRLF, the source an error names (and never the key), old keys from
  * every source deduplicated, rotation keeping every earlier key, files that are not states, and
  * the reasons an unreadable state gives. Real files in temporary directories.
@@ -18,9 +18,14 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { AuthStore, seal, type StoredAuthState } from '../../src/server/auth-store.js';
+import { AuthStore, seal, type StoredAuthState } from '../../src/server/auth-states/store.js';
 import type { HttpError } from '../../src/server/errors.js';
-import { keyId, loadKeyring, parseKey, rotateDataDirKey } from '../../src/server/secret-key.js';
+import {
+  keyId,
+  loadKeyring,
+  parseKey,
+  rotateDataDirKey,
+} from '../../src/server/auth-states/secret-key.js';
 
 const dirs: string[] = [];
 const tempDir = () => {

@@ -1,13 +1,13 @@
 /**
- * Saved auth-state data ↔ Playwright's `storageState` (src/server/storage-state.ts): cookies map
+ * Saved auth-state data ↔ Playwright's `storageState` (src/server/auth-states/storage-state.ts): cookies map
  * as Playwright's own Chromium code maps them (session cookies `expires: -1`, a missing SameSite
  * is Lax, the partition key's top-level site as a string), storage becomes name/value lists per
  * origin, and what cannot be applied (non-http origins) is dropped on import.
  */
 import { describe, expect, it } from 'vitest';
 import { StorageState } from '../../src/api/index.js';
-import type { BrowserAuthData } from '../../src/server/runtime.js';
-import { fromStorageState, toStorageState } from '../../src/server/storage-state.js';
+import type { BrowserAuthData } from '../../src/server/instances/runtime.js';
+import { fromStorageState, toStorageState } from '../../src/server/auth-states/storage-state.js';
 
 const captured: BrowserAuthData = {
   cookies: [

@@ -12,7 +12,7 @@ import {
   FrameError,
   MAX_HEADER_BYTES,
   type Frame,
-} from '../../src/server/sandbox/toolbox-frames.js';
+} from '../../src/server/toolbox/frames.js';
 
 /** A frame with a header written as given (not through `encodeFrame`). */
 function raw(headerText: string, payload = Buffer.alloc(0)): Buffer {

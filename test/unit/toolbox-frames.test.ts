@@ -1,10 +1,6 @@
-/** The toolbox's wire format (src/server/sandbox/toolbox-frames.ts): frames survive any cut. */
+/** The toolbox's wire format (src/server/toolbox/frames.ts): frames survive any cut. */
 import { describe, expect, it } from 'vitest';
-import {
-  encodeFrame,
-  FrameDecoder,
-  MAX_HEADER_BYTES,
-} from '../../src/server/sandbox/toolbox-frames.js';
+import { encodeFrame, FrameDecoder, MAX_HEADER_BYTES } from '../../src/server/toolbox/frames.js';
 
 const bytes = (n: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 7) % 256));
 

@@ -1,7 +1,7 @@
 /**
  * Uploads into a browser instance: the same streamed upload as ubuntu instances
- * (../sandbox/upload.ts), written by a toolbox inside the instance's sandbox
- * (../sandbox/toolbox.ts) as its user, on its disk and within its quota. Relative paths are taken
+ * (../toolbox/upload.ts), written by a toolbox inside the instance's sandbox
+ * (../toolbox/toolbox.ts) as its user, on its disk and within its quota. Relative paths are taken
  * against the instance's home; the kernel, not this code, decides what the instance may write, so
  * `..`, symlinks or absolute paths cannot lead outside what the instance itself can reach, and the
  * tools refuse anything outside its home and /tmp with a 400. The answer's `path` is the file's
@@ -12,9 +12,9 @@ import type { UploadResult } from '../../api/index.js';
 import type { Logger } from '../../internal/log.js';
 import { serverError } from '../errors.js';
 import type { Sandbox } from '../sandbox/index.js';
-import { Toolbox } from '../sandbox/toolbox.js';
-import { InstanceFiles } from '../sandbox/fsops.js';
-import { upload } from '../sandbox/upload.js';
+import { Toolbox } from '../toolbox/toolbox.js';
+import { InstanceFiles } from '../toolbox/fsops.js';
+import { upload } from '../toolbox/upload.js';
 
 export class BrowserFiles {
   #files: InstanceFiles | undefined;

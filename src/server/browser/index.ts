@@ -6,7 +6,12 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import type { ParsedComputerAction, ToolResult, UploadResult } from '../../api/index.js';
-import type { ClaimRequest, InstanceRuntime, RuntimeContext, RuntimeFactory } from '../runtime.js';
+import type {
+  ClaimRequest,
+  InstanceRuntime,
+  RuntimeContext,
+  RuntimeFactory,
+} from '../instances/runtime.js';
 import { join, posix } from 'node:path';
 import {
   BrowserController,
@@ -14,8 +19,8 @@ import {
   Screencast,
   type BrowserControllerOptions,
 } from '../chromium/index.js';
-import type { InstanceArtifacts } from '../artifacts.js';
-import { ffmpegIn } from '../artifacts-ffmpeg.js';
+import type { InstanceArtifacts } from '../artifacts/store.js';
+import { ffmpegIn } from '../artifacts/ffmpeg.js';
 import { recordScreencast } from '../chromium/recorder.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import {

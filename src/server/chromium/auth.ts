@@ -13,7 +13,7 @@
  */
 import type { IndexedDBDatabase } from '../../api/index.js';
 import { serverError } from '../errors.js';
-import type { BrowserAuthData } from '../runtime.js';
+import type { BrowserAuthData } from '../instances/runtime.js';
 import { COLLECT_INDEXEDDB, restoreIndexedDB } from './auth-indexeddb.js';
 import { CdpError, type CdpConnection, type CdpParams } from './cdp.js';
 

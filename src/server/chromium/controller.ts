@@ -7,8 +7,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { SerialQueue } from '../../internal/serial.js';
 import { refuseUpgrade, serverError } from '../errors.js';
-import { chromiumRefusal } from '../requirements.js';
-import type { BrowserAuthData, BrowserCapability, RuntimeContext } from '../runtime.js';
+import { chromiumRefusal } from '../host/requirements.js';
+import type { BrowserAuthData, BrowserCapability, RuntimeContext } from '../instances/runtime.js';
 import type { LaunchOptions } from './chromium.js';
 import type { DownloadSink } from './downloads.js';
 import { ChromiumSession } from './session.js';
@@ -29,7 +29,7 @@ export interface BrowserControllerOptions {
   mkdir?: LaunchOptions['mkdir'];
   /** The sandbox's processes, among which Chromium's strays are (see `LaunchOptions.members`). */
   members?: LaunchOptions['members'];
-  /** Where downloads are kept and reported (the instance's artifacts, ../artifacts.ts). */
+  /** Where downloads are kept and reported (the instance's artifacts, ../artifacts/store.ts). */
   downloads?: DownloadSink | undefined;
   /** Chromium died on its own while it should have been running. */
   onCrash(reason: string): void;

@@ -13,7 +13,7 @@
  *   bytes land in the instance; a path on the client's machine means nothing here. `deny` stays
  *   `deny`: a client that refuses downloads gets none.
  * - The server's session hears every download's events and tells the instance's artifacts
- *   (../artifacts.ts), where the GUID is the download's id on the wire.
+ *   (../artifacts/store.ts), where the GUID is the download's id on the wire.
  */
 import type { CdpConnection } from './cdp.js';
 import type { CdpParams } from './transport.js';

@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SerialQueue } from '../../internal/serial.js';
 import type { MouseButton, ParsedComputerAction, ToolResult } from '../../api/index.js';
-import { expandKeys, keyForChar, lookupKey, MODIFIER_BITS, type KeyDef } from '../keys.js';
+import { expandKeys, keyForChar, lookupKey, MODIFIER_BITS, type KeyDef } from '../computer/keys.js';
 import { CdpError, type CdpConnection } from './cdp.js';
 
 /** A page to send input to: a CDP connection and the flattened session of the page target. */

@@ -7,9 +7,9 @@
  * reads slower than that, ticks are skipped rather than queued. The active tab is looked up every
  * second; a new tab or a restarted browser moves the screencast there.
  */
-import type { ActiveRecording } from '../artifacts.js';
-import { FfmpegProcess, RECORDING_FPS, type FfmpegOptions } from '../artifacts-ffmpeg.js';
-import type { Logger } from '../runtime.js';
+import type { ActiveRecording } from '../artifacts/store.js';
+import { FfmpegProcess, RECORDING_FPS, type FfmpegOptions } from '../artifacts/ffmpeg.js';
+import type { Logger } from '../instances/runtime.js';
 import type { CdpConnection } from './cdp.js';
 
 export interface ScreencastRecorderOptions {

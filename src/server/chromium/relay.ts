@@ -15,7 +15,7 @@ import type { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
 import { WebSocketServer } from 'ws';
 import { refuseUpgrade, serverError } from '../errors.js';
-import type { Logger } from '../runtime.js';
+import type { Logger } from '../instances/runtime.js';
 import type { CdpMux, MuxClient, MuxTarget } from './mux.js';
 import { CDP_MAX_COMMAND_BYTES } from './transport.js';
 

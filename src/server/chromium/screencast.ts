@@ -19,7 +19,7 @@ import WebSocket, { WebSocketServer } from 'ws';
 import { z } from 'zod';
 import { MOUSE_BUTTONS } from '../../api/index.js';
 import { refuseUpgrade, serverError } from '../errors.js';
-import type { Logger } from '../runtime.js';
+import type { Logger } from '../instances/runtime.js';
 import type { CdpComputer, PageTarget } from './input.js';
 
 export interface ScreencastOptions {

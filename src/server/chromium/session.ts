@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { serverError } from '../errors.js';
-import type { BrowserAuthData, Logger } from '../runtime.js';
+import type { BrowserAuthData, Logger } from '../instances/runtime.js';
 import { applyAuth, authOrigins, captureAuth, originOf, type AuthScope } from './auth.js';
 import { CdpConnection } from './cdp.js';
 import { launchChromium, type LaunchOptions, type LaunchedChromium } from './chromium.js';

@@ -6,7 +6,7 @@
  */
 import { background } from '../../internal/background.js';
 import type { Logger } from '../../internal/log.js';
-import { Egress } from './egress.js';
+import { Egress } from './egress/egress.js';
 import type { SandboxHost } from './host.js';
 import { SANDBOX_HOSTNAME } from './rootfs.js';
 import type { Sandbox } from './sandbox.js';

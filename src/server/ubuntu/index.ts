@@ -25,13 +25,13 @@ import type {
   RuntimeContext,
   RuntimeFactory,
   StreamPage,
-} from '../runtime.js';
-import { BashSessions } from './bash.js';
+} from '../instances/runtime.js';
+import { BashSessions } from './tools/bash.js';
 import { UbuntuDesktop } from './desktop/desktop.js';
 import { Display, type DisplayInfo } from './display.js';
-import { EditTool } from './edit.js';
-import { InstanceEnv } from './env.js';
-import { FileTool } from './file.js';
+import { EditTool } from './tools/edit.js';
+import { InstanceEnv } from './tools/env.js';
+import { FileTool } from './tools/file.js';
 import { createKernels, type Kernels } from './kernels/index.js';
 import {
   hostLoopbackAllowed,
@@ -42,11 +42,11 @@ import {
   type SandboxLimits,
   type SpawnOptions,
 } from '../sandbox/index.js';
-import { Toolbox } from '../sandbox/toolbox.js';
-import { InstanceFiles } from '../sandbox/fsops.js';
-import { upload } from '../sandbox/upload.js';
-import type { InstanceArtifacts } from '../artifacts.js';
-import { ffmpegIn } from '../artifacts-ffmpeg.js';
+import { Toolbox } from '../toolbox/toolbox.js';
+import { InstanceFiles } from '../toolbox/fsops.js';
+import { upload } from '../toolbox/upload.js';
+import type { InstanceArtifacts } from '../artifacts/store.js';
+import { ffmpegIn } from '../artifacts/ffmpeg.js';
 import { recordDisplay } from './desktop/recorder.js';
 
 interface Started {
@@ -81,7 +81,7 @@ export class UbuntuRuntime implements InstanceRuntime {
 
   /**
    * A warm-pool instance gets its user. Its display keeps the size it started with (Xvfb's
-   * framebuffer cannot change), so the pool hands it only to a request of that size (pool.ts);
+   * framebuffer cannot change), so the pool hands it only to a request of that size (instances/pool.ts);
    * the egress enforces the user's blocked domains from now on, and the desktop browser, which
    * has not run yet, is launched with them.
    */

@@ -1,6 +1,6 @@
 /**
  * The live-view page of an ubuntu instance (`stream_url`): liveview.html with its script
- * liveview.page.mjs (inlined, ../pages.ts), noVNC (npm `@novnc/novnc`, its `core/` and
+ * liveview.page.mjs (inlined, ../pages/pages.ts), noVNC (npm `@novnc/novnc`, its `core/` and
  * `vendor/` ES modules served from node_modules) connected to `/stream/<id>/websockify?token=…`,
  * view and control.
  *
@@ -13,8 +13,8 @@ import { readdir, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, sep } from 'node:path';
 import { serverError } from '../errors.js';
-import { fillPage, loadPage, scriptJson } from '../pages.js';
-import type { StreamPage } from '../runtime.js';
+import { fillPage, loadPage, scriptJson } from '../pages/pages.js';
+import type { StreamPage } from '../instances/runtime.js';
 
 export interface VncPageOptions {
   /** The VNC password the page hands to x11vnc (the page itself is behind the token). */

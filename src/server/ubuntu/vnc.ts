@@ -23,7 +23,7 @@ import { LineDecoder } from '../../internal/lines.js';
 import { writeFileAtomic } from '../../internal/fs.js';
 import { Supervised } from '../../internal/process.js';
 import { refuseUpgrade, serverError } from '../errors.js';
-import type { Logger } from '../runtime.js';
+import type { Logger } from '../instances/runtime.js';
 
 export interface VncOptions {
   /** Environment naming the display for a client on the host: `DISPLAY`, `XAUTHORITY`. */

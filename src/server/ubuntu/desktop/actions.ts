@@ -4,7 +4,7 @@
  * can be typed. Running them is computer.ts's job.
  */
 import type { ParsedComputerAction } from '../../../api/index.js';
-import { expandKeys, keyForChar, lookupKey, xKeysym } from '../../keys.js';
+import { expandKeys, keyForChar, lookupKey, xKeysym } from '../../computer/keys.js';
 import { ActionError } from './errors.js';
 import { XDOTOOL_TIMEOUT_MS } from './xdotool.js';
 

@@ -11,7 +11,7 @@ import type { ParsedComputerAction, ToolResult } from '../../../api/index.js';
 import type { Supervised } from '../../../internal/process.js';
 import { BrowserController } from '../../chromium/index.js';
 import { refuseUpgrade, serverError } from '../../errors.js';
-import type { RuntimeContext, StreamPage } from '../../runtime.js';
+import type { RuntimeContext, StreamPage } from '../../instances/runtime.js';
 import { vncLiveViewPage } from '../liveview-page.js';
 import { VncServer } from '../vnc.js';
 import { chromiumProxyArgs, connectInside } from '../../sandbox/index.js';
@@ -124,7 +124,7 @@ export class UbuntuDesktop {
       launch: () => ({ ctx: browserCtx() }),
       processDir: posix.join(box.home, BROWSER_DIR),
       members: () => box.pids(),
-      // downloads kept in the instance's ~/Downloads and listed by the API (../../artifacts.ts)
+      // downloads kept in the instance's ~/Downloads and listed by the API (../../artifacts/store.ts)
       downloads: ctx.artifacts,
       spawn: (argv, o) => box.spawn(argv, o),
       mkdir: async (paths) => {

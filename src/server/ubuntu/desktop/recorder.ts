@@ -3,8 +3,8 @@
  * sandbox like xdotool and x11vnc (it parses replies of an X server the instance controls), with
  * the display and X authority the instance's own processes use. `q` on its stdin ends the clip.
  */
-import type { ActiveRecording } from '../../artifacts.js';
-import { FfmpegProcess, RECORDING_FPS, type FfmpegOptions } from '../../artifacts-ffmpeg.js';
+import type { ActiveRecording } from '../../artifacts/store.js';
+import { FfmpegProcess, RECORDING_FPS, type FfmpegOptions } from '../../artifacts/ffmpeg.js';
 
 export interface DisplayRecorderOptions {
   /** `DISPLAY` as seen inside the sandbox. */

@@ -8,7 +8,7 @@
  * const kernels = createKernels({
  *   spawn: (argv, o) => sandbox.spawn(argv, o),
  *   sandboxHome: sandbox.home,
- *   toolbox, // the instance's (../../sandbox/toolbox.ts)
+ *   toolbox, // the instance's (../../toolbox/toolbox.ts)
  *   env: () => instanceEnv.current(), // base environment + the instance's variables
  * });
  * ```
@@ -38,9 +38,9 @@
  */
 import { posix } from 'node:path';
 import type { CodeExecuteResult } from '../../../api/index.js';
-import type { Logger, NotebookCapability } from '../../runtime.js';
-import { SandboxFiles } from '../../sandbox/toolbox-files.js';
-import { Toolbox } from '../../sandbox/toolbox.js';
+import type { Logger, NotebookCapability } from '../../instances/runtime.js';
+import { SandboxFiles } from '../../toolbox/files.js';
+import { Toolbox } from '../../toolbox/toolbox.js';
 import { Notebooks } from './notebooks.js';
 import { KernelPool, type RunResult, type SandboxSpawn } from './pool.js';
 

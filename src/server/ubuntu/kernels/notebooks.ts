@@ -17,7 +17,7 @@
  * - A cell whose kernel had to be restarted (state lost) comes back with `kernel_restarted:
  *   true`; that flag is not stored in the file.
  * - The files are read, written (atomically: temp file, fsync, rename) and deleted inside the
- *   sandbox as the instance's user (the toolbox, ../../sandbox/toolbox.ts): a `notebooks`
+ *   sandbox as the instance's user (the toolbox, ../../toolbox/toolbox.ts): a `notebooks`
  *   directory or `.ipynb` file that is a symlink leads where it leads inside the instance, never
  *   to the host.
  */
@@ -31,9 +31,9 @@ import type {
   NotebookCell,
 } from '../../../api/index.js';
 import { HttpError, serverError } from '../../errors.js';
-import type { NotebookCapability } from '../../runtime.js';
-import type { SandboxFiles } from '../../sandbox/toolbox-files.js';
-import { ToolboxError } from '../../sandbox/toolbox.js';
+import type { NotebookCapability } from '../../instances/runtime.js';
+import type { SandboxFiles } from '../../toolbox/files.js';
+import { ToolboxError } from '../../toolbox/toolbox.js';
 import {
   ensureCellIds,
   kernelNameOf,

@@ -13,7 +13,7 @@ import { LineDecoder } from '../../../internal/lines.js';
 import type { Supervised } from '../../../internal/process.js';
 import { KeyedSerialQueue } from '../../../internal/serial.js';
 import { HttpError, serverError } from '../../errors.js';
-import type { Logger } from '../../runtime.js';
+import type { Logger } from '../../instances/runtime.js';
 
 /** Debian's interpreter: the `python3` first on PATH may be another one without ipykernel. */
 export const SYSTEM_PYTHON = '/usr/bin/python3';

@@ -3,14 +3,14 @@
  * returns the response body; the app turns thrown HttpErrors into `{"detail": ...}`.
  */
 import type { z } from 'zod';
-import type { JsonOperationId, OperationId, Operations } from '../api/index.js';
-import type { AuthStore } from './auth-store.js';
+import type { JsonOperationId, OperationId, Operations } from '../../api/index.js';
+import type { AuthStore } from '../auth-states/store.js';
 import { artifactHandlers } from './artifact-routes.js';
-import { serverError } from './errors.js';
-import { fromStorageState, toStorageState } from './storage-state.js';
-import { versionInfo } from './meta.js';
-import type { Registry } from './registry.js';
-import type { InstanceRuntime } from './runtime.js';
+import { serverError } from '../errors.js';
+import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
+import { versionInfo } from '../meta.js';
+import type { Registry } from '../instances/registry.js';
+import type { InstanceRuntime } from '../instances/runtime.js';
 
 type Out<T> = T extends z.ZodType ? z.output<T> : undefined;
 

@@ -1,5 +1,5 @@
 /**
- * Downloads and recordings of an instance (burrow extension routes, src/server/artifact-routes.ts).
+ * Downloads and recordings of an instance (burrow extension routes, src/server/http/artifact-routes.ts).
  *
  * - While the instance runs, every artifact is a file in the instance's own home, on its disk and
  *   inside its quota: downloads in `~/Downloads/<guid>` (Chromium names them by its download GUID,
@@ -28,8 +28,8 @@ import { constants } from 'node:fs';
 import { mkdir, open, readlink, realpath, rm, type FileHandle } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { Readable } from 'node:stream';
-import type { Logger } from '../internal/log.js';
-import { HttpError, serverError } from './errors.js';
+import type { Logger } from '../../internal/log.js';
+import { HttpError, serverError } from '../errors.js';
 
 /** Default time artifacts stay fetchable after their instance stopped. */
 export const DEFAULT_ARTIFACT_RETENTION_MS = 3_600_000;

@@ -9,7 +9,7 @@
  * index and exits; past a deadline the process is killed and the clip reported failed.
  */
 import type { Writable } from 'node:stream';
-import type { Supervised } from '../internal/process.js';
+import type { Supervised } from '../../internal/process.js';
 
 export const FFMPEG = '/usr/bin/ffmpeg';
 /** Frames per second of recordings. */

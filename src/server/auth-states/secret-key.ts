@@ -1,5 +1,5 @@
 /**
- * The key that encrypts auth states at rest (src/server/auth-store.ts), and the older keys the
+ * The key that encrypts auth states at rest (src/server/auth-states/store.ts), and the older keys the
  * store still reads while it re-encrypts what they sealed.
  *
  * A key is 32 random bytes written as 64 hex digits or as base64 (`openssl rand -base64 32`).

@@ -13,8 +13,8 @@
  * - A fill that fails backs off (1 s doubling to a minute), so a machine that cannot start
  *   instances does not spin.
  */
-import type { InstanceType, Resolution } from '../api/index.js';
-import type { Logger } from '../internal/log.js';
+import type { InstanceType, Resolution } from '../../api/index.js';
+import type { Logger } from '../../internal/log.js';
 
 /** Instances kept started per type, ready to be claimed by `start`. */
 export type WarmPoolSizes = Partial<Record<InstanceType, number>>;

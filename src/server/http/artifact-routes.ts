@@ -2,7 +2,7 @@
  * The routes of downloads and recordings (burrow extension, src/api/artifacts.ts): the JSON rows
  * are handlers in the table's loop (handlers.ts spreads `artifactHandlers`), the two byte-stream
  * rows are routes of their own, registered here with the same 422 and `{"detail"}` shapes.
- * Artifacts outlive the instance's processes (src/server/artifacts.ts), so everything but
+ * Artifacts outlive the instance's processes (src/server/artifacts/store.ts), so everything but
  * `recording/start` answers for stopped instances too.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
@@ -15,10 +15,14 @@ import {
   wireParse,
   type Location,
   type Operations,
-} from '../api/index.js';
-import { contentDisposition, type InstanceArtifacts, type OpenedArtifact } from './artifacts.js';
-import { serverError } from './errors.js';
-import type { Registry } from './registry.js';
+} from '../../api/index.js';
+import {
+  contentDisposition,
+  type InstanceArtifacts,
+  type OpenedArtifact,
+} from '../artifacts/store.js';
+import { serverError } from '../errors.js';
+import type { Registry } from '../instances/registry.js';
 import { RequestInvalid } from './request-body.js';
 
 /** A handler of one of these rows (the shape of handlers.ts's, which spreads them in). */

@@ -5,7 +5,7 @@
  * (symlinks resolved there). Failures are `ToolboxError` (errno name or toolbox code) or
  * `ToolboxUnavailable`.
  */
-import { MAX_PAYLOAD_BYTES, type FrameHeader } from './toolbox-frames.js';
+import { MAX_PAYLOAD_BYTES, type FrameHeader } from './frames.js';
 import { ToolboxUnavailable, type Toolbox } from './toolbox.js';
 
 export type EntryType = 'file' | 'dir' | 'link' | 'other';

@@ -4,9 +4,9 @@
  * command through `diff()`.
  */
 import { userInfo } from 'node:os';
-import { serverError } from '../errors.js';
-import type { EnvCapability } from '../runtime.js';
-import { SANDBOX_PATH } from '../sandbox/index.js';
+import { serverError } from '../../errors.js';
+import type { EnvCapability } from '../../instances/runtime.js';
+import { SANDBOX_PATH } from '../../sandbox/index.js';
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 

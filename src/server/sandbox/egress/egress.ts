@@ -15,7 +15,7 @@
  *   (no second lookup, so DNS rebinding cannot swap them);
  * - the host itself (loopback, unspecified, every interface address, IPv4-mapped spellings) is
  *   reachable only on ports the operator allowed, burrow's own ports never, link-local addresses
- *   (cloud metadata) never; see `egress-policy.ts`;
+ *   (cloud metadata) never; see `policy.ts`;
  * - refusals are an HTTP status with a short text body (403 policy, 400 malformed, 431 head too
  *   large, 502 upstream failure, 504 upstream timeout, 503 too many connections) and a closed
  *   connection; after a CONNECT was answered 200, a refusal is a TLS `access_denied` alert;
@@ -44,14 +44,14 @@ import type { LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import http from 'node:http';
 import net from 'node:net';
-import { background } from '../../internal/background.js';
-import type { Logger } from '../../internal/log.js';
+import { background } from '../../../internal/background.js';
+import type { Logger } from '../../../internal/log.js';
 import {
   blockedDomainMatcher,
   checkAddresses,
   hostAddresses,
   type AddressRefusalCode,
-} from './egress-policy.js';
+} from './policy.js';
 import {
   forwardHeaders,
   headerValues,

@@ -9,7 +9,7 @@
  *
  * - The source is sent on stdin (`python3 -I -c <boot>` reads it first), so nothing of the
  *   package needs to be visible inside the sandbox; then stdin/stdout carry frames
- *   (toolbox-frames.ts): JSON headers with binary payloads, no base64.
+ *   (frames.ts): JSON headers with binary payloads, no base64.
  * - Started on the first call; one request at a time, in call order (a serial queue); every call
  *   has a deadline, and a process that misses it is killed. A process that died is replaced by
  *   the next call, and a call that was in flight when it died is retried once on the new one.
@@ -22,7 +22,7 @@ import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import type { Supervised } from '../../internal/process.js';
 import { SerialQueue } from '../../internal/serial.js';
 import type { Logger } from '../../internal/log.js';
-import { encodeFrame, FrameDecoder, type Frame, type FrameHeader } from './toolbox-frames.js';
+import { encodeFrame, FrameDecoder, type Frame, type FrameHeader } from './frames.js';
 
 /** Starts `argv` inside the instance's sandbox (`Sandbox.spawn`); `cwd` is a sandbox path. */
 export type ToolboxSpawn = (

@@ -1,6 +1,6 @@
 /**
  * Saved browser auth states: one file per state under `<dataDir>/auth-states/`, sealed with
- * AES-256-GCM under the server's secret key (src/server/secret-key.ts), written atomically with
+ * AES-256-GCM under the server's secret key (src/server/auth-states/secret-key.ts), written atomically with
  * mode 0600, so they survive server restarts and a copy of the files alone reveals nothing.
  *
  * A file is `{"burrow_auth_state": 2, "key_id", "iv", "tag", "data"}`: `data` is the state's JSON
@@ -18,10 +18,10 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { sweepAtomicTempsSync, writeFileAtomic } from '../internal/fs.js';
-import { SerialQueue } from '../internal/serial.js';
-import { serverError } from './errors.js';
-import type { BrowserAuthData } from './runtime.js';
+import { sweepAtomicTempsSync, writeFileAtomic } from '../../internal/fs.js';
+import { SerialQueue } from '../../internal/serial.js';
+import { serverError } from '../errors.js';
+import type { BrowserAuthData } from '../instances/runtime.js';
 import {
   loadKeyring,
   parseKey,

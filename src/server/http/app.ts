@@ -3,7 +3,7 @@
  * route, FastAPI-shaped 422s, `{"detail": ...}` and `x-burrow-error` for every other error (a row
  * of the catalogue in `errors.ts`), and the WebSocket upgrade routing for `/cdp/<id>/...` and
  * `/stream/<id>/...`. What the HTTP server itself refuses (slow or idle clients, too many
- * connections, `CONNECT`, unparseable requests) is in `http-limits.ts`; how JSON bodies are
+ * connections, `CONNECT`, unparseable requests) is in `limits.ts`; how JSON bodies are
  * parsed, in `request-body.ts`; what never reaches a log line, in `logger.ts`.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -31,11 +31,11 @@ import {
   type Location,
   type OperationSpec,
   type ValidationErrorItem,
-} from '../api/index.js';
+} from '../../api/index.js';
 import { PUBLIC_PATHS, registerApiDocs } from './api-docs.js';
 import { registerArtifactRoutes } from './artifact-routes.js';
-import type { AuthStore } from './auth-store.js';
-import { HttpError, refuseUpgrade, serverError } from './errors.js';
+import type { AuthStore } from '../auth-states/store.js';
+import { HttpError, refuseUpgrade, serverError } from '../errors.js';
 import { createHandlers } from './handlers.js';
 import {
   authenticated,
@@ -43,10 +43,10 @@ import {
   guardServer,
   serverOptions,
   type HttpLimits,
-} from './http-limits.js';
+} from './limits.js';
 import { requestSerializer } from './logger.js';
-import { registerMcpRoute } from './mcp/http.js';
-import type { Registry } from './registry.js';
+import { registerMcpRoute } from './mcp.js';
+import type { Registry } from '../instances/registry.js';
 import { parseJsonBody, RequestInvalid } from './request-body.js';
 
 export { createLogger, redactUrl } from './logger.js';
@@ -61,7 +61,7 @@ export interface AppOptions {
   maxJsonBodyBytes?: number | undefined;
   /** Authenticated connections allowed per client address, past it 429; 0 means no cap. Default 64. */
   maxConnectionsPerClient?: number | undefined;
-  /** Timeouts and rates of the HTTP server (see `http-limits.ts`); defaults there. */
+  /** Timeouts and rates of the HTTP server (see `limits.ts`); defaults there. */
   httpLimits?: Partial<Omit<HttpLimits, 'maxConnectionsPerClient'>> | undefined;
   /** The Chromium binary of browser instances, reported by `GET /v1/version`. */
   chromiumPath?: string | undefined;

@@ -1,9 +1,9 @@
 /**
  * The instance's files as the edit, file and upload tools use them: the toolbox's operations
- * (../sandbox/toolbox-files.ts, run inside the sandbox as the instance's user) with the tools'
+ * (./files.ts, run inside the sandbox as the instance's user) with the tools'
  * display paths and messages, plus the text helpers both tools share.
  */
-import { SandboxFiles, type Entry } from './toolbox-files.js';
+import { SandboxFiles, type Entry } from './files.js';
 import { ToolboxError, ToolboxUnavailable, type Toolbox } from './toolbox.js';
 import { displayPath, ToolError } from './paths.js';
 

@@ -1,14 +1,14 @@
 /**
  * The `file` tool: the 17 commands of COMPAT.md's table. Its file operations run inside the
- * sandbox as the instance's user (fsops.ts, ../sandbox/toolbox.ts): the kernel resolves paths in
+ * sandbox as the instance's user (fsops.ts, ../../toolbox/toolbox.ts): the kernel resolves paths in
  * the instance's view and applies its permissions. Every failure is a 200 with `error`; writes
  * are atomic. `grep` runs `grep -P` inside the sandbox too, as its own process with a deadline,
  * so a pathological pattern can only burn a sandboxed process, never the server's event loop.
  */
 import { existsSync } from 'node:fs';
 import { posix } from 'node:path';
-import { FILE_COMMANDS, type FileRequest, type ToolResult } from '../../api/index.js';
-import type { ExecResult } from '../sandbox/index.js';
+import { FILE_COMMANDS, type FileRequest, type ToolResult } from '../../../api/index.js';
+import type { ExecResult } from '../../sandbox/index.js';
 import { toolMessage } from './edit.js';
 import {
   checkViewRange,
@@ -17,8 +17,8 @@ import {
   MAX_READ_BYTES,
   type InstanceFiles,
   type Stat,
-} from '../sandbox/fsops.js';
-import { isUnder, ToolError } from '../sandbox/paths.js';
+} from '../../toolbox/fsops.js';
+import { isUnder, ToolError } from '../../toolbox/paths.js';
 
 /** Characters of grep output one call returns at most. */
 export const GREP_OUTPUT_CAP = 100_000;

@@ -8,8 +8,8 @@
  */
 import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { openApiDocument } from '../api/openapi.js';
-import { loadPage } from './pages.js';
+import { openApiDocument } from '../../api/openapi.js';
+import { loadPage } from '../pages/pages.js';
 
 /** Paths served here; app.ts lets them through without the key. */
 export const PUBLIC_PATHS: ReadonlySet<string> = new Set(['/openapi.json', '/docs']);

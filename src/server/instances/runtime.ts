@@ -19,14 +19,14 @@ import type {
   ParsedComputerAction,
   ToolResult,
   UploadResult,
-} from '../api/index.js';
+} from '../../api/index.js';
 import type { z } from 'zod';
-import type { InstanceArtifacts } from './artifacts.js';
-import type { SandboxHost } from './sandbox/index.js';
-import type { AddCellRequest, ExecuteCellRequest } from '../api/index.js';
+import type { InstanceArtifacts } from '../artifacts/store.js';
+import type { SandboxHost } from '../sandbox/index.js';
+import type { AddCellRequest, ExecuteCellRequest } from '../../api/index.js';
 
-export type { Logger } from '../internal/log.js';
-import type { Logger } from '../internal/log.js';
+export type { Logger } from '../../internal/log.js';
+import type { Logger } from '../../internal/log.js';
 
 export interface RuntimeContext {
   readonly id: string;
@@ -54,11 +54,11 @@ export interface RuntimeContext {
   /** The server-wide sandbox layer every instance is built with (src/server/sandbox/). */
   readonly sandboxHost: SandboxHost;
   /**
-   * Started for the warm pool (src/server/pool.ts): run at a low CPU weight, and be ready for
+   * Started for the warm pool (src/server/instances/pool.ts): run at a low CPU weight, and be ready for
    * `claim`. Default false.
    */
   readonly pooled?: boolean;
-  /** The instance's downloads and recordings (artifacts.ts); kept past its stop. */
+  /** The instance's downloads and recordings (artifacts/store.ts); kept past its stop. */
   readonly artifacts?: InstanceArtifacts | undefined;
 }
 
@@ -132,7 +132,7 @@ export interface InstanceRuntime {
    * teardown that follows in the background. Must not throw or wait.
    */
   revoke?(): void;
-  /** Downloads and recordings (artifacts.ts): listed and fetched after the stop too. */
+  /** Downloads and recordings (artifacts/store.ts): listed and fetched after the stop too. */
   readonly artifacts?: InstanceArtifacts | undefined;
   /** What the instance may use (its sandbox's limits), once started. */
   readonly limits?: InstanceLimits | undefined;

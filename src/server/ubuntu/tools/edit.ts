@@ -6,7 +6,7 @@
  * sandbox as the instance's user (fsops.ts).
  */
 import { posix } from 'node:path';
-import type { EditRequest, ToolResult } from '../../api/index.js';
+import type { EditRequest, ToolResult } from '../../../api/index.js';
 import {
   checkViewRange,
   countOccurrences,
@@ -15,8 +15,8 @@ import {
   pyList,
   type InstanceFiles,
   type Stat,
-} from '../sandbox/fsops.js';
-import { errorText, toolMessage, ToolError } from '../sandbox/paths.js';
+} from '../../toolbox/fsops.js';
+import { errorText, toolMessage, ToolError } from '../../toolbox/paths.js';
 
 export { errorText, toolMessage };
 

@@ -4,8 +4,8 @@
  * before anything recursive (the offset scanner, zod, the 422's `input`, pino) walks the value:
  * 100 000 `[` must not overflow a stack.
  */
-import { jsonErrorOffset, type ValidationErrorItem } from '../api/index.js';
-import { jsonNestingOffset } from '../internal/json-bounded.js';
+import { jsonErrorOffset, type ValidationErrorItem } from '../../api/index.js';
+import { jsonNestingOffset } from '../../internal/json-bounded.js';
 
 export { jsonNestingOffset };
 

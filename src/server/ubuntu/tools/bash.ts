@@ -21,11 +21,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Readable, Writable } from 'node:stream';
-import type { BashRequest, ToolResult } from '../../api/index.js';
-import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
-import type { Supervised } from '../../internal/process.js';
+import type { BashRequest, ToolResult } from '../../../api/index.js';
+import { raceDeadline, TIMED_OUT } from '../../../internal/deadline.js';
+import type { Supervised } from '../../../internal/process.js';
 import { envDiff, shellQuote, type InstanceEnv } from './env.js';
-import type { Sandbox } from '../sandbox/index.js';
+import type { Sandbox } from '../../sandbox/index.js';
 
 /** Bytes of stdout, and of stderr, one call returns at most. */
 export const OUTPUT_CAP = 100_000;

@@ -15,10 +15,10 @@ import type {
   InstanceStatus,
   InstanceType,
   Resolution,
-} from '../api/index.js';
-import { serverError } from './errors.js';
+} from '../../api/index.js';
+import { serverError } from '../errors.js';
 import type { InstanceRuntime, Logger, RuntimeContext, RuntimeFactory } from './runtime.js';
-import type { SandboxHost } from './sandbox/index.js';
+import type { SandboxHost } from '../sandbox/index.js';
 import { WarmPool, type WarmPoolSizes } from './pool.js';
 
 export const DEFAULT_RESOLUTION: Resolution = [1024, 768];

@@ -27,7 +27,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
-import { rawErrorResponse, serverError, type HttpError } from './errors.js';
+import { rawErrorResponse, serverError, type HttpError } from '../errors.js';
 
 export interface HttpLimits {
   /** Time to receive a whole request head, in ms. Default 10 000. */

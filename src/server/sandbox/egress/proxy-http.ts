@@ -6,7 +6,7 @@
  * of the socket).
  */
 import { STATUS_CODES } from 'node:http';
-import { normalizeHost } from './egress-policy.js';
+import { normalizeHost } from './policy.js';
 
 export interface Authority {
   /** As `normalizeHost` spells it: lower case, no brackets around IPv6, no trailing dot. */

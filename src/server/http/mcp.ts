@@ -23,9 +23,9 @@ import {
   type JsonOperationId,
 } from '../../api/index.js';
 import { HttpError } from '../errors.js';
-import type { Handlers } from '../handlers.js';
-import { McpToolFailure, type McpBackend } from './backend.js';
-import { createMcpSession, type McpSession } from './tools.js';
+import type { Handlers } from './handlers.js';
+import { McpToolFailure, type McpBackend } from '../mcp/backend.js';
+import { createMcpSession, type McpSession } from '../mcp/tools.js';
 
 /** Default of `McpRouteOptions.idleMs`: an MCP session unused this long ends. */
 export const DEFAULT_MCP_IDLE_MS = 30 * 60 * 1000;

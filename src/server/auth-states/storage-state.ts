@@ -1,12 +1,12 @@
 /**
- * Saved auth states (src/server/auth-store.ts) to and from Playwright's `storageState` JSON
+ * Saved auth states (src/server/auth-states/store.ts) to and from Playwright's `storageState` JSON
  * (src/api/auth-states.ts). Cookies map field by field (Chromium's partition key object becomes
  * Playwright's top-level-site string and back; a session cookie has `expires: -1`), localStorage
  * and sessionStorage become `[{name, value}]` per origin, and IndexedDB databases are stored in
  * Playwright's form already, so they pass through unchanged.
  */
-import type { StorageState, StorageStateCookie } from '../api/index.js';
-import type { BrowserAuthData } from './runtime.js';
+import type { StorageState, StorageStateCookie } from '../../api/index.js';
+import type { BrowserAuthData } from '../instances/runtime.js';
 
 type Cookie = Record<string, unknown>;
 type SameSite = 'Strict' | 'Lax' | 'None';
