@@ -67,7 +67,7 @@ export default tseslint.config(
   },
   {
     // Scripts of the pages the server serves: `<name>.page.mjs` beside `<name>.html`, inlined
-    // into it by src/server/pages.ts. They run in the viewer's browser.
+    // into it by src/server/pages/pages.ts. They run in the viewer's browser.
     files: ['src/**/*.page.mjs'],
     languageOptions: { globals: BROWSER_GLOBALS },
   },
