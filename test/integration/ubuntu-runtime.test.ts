@@ -23,7 +23,7 @@ import { alive, processState } from '../../src/internal/process.js';
 import type { RuntimeContext } from '../../src/server/instances/runtime.js';
 import { UbuntuRuntime } from '../../src/server/ubuntu/index.js';
 import { testSandboxHost } from '../helpers/sandbox.js';
-import { instanceFrozen, instancePids, pidsMatching } from '../helpers/server.js';
+import { eventually, instanceFrozen, instancePids, pidsMatching } from '../helpers/server.js';
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
 
@@ -782,6 +782,12 @@ describe('ubuntu runtime lifecycle', () => {
         command: 'sleep 1000 & setsid sleep 1001 & nohup sleep 1002 >/dev/null 2>&1 &',
       });
       await inst.rt.bash({ command: 'sleep 30', timeout: 0.2, session: 2 });
+      // the timed-out command keeps running in its shell (on a loaded machine it may still be
+      // starting when the call returns)
+      await eventually(
+        () => instancePids(inst.id).map(commandLine).includes('sleep 30'),
+        'the timed-out command to run',
+      );
       // every process of the instance: its cgroup and the host-side wrappers naming its id
       const pids = instancePids(inst.id);
       const commands = pids.map(commandLine);

@@ -1,8 +1,8 @@
 /**
- * The instance registry and state machine (COMPAT.md "Instance lifecycle"):
- * `deploying → running ⇄ paused → terminated`, any live state → `error` when its processes die
- * on their own. Terminated instances stay listed. Expiry after `timeout_hours`; a resume restarts
- * the clock. The registry owns ids, tokens, directories and timers; runtimes own processes.
+ * The instance registry: ids, tokens, directories, timers and the journal; runtimes own the
+ * processes. Every status change goes through `transition` (state.ts holds the table of the
+ * life cycle). Terminated instances stay listed. Expiry after `timeout_hours`; a resume restarts
+ * the clock.
  */
 import { randomBytes } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
@@ -20,6 +20,7 @@ import { serverError } from '../errors.js';
 import type { InstanceRuntime, Logger, RuntimeContext, RuntimeFactory } from './runtime.js';
 import type { SandboxHost } from '../sandbox/index.js';
 import { WarmPool, type WarmPoolSizes } from './pool.js';
+import { Lifecycle, transition } from './state.js';
 
 export const DEFAULT_RESOLUTION: Resolution = [1024, 768];
 
@@ -74,9 +75,8 @@ export interface StartOptions {
 
 export type { WarmPoolSizes } from './pool.js';
 
-export class InstanceRecord {
-  status: InstanceStatus = 'deploying';
-  expiresAt = 0;
+/** An instance as the registry keeps it; everyone else gets it read-only (`InstanceView`). */
+export class InstanceRecord extends Lifecycle {
   timer: NodeJS.Timeout | undefined;
   runtime: InstanceRuntime | undefined;
   stopping: Promise<void> | undefined;
@@ -89,10 +89,12 @@ export class InstanceRecord {
     public resolution: Resolution,
     readonly token: string,
     readonly dir: string,
-  ) {}
+    status: InstanceStatus = 'deploying',
+    endReason?: EndReason,
+  ) {
+    super(status, endReason);
+  }
 
-  /** Why the instance ended (burrow extension), once it has. */
-  endReason: EndReason | undefined;
   /** Its limits, kept after its runtime is gone. */
   limits: InstanceLimits | undefined;
 
@@ -108,11 +110,10 @@ export class InstanceRecord {
       ...(this.endReason && { end_reason: this.endReason }),
     };
   }
-
-  get live(): boolean {
-    return this.status === 'deploying' || this.status === 'running' || this.status === 'paused';
-  }
 }
+
+/** A record as handlers, routes and the server see it: nothing of it can be changed there. */
+export type InstanceView = Readonly<InstanceRecord>;
 
 export class Registry {
   readonly #instances = new Map<string, InstanceRecord>();
@@ -128,7 +129,10 @@ export class Registry {
       log: opts.log,
       room: () => opts.maxInstances - this.#liveCount(),
       fill: (type) => this.#fillOne(type),
-      evict: (rec) => this.#teardown(rec),
+      evict: (rec) => {
+        transition(rec, 'terminated', 'stopped');
+        return this.#teardown(rec);
+      },
     });
   }
 
@@ -148,12 +152,11 @@ export class Registry {
     if (!factory || this.#closed || this.#opts.sandboxHost.refusal) {
       throw new Error(`${type} instances cannot be started here`);
     }
-    const rec = this.#create(type, DEFAULT_RESOLUTION);
-    rec.status = 'warm_pool';
+    const rec = this.#create(type, DEFAULT_RESOLUTION, 'warm_pool');
     try {
       await this.#boot(rec, factory, [], true);
     } catch (err) {
-      rec.status = 'error';
+      transition(rec, 'error');
       await this.#teardown(rec);
       throw err;
     }
@@ -164,20 +167,24 @@ export class Registry {
     return rec;
   }
 
-  list(): InstanceRecord[] {
+  list(): InstanceView[] {
     return [...this.#instances.values()];
   }
 
   /** The record, or 404. */
-  get(id: string): InstanceRecord {
+  get(id: string): InstanceView {
+    return this.#get(id);
+  }
+
+  #get(id: string): InstanceRecord {
     const rec = this.#instances.get(id);
     if (!rec) throw serverError('instance_not_found', { id });
     return rec;
   }
 
   /** The record and its runtime when the instance is running, or the 404/400 that says why not. */
-  running(id: string): InstanceRecord & { runtime: InstanceRuntime } {
-    const rec = this.get(id);
+  running(id: string): InstanceView & { readonly runtime: InstanceRuntime } {
+    const rec = this.#get(id);
     if (rec.status !== 'running' || !rec.runtime) {
       const state = rec.status === 'deploying' ? 'still deploying' : rec.status;
       throw serverError('instance_not_running', { id, state });
@@ -185,7 +192,7 @@ export class Registry {
     return rec as InstanceRecord & { runtime: InstanceRuntime };
   }
 
-  async start(options: StartOptions): Promise<InstanceRecord> {
+  async start(options: StartOptions): Promise<InstanceView> {
     if (this.#closed) throw serverError('shutting_down');
     const type = options.instance_type ?? 'ubuntu';
     const factory = this.#opts.factories[type];
@@ -215,8 +222,7 @@ export class Registry {
       try {
         await this.#boot(rec, factory, options.blocked_domains ?? [], false);
       } catch (err) {
-        rec.status = 'error';
-        rec.endReason = 'crashed';
+        transition(rec, 'error', 'crashed');
         await this.#teardown(rec);
         const reason = (err as Error).message;
         if (attempt < START_ATTEMPTS && !this.#closed) {
@@ -228,15 +234,19 @@ export class Registry {
         this.#opts.log.error({ err, instance: rec.id }, 'instance failed to start');
         throw serverError('instance_failed_to_start', { id: rec.id, reason });
       }
-      if (rec.status === 'deploying') rec.status = 'running';
-      else await this.#teardown(rec); // stopped or failed while deploying
+      // stopped or failed while deploying: that move won, and this one is refused
+      if (!transition(rec, 'running')) await this.#teardown(rec);
       this.#pool.refill();
       return rec;
     }
   }
 
   /** A new record with a fresh id, token and directory, not yet listed. */
-  #create(type: InstanceType, resolution: Resolution): InstanceRecord {
+  #create(
+    type: InstanceType,
+    resolution: Resolution,
+    status: InstanceStatus = 'deploying',
+  ): InstanceRecord {
     const id = `inst_${randomBytes(8).toString('hex')}`;
     return new InstanceRecord(
       id,
@@ -245,6 +255,7 @@ export class Registry {
       resolution,
       randomBytes(24).toString('base64url'),
       join(this.#opts.instancesDir, id),
+      status,
     );
   }
 
@@ -292,7 +303,10 @@ export class Registry {
    * take them (it is then torn down). Nobody has held its id or token before this moment.
    */
   async #claim(rec: InstanceRecord, options: StartOptions): Promise<InstanceRecord | undefined> {
-    rec.status = 'deploying';
+    if (!transition(rec, 'deploying')) {
+      void this.#teardown(rec); // it failed in the pool since it was taken
+      return undefined;
+    }
     rec.launchTime = new Date();
     rec.resolution = options.resolution ?? rec.resolution;
     this.#admit(rec, options.timeout_hours);
@@ -306,14 +320,10 @@ export class Registry {
     } catch (err) {
       this.#opts.log.warn({ err, instance: rec.id }, 'a pooled instance could not be claimed');
     }
-    if (ok && rec.status === 'deploying') {
-      rec.status = 'running';
-      return rec;
-    }
+    if (ok && transition(rec, 'running')) return rec;
     // never shown to anyone: it leaves no trace in the listing or the journal's answers
     this.#instances.delete(rec.id);
-    rec.status = 'terminated';
-    rec.endReason ??= 'stopped';
+    transition(rec, 'terminated', 'stopped');
     void this.#teardown(rec);
     return undefined;
   }
@@ -330,11 +340,9 @@ export class Registry {
    * its CDP and live-view connections closed); its processes and disk go in the background, and
    * `close()` waits for them.
    */
-  async stop(id: string, reason: EndReason = 'stopped'): Promise<InstanceRecord> {
-    const rec = this.get(id);
-    if (rec.status === 'terminated') return rec;
-    rec.status = 'terminated';
-    rec.endReason ??= reason;
+  async stop(id: string, reason: EndReason = 'stopped'): Promise<InstanceView> {
+    const rec = this.#get(id);
+    if (!transition(rec, 'terminated', reason)) return rec; // already terminated
     try {
       rec.runtime?.revoke?.();
     } catch (err) {
@@ -345,26 +353,26 @@ export class Registry {
   }
 
   /** `stop`, and wait until its processes are gone. */
-  async stopAndWait(id: string, reason: EndReason = 'stopped'): Promise<InstanceRecord> {
+  async stopAndWait(id: string, reason: EndReason = 'stopped'): Promise<InstanceView> {
     const rec = await this.stop(id, reason);
     await rec.stopping;
     return rec;
   }
 
-  async pause(id: string): Promise<InstanceRecord> {
-    const rec = this.get(id);
+  async pause(id: string): Promise<InstanceView> {
+    const rec = this.#get(id);
     if (rec.status === 'paused') return rec;
     const { runtime } = this.running(id);
     await runtime.pause();
-    rec.status = 'paused';
+    transition(rec, 'paused'); // refused when it was stopped or failed meanwhile: that stands
     return rec;
   }
 
-  async resume(id: string, timeoutHours: number): Promise<InstanceRecord> {
-    const rec = this.get(id);
+  async resume(id: string, timeoutHours: number): Promise<InstanceView> {
+    const rec = this.#get(id);
     if (rec.status === 'paused' && rec.runtime) {
       await rec.runtime.resume();
-      rec.status = 'running';
+      transition(rec, 'running');
     } else if (rec.status !== 'running') {
       throw serverError('instance_not_paused', { id, status: rec.status });
     }
@@ -381,9 +389,18 @@ export class Registry {
     for (const e of entries) if ('ended' in e) ended.set(e.id, e.ended);
     for (const e of entries) {
       if ('ended' in e || this.#instances.has(e.id)) continue;
-      const rec = new InstanceRecord(e.id, e.type, new Date(e.launch_time), e.resolution, '', '');
-      rec.status = 'terminated';
-      rec.endReason = ended.get(e.id) ?? 'server_restart';
+      const reason = ended.get(e.id) ?? 'server_restart';
+      const launched = new Date(e.launch_time);
+      const rec = new InstanceRecord(
+        e.id,
+        e.type,
+        launched,
+        e.resolution,
+        '',
+        '',
+        'terminated',
+        reason,
+      );
       this.#instances.set(e.id, rec);
     }
   }
@@ -422,7 +439,6 @@ export class Registry {
   #arm(rec: InstanceRecord, hours: number): void {
     clearTimeout(rec.timer);
     const ms = hours * HOUR_MS;
-    rec.expiresAt = Date.now() + ms;
     rec.timer = setTimeout(() => {
       if (!rec.live) return;
       this.#opts.log.info({ instance: rec.id }, 'instance expired');
@@ -434,17 +450,13 @@ export class Registry {
   }
 
   #failed(rec: InstanceRecord, reason: string): void {
-    if (rec.status === 'warm_pool') {
-      this.#opts.log.warn({ instance: rec.id, reason }, 'a pooled instance failed');
-      this.#pool.drop(rec);
-      rec.status = 'error';
-      void this.#teardown(rec);
-      return;
-    }
-    if (!rec.live) return;
-    this.#opts.log.warn({ instance: rec.id, reason }, 'instance failed');
-    rec.status = 'error';
-    rec.endReason = 'crashed';
+    const pooled = rec.status === 'warm_pool';
+    if (!transition(rec, 'error', 'crashed')) return; // it had ended already
+    this.#opts.log.warn(
+      { instance: rec.id, reason },
+      `${pooled ? 'a pooled ' : ''}instance failed`,
+    );
+    if (pooled) this.#pool.drop(rec);
     void this.#teardown(rec);
   }
 
