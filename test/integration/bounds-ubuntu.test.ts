@@ -1,6 +1,7 @@
 /**
  * The streams an ubuntu instance writes and the server reads are bounded (issue 18, item 4):
- * the toolbox's frames, the kernel bridge's lines, the desktop Chromium's DevTools pipe. Each is
+ * the toolbox's frames, the kernel bridge's lines, the desktop Chromium's DevTools pipe, a bash
+ * session's status pipe. Each is
  * flooded the way an attacker would: from the instance's shell with a copy of the descriptor
  * (pidfd_getfd, refused by seccomp where that defence is in place: the attack then stops there),
  * and from the host as root (no seccomp), which reaches the same real channel. The server cuts
@@ -168,5 +169,31 @@ describe('an ubuntu instance flooding what the server reads', () => {
     expect(((await status.json()) as { status: string }).status).toBe('running');
     expect((await post('/browser/start')).status).toBe(200);
     expect((await server.api(`/v1/instance/${id}/browser/current_url`)).status).toBe(200);
+  });
+
+  // bash keeps copies (fd 10 and up) of the descriptors `eval`'s redirections close, and the
+  // command runs in that shell: its builtins and subshells reach them. Each copy that is not the
+  // command's own stdout or stderr gets the attack, from a subshell of its own.
+  const toSavedFds = (what: string) =>
+    [
+      'own() { [ "$(readlink "$1")" = "$(readlink /proc/$$/fd/1)" ] || [ "$(readlink "$1")" = "$(readlink /proc/$$/fd/2)" ]; }',
+      'for f in /proc/$$/fd/*; do n=${f##*/}',
+      `  if [ "$n" -ge 10 ] && [ "$n" -ne 255 ] && ! own "$f"; then (${what} >&$n 2>/dev/null) & fi`,
+      'done; wait; echo after',
+    ].join('\n');
+
+  it.each([
+    ['a flood of status lines', "yes '' | head -c 20000000"],
+    ['one endless line', 'head -c 20000000 /dev/zero'],
+    ['a status nobody waits for', "builtin printf '0\\n0\\n'"],
+  ])("a bash session's status pipe: %s ends that shell, not the server", async (_, what) => {
+    const r = await post('/bash', { command: toSavedFds(what), session: 7, timeout: 60 });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    // the forged status was not believed: the shell was ended, and the call says so
+    expect(r.body.system).toMatch(/session 7: exit status \d+; the shell exited/);
+    // the next call gets a fresh shell in that session, and other sessions never noticed
+    const again = await post('/bash', { command: 'echo $((6 * 7))', session: 7 });
+    expect(again.body).toMatchObject({ output: '42\n' });
+    expect(again.body.system).toMatch(/session 7: exit status 0$/);
   });
 });

@@ -14,6 +14,13 @@
  * the command's output. The token does not exist while the command runs, so no output can fake
  * it; SIGINT/TERM/HUP/QUIT sent to the shell are trapped, so `kill -INT $$` does not end it.
  *
+ * The status pipe is not secret from the command: `eval`'s redirections make bash keep copies of
+ * the fds it closes (numbered 10 and up) for restoring them, and a builtin can write to those. So
+ * the server trusts nothing on it: it holds at most one short line, accepts only an exit status
+ * (`0`-`255`) while a command runs and none is being synced, and anything else (more bytes, a
+ * line that is no status, a status nobody waits for) ends the shell. A command can thereby lie
+ * about its own completion or end its own session, nothing more.
+ *
  * Reported per call: stdout in `output`, stderr in `error`, notices in `system` (`session N:
  * exit status S`, still running, truncation). Each call returns at most OUTPUT_CAP bytes of stdout
  * and of stderr (first and last halves, the middle replaced by an omission line); the session
@@ -34,6 +41,10 @@ export const DEFAULT_TIMEOUT_S = 10;
 /** Most sessions one instance may have at once. */
 export const MAX_SESSIONS = 16;
 const SYNC_GRACE_MS = 5_000;
+/** One line of the status pipe: an exit status, nothing else. */
+const STATUS_LINE = /^(?:25[0-5]|2[0-4]\d|1?\d?\d)$/;
+/** Bytes the status pipe may hold without a newline ("255" is the longest status). */
+const MAX_STATUS_BYTES = 3;
 
 const INIT = `exec 7>&1 8>&2
 trap ':' INT TERM HUP QUIT
@@ -155,6 +166,7 @@ class BashSession {
   #status = '';
   #sync: { out: SyncScanner; err: SyncScanner; timer: NodeJS.Timeout } | undefined;
   #statusCode = 0;
+  #statusPipe: Readable | undefined;
   readonly #stdin: Writable;
 
   constructor(
@@ -162,6 +174,7 @@ class BashSession {
     readonly proc: Supervised,
     env: Record<string, string>,
     onExit: (s: BashSession) => void,
+    readonly terminate: () => Promise<void>,
   ) {
     this.env = env;
     const [stdin, stdout, stderr, status] = proc.child.stdio as unknown as [
@@ -177,6 +190,7 @@ class BashSession {
     stdout.on('data', (c: Buffer) => (this.#sync ? this.#sync.out.push(c) : this.out.push(c)));
     stderr.on('data', (c: Buffer) => (this.#sync ? this.#sync.err.push(c) : this.err.push(c)));
     status.on('data', (c: Buffer) => this.#onStatus(c.toString('latin1')));
+    this.#statusPipe = status;
     void proc.exited.then(async (e) => {
       // a background process may hold the pipes open: give them a moment, not forever
       await raceDeadline(Promise.all([ended(stdout), ended(stderr)]), 200);
@@ -208,12 +222,14 @@ class BashSession {
   }
 
   #onStatus(text: string): void {
+    if (this.#statusPipe === undefined) return; // the channel was broken: ignored till the end
     this.#status += text;
     let nl: number;
     while ((nl = this.#status.indexOf('\n')) >= 0) {
       const line = this.#status.slice(0, nl);
       this.#status = this.#status.slice(nl + 1);
-      this.#statusCode = Number.parseInt(line, 10) || 0;
+      if (!STATUS_LINE.test(line) || !this.busy || this.#sync) return this.#broken();
+      this.#statusCode = Number(line);
       const token = randomBytes(16).toString('hex');
       const tokenBuf = Buffer.from(token);
       const timer = setTimeout(() => this.#synced(), SYNC_GRACE_MS); // safety net: never wait forever
@@ -227,6 +243,26 @@ class BashSession {
       };
       this.#stdin.write(`${token}\n`);
     }
+    if (this.#status.length > MAX_STATUS_BYTES) this.#broken();
+  }
+
+  /**
+   * Something other than the shell's own `__burrow_done` wrote to the status pipe: the session
+   * cannot be believed any more. Stop reading it and end the shell; its exit completes the call.
+   */
+  #broken(): void {
+    const sync = this.#sync;
+    if (sync) {
+      // no completion from this pipe any more: the call ends with the shell's exit
+      clearTimeout(sync.timer);
+      sync.out.flush();
+      sync.err.flush();
+      this.#sync = undefined;
+    }
+    this.#statusPipe?.destroy();
+    this.#statusPipe = undefined;
+    this.#status = '';
+    void this.terminate();
   }
 
   /** Both pipes delivered the token (or the grace timer fired): the command is complete. */
@@ -330,10 +366,16 @@ export class BashSessions {
       env,
       stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
     });
-    const session = new BashSession(id, proc, env, (s) => {
-      // keep a shell that exited unobserved until check_session has reported it
-      if (this.#sessions.get(s.id) === s && !s.detached) this.#sessions.delete(s.id);
-    });
+    const session = new BashSession(
+      id,
+      proc,
+      env,
+      (s) => {
+        // keep a shell that exited unobserved until check_session has reported it
+        if (this.#sessions.get(s.id) === s && !s.detached) this.#sessions.delete(s.id);
+      },
+      () => this.sandbox.terminate(proc),
+    );
     this.#sessions.set(id, session);
     return session;
   }
