@@ -231,6 +231,7 @@ describe('computer actions on an ubuntu instance', () => {
     const stop = await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
     expect(stop.status).toBe(200);
     await eventually(() => tree.every((p) => !alive(p)), 'every process of the instance to exit');
-    expect(instancePids(id)).toEqual([]);
+    // the stop answers at once and tears down in the background: nothing of it may remain
+    await eventually(() => instancePids(id).length === 0, 'no process of the instance left');
   });
 });
