@@ -175,9 +175,9 @@ export type CodeExecuteResult = z.output<typeof CodeExecuteResult>;
 
 export const StartRequest = z.object({
   /** Default `ubuntu`, as upstream. */
-  instance_type: InstanceType.optional(),
-  /** Hours until the instance is terminated; default 1. */
-  timeout_hours: z.number().min(0.01).max(24).optional(),
+  instance_type: InstanceType.default('ubuntu'),
+  /** Hours until the instance is terminated. */
+  timeout_hours: z.number().min(0.01).max(24).default(1),
   blocked_domains: z.array(BlockedDomain).optional(),
   /** `[width, height]` in pixels; default `[1024, 768]`. */
   resolution: Resolution.optional(),
@@ -257,7 +257,7 @@ export type UploadFields = z.input<typeof UploadFields>;
 
 export const CodeExecuteRequest = z.object({
   code: z.string(),
-  kernel_name: z.string().min(1).optional(),
+  kernel_name: z.string().min(1).default('python3'),
   /** Seconds. */
   timeout: z.int().min(1).optional(),
 });
@@ -265,7 +265,7 @@ export type CodeExecuteRequest = z.input<typeof CodeExecuteRequest>;
 
 export const NotebookCreateRequest = z.object({
   name: z.string(),
-  kernel_name: z.string().min(1).optional(),
+  kernel_name: z.string().min(1).default('python3'),
 });
 export type NotebookCreateRequest = z.input<typeof NotebookCreateRequest>;
 
@@ -306,8 +306,8 @@ export const queryNumber = () =>
   );
 
 export const ResumeQuery = z.object({
-  /** Hours until expiry, counted from the resume; default 1. */
-  timeout_hours: queryNumber().pipe(z.number().min(0.01).max(24)).optional(),
+  /** Hours until expiry, counted from the resume. */
+  timeout_hours: queryNumber().pipe(z.number().min(0.01).max(24)).default(1),
 });
 export type ResumeQuery = z.input<typeof ResumeQuery>;
 

@@ -88,7 +88,12 @@ export type Body<K extends OperationId> =
   Spec<K> extends { readonly body: infer S extends z.ZodType } ? z.input<S> : never;
 /** The query an operation takes, as typed values (the client turns them into strings). */
 export type Query<K extends OperationId> =
-  Spec<K> extends { readonly query: infer S extends z.ZodType } ? z.output<S> : never;
+  Spec<K> extends { readonly query: infer S extends z.ZodType }
+    ? WithOptional<z.output<S>, OptionalKeys<z.input<S>> & keyof z.output<S>>
+    : never;
+/** Keys a caller may leave out: those the schema accepts undefined for (or fills a default). */
+type OptionalKeys<T> = { [P in keyof T]-?: undefined extends T[P] ? P : never }[keyof T];
+type WithOptional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
 /**
  * A `stream` row's successful response: status, headers and the body not yet read. The attempt's
  * timeout ends once the headers are in; reading `body` is the caller's (destroy it to stop early;

@@ -84,7 +84,7 @@ const Options = z
   .strictObject({
     driver: z.enum(['playwright', 'puppeteer']).optional(),
     instanceType: z.enum(['browser', 'ubuntu']).optional(),
-    timeoutHours: StartRequest.shape.timeout_hours,
+    timeoutHours: StartRequest.shape.timeout_hours.unwrap().optional(), // the server fills its default
     resolution: StartRequest.shape.resolution,
     blockedDomains: StartRequest.shape.blocked_domains,
     authState: z.string().min(1).optional(),

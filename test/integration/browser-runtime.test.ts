@@ -108,7 +108,7 @@ describe('browser runtime', () => {
       expect(await page.evaluate(() => (document.getElementById('n')!.textContent = '2'))).toBe(
         '2',
       );
-      expect(pngSize(await runtime.screenshot!())).toEqual([800, 600]);
+      expect(pngSize(await runtime.computer!.screenshot())).toEqual([800, 600]);
       await browser.close();
     });
   });

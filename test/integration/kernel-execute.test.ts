@@ -64,7 +64,7 @@ afterAll(async () => {
   rmSync(home, { recursive: true, force: true });
 });
 
-const run = (code: string, timeout?: number) => kernels.codeExecute(code, 'python3', timeout);
+const run = (code: string, timeout?: number) => kernels.execute(code, 'python3', timeout);
 
 describe('code/execute', () => {
   it('keeps state between calls and counts executions', async () => {
@@ -233,9 +233,7 @@ describe('code/execute', () => {
   });
 
   it('rejects an unknown kernel name with a 400', async () => {
-    const err = await kernels
-      .codeExecute('1', 'no-such-kernel', undefined)
-      .catch((e: unknown) => e);
+    const err = await kernels.execute('1', 'no-such-kernel', undefined).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(HttpError);
     expect((err as HttpError).status).toBe(400);
     expect((err as HttpError).detail).toContain('no-such-kernel');
@@ -276,9 +274,9 @@ describe('code/execute', () => {
       display_name: 'Python (abort window)',
       language: 'python',
     });
-    const failed = await kernels.codeExecute('1 / 0', 'abort-window', 30);
+    const failed = await kernels.execute('1 / 0', 'abort-window', 30);
     expect(failed.error?.ename).toBe('ZeroDivisionError');
-    const next = await kernels.codeExecute('"ran"', 'abort-window', 30);
+    const next = await kernels.execute('"ran"', 'abort-window', 30);
     expect(next, JSON.stringify(next)).toMatchObject({
       status: 'ok',
       outputs: [{ data: { 'text/plain': "'ran'" } }],
@@ -322,7 +320,7 @@ describe('kernel processes and the server process', () => {
         sandboxHome: ${JSON.stringify(dir)},
         env: () => ({ PATH: process.env.PATH, HOME: ${JSON.stringify(dir)} }),
       });
-      const r = await k.codeExecute('import os; os.getpid()', 'python3', 60);
+      const r = await k.execute('import os; os.getpid()', 'python3', 60);
       console.log(JSON.stringify({ bridge: await k.bridgePid(), kernel: Number(r.outputs[0].data['text/plain']) }));
       setInterval(() => {}, 1000);
     `;

@@ -97,9 +97,9 @@ function commandLine(pid: number): string {
 describe('ubuntu runtime in its sandbox', () => {
   let inst: Instance;
   let rt: UbuntuRuntime;
-  const bash = (req: Parameters<UbuntuRuntime['bash']>[0]) => rt.bash(req);
-  const edit = (req: Parameters<UbuntuRuntime['edit']>[0]) => rt.edit(req);
-  const file = (req: Parameters<UbuntuRuntime['file']>[0]) => rt.file(req);
+  const bash = (req: Parameters<UbuntuRuntime['tools']['bash']>[0]) => rt.tools.bash(req);
+  const edit = (req: Parameters<UbuntuRuntime['tools']['edit']>[0]) => rt.tools.edit(req);
+  const file = (req: Parameters<UbuntuRuntime['tools']['file']>[0]) => rt.tools.file(req);
   const home = () => inst.rt.sandbox.hostHome;
 
   beforeAll(async () => {
@@ -778,10 +778,10 @@ describe('ubuntu runtime lifecycle', () => {
     const inst = await startInstance({}, [640, 481]);
     const xvfb = () => pidsMatching('Xvfb -screen 0 640x481x24');
     try {
-      await inst.rt.bash({
+      await inst.rt.tools.bash({
         command: 'sleep 1000 & setsid sleep 1001 & nohup sleep 1002 >/dev/null 2>&1 &',
       });
-      await inst.rt.bash({ command: 'sleep 30', timeout: 0.2, session: 2 });
+      await inst.rt.tools.bash({ command: 'sleep 30', timeout: 0.2, session: 2 });
       // the timed-out command keeps running in its shell (on a loaded machine it may still be
       // starting when the call returns)
       await eventually(
@@ -807,7 +807,7 @@ describe('ubuntu runtime lifecycle', () => {
       expect(pids.filter(alive)).toEqual([]);
       expect(instancePids(inst.id)).toEqual([]);
       expect(xvfb()).toEqual([]);
-      await expect(inst.rt.bash({ command: 'true' })).rejects.toThrow(/stopped/);
+      await expect(inst.rt.tools.bash({ command: 'true' })).rejects.toThrow(/stopped/);
       expect(inst.failures).toEqual([]);
     } finally {
       await cleanUp(inst);
@@ -832,7 +832,7 @@ const sandboxHost = await SandboxHost.create({ runDir, log });
 const rt = new UbuntuRuntime({ id: 'k1', type: 'ubuntu', resolution: [640, 482], blockedDomains: [], dir, token: 't',
   publicUrl: 'http://x', log, chromiumPath: '', maxUploadBytes: 1, failed() {}, sandboxHost });
 await rt.start();
-await rt.bash({ command: 'setsid sleep 1003 & sleep 1004 &' });
+await rt.tools.bash({ command: 'setsid sleep 1003 & sleep 1004 &' });
 console.log(JSON.stringify(rt.sandbox.pids()));
 setInterval(() => {}, 1000);
 `,
@@ -878,14 +878,14 @@ describe('ubuntu runtime without isolation (disableIsolation)', () => {
       const dir = realpathSync(inst.dir);
       expect(home.startsWith(`${dir}/`)).toBe(true);
       expect(tmp.startsWith(`${dir}/`)).toBe(true);
-      const r = await inst.rt.bash({
+      const r = await inst.rt.tools.bash({
         command: 'echo $HOME; pwd; echo $TMPDIR; echo hi > f.txt; echo $DISPLAY',
       });
       expect(r.output).toBe(`${home}\n${home}\n${tmp}\n:${inst.rt.display.number}\n`);
       expect(readFileSync(join(home, 'f.txt'), 'utf8')).toBe('hi\n');
-      expect((await inst.rt.file({ command: 'read', path: 'f.txt' })).output).toBe('hi\n');
+      expect((await inst.rt.tools.file({ command: 'read', path: 'f.txt' })).output).toBe('hi\n');
       expect(
-        (await inst.rt.file({ command: 'write', path: `${tmp}/t.txt`, content: 't' })).output,
+        (await inst.rt.tools.file({ command: 'write', path: `${tmp}/t.txt`, content: 't' })).output,
       ).toBe(`Wrote 1 bytes to ${tmp}/t.txt`);
       expect(readFileSync(join(tmp, 't.txt'), 'utf8')).toBe('t');
       const refused = [
@@ -896,7 +896,7 @@ describe('ubuntu runtime without isolation (disableIsolation)', () => {
         `${home}/../burrow-x`,
       ];
       for (const path of refused) {
-        expect((await inst.rt.file({ command: 'write', path, content: 'x' })).error).toMatch(
+        expect((await inst.rt.tools.file({ command: 'write', path, content: 'x' })).error).toMatch(
           /^Access denied: .* is read-only \(writes are allowed only under /,
         );
       }

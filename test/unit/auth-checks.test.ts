@@ -123,7 +123,10 @@ interface FakeRec {
   status: string;
   runtime?: {
     upgrade?: (...args: unknown[]) => void;
-    streamPage?: (rest: string, q: URLSearchParams) => Promise<unknown>;
+    liveView?: {
+      url: () => Promise<string>;
+      page: (rest: string, q: URLSearchParams) => Promise<unknown>;
+    };
   };
 }
 
@@ -331,9 +334,12 @@ describe('the instance token of a live-view page', () => {
     live: true,
     status: 'running',
     runtime: {
-      streamPage: async (rest, q) => {
-        pages.push([rest, q.toString()]);
-        return { status: 200, type: 'text/html', body: `<p>${rest}</p>` };
+      liveView: {
+        url: async () => 'unused',
+        page: async (rest, q) => {
+          pages.push([rest, q.toString()]);
+          return { status: 200, type: 'text/html', body: `<p>${rest}</p>` };
+        },
       },
     },
   };

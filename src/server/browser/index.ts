@@ -4,11 +4,13 @@
  * with the ubuntu runtime.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Duplex, Readable } from 'node:stream';
-import type { ParsedComputerAction, ToolResult, UploadResult } from '../../api/index.js';
+import type { Duplex } from 'node:stream';
 import type {
   ClaimRequest,
+  ComputerCapability,
+  FilesCapability,
   InstanceRuntime,
+  LiveViewCapability,
   RuntimeContext,
   RuntimeFactory,
 } from '../instances/runtime.js';
@@ -32,7 +34,7 @@ import {
   type SandboxLimits,
 } from '../sandbox/index.js';
 import { BrowserFiles } from './files.js';
-import { browserLiveViewPage, type StreamPage } from './liveview-page.js';
+import { browserLiveViewPage } from './liveview-page.js';
 
 /** Chromium's profile, downloads and temp files, under the instance's home. */
 const CHROMIUM_DIR = '.config/burrow-chromium';
@@ -247,35 +249,26 @@ class BrowserRuntime implements InstanceRuntime {
     return this.#sandbox?.limits;
   }
 
-  /** A file into the instance's home, for `DOM.setFileInputFiles` (./files.ts). */
-  upload(
-    path: string,
-    filename: string,
-    mediaType: string | undefined,
-    file: Readable,
-  ): Promise<UploadResult> {
-    return this.#files.upload(path, filename, mediaType, file);
+  /** Files into the instance's home, for `DOM.setFileInputFiles` (./files.ts). */
+  get files(): FilesCapability {
+    return this.#files;
   }
 
-  screenshot(): Promise<Buffer> {
-    return this.browser.screenshot();
-  }
-
-  /** Computer actions on the active tab through CDP `Input.*` (chromium/input.ts). */
-  computer(action: ParsedComputerAction): Promise<ToolResult> {
-    return this.#computer.run(action);
-  }
+  /** Screenshots of the active tab, and computer actions on it through CDP `Input.*`. */
+  readonly computer: ComputerCapability = {
+    screenshot: async () => this.browser.screenshot(),
+    run: async (action) => this.#computer.run(action),
+  };
 
   /** The live-view page: a CDP screencast of the active tab with input (chromium/screencast.ts). */
-  async streamUrl(): Promise<string> {
-    const { publicUrl, id, token } = this.#ctx;
-    const base = publicUrl.replace(/\/+$/, '');
-    return `${base}/stream/${encodeURIComponent(id)}/?token=${encodeURIComponent(token)}`;
-  }
-
-  async streamPage(rest: string): Promise<StreamPage> {
-    return browserLiveViewPage(rest);
-  }
+  readonly liveView: LiveViewCapability = {
+    url: async () => {
+      const { publicUrl, id, token } = this.#ctx;
+      const base = publicUrl.replace(/\/+$/, '');
+      return `${base}/stream/${encodeURIComponent(id)}/?token=${encodeURIComponent(token)}`;
+    },
+    page: async (rest) => browserLiveViewPage(rest),
+  };
 
   upgrade(
     kind: 'cdp' | 'stream',

@@ -7,35 +7,26 @@
  * parsed, in `request-body.ts`; what never reaches a log line, in `logger.ts`.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
-import { join } from 'node:path';
-import type { Duplex, Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import multipart, { type Multipart } from '@fastify/multipart';
+import type { Duplex } from 'node:stream';
+import multipart from '@fastify/multipart';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
-import type { z } from 'zod';
 import {
   operations,
   operationIds,
-  UploadFields,
-  validationDetail,
-  wireParse,
   type JsonOperationId,
-  type Location,
   type OperationSpec,
-  type ValidationErrorItem,
 } from '../../api/index.js';
 import { PUBLIC_PATHS, registerApiDocs } from './api-docs.js';
 import { registerArtifactRoutes } from './artifact-routes.js';
 import type { AuthStore } from '../auth-states/store.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
+import { MULTIPART_LIMITS } from './upload.js';
 import { createHandlers } from './handlers.js';
 import {
   authenticated,
@@ -47,7 +38,7 @@ import {
 import { requestSerializer } from './logger.js';
 import { registerMcpRoute } from './mcp.js';
 import type { Registry } from '../instances/registry.js';
-import { parseJsonBody, RequestInvalid } from './request-body.js';
+import { parseInput, parseJsonBody, RequestInvalid } from './request-body.js';
 
 export { createLogger, redactUrl } from './logger.js';
 
@@ -72,37 +63,11 @@ export const DEFAULT_MAX_JSON_BODY_BYTES = 4 * 1024 * 1024;
 /** Body limit of routes without a JSON body (what a client sends is read and dropped; multipart uploads stream past it). */
 const NO_BODY_LIMIT = 64 * 1024;
 /** Multipart limits besides the file size: one file, its fields, short field values. */
-const MULTIPART_LIMITS = { files: 1, fields: 10, parts: 12, headerPairs: 32, fieldSize: 64 * 1024 };
-
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
 /** Constant-time string comparison (hashing first makes the lengths equal). */
 export function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(digest(a), digest(b));
-}
-
-function parse<S extends z.ZodType>(schema: S, value: unknown, where: Location): z.output<S> {
-  const r = wireParse(schema, value);
-  if (!r.success) throw new RequestInvalid(validationDetail(r.error, where, value));
-  return r.data;
-}
-
-/**
- * A failure of the multipart body itself (truncated, no boundary, garbage, over a limit) as the
- * 4xx it answers; the connection closes, since the rest of the body was not read.
- */
-function multipartError(err: unknown): unknown {
-  if (err instanceof HttpError || err instanceof RequestInvalid) return err;
-  const e = err as { code?: string; statusCode?: number; message?: string };
-  if (e.code === 'FST_REQ_FILE_TOO_LARGE') return err; // the error handler names the limit
-  if (
-    e.code === 'FST_FILES_LIMIT' ||
-    e.code === 'FST_PARTS_LIMIT' ||
-    e.code === 'FST_FIELDS_LIMIT'
-  ) {
-    return serverError('multipart_too_many_parts', { fields: MULTIPART_LIMITS.fields });
-  }
-  return serverError('malformed_multipart', { reason: e.message ?? 'unreadable' });
 }
 
 /** Sends `err` as `{"detail"}` with its status and headers (`x-burrow-error` among them). */
@@ -233,10 +198,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       url: toFastifyPath(op.path),
       bodyLimit: op.bodyKind === 'json' ? maxJsonBodyBytes : NO_BODY_LIMIT,
       handler: async (req: FastifyRequest, reply: FastifyReply) => {
-        const params = op.params ? parse(op.params, req.params, 'path') : undefined;
-        const query = op.query ? parse(op.query, req.query, 'query') : undefined;
-        if (id === 'upload') return upload(req, (params as { instance_id: string }).instance_id);
-        const body = op.body ? parse(op.body, parseJsonBody(req.body), 'body') : undefined;
+        const params = op.params ? parseInput(op.params, req.params, 'path') : undefined;
+        const query = op.query ? parseInput(op.query, req.query, 'query') : undefined;
+        if (id === 'upload') {
+          return handlers.upload({ params: params as { instance_id: string }, request: req });
+        }
+        const body = op.body ? parseInput(op.body, parseJsonBody(req.body), 'body') : undefined;
         const handler = handlers[id as Exclude<JsonOperationId, 'upload'>] as (input: {
           params: unknown;
           query: unknown;
@@ -250,93 +217,6 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   // MCP over Streamable HTTP (src/server/mcp/), behind the same API key
   registerMcpRoute(app, { handlers });
-
-  /**
-   * Streams the multipart file to the instance; spools it first if `path` comes after it. A
-   * malformed body answers 4xx (see `multipartError`) and leaves no spool file behind.
-   */
-  async function upload(req: FastifyRequest, instanceId: string) {
-    const rec = registry.running(instanceId);
-    if (!rec.runtime.upload)
-      throw serverError('capability_unavailable', { what: 'upload', type: rec.type });
-    if (!req.isMultipart()) {
-      throw new RequestInvalid([
-        { loc: ['body', 'file'], msg: 'Field required', type: 'missing' },
-        { loc: ['body', 'path'], msg: 'Field required', type: 'missing' },
-      ]);
-    }
-    const fields: Record<string, string> = {};
-    let spooled: { file: string; filename: string; mimetype: string } | undefined;
-    let result: unknown;
-    // the file part being read, and the first error its stream emitted
-    let current: Readable | undefined;
-    let partError: unknown;
-    const parts = req.parts()[Symbol.asyncIterator]();
-    const nextPart = async (): Promise<Multipart | undefined> => {
-      try {
-        const next = await parts.next();
-        return next.done ? undefined : next.value;
-      } catch (err) {
-        throw multipartError(err);
-      }
-    };
-    try {
-      for (let part = await nextPart(); part; part = await nextPart()) {
-        if (part.type === 'file') {
-          current = part.file;
-          part.file.once('error', (err) => (partError ??= err));
-        }
-        if (!part.fieldname) {
-          if (part.type === 'file') part.file.resume();
-          throw serverError('malformed_multipart', { reason: 'a part has no name' });
-        }
-        if (part.type === 'field') {
-          if (part.valueTruncated || part.fieldnameTruncated) {
-            throw serverError('multipart_field_too_long', { limit: MULTIPART_LIMITS.fieldSize });
-          }
-          if (typeof part.value === 'string') fields[part.fieldname] = part.value;
-          continue;
-        }
-        if (part.fieldname !== 'file' || result !== undefined || spooled) {
-          part.file.resume();
-          continue;
-        }
-        if (fields.path !== undefined) {
-          const { path } = parse(UploadFields, fields, 'body');
-          result = await rec.runtime.upload(path, part.filename, part.mimetype, part.file);
-        } else {
-          const file = join(
-            rec.dir,
-            `.upload-spool-${Date.now()}-${Math.random().toString(16).slice(2)}`,
-          );
-          spooled = { file, filename: part.filename, mimetype: part.mimetype };
-          await pipeline(part.file, createWriteStream(file, { mode: 0o600 }));
-        }
-      }
-      if (result === undefined) {
-        const missing: ValidationErrorItem[] = [];
-        if (!spooled)
-          missing.push({ loc: ['body', 'file'], msg: 'Field required', type: 'missing' });
-        if (fields.path === undefined)
-          missing.push({ loc: ['body', 'path'], msg: 'Field required', type: 'missing' });
-        if (missing.length > 0) throw new RequestInvalid(missing);
-        const { path } = parse(UploadFields, fields, 'body');
-        const s = spooled!;
-        const stream: Readable = createReadStream(s.file);
-        result = await rec.runtime.upload(path, s.filename, s.mimetype, stream);
-      }
-      return result;
-    } catch (err) {
-      // a part's stream failing on its own (not from a write of ours) is the body's fault
-      const fromBody =
-        err !== undefined &&
-        (err === partError || err === current?.errored) &&
-        !(err as { syscall?: string }).syscall;
-      throw fromBody ? multipartError(err) : err;
-    } finally {
-      if (spooled) await rm(spooled.file, { force: true });
-    }
-  }
 
   return app;
 }
@@ -410,8 +290,9 @@ export function registerStreamPages(app: FastifyInstance, registry: Registry): v
       throw serverError('token_invalid', { kind: 'live-view' });
     }
     authenticated(req.raw.socket);
-    if (!rec.live || !rec.runtime?.streamPage) throw serverError('live_view_unavailable');
-    const page = await rec.runtime.streamPage(rest, url.searchParams);
+    const liveView = rec.live ? rec.runtime?.liveView : undefined;
+    if (!liveView) throw serverError('live_view_unavailable');
+    const page = await liveView.page(rest, url.searchParams);
     return reply
       .code(page.status)
       .type(page.type)

@@ -10,7 +10,8 @@ import { serverError } from '../errors.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
 import { versionInfo } from '../meta.js';
 import type { Registry } from '../instances/registry.js';
-import type { InstanceRuntime } from '../instances/runtime.js';
+import type { CapabilityName, InstanceRuntime } from '../instances/runtime.js';
+import { uploadHandler, type UploadHandler } from './upload.js';
 
 type Out<T> = T extends z.ZodType ? z.output<T> : undefined;
 
@@ -24,14 +25,16 @@ export type Handler<Op extends OperationId> = (
   input: HandlerInput<Op>,
 ) => Promise<z.input<Operations[Op]['response']>>;
 
-/** Every JSON row but `upload` (streamed in by app.ts); `stream` rows have routes of their own. */
-export type Handlers = { [Op in Exclude<JsonOperationId, 'upload'>]: Handler<Op> };
+/** Every JSON row; `upload` reads its multipart body itself (upload.ts). */
+export type Handlers = { [Op in Exclude<JsonOperationId, 'upload'>]: Handler<Op> } & {
+  upload: UploadHandler;
+};
 
 /**
- * The capability `key` of a running instance (methods bound to its runtime), or the 404/400 that
- * says why not; a 400 names the instance type when the type lacks it.
+ * The capability `key` of a running instance, or the 404/400 that says why not: a 400 names
+ * `what` was asked and the instance type when the type lacks it.
  */
-function method<K extends keyof InstanceRuntime>(
+export function capability<K extends CapabilityName>(
   registry: Registry,
   id: string,
   key: K,
@@ -40,10 +43,10 @@ function method<K extends keyof InstanceRuntime>(
   const rec = registry.running(id);
   const cap = rec.runtime[key];
   if (cap === undefined) throw serverError('capability_unavailable', { what, type: rec.type });
-  return (typeof cap === 'function' ? cap.bind(rec.runtime) : cap) as NonNullable<
-    InstanceRuntime[K]
-  >;
+  return cap as NonNullable<InstanceRuntime[K]>;
 }
+
+const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
 
 export interface HandlerOptions {
   /** The Chromium binary of browser instances, for `version`; absent, it is reported as null. */
@@ -55,47 +58,49 @@ export function createHandlers(
   auth: AuthStore,
   opts: HandlerOptions = {},
 ): Handlers {
-  const browser = (id: string) => method(registry, id, 'browser', 'The browser');
+  const cap = <K extends CapabilityName>(id: string, key: K, what: string) =>
+    capability(registry, id, key, what);
+  const browser = (id: string) => cap(id, 'browser', 'The browser');
+  const notebooks = (id: string) => cap(id, 'kernels', 'Notebooks').notebooks;
+  const env = (id: string) => cap(id, 'env', 'Environment');
   return {
     // burrow extension: downloads and recordings (artifact-routes.ts)
     ...artifactHandlers(registry),
     start: async ({ body }) => (await registry.start(body)).toJSON(),
     getInstance: async ({ params }) => registry.get(params.instance_id).toJSON(),
     listInstances: async () => registry.list().map((r) => r.toJSON()),
-    listAuthStates: async () => auth.list(),
-    stop: async ({ params }) => {
-      const rec = await registry.stop(params.instance_id);
-      return { status: rec.status };
-    },
-    pause: async ({ params }) => {
-      const rec = await registry.pause(params.instance_id);
-      return { status: rec.status };
-    },
+    stop: async ({ params }) => ({ status: (await registry.stop(params.instance_id)).status }),
+    pause: async ({ params }) => ({ status: (await registry.pause(params.instance_id)).status }),
     resume: async ({ params, query }) =>
-      (await registry.resume(params.instance_id, query.timeout_hours ?? 1)).toJSON(),
+      (await registry.resume(params.instance_id, query.timeout_hours)).toJSON(),
 
-    screenshot: async ({ params }) => {
-      const shot = method(registry, params.instance_id, 'screenshot', 'screenshot');
-      return { base64_image: (await shot()).toString('base64') };
-    },
-    streamUrl: async ({ params }) => {
-      const url = method(registry, params.instance_id, 'streamUrl', 'The live view');
-      return { stream_url: await url() };
-    },
-    computer: async ({ params, body }) =>
-      method(registry, params.instance_id, 'computer', 'computer')(body),
-    bash: async ({ params, body }) => method(registry, params.instance_id, 'bash', 'bash')(body),
-    edit: async ({ params, body }) => method(registry, params.instance_id, 'edit', 'edit')(body),
-    file: async ({ params, body }) => method(registry, params.instance_id, 'file', 'file')(body),
+    screenshot: async ({ params }) => ({
+      base64_image: (await cap(params.instance_id, 'computer', 'screenshot').screenshot()).toString(
+        'base64',
+      ),
+    }),
+    computer: async ({ params, body }) => cap(params.instance_id, 'computer', 'computer').run(body),
+    streamUrl: async ({ params }) => ({
+      stream_url: await cap(params.instance_id, 'liveView', 'The live view').url(),
+    }),
+    bash: async ({ params, body }) => cap(params.instance_id, 'tools', 'bash').bash(body),
+    edit: async ({ params, body }) => cap(params.instance_id, 'tools', 'edit').edit(body),
+    file: async ({ params, body }) => cap(params.instance_id, 'tools', 'file').file(body),
+    upload: uploadHandler(registry),
 
     browserStart: async ({ params }) => ({ cdp_url: await browser(params.instance_id).start() }),
     browserCdpUrl: async ({ params }) => ({ cdp_url: browser(params.instance_id).cdpUrl() }),
     browserCurrentUrl: async ({ params }) => ({
       current_url: await browser(params.instance_id).currentUrl(),
     }),
+    browserStop: async ({ params }) => {
+      await browser(params.instance_id).stop();
+      return { status: 'success' };
+    },
+
+    listAuthStates: async () => auth.list(),
     saveAuth: async ({ params, query }) => {
-      const data = await browser(params.instance_id).captureAuth();
-      const saved = await auth.save(query.name, data);
+      const saved = await auth.save(query.name, await browser(params.instance_id).captureAuth());
       return { status: 'success', auth_state_id: saved.id, name: saved.name };
     },
     modifyAuth: async ({ params, query }) => {
@@ -121,63 +126,33 @@ export function createHandlers(
       return { status: 'success' };
     },
 
-    browserStop: async ({ params }) => {
-      await browser(params.instance_id).stop();
-      return { status: 'success' };
-    },
-
     codeExecute: async ({ params, body }) =>
-      method(
-        registry,
-        params.instance_id,
-        'codeExecute',
-        'Code execution',
-      )(body.code, body.kernel_name ?? 'python3', body.timeout),
-    listKernels: async ({ params }) =>
-      method(registry, params.instance_id, 'notebooks', 'Notebooks').kernels(),
+      cap(params.instance_id, 'kernels', 'Code execution').execute(
+        body.code,
+        body.kernel_name,
+        body.timeout,
+      ),
+    listKernels: async ({ params }) => notebooks(params.instance_id).kernels(),
     notebookCreate: async ({ params, body }) =>
-      method(registry, params.instance_id, 'notebooks', 'Notebooks').create(
-        body.name,
-        body.kernel_name ?? 'python3',
-      ),
-    notebookGet: async ({ params }) =>
-      method(registry, params.instance_id, 'notebooks', 'Notebooks').get(params.notebook_id),
-    notebookDelete: async ({ params }) =>
-      method(registry, params.instance_id, 'notebooks', 'Notebooks').delete(params.notebook_id),
+      notebooks(params.instance_id).create(body.name, body.kernel_name),
+    notebookGet: async ({ params }) => notebooks(params.instance_id).get(params.notebook_id),
+    notebookDelete: async ({ params }) => notebooks(params.instance_id).delete(params.notebook_id),
     notebookAddCell: async ({ params, body }) =>
-      method(registry, params.instance_id, 'notebooks', 'Notebooks').addCell(
-        params.notebook_id,
-        body,
-      ),
+      notebooks(params.instance_id).addCell(params.notebook_id, body),
     notebookExecuteCell: async ({ params, body }) =>
-      method(registry, params.instance_id, 'notebooks', 'Notebooks').executeCell(
-        params.notebook_id,
-        params.cell_id,
-        body,
-      ),
+      notebooks(params.instance_id).executeCell(params.notebook_id, params.cell_id, body),
     notebookExecute: async ({ params, body }) =>
-      method(registry, params.instance_id, 'notebooks', 'Notebooks').execute(
-        params.notebook_id,
-        body,
-      ),
+      notebooks(params.instance_id).execute(params.notebook_id, body),
 
-    envGet: async ({ params }) => ({
-      variables: await method(registry, params.instance_id, 'env', 'Environment').get(),
-    }),
+    envGet: async ({ params }) => ({ variables: await env(params.instance_id).get() }),
     envSet: async ({ params, body }) => {
-      const keys = Object.keys(body.variables);
-      await method(registry, params.instance_id, 'env', 'Environment').set(body.variables);
-      return {
-        status: 'success',
-        message: `Set ${keys.length} variable${keys.length === 1 ? '' : 's'}`,
-      };
+      await env(params.instance_id).set(body.variables);
+      const n = Object.keys(body.variables).length;
+      return { status: 'success', message: `Set ${plural(n, 'variable')}` };
     },
     envDelete: async ({ params, body }) => {
-      await method(registry, params.instance_id, 'env', 'Environment').delete(body.keys);
-      return {
-        status: 'success',
-        message: `Deleted ${body.keys.length} variable${body.keys.length === 1 ? '' : 's'}`,
-      };
+      await env(params.instance_id).delete(body.keys);
+      return { status: 'success', message: `Deleted ${plural(body.keys.length, 'variable')}` };
     },
 
     version: async () => versionInfo(opts.chromiumPath),

@@ -4,7 +4,14 @@
  * before anything recursive (the offset scanner, zod, the 422's `input`, pino) walks the value:
  * 100 000 `[` must not overflow a stack.
  */
-import { jsonErrorOffset, type ValidationErrorItem } from '../../api/index.js';
+import type { z } from 'zod';
+import {
+  jsonErrorOffset,
+  validationDetail,
+  wireParse,
+  type Location,
+  type ValidationErrorItem,
+} from '../../api/index.js';
 import { jsonNestingOffset } from '../../internal/json-bounded.js';
 
 export { jsonNestingOffset };
@@ -42,4 +49,15 @@ export function parseJsonBody(raw: unknown): unknown {
   } catch {
     throw jsonInvalid(Math.max(0, jsonErrorOffset(raw)), 'Invalid JSON');
   }
+}
+
+/** `value` checked against `schema` as the wire sends it; a 422 naming `where` when it fails. */
+export function parseInput<S extends z.ZodType>(
+  schema: S,
+  value: unknown,
+  where: Location,
+): z.output<S> {
+  const r = wireParse(schema, value);
+  if (!r.success) throw new RequestInvalid(validationDetail(r.error, where, value));
+  return r.data;
 }

@@ -1,7 +1,9 @@
 /**
- * What an instance type implements. The registry owns the lifecycle (ids, status, expiry, the
- * cap); a runtime owns the processes. A capability the type lacks is simply absent, and the
- * route answers 400 naming the type.
+ * What an instance type implements. The registry owns the life cycle (ids, status, expiry, the
+ * cap); a runtime owns the processes. What an instance offers besides its life cycle is a set of
+ * capability objects (`computer`, `tools`, `files`, `kernels`, `env`, `browser`, `liveView`); a
+ * capability the type lacks is absent, and one lookup (`capability()` in http/handlers.ts)
+ * answers the 400 naming the type.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
@@ -106,6 +108,45 @@ export interface NotebookCapability {
   execute(notebookId: string, opts: z.output<typeof ExecuteCellRequest>): Promise<NotebookCell[]>;
 }
 
+/** The instance's screen: screenshots and `computer` actions. */
+export interface ComputerCapability {
+  screenshot(): Promise<Buffer>;
+  run(action: ParsedComputerAction): Promise<ToolResult>;
+}
+
+/** The agent tools of a desktop: persistent shells and the edit and file tools. */
+export interface ToolsCapability {
+  bash(req: BashRequest): Promise<ToolResult>;
+  edit(req: EditRequest): Promise<ToolResult>;
+  file(req: FileRequest): Promise<ToolResult>;
+}
+
+/** Files into the instance (`POST /v1/instance/{id}/upload`). */
+export interface FilesCapability {
+  upload(
+    path: string,
+    filename: string,
+    mediaType: string | undefined,
+    file: Readable,
+  ): Promise<UploadResult>;
+}
+
+/** Jupyter kernels: one-off code execution and notebooks. */
+export interface KernelsCapability {
+  execute(
+    code: string,
+    kernelName: string,
+    timeoutSeconds: number | undefined,
+  ): Promise<CodeExecuteResult>;
+  readonly notebooks: NotebookCapability;
+}
+
+/** The live view: its URL, and the pages served under `/stream/<id>/` (token checked). */
+export interface LiveViewCapability {
+  url(): Promise<string>;
+  page(rest: string, query: URLSearchParams): Promise<StreamPage>;
+}
+
 export interface EnvCapability {
   get(): Promise<Record<string, string>>;
   set(vars: Record<string, string>): Promise<void>;
@@ -137,26 +178,13 @@ export interface InstanceRuntime {
   /** What the instance may use (its sandbox's limits), once started. */
   readonly limits?: InstanceLimits | undefined;
 
-  screenshot?(): Promise<Buffer>;
-  streamUrl?(): Promise<string>;
-  computer?(action: ParsedComputerAction): Promise<ToolResult>;
-  bash?(req: BashRequest): Promise<ToolResult>;
-  edit?(req: EditRequest): Promise<ToolResult>;
-  file?(req: FileRequest): Promise<ToolResult>;
-  upload?(
-    path: string,
-    filename: string,
-    mediaType: string | undefined,
-    file: Readable,
-  ): Promise<UploadResult>;
-  readonly browser?: BrowserCapability;
-  codeExecute?(
-    code: string,
-    kernelName: string,
-    timeoutSeconds: number | undefined,
-  ): Promise<CodeExecuteResult>;
-  readonly notebooks?: NotebookCapability;
+  readonly computer?: ComputerCapability;
+  readonly tools?: ToolsCapability;
+  readonly files?: FilesCapability;
+  readonly kernels?: KernelsCapability;
   readonly env?: EnvCapability;
+  readonly browser?: BrowserCapability;
+  readonly liveView?: LiveViewCapability;
   /**
    * A WebSocket upgrade for `/cdp/<id>/<rest>` (kind `cdp`) or `/stream/<id>/<rest>` (kind
    * `stream`) whose token the server has already checked.
@@ -168,9 +196,11 @@ export interface InstanceRuntime {
     socket: Duplex,
     head: Buffer,
   ): void;
-  /** Plain HTTP GET under `/stream/<id>/<rest>` (token checked), e.g. a live-view page. */
-  streamPage?(rest: string, query: URLSearchParams): Promise<StreamPage>;
 }
+
+/** The capabilities a runtime may offer, by name. */
+export type CapabilityName =
+  'computer' | 'tools' | 'files' | 'kernels' | 'env' | 'browser' | 'liveView';
 
 /** The answer to a GET under `/stream/<id>/<rest>`: the route sends it with `no-store`. */
 export interface StreamPage {

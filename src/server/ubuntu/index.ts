@@ -4,27 +4,21 @@
  * computer actions, a headful browser) build on `spawn`, `display` and `env.current()`.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Duplex, Readable } from 'node:stream';
-import type {
-  BashRequest,
-  CodeExecuteResult,
-  EditRequest,
-  FileRequest,
-  ParsedComputerAction,
-  ToolResult,
-  UploadResult,
-} from '../../api/index.js';
+import type { Duplex } from 'node:stream';
 import type { Supervised } from '../../internal/process.js';
 
 import { refuseUpgrade, serverError } from '../errors.js';
 import type {
   BrowserCapability,
   ClaimRequest,
+  ComputerCapability,
+  FilesCapability,
   InstanceRuntime,
-  NotebookCapability,
+  KernelsCapability,
+  LiveViewCapability,
   RuntimeContext,
   RuntimeFactory,
-  StreamPage,
+  ToolsCapability,
 } from '../instances/runtime.js';
 import { BashSessions } from './tools/bash.js';
 import { UbuntuDesktop } from './desktop/desktop.js';
@@ -256,21 +250,34 @@ export class UbuntuRuntime implements InstanceRuntime {
     await s.desktop.resume();
   }
 
-  async screenshot(): Promise<Buffer> {
-    return this.#get().desktop.screenshot();
-  }
+  /** Screenshots and computer actions on the virtual display (desktop/). */
+  readonly computer: ComputerCapability = {
+    screenshot: async () => this.#get().desktop.screenshot(),
+    run: async (action) => this.#get().desktop.run(action),
+  };
 
-  async computer(action: ParsedComputerAction): Promise<ToolResult> {
-    return this.#get().desktop.run(action);
-  }
+  /** The noVNC live view; x11vnc starts on the first call for its URL. */
+  readonly liveView: LiveViewCapability = {
+    url: async () => this.#get().desktop.streamUrl(),
+    page: async (rest, query) => this.#get().desktop.streamPage(rest, query),
+  };
 
-  /** The noVNC live view; x11vnc starts on the first call. */
-  async streamUrl(): Promise<string> {
-    return this.#get().desktop.streamUrl();
-  }
+  /** Persistent bash sessions and the edit and file tools (tools/). */
+  readonly tools: ToolsCapability = {
+    bash: async (req) => this.#get().bash.handle(req),
+    edit: async (req) => this.#get().edit.run(req),
+    file: async (req) => this.#get().file.run(req),
+  };
 
-  async streamPage(rest: string, query: URLSearchParams): Promise<StreamPage> {
-    return this.#get().desktop.streamPage(rest, query);
+  /** Uploads into the instance's file system, written inside the sandbox (toolbox/upload.ts). */
+  readonly files: FilesCapability = {
+    upload: async (path, filename, mediaType, file) =>
+      upload(this.#get().files, path, filename, mediaType, file, this.ctx.maxUploadBytes),
+  };
+
+  /** Code execution and notebooks (`.ipynb` files in the home), on Jupyter kernels (kernels/). */
+  get kernels(): KernelsCapability {
+    return this.#get().kernels;
   }
 
   /** `/stream/<id>/websockify` (x11vnc) and `/cdp/<id>/…` (the desktop browser). */
@@ -289,40 +296,6 @@ export class UbuntuRuntime implements InstanceRuntime {
   /** A headful Chromium on the instance's display (`browser/*`). */
   get browser(): BrowserCapability {
     return this.#get().desktop.browser;
-  }
-
-  async codeExecute(
-    code: string,
-    kernelName: string,
-    timeoutSeconds: number | undefined,
-  ): Promise<CodeExecuteResult> {
-    return this.#get().kernels.codeExecute(code, kernelName, timeoutSeconds);
-  }
-
-  /** Notebooks as `.ipynb` files in the instance's home, each with its own kernel. */
-  get notebooks(): NotebookCapability {
-    return this.#get().kernels.notebooks;
-  }
-
-  async bash(req: BashRequest): Promise<ToolResult> {
-    return this.#get().bash.handle(req);
-  }
-
-  async edit(req: EditRequest): Promise<ToolResult> {
-    return this.#get().edit.run(req);
-  }
-
-  async file(req: FileRequest): Promise<ToolResult> {
-    return this.#get().file.run(req);
-  }
-
-  async upload(
-    path: string,
-    filename: string,
-    mediaType: string | undefined,
-    file: Readable,
-  ): Promise<UploadResult> {
-    return upload(this.#get().files, path, filename, mediaType, file, this.ctx.maxUploadBytes);
   }
 
   /** The virtual display (number, environments for sandboxed and host-side X clients). */

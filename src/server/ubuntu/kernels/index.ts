@@ -38,7 +38,7 @@
  */
 import { posix } from 'node:path';
 import type { CodeExecuteResult } from '../../../api/index.js';
-import type { Logger, NotebookCapability } from '../../instances/runtime.js';
+import type { KernelsCapability, Logger } from '../../instances/runtime.js';
 import { SandboxFiles } from '../../toolbox/files.js';
 import { Toolbox } from '../../toolbox/toolbox.js';
 import { Notebooks } from './notebooks.js';
@@ -75,13 +75,13 @@ export interface KernelsOptions {
 /** code/execute's answer; `kernel_restarted` is present (true) only when state was lost. */
 export type CodeExecuteAnswer = CodeExecuteResult & { kernel_restarted?: true };
 
-export interface Kernels {
-  codeExecute(
+/** The kernels capability of an ubuntu instance, with what the runtime needs besides. */
+export interface Kernels extends KernelsCapability {
+  execute(
     code: string,
     kernelName: string,
     timeoutSeconds: number | undefined,
   ): Promise<CodeExecuteAnswer>;
-  readonly notebooks: NotebookCapability;
   /** Start the `code/execute` kernel of `kernelName` ahead of its first use (warm pool). */
   warm(kernelName: string): Promise<void>;
   /** Host pid of the bridge process while it runs (diagnostics, tests). */
@@ -131,7 +131,7 @@ export function createKernels(opts: KernelsOptions): Kernels {
   const files = new SandboxFiles(toolbox);
   const notebooks = new Notebooks(pool, files, posix.join(opts.sandboxHome, 'notebooks'));
   return {
-    codeExecute: async (code, kernelName, timeoutSeconds) =>
+    execute: async (code, kernelName, timeoutSeconds) =>
       toCodeExecuteAnswer(
         await pool.run(codeKernelKey(kernelName), kernelName, code, timeoutSeconds),
       ),
