@@ -111,7 +111,9 @@ export async function until(
   for (;;) {
     signal?.throwIfAborted();
     const answer = predicate();
-    if (typeof answer === 'boolean' ? answer : await (signal ? abortable(answer, signal) : answer)) {
+    if (
+      typeof answer === 'boolean' ? answer : await (signal ? abortable(answer, signal) : answer)
+    ) {
       return true;
     }
     const left = end - performance.now();
