@@ -9,7 +9,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Instance } from '../client/index.js';
-import { alive } from '../internal/process.js';
+import { pidAlive } from '../internal/process.js';
 
 type Entry =
   | { id: string; type: Instance['instance_type']; launch_time: string; resolution: number[] }
@@ -45,7 +45,7 @@ export function instancesInDataDir(dataDir: string): (Instance & { server_pid: n
         /* a line cut short by a kill */
       }
     }
-    const serverLives = alive(pid);
+    const serverLives = pidAlive(pid);
     for (const e of started.values()) {
       out.push({
         id: e.id,

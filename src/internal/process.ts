@@ -5,9 +5,8 @@
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { backgroundChild } from './background.js';
-import { raceDeadline, TIMED_OUT } from './deadline.js';
+import { raceDeadline, TIMED_OUT, until } from './deadline.js';
 
 const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
 
@@ -67,12 +66,7 @@ export class Supervised {
   }
 
   #signalGroup(signal: NodeJS.Signals): void {
-    if (this.pid <= 0) return;
-    try {
-      process.kill(-this.pid, signal);
-    } catch {
-      /* ESRCH: already gone */
-    }
+    if (this.pid > 0) signalQuietly(-this.pid, signal);
   }
 
   /**
@@ -148,12 +142,7 @@ export function stillRunning(ref: ProcessRef): boolean {
 
 /** Signal `ref` if its number still names that process. */
 export function signalProcess(ref: ProcessRef, signal: NodeJS.Signals): void {
-  if (!stillRunning(ref)) return;
-  try {
-    process.kill(ref.pid, signal);
-  } catch {
-    /* gone */
-  }
+  if (stillRunning(ref)) signalQuietly(ref.pid, signal);
 }
 
 /** The fields of /proc/<pid>/stat after `(comm)`, from the state (field 3) on. */
@@ -176,10 +165,41 @@ export function processState(pid: number): string {
   }
 }
 
-/** Whether `pid` is a live process (a zombie counts as gone). */
-export function alive(pid: number): boolean {
+/**
+ * Whether a process numbered `pid` is alive: `kill(pid, 0)` finds it and /proc does not show it
+ * a zombie (exited, not yet reaped; 'X' likewise). EPERM means the process exists but belongs to
+ * someone else (another user, another user namespace): alive. Without /proc, `kill` alone
+ * answers. Not a positive integer: false. A number says nothing of which process it is: to
+ * follow one process over time, use a `ProcessRef`.
+ */
+export function pidAlive(pid: number): boolean {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false; // ESRCH: no such process
+  }
   const state = processState(pid);
-  return state !== '' && state !== 'Z';
+  return state !== 'Z' && state !== 'X';
+}
+
+/** `pidAlive` by the name the tests know it by. */
+export const alive = pidAlive;
+
+/**
+ * Sends `signal` to `pid` (a negative number: to that process group), not minding a process
+ * that is gone: true when the signal was delivered, false when no such process exists (ESRCH) or
+ * it is not ours to signal (EPERM: the number now names another user's process). Other errors (an
+ * unknown signal) are thrown.
+ */
+export function signalQuietly(pid: number, signal: NodeJS.Signals | number): boolean {
+  try {
+    return process.kill(pid, signal);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ESRCH' || code === 'EPERM') return false;
+    throw err;
+  }
 }
 
 /**
@@ -188,17 +208,14 @@ export function alive(pid: number): boolean {
  * `deadlineMs`; returns the pids still not stopped (normally none).
  */
 export async function freezeAll(list: () => number[], deadlineMs = 2000): Promise<number[]> {
-  const end = performance.now() + deadlineMs;
-  for (;;) {
-    const running = list().filter((pid) => !['T', 't', 'Z', 'X', ''].includes(processState(pid)));
-    if (running.length === 0 || performance.now() > end) return running;
-    for (const pid of running) {
-      try {
-        process.kill(pid, 'SIGSTOP');
-      } catch {
-        /* gone */
-      }
-    }
-    await sleep(10);
-  }
+  let running: number[] = [];
+  await until(
+    () => {
+      running = list().filter((pid) => !['T', 't', 'Z', 'X', ''].includes(processState(pid)));
+      for (const pid of running) signalQuietly(pid, 'SIGSTOP');
+      return running.length === 0;
+    },
+    { timeoutMs: deadlineMs, intervalMs: 10 },
+  );
+  return running;
 }

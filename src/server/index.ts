@@ -12,6 +12,7 @@ import { homedir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo, Socket } from 'node:net';
 import { background } from '../internal/background.js';
+import { pidAlive } from '../internal/process.js';
 import { buildApp, createLogger, handleUpgrade } from './http/app.js';
 import { ArtifactStore, DEFAULT_ARTIFACT_RETENTION_MS } from './artifacts/store.js';
 import { AuthStore } from './auth-states/store.js';
@@ -135,15 +136,6 @@ export function defaultDataDir(): string {
 const envNumber = (name: string): number | undefined => {
   const v = process.env[name];
   return v !== undefined && v !== '' && Number.isFinite(Number(v)) ? Number(v) : undefined;
-};
-
-const pidAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 };
 
 /**

@@ -10,6 +10,7 @@ import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Download, Recording } from '../api/index.js';
 import { APIError, type Burrow, type StreamResponse } from '../client/index.js';
 
@@ -56,7 +57,7 @@ export function sessionDownloads(
         } catch (err) {
           const busy = err instanceof APIError && err.serverCode === IN_PROGRESS;
           if (!busy || Date.now() > deadline) throw err;
-          await new Promise((r) => setTimeout(r, 200));
+          await sleep(200);
         }
       }
     },

@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { writeFileAtomic } from '../internal/fs.js';
+import { pidAlive } from '../internal/process.js';
 import { dataDir } from './data-dir.js';
 
 export const LedgerEntry = z.object({
@@ -42,11 +43,7 @@ function processStart(pid: number): { start: string; zombie: boolean } | null {
 
 /** Whether the process that wrote `entry` still runs (the same process, not a reused pid). */
 export function ownerAlive(entry: Pick<LedgerEntry, 'pid' | 'pidStart'>): boolean {
-  try {
-    process.kill(entry.pid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
+  if (!pidAlive(entry.pid)) return false;
   const now = processStart(entry.pid);
   if (now === null) return true; // no /proc: trust kill(0)
   return !now.zombie && (entry.pidStart === null || entry.pidStart === now.start);

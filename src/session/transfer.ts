@@ -36,6 +36,7 @@ import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Duplex } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket, { WebSocketServer } from 'ws';
 import { APIError, type Burrow } from '../client/index.js';
 import type { DriverConnectOptions, DriverConnection } from './driver.js';
@@ -136,7 +137,7 @@ export function clientTransferApi(client: Burrow, instanceId: string): TransferA
           // still being written as the server sees it, or not seen yet
           const waiting = err instanceof APIError && (err.status === 409 || err.status === 404);
           if (!waiting || Date.now() + delay > deadline) throw err;
-          await new Promise((resolve) => setTimeout(resolve, delay));
+          await sleep(delay);
           signal.throwIfAborted();
         }
       }

@@ -1,6 +1,15 @@
-/** src/internal/deadline.ts on vitest's fake clock: no test waits for real time. */
+/**
+ * src/internal/deadline.ts. The races run on vitest's fake clock; `until` runs on the real one
+ * (it sleeps with node:timers/promises), with intervals of a few milliseconds.
+ */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { abortable, raceDeadline, TIMED_OUT, withDeadline } from '../../src/internal/deadline.js';
+import {
+  abortable,
+  raceDeadline,
+  TIMED_OUT,
+  until,
+  withDeadline,
+} from '../../src/internal/deadline.js';
 
 beforeEach(() => vi.useFakeTimers());
 afterEach(() => vi.useRealTimers());
@@ -146,5 +155,101 @@ describe('abort signals', () => {
     ctl.abort(new Error('stop'));
     await expect(r).rejects.toThrow('stop');
     await expect(abortable(Promise.resolve('v'), new AbortController().signal)).resolves.toBe('v');
+  });
+});
+
+describe('until (real timers)', () => {
+  beforeEach(() => vi.useRealTimers());
+
+  it('resolves true once the predicate holds, polling at the interval', async () => {
+    let calls = 0;
+    const t0 = performance.now();
+    await expect(until(() => ++calls === 4, { timeoutMs: 5000, intervalMs: 10 })).resolves.toBe(
+      true,
+    );
+    expect(calls).toBe(4);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(25); // three pauses of 10 ms
+  });
+
+  it('makes one call only when the predicate holds at once', async () => {
+    const predicate = vi.fn(() => true);
+    await expect(until(predicate, { timeoutMs: 1000, intervalMs: 1000 })).resolves.toBe(true);
+    expect(predicate).toHaveBeenCalledOnce();
+  });
+
+  it('awaits an async predicate', async () => {
+    let calls = 0;
+    const predicate = async () => {
+      await new Promise((r) => setImmediate(r));
+      return ++calls >= 3;
+    };
+    await expect(until(predicate, { timeoutMs: 5000, intervalMs: 1 })).resolves.toBe(true);
+    expect(calls).toBe(3);
+  });
+
+  it('resolves false after the timeout, having asked once more at the deadline', async () => {
+    const predicate = vi.fn(() => false);
+    const t0 = performance.now();
+    await expect(until(predicate, { timeoutMs: 60, intervalMs: 25 })).resolves.toBe(false);
+    const took = performance.now() - t0;
+    expect(took).toBeGreaterThanOrEqual(59);
+    expect(took).toBeLessThan(1000);
+    // at 0, 25, 50 and (the last pause cut short) 60 ms; more only if the machine is slow
+    expect(predicate.mock.calls.length).toBeGreaterThanOrEqual(2);
+    expect(predicate.mock.calls.length).toBeLessThanOrEqual(4);
+  });
+
+  it('does not wait a whole interval past the deadline', async () => {
+    const t0 = performance.now();
+    await expect(until(() => false, { timeoutMs: 30, intervalMs: 10_000 })).resolves.toBe(false);
+    expect(performance.now() - t0).toBeLessThan(2000);
+  });
+
+  it('a timeout of 0 is exactly one call', async () => {
+    const predicate = vi.fn(() => false);
+    await expect(until(predicate, { timeoutMs: 0, intervalMs: 10 })).resolves.toBe(false);
+    expect(predicate).toHaveBeenCalledOnce();
+  });
+
+  it("rejects with the predicate's error", async () => {
+    let calls = 0;
+    const predicate = () => {
+      if (++calls === 2) throw new Error('cannot look');
+      return false;
+    };
+    await expect(until(predicate, { timeoutMs: 5000, intervalMs: 1 })).rejects.toThrow(
+      'cannot look',
+    );
+    expect(calls).toBe(2);
+  });
+
+  it("rejects with the signal's reason when it aborts during a pause, and stops calling", async () => {
+    const ctl = new AbortController();
+    const reason = new Error('instance stopped');
+    const predicate = vi.fn(() => false);
+    const r = until(predicate, { timeoutMs: 10_000, intervalMs: 5, signal: ctl.signal });
+    await new Promise((res) => setTimeout(res, 30));
+    ctl.abort(reason);
+    await expect(r).rejects.toBe(reason);
+    const calls = predicate.mock.calls.length;
+    expect(calls).toBeGreaterThanOrEqual(2);
+    await new Promise((res) => setTimeout(res, 30));
+    expect(predicate.mock.calls.length).toBe(calls);
+  });
+
+  it('rejects during an async call that hangs, and before any call for an aborted signal', async () => {
+    const ctl = new AbortController();
+    const r = until(() => new Promise<boolean>(() => {}), {
+      timeoutMs: 10_000,
+      intervalMs: 5,
+      signal: ctl.signal,
+    });
+    setTimeout(() => ctl.abort('gone'), 10);
+    await expect(r).rejects.toBe('gone');
+    const predicate = vi.fn(() => true);
+    await expect(
+      until(predicate, { timeoutMs: 100, intervalMs: 5, signal: AbortSignal.abort('early') }),
+    ).rejects.toBe('early');
+    expect(predicate).not.toHaveBeenCalled();
   });
 });

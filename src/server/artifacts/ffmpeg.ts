@@ -9,6 +9,7 @@
  * index and exits; past a deadline the process is killed and the clip reported failed.
  */
 import type { Writable } from 'node:stream';
+import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import type { Supervised } from '../../internal/process.js';
 
 export const FFMPEG = '/usr/bin/ffmpeg';
@@ -98,10 +99,7 @@ export class FfmpegProcess {
     const info = await this.proc.exited;
     const err = this.proc.child.stderr;
     if (err && !err.readableEnded && !err.destroyed) {
-      await new Promise((r) => {
-        err.once('close', r);
-        setTimeout(r, 500).unref();
-      });
+      await raceDeadline(new Promise((r) => err.once('close', r)), 500, { unref: true });
     }
     if (this.#spawnError) return `ffmpeg could not be started: ${this.#spawnError}`;
     const how = info.signal ? `signal ${info.signal}` : `status ${info.code}`;
@@ -115,11 +113,8 @@ export class FfmpegProcess {
         if (this.#opts.stopBy === 'q') this.stdin.end('q');
         else this.stdin.end();
       }
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), FINISH_MS)));
-      const done = await Promise.race([this.proc.exited, late]);
-      clearTimeout(timer);
-      if (done === 'late') {
+      const done = await raceDeadline(this.proc.exited, FINISH_MS);
+      if (done === TIMED_OUT) {
         await this.#opts.terminate(this.proc);
         return { ok: false, reason: 'ffmpeg did not finish in time' };
       }

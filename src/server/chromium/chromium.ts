@@ -10,14 +10,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import type { StdioOptions } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { raceDeadline, TIMED_OUT, until } from '../../internal/deadline.js';
 import {
   descendants,
   freezeAll,
   processRef,
   signalProcess,
+  signalQuietly,
   stillRunning,
   Supervised,
+  type ExitInfo,
 } from '../../internal/process.js';
 import { LineDecoder } from '../../internal/lines.js';
 import { CdpPipe } from './pipe.js';
@@ -193,7 +195,7 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     }
   });
   const pipe = new CdpPipe(proc.child.stdio[3] as Writable, proc.child.stdio[4] as Readable);
-  const ready = answers(pipe);
+  const ready = answers(pipe, proc.exited);
 
   // The instance directory on a command line marks a process of this browser; in a sandbox
   // every instance names the same /home/user path, so only the sandbox's own members are looked
@@ -211,13 +213,7 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
   };
   const signal = (sig: NodeJS.Signals) => {
     proc.signalGroup(sig);
-    for (const pid of pids()) {
-      try {
-        process.kill(pid, sig);
-      } catch {
-        /* gone */
-      }
-    }
+    for (const pid of pids()) signalQuietly(pid, sig);
   };
   const freeze = async () => {
     proc.signalGroup('SIGSTOP');
@@ -232,28 +228,18 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     await proc.kill();
     signal('SIGKILL');
     for (const ref of tree) signalProcess(ref, 'SIGKILL');
-    const deadline = performance.now() + 5000;
-    while (tree.some(stillRunning) && performance.now() < deadline) await sleep(10);
+    await until(() => !tree.some(stillRunning), { timeoutMs: 5000, intervalMs: 10 });
   };
 
   const timeoutMs = opts.startTimeoutMs ?? 20_000;
-  let timer: NodeJS.Timeout | undefined;
-  const outcome = await Promise.race([
-    ready,
-    proc.exited.then((e) => new Error(`Chromium exited (${e.signal ?? `code ${e.code}`})`)),
-    new Promise<Error>((r) => {
-      timer = setTimeout(
-        () => r(new Error(`Chromium did not start within ${timeoutMs} ms`)),
-        timeoutMs,
-      );
-    }),
-  ]);
-  clearTimeout(timer);
-  if (outcome instanceof Error) {
+  const outcome = await raceDeadline(ready, timeoutMs);
+  if (outcome !== true) {
+    const reason =
+      outcome === TIMED_OUT ? `Chromium did not start within ${timeoutMs} ms` : outcome.message;
     pipe.close();
     await kill();
     const last = stderrTail();
-    throw new Error(last ? `${outcome.message}; last stderr lines:\n${last}` : outcome.message);
+    throw new Error(last ? `${reason}; last stderr lines:\n${last}` : reason);
   }
   return {
     process: proc,
@@ -267,11 +253,11 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
 }
 
 /**
- * Resolves once Chromium answers a first command on its pipe; if the pipe closes first, the
- * process's exit tells why. Chromium sends nothing unasked, and the probe's id 0 is never used
+ * Resolves true once Chromium answers a first command on its pipe, or with how it exited if it
+ * exits first (if the pipe closes first, the process's exit tells why). Chromium sends nothing unasked, and the probe's id 0 is never used
  * again (the mux counts from 1): the pipe is left with no reader, holding what comes next.
  */
-function answers(pipe: CdpPipe): Promise<true> {
+function answers(pipe: CdpPipe, exited: Promise<ExitInfo>): Promise<true | Error> {
   return new Promise((resolve) => {
     pipe.listen({
       message: () => {
@@ -280,6 +266,9 @@ function answers(pipe: CdpPipe): Promise<true> {
       },
       close: () => {},
     });
+    void exited.then((e) =>
+      resolve(new Error(`Chromium exited (${e.signal ?? `code ${e.code}`})`)),
+    );
     pipe.send('{"id":0,"method":"Browser.getVersion"}');
   });
 }

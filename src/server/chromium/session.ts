@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import { serverError } from '../errors.js';
 import type { BrowserAuthData, Logger } from '../instances/runtime.js';
 import { applyAuth, authOrigins, captureAuth, originOf, type AuthScope } from './auth.js';
@@ -121,10 +121,8 @@ export class ChromiumSession implements AuthScope {
         this.#opts.log.error({ failure }, "Chromium's DevTools pipe broke a bound; killing it");
         return ended(`Chromium's DevTools pipe was closed: ${failure}`);
       }
-      const grace = sleep(PIPE_EXIT_GRACE_MS, undefined, { ref: false }).then(
-        () => "Chromium's DevTools pipe closed",
-      );
-      ended(await Promise.race([exited, grace]));
+      const reason = await raceDeadline(exited, PIPE_EXIT_GRACE_MS, { unref: true });
+      ended(reason === TIMED_OUT ? "Chromium's DevTools pipe closed" : reason);
     });
   }
 

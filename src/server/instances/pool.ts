@@ -13,6 +13,7 @@
  * - A fill that fails backs off (1 s doubling to a minute), so a machine that cannot start
  *   instances does not spin.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { InstanceType, Resolution } from '../../api/index.js';
 import type { Logger } from '../../internal/log.js';
 
@@ -173,7 +174,7 @@ export class WarmPool<InstanceRecord extends PooledInstance> {
   async full(): Promise<void> {
     while (!this.#closed && (this.#filling || this.#retry || this.#next())) {
       this.refill();
-      await (this.#filling ?? new Promise((r) => setTimeout(r, 100)));
+      await (this.#filling ?? sleep(100));
     }
   }
 

@@ -4,6 +4,7 @@
  * works in attached with a flattened session, and the element references of the last snapshot.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { raceDeadline, until } from '../../internal/deadline.js';
 import { CdpConnection, type CdpParams } from '../chromium/cdp.js';
 import { McpToolFailure } from './backend.js';
 import { renderSnapshot, type AXNode } from './snapshot.js';
@@ -124,17 +125,14 @@ export class PageTools {
   #watchNavigation(): { settle(opts?: { expect?: boolean; timeoutMs?: number }): Promise<void> } {
     const sid = this.#sessionId;
     let started = false;
-    let stopped = false;
-    let wake: (() => void) | undefined;
+    let onStopped!: () => void;
+    const stopped = new Promise<void>((resolve) => (onStopped = resolve));
     const offs = [
       this.#cdp.on('Page.frameStartedLoading', (_p, s) => {
         if (s === sid) started = true;
       }),
       this.#cdp.on('Page.frameStoppedLoading', (_p, s) => {
-        if (s === sid && started) {
-          stopped = true;
-          wake?.();
-        }
+        if (s === sid && started) onStopped();
       }),
     ];
     return {
@@ -142,13 +140,7 @@ export class PageTools {
         try {
           if (!started) await sleep(NAV_GRACE_MS);
           if (!started && !expect) return;
-          const deadline = Date.now() + timeoutMs;
-          while (!stopped && Date.now() < deadline) {
-            await new Promise<void>((resolve) => {
-              wake = resolve;
-              setTimeout(resolve, 100);
-            });
-          }
+          await raceDeadline(stopped, timeoutMs);
         } finally {
           for (const off of offs) off();
         }
@@ -360,15 +352,15 @@ export class PageTools {
       [opts.textGone, false],
     ] as const) {
       if (text === undefined) continue;
-      for (;;) {
-        if ((await has(text).catch(() => !present)) === present) break;
-        if (Date.now() > deadline) {
-          throw fail(
-            `Timed out after ${WAIT_TIMEOUT_MS / 1000} s waiting for ${JSON.stringify(text)} to ${present ? 'appear' : 'disappear'}`,
-            'wait_timeout',
-          );
-        }
-        await sleep(200);
+      const seen = await until(async () => (await has(text).catch(() => !present)) === present, {
+        timeoutMs: deadline - Date.now(),
+        intervalMs: 200,
+      });
+      if (!seen) {
+        throw fail(
+          `Timed out after ${WAIT_TIMEOUT_MS / 1000} s waiting for ${JSON.stringify(text)} to ${present ? 'appear' : 'disappear'}`,
+          'wait_timeout',
+        );
       }
     }
   }

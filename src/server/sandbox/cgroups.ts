@@ -12,6 +12,8 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { until } from '../../internal/deadline.js';
+import { signalQuietly } from '../../internal/process.js';
 
 const ROOT = '/sys/fs/cgroup';
 const V1_CONTROLLERS = ['memory', 'pids', 'cpu', 'freezer'] as const;
@@ -172,28 +174,17 @@ export class Cgroup {
     if (existsSync(this.#freezer)) {
       // frozen, nothing can fork between the listing and the signals; thawed, they act on them
       await this.freeze().catch(() => {});
-      for (const pid of this.pids()) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          /* gone */
-        }
-      }
+      for (const pid of this.pids()) signalQuietly(pid, 'SIGKILL');
       await this.thaw().catch(() => {});
     }
-    const deadline = Date.now() + 5000;
-    for (;;) {
-      const pids = this.pids();
-      if (pids.length === 0 || Date.now() > deadline) break;
-      for (const pid of pids) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          /* gone */
-        }
-      }
-      await sleep(10);
-    }
+    await until(
+      () => {
+        const pids = this.pids();
+        for (const pid of pids) signalQuietly(pid, 'SIGKILL');
+        return pids.length === 0;
+      },
+      { timeoutMs: 5000, intervalMs: 10 },
+    );
   }
 
   /** Remove the cgroup directories (they must be empty). Retries briefly while exits settle. */
@@ -214,10 +205,8 @@ export class Cgroup {
   }
 
   async #until(done: () => Promise<boolean>): Promise<void> {
-    const deadline = Date.now() + 5000;
-    while (!(await done())) {
-      if (Date.now() > deadline) throw new Error('the cgroup did not freeze within 5 s');
-      await sleep(2);
+    if (!(await until(done, { timeoutMs: 5000, intervalMs: 2 }))) {
+      throw new Error('the cgroup did not freeze within 5 s');
     }
   }
 }

@@ -9,6 +9,7 @@ import { availableParallelism } from 'node:os';
 import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { Logger } from '../../internal/log.js';
+import { pidAlive } from '../../internal/process.js';
 import { sweepCgroups, type Limits } from './cgroups.js';
 import { unmountAllUnder } from './quota.js';
 import { buildEtc } from './rootfs.js';
@@ -193,15 +194,5 @@ async function mkdirTraversable(dir: string): Promise<void> {
   for (const d of missing) {
     await mkdir(d, { mode: 0o711 });
     await chmod(d, 0o711);
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  if (!pid) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }

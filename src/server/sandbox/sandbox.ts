@@ -34,12 +34,13 @@ import { chmod, chown, mkdir, realpath, rm } from 'node:fs/promises';
 import type { Server } from 'node:net';
 import { join, posix } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { raceDeadline, until } from '../../internal/deadline.js';
 import {
   descendants,
   freezeAll,
   processRef,
   signalProcess,
+  signalQuietly,
   stillRunning,
   Supervised,
   type ExitInfo,
@@ -466,16 +467,13 @@ export class Sandbox {
     this.#procs.add(anchor);
     let stderr = '';
     anchor.child.stderr?.on('data', (c: Buffer) => (stderr = keepTail(stderr, c)));
-    const deadline = Date.now() + 10_000;
-    while (!this.#init) {
-      if (!anchor.running || Date.now() > deadline) {
-        await anchor.kill(0);
-        throw new Error(
-          `could not create the instance's namespaces: ${stderr.trim() || 'timeout'}`,
-        );
-      }
-      this.#init = namespaceInit(anchor.pid, this.uid!);
-      if (!this.#init) await sleep(2);
+    await until(
+      () => !anchor.running || (this.#init = namespaceInit(anchor.pid, this.uid!)) !== 0,
+      { timeoutMs: 10_000, intervalMs: 2 },
+    );
+    if (!this.#init) {
+      await anchor.kill(0);
+      throw new Error(`could not create the instance's namespaces: ${stderr.trim() || 'timeout'}`);
     }
     void anchor.exited.then((e) => {
       this.#procs.delete(anchor);
@@ -590,7 +588,7 @@ export class Sandbox {
 
   async resume(): Promise<void> {
     if (this.#cgroup) await this.#cgroup.thaw();
-    else for (const pid of this.pids().reverse()) signal(pid, 'SIGCONT');
+    else for (const pid of this.pids().reverse()) signalQuietly(pid, 'SIGCONT');
   }
 
   /** Kill every process, release the cgroup and the disk. Idempotent. */
@@ -610,10 +608,10 @@ export class Sandbox {
   async terminate(proc: Supervised): Promise<void> {
     if (!proc.running) return;
     const below = descendants(proc.pid);
-    for (const pid of [proc.pid, ...below]) signal(pid, 'SIGCONT');
-    for (const pid of below) signal(pid, 'SIGKILL');
+    for (const pid of [proc.pid, ...below]) signalQuietly(pid, 'SIGCONT');
+    for (const pid of below) signalQuietly(pid, 'SIGKILL');
     if (below.length > 0) {
-      await Promise.race([proc.exited, sleep(1000)]);
+      await raceDeadline(proc.exited, 1000);
     }
     await proc.kill(200);
   }
@@ -637,13 +635,16 @@ export class Sandbox {
         }
       });
     await this.#cgroup.freeze().catch(() => {}); // nothing forks between listing and signals
-    for (const pid of inside()) signal(pid, 'SIGKILL');
+    for (const pid of inside()) signalQuietly(pid, 'SIGKILL');
     await this.#cgroup.thaw().catch(() => {});
-    const deadline = performance.now() + 3000;
-    for (let left = inside(); left.length > 0 && performance.now() < deadline; left = inside()) {
-      for (const pid of left) signal(pid, 'SIGKILL');
-      await sleep(5);
-    }
+    await until(
+      () => {
+        const left = inside();
+        for (const pid of left) signalQuietly(pid, 'SIGKILL');
+        return left.length === 0;
+      },
+      { timeoutMs: 3000, intervalMs: 5 },
+    );
   }
 
   async #stop(): Promise<void> {
@@ -656,7 +657,8 @@ export class Sandbox {
       await this.#killInside();
       // only while it is still ours: a pid 1 that died earlier may have left its number to
       // another process (of another instance, say)
-      if (this.#init && this.#cgroup.pids().includes(this.#init)) signal(this.#init, 'SIGKILL');
+      if (this.#init && this.#cgroup.pids().includes(this.#init))
+        signalQuietly(this.#init, 'SIGKILL');
       await this.#cgroup.kill();
       await Promise.all([...this.#procs].map((p) => p.exited));
       await this.#cgroup
@@ -670,8 +672,7 @@ export class Sandbox {
       if (init) signalProcess(init, 'SIGKILL');
       await Promise.all([...this.#procs].map((p) => this.terminate(p)));
       for (const ref of all) signalProcess(ref, 'SIGKILL');
-      const deadline = Date.now() + 3000;
-      while (all.some(stillRunning) && Date.now() < deadline) await sleep(20);
+      await until(() => !all.some(stillRunning), { timeoutMs: 3000, intervalMs: 20 });
     }
     await this.#quota?.remove();
     if (this.mode === 'isolated') await rm(this.#diskDir, { recursive: true, force: true });
@@ -699,14 +700,6 @@ function namespaceInit(anchorPid: number, uid: number): number {
     return Number(uidLine) === uid && comm === 'sh' ? child : 0;
   } catch {
     return 0;
-  }
-}
-
-function signal(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    /* gone */
   }
 }
 

@@ -206,8 +206,7 @@ class ToolboxProcess {
   async close(graceMs = 500): Promise<void> {
     this.#fail(new ToolboxUnavailable('the toolbox is stopped'));
     this.proc.child.stdin?.end();
-    const timer = new Promise<void>((r) => setTimeout(r, graceMs).unref());
-    await Promise.race([this.proc.exited, timer]);
+    await raceDeadline(this.proc.exited, graceMs, { unref: true });
     await this.proc.kill(200);
   }
 }

@@ -176,17 +176,18 @@ export class VncServer {
       },
     );
     const tail = keepTail(proc.child.stderr);
-    const port = new Promise<number>((resolve) => {
+    // the port x11vnc says it listens on, or how it exited before it said
+    const port = new Promise<number | Error>((resolve) => {
       onLines(proc.child.stdout, (line) => {
         const m = /^PORT=(\d+)$/.exec(line.trim());
         if (m) resolve(Number(m[1]));
       });
+      void proc.exited.then((e) =>
+        resolve(new Error(`x11vnc exited (${e.signal ?? `status ${e.code}`})`)),
+      );
     });
     const timeoutMs = this.#opts.startTimeoutMs ?? 15_000;
-    const exited = proc.exited.then(
-      (e) => new Error(`x11vnc exited (${e.signal ?? `status ${e.code}`})`),
-    );
-    const outcome = await raceDeadline(Promise.race([port, exited]), timeoutMs);
+    const outcome = await raceDeadline(port, timeoutMs);
     if (outcome === TIMED_OUT || outcome instanceof Error) {
       const reason =
         outcome === TIMED_OUT ? `x11vnc did not listen within ${timeoutMs} ms` : outcome.message;
@@ -227,17 +228,15 @@ export class VncServer {
     // x11vnc's words only: a process of the instance could write them too, which would make
     // the first viewer's connection fail, nothing more
     const listening = `listening on unix socket: ${inside} `;
-    const ready = new Promise<true>((resolve) => {
+    // true once x11vnc says it listens; false if it exits before
+    const ready = new Promise<boolean>((resolve) => {
       onLines(proc.child.stderr, (line) => {
         if (line.includes(listening)) resolve(true);
       });
+      void proc.exited.then(() => resolve(false));
     });
     const tail = keepTail(proc.child.stderr);
-    const exited = proc.exited.then(() => false as const);
-    const outcome = await raceDeadline(
-      Promise.race([ready, exited]),
-      this.#opts.startTimeoutMs ?? 15_000,
-    );
+    const outcome = await raceDeadline(ready, this.#opts.startTimeoutMs ?? 15_000);
     if (outcome !== true) {
       await proc.kill(500);
       const last = tail

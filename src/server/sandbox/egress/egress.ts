@@ -45,6 +45,7 @@ import { lookup } from 'node:dns/promises';
 import http from 'node:http';
 import net from 'node:net';
 import { background } from '../../../internal/background.js';
+import { withDeadline } from '../../../internal/deadline.js';
 import type { Logger } from '../../../internal/log.js';
 import {
   blockedDomainMatcher,
@@ -318,22 +319,17 @@ export class Egress {
       ];
     }
     const ms = this.#opts.connectTimeoutMs;
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Refusal(504, 'timeout', `resolving ${host} took over ${ms} ms`)),
-        ms,
-      );
-    });
     try {
-      const found = await Promise.race([lookup(host, { all: true, verbatim: true }), deadline]);
+      const found = await withDeadline(
+        lookup(host, { all: true, verbatim: true }),
+        ms,
+        () => new Refusal(504, 'timeout', `resolving ${host} took over ${ms} ms`),
+      );
       if (found.length === 0) throw new Refusal(502, 'dns_failed', `${host} has no address`);
       return found;
     } catch (err) {
       if (err instanceof Refusal) throw err;
       throw new Refusal(502, 'dns_failed', `cannot resolve ${host} (${errorCode(err)})`);
-    } finally {
-      clearTimeout(timer);
     }
   }
 

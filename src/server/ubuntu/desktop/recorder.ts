@@ -5,6 +5,7 @@
  */
 import type { ActiveRecording } from '../../artifacts/store.js';
 import { FfmpegProcess, RECORDING_FPS, type FfmpegOptions } from '../../artifacts/ffmpeg.js';
+import { raceDeadline, TIMED_OUT } from '../../../internal/deadline.js';
 
 export interface DisplayRecorderOptions {
   /** `DISPLAY` as seen inside the sandbox. */
@@ -43,10 +44,8 @@ export async function recordDisplay(
     stopBy: 'q',
   });
   // a display it cannot open makes ffmpeg exit at once: report that as the start's failure
-  const early = await Promise.race([
-    ffmpeg.proc.exited.then(() => true),
-    new Promise<false>((r) => setTimeout(() => r(false), START_CHECK_MS)),
-  ]);
-  if (early) throw new Error(`could not grab the display: ${await ffmpeg.exitReason()}`);
+  const early = await raceDeadline(ffmpeg.proc.exited, START_CHECK_MS);
+  if (early !== TIMED_OUT)
+    throw new Error(`could not grab the display: ${await ffmpeg.exitReason()}`);
   return { stop: () => ffmpeg.finish(), ended: ffmpeg.proc.exited };
 }
