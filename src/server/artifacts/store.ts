@@ -174,10 +174,6 @@ export class ArtifactStore {
     this.#closing = true;
   }
 
-  get retentionMs(): number {
-    return this.#opts.retentionMs;
-  }
-
   /** The artifacts of instance `id` (made on first use). */
   forInstance(id: string): InstanceArtifacts {
     let a = this.#instances.get(id);

@@ -49,7 +49,7 @@ import { registerMcpRoute } from './mcp.js';
 import type { Registry } from '../instances/registry.js';
 import { parseJsonBody, RequestInvalid } from './request-body.js';
 
-export { createLogger, redactUrl } from './logger.js';
+export { createLogger } from './logger.js';
 
 export interface AppOptions {
   apiKey: string;

@@ -352,13 +352,6 @@ export class Registry {
     return rec;
   }
 
-  /** `stop`, and wait until its processes are gone. */
-  async stopAndWait(id: string, reason: EndReason = 'stopped'): Promise<InstanceView> {
-    const rec = await this.stop(id, reason);
-    await rec.stopping;
-    return rec;
-  }
-
   async pause(id: string): Promise<InstanceView> {
     const rec = this.#get(id);
     if (rec.status === 'paused') return rec;
