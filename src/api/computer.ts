@@ -90,14 +90,3 @@ export const ComputerAction = z.discriminatedUnion('action', [
 ]);
 export type ComputerAction = z.input<typeof ComputerAction>;
 export type ParsedComputerAction = z.output<typeof ComputerAction>;
-export const COMPUTER_ACTIONS = [
-  'move_mouse',
-  'click_mouse',
-  'drag_mouse',
-  'scroll',
-  'press_key',
-  'type_text',
-  'wait',
-  'take_screenshot',
-  'get_cursor_position',
-] as const;

@@ -44,14 +44,7 @@ export {
   UploadFields,
   UploadResult,
 } from './schemas.js';
-export type { FileCommand } from './schemas.js';
-export {
-  COMPUTER_ACTIONS,
-  ComputerAction,
-  Coordinates,
-  MOUSE_BUTTONS,
-  MouseButton,
-} from './computer.js';
+export { ComputerAction, Coordinates, MOUSE_BUTTONS, MouseButton } from './computer.js';
 export type { ParsedComputerAction } from './computer.js';
 export { API_VERSION, VersionResult } from './meta.js';
 export {

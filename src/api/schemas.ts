@@ -226,7 +226,6 @@ export const FILE_COMMANDS = [
   'undo',
   'grep',
 ] as const;
-export type FileCommand = (typeof FILE_COMMANDS)[number];
 
 /** `command` is a plain string on the wire: an unknown one is a 200 with `error` (COMPAT.md). */
 export const FileRequest = z.object({

@@ -161,9 +161,7 @@ export const SERVER_ERRORS = {
   notebook_file_refused: { status: 400, message: 'notebooks/{id}.ipynb: {reason}' },
   notebook_files_unavailable: { status: 503, message: 'Notebook files are unavailable: {reason}' },
 
-  // --- generic rows of the legacy helpers (code not yet given its own row) ---
-  payload_too_large: { status: 413, message: '{detail}' },
-  service_unavailable: { status: 503, message: '{detail}' },
+  // --- generic ---
   internal_error: { status: 500, message: 'Internal server error' },
 } as const satisfies Record<string, ServerErrorRow>;
 
@@ -194,39 +192,19 @@ export function formatMessage(template: string, params: Readonly<Record<string, 
   );
 }
 
-/** Statuses the legacy numeric constructor accepts, and the generic row each stands for. */
-const LEGACY_ROWS = {
-  400: 'bad_request',
-  404: 'not_found',
-  413: 'payload_too_large',
-  500: 'internal_error',
-  503: 'service_unavailable',
-} as const satisfies Record<number, ServerErrorCode>;
-type LegacyStatus = keyof typeof LEGACY_ROWS;
-
 /** A non-422 error answer: a catalogue row with its message filled in. */
 export class HttpError extends Error {
-  readonly code: ServerErrorCode;
-  readonly status: ErrorStatus;
-  readonly headers: Readonly<Record<string, string>>;
-
-  /**
-   * Prefer `serverError(code, params)`. This takes a finished `detail`; the form with a bare
-   * status is for modules not yet converted to their own rows (it maps to the generic row).
-   */
-  constructor(code: ServerErrorCode, detail: string);
-  /** @deprecated use `serverError` with a specific row. */
-  constructor(status: LegacyStatus, detail: string);
+  /** Make one with `serverError(code, params)`; this takes a finished `detail`. */
   constructor(
-    codeOrStatus: ServerErrorCode | LegacyStatus,
+    readonly code: ServerErrorCode,
     readonly detail: string,
+    /** The row's status and headers: never passed, always the row's. */
+    readonly status: ErrorStatus = SERVER_ERRORS[code].status,
+    readonly headers: Readonly<Record<string, string>> = (SERVER_ERRORS[code] as ServerErrorRow)
+      .headers ?? {},
   ) {
     super(detail);
     this.name = 'HttpError';
-    this.code = typeof codeOrStatus === 'number' ? LEGACY_ROWS[codeOrStatus] : codeOrStatus;
-    const row: ServerErrorRow = SERVER_ERRORS[this.code];
-    this.status = row.status as ErrorStatus;
-    this.headers = row.headers ?? {};
   }
 
   /** The headers of the answer: the row's and `x-burrow-error`. */
@@ -240,11 +218,6 @@ export function serverError<C extends ServerErrorCode>(code: C, ...args: ParamAr
   const params: Readonly<Record<string, unknown>> = args[0] ?? {};
   return new HttpError(code, formatMessage(SERVER_ERRORS[code].message, params));
 }
-
-/** @deprecated use `serverError` with a specific row: the generic `bad_request` (400). */
-export const badRequest = (detail: string) => new HttpError('bad_request', detail);
-/** @deprecated use `serverError` with a specific row: the generic `not_found` (404). */
-export const notFound = (detail: string) => new HttpError('not_found', detail);
 
 /** `err` as a complete HTTP/1.1 response that closes the connection, for raw sockets. */
 export function rawErrorResponse(err: HttpError): string {

@@ -7,9 +7,7 @@ import { describe, expect, it } from 'vitest';
 import {
   HttpError,
   SERVER_ERRORS,
-  badRequest,
   formatMessage,
-  notFound,
   rawErrorResponse,
   serverError,
   type ServerErrorCode,
@@ -87,14 +85,6 @@ describe('the catalogue', () => {
     expect(serverError('instance_not_found').detail).toBe('Instance {id} not found');
     // @ts-expect-error: `name` is not a placeholder of the template
     serverError('instance_not_found', { id: 'x', name: 'x' });
-  });
-
-  it('legacy helpers map to the generic rows', () => {
-    expect(badRequest('nope')).toMatchObject({ status: 400, code: 'bad_request', detail: 'nope' });
-    expect(notFound('gone')).toMatchObject({ status: 404, code: 'not_found', detail: 'gone' });
-    expect(new HttpError(413, 'full')).toMatchObject({ status: 413, code: 'payload_too_large' });
-    expect(new HttpError(503, 'down')).toMatchObject({ status: 503, code: 'service_unavailable' });
-    expect(new HttpError(500, 'bug')).toMatchObject({ status: 500, code: 'internal_error' });
   });
 
   it('a raw answer is a complete response with the code header, closing the connection', () => {

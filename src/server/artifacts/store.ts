@@ -28,6 +28,7 @@ import { constants } from 'node:fs';
 import { mkdir, open, readlink, realpath, rm, type FileHandle } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { Readable } from 'node:stream';
+import type { Download, Recording, RecordingStartResult } from '../../api/index.js';
 import type { Logger } from '../../internal/log.js';
 import { HttpError, serverError } from '../errors.js';
 
@@ -46,28 +47,8 @@ const SPARSE_SLACK = 1024 * 1024;
 const COPY_CHUNK = 64 * 1024;
 const ZEROS = Buffer.alloc(COPY_CHUNK);
 
-export type DownloadState = 'in_progress' | 'completed' | 'canceled' | 'interrupted';
-export type RecordingState = 'recording' | 'completed' | 'failed';
-
-export type DownloadInfo = {
-  id: string;
-  filename: string;
-  size: number;
-  mime_type: string;
-  created_at: string;
-  state: DownloadState;
-};
-
-export type RecordingInfo = {
-  id: string;
-  filename: string;
-  size: number;
-  mime_type: string;
-  created_at: string;
-  state: RecordingState;
-  /** Seconds between start and stop, once stopped. */
-  duration_seconds: number | null;
-};
+type DownloadState = Download['state'];
+type RecordingState = Recording['state'];
 
 /** The instance's home as the server (host path) and its processes (inside path) see it. */
 export interface ArtifactHome {
@@ -174,10 +155,6 @@ export class ArtifactStore {
     this.#closing = true;
   }
 
-  get retentionMs(): number {
-    return this.#opts.retentionMs;
-  }
-
   /** The artifacts of instance `id` (made on first use). */
   forInstance(id: string): InstanceArtifacts {
     let a = this.#instances.get(id);
@@ -265,9 +242,9 @@ export class InstanceArtifacts {
     else if (state === 'canceled') e.state = 'canceled';
   }
 
-  async listDownloads(): Promise<DownloadInfo[]> {
+  async listDownloads(): Promise<Download[]> {
     await this.#finished;
-    const out: DownloadInfo[] = [];
+    const out: Download[] = [];
     for (const e of this.#entries.values()) {
       if (e.kind !== 'download') continue;
       out.push({ ...(await this.#described(e)), state: e.state as DownloadState });
@@ -278,7 +255,7 @@ export class InstanceArtifacts {
   // -- recordings ------------------------------------------------------------------------------
 
   /** Start a clip; 409 while one runs; 400 where this instance type cannot record. */
-  startRecording(): Promise<{ recording_id: string }> {
+  startRecording(): Promise<RecordingStartResult> {
     return this.#serial(async () => {
       const recorder = this.#recorder;
       const home = this.#home;
@@ -322,7 +299,7 @@ export class InstanceArtifacts {
   }
 
   /** Stop the running clip and finalise it; 409 when none runs. */
-  stopRecording(): Promise<RecordingInfo> {
+  stopRecording(): Promise<Recording> {
     return this.#serial(async () => {
       if (!this.#active) throw serverError('no_recording');
       const { entry } = this.#active;
@@ -331,16 +308,16 @@ export class InstanceArtifacts {
     });
   }
 
-  async listRecordings(): Promise<RecordingInfo[]> {
+  async listRecordings(): Promise<Recording[]> {
     await this.#finished;
-    const out: RecordingInfo[] = [];
+    const out: Recording[] = [];
     for (const e of this.#entries.values()) {
       if (e.kind === 'recording') out.push(await this.#recordingInfo(e));
     }
     return out;
   }
 
-  async #recordingInfo(e: Entry): Promise<RecordingInfo> {
+  async #recordingInfo(e: Entry): Promise<Recording> {
     return {
       ...(await this.#described(e)),
       state: e.state as RecordingState,

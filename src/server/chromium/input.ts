@@ -66,11 +66,6 @@ export class CdpComputer {
     this.#pointer = { x: Math.floor(w / 2), y: Math.floor(h / 2), buttons: 0 };
   }
 
-  /** Where the pointer is, in viewport pixels. */
-  get position(): { x: number; y: number } {
-    return { x: this.#pointer.x, y: this.#pointer.y };
-  }
-
   /** Runs one action (one at a time per instance); tool failures come back in `error`. */
   run(action: ParsedComputerAction): Promise<ToolResult> {
     const step = async (): Promise<ToolResult> => {

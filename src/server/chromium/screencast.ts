@@ -114,11 +114,6 @@ export class Screencast {
     this.#wss.handleUpgrade(req, socket, head, (ws) => this.#add(ws));
   }
 
-  /** Viewers connected now. */
-  get viewers(): number {
-    return this.#viewers.size;
-  }
-
   /** Disconnect every viewer and stop the screencast. Idempotent. */
   async close(): Promise<void> {
     this.#closed = true;

@@ -40,7 +40,7 @@ import { registerMcpRoute } from './mcp.js';
 import type { Registry } from '../instances/registry.js';
 import { parseInput, parseJsonBody, RequestInvalid } from './request-body.js';
 
-export { createLogger, redactUrl } from './logger.js';
+export { createLogger } from './logger.js';
 
 export interface AppOptions {
   apiKey: string;

@@ -47,14 +47,6 @@ export function secretRedactor(secrets: readonly string[]): (text: string) => st
   };
 }
 
-/**
- * `url` fit for a log line: the values of sensitive query parameters, and of any parameter that
- * holds one of `secrets`, become `[redacted]`; the secrets are removed from the path too.
- */
-export function redactUrl(url: string, secrets: readonly string[] = []): string {
-  return urlRedactor(secrets)(url);
-}
-
 function urlRedactor(secrets: readonly string[]): (url: string) => string {
   const redact = secretRedactor(secrets);
   const values = secrets.filter((s) => s.length >= MIN_SECRET);

@@ -19,8 +19,12 @@ import {
   operations,
   validationDetail,
   wireParse,
+  type BrowserStartResult,
+  type CurrentUrlResult,
   type Location,
   type JsonOperationId,
+  type ScreenshotResult,
+  type StreamUrlResult,
 } from '../../api/index.js';
 import { HttpError } from '../errors.js';
 import type { Handlers } from './handlers.js';
@@ -112,18 +116,16 @@ export function inProcessBackend(handlers: Handlers, app: FastifyInstance): McpB
     stop: async (id) => {
       await call('stop', inst(id));
     },
-    screenshot: async (id) =>
-      (await call<{ base64_image: string }>('screenshot', inst(id))).base64_image,
-    streamUrl: async (id) => (await call<{ stream_url: string }>('streamUrl', inst(id))).stream_url,
+    screenshot: async (id) => (await call<ScreenshotResult>('screenshot', inst(id))).base64_image,
+    streamUrl: async (id) => (await call<StreamUrlResult>('streamUrl', inst(id))).stream_url,
     computer: (id, body) => call('computer', { ...inst(id), body }),
     bash: (id, body) => call('bash', { ...inst(id), body }),
     edit: (id, body) => call('edit', { ...inst(id), body }),
     file: (id, body) => call('file', { ...inst(id), body }),
     codeExecute: (id, body) => call('codeExecute', { ...inst(id), body }),
-    cdpUrl: async (id) =>
-      local((await call<{ cdp_url: string }>('browserStart', inst(id))).cdp_url),
+    cdpUrl: async (id) => local((await call<BrowserStartResult>('browserStart', inst(id))).cdp_url),
     currentUrl: async (id) =>
-      (await call<{ current_url: string }>('browserCurrentUrl', inst(id))).current_url,
+      (await call<CurrentUrlResult>('browserCurrentUrl', inst(id))).current_url,
     saveAuth: (id, name) =>
       call('saveAuth', { ...inst(id), query: name === undefined ? {} : { name } }),
     authenticate: async (id, authStateId) => {

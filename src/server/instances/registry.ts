@@ -15,6 +15,7 @@ import type {
   InstanceStatus,
   InstanceType,
   Resolution,
+  StartRequest,
 } from '../../api/index.js';
 import { serverError } from '../errors.js';
 import type { InstanceRuntime, Logger, RuntimeContext, RuntimeFactory } from './runtime.js';
@@ -65,13 +66,6 @@ export interface RegistryOptions {
 export type JournalEntry =
   | { id: string; type: InstanceType; launch_time: string; resolution: Resolution }
   | { id: string; ended: EndReason };
-
-export interface StartOptions {
-  instance_type?: InstanceType | undefined;
-  timeout_hours?: number | undefined;
-  blocked_domains?: string[] | undefined;
-  resolution?: Resolution | undefined;
-}
 
 export type { WarmPoolSizes } from './pool.js';
 
@@ -192,7 +186,7 @@ export class Registry {
     return rec as InstanceRecord & { runtime: InstanceRuntime };
   }
 
-  async start(options: StartOptions): Promise<InstanceView> {
+  async start(options: StartRequest): Promise<InstanceView> {
     if (this.#closed) throw serverError('shutting_down');
     const type = options.instance_type ?? 'ubuntu';
     const factory = this.#opts.factories[type];
@@ -302,7 +296,7 @@ export class Registry {
    * Hand the pooled `rec` to the caller with `options` applied; undefined when its runtime cannot
    * take them (it is then torn down). Nobody has held its id or token before this moment.
    */
-  async #claim(rec: InstanceRecord, options: StartOptions): Promise<InstanceRecord | undefined> {
+  async #claim(rec: InstanceRecord, options: StartRequest): Promise<InstanceRecord | undefined> {
     if (!transition(rec, 'deploying')) {
       void this.#teardown(rec); // it failed in the pool since it was taken
       return undefined;
@@ -349,13 +343,6 @@ export class Registry {
       this.#opts.log.warn({ err, instance: id }, 'closing client connections failed');
     }
     void this.#teardown(rec);
-    return rec;
-  }
-
-  /** `stop`, and wait until its processes are gone. */
-  async stopAndWait(id: string, reason: EndReason = 'stopped'): Promise<InstanceView> {
-    const rec = await this.stop(id, reason);
-    await rec.stopping;
     return rec;
   }
 

@@ -9,6 +9,7 @@
 import type {
   AuthState,
   BashRequest,
+  CodeExecuteRequest,
   CodeExecuteResult,
   ComputerAction,
   EditRequest,
@@ -31,10 +32,7 @@ export interface McpBackend {
   bash(instanceId: string, body: BashRequest): Promise<ToolResult>;
   edit(instanceId: string, body: EditRequest): Promise<ToolResult>;
   file(instanceId: string, body: FileRequest): Promise<ToolResult>;
-  codeExecute(
-    instanceId: string,
-    body: { code: string; kernel_name?: string | undefined; timeout?: number | undefined },
-  ): Promise<CodeExecuteResult>;
+  codeExecute(instanceId: string, body: CodeExecuteRequest): Promise<CodeExecuteResult>;
   /**
    * A DevTools WebSocket URL of the instance's browser that this process can open (the relay
    * behind `cdp_url`, token included); starts the browser of an ubuntu instance if need be.

@@ -153,19 +153,6 @@ export class Cgroup {
     }
   }
 
-  /** Memory in use (bytes), for the instance's description. */
-  memoryUsage(): number | undefined {
-    const file =
-      this.version === 2
-        ? join(this.dirs[0]!, 'memory.current')
-        : join(this.dirs[0]!, 'memory.usage_in_bytes');
-    try {
-      return Number(readFileSync(file, 'utf8').trim());
-    } catch {
-      return undefined;
-    }
-  }
-
   /** SIGKILL every process in the cgroup until it is empty (thawing first), then remove it. */
   async kill(): Promise<void> {
     if (this.version === 2 && existsSync(join(this.dirs[0]!, 'cgroup.kill'))) {

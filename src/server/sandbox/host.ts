@@ -16,7 +16,11 @@ import { buildEtc } from './rootfs.js';
 import { buildSeccompFilter } from './seccomp.js';
 import { CORE_GUARANTEES, describeSupport, hostSupport, type HostSupport } from './support.js';
 
-export interface InstanceLimits extends Limits {
+/**
+ * What each instance's sandbox may use, as the operator set it (cgroup limits and disk quota, in
+ * host units); `Sandbox.limits` reports the part that applies as the API's `InstanceLimits`.
+ */
+export interface SandboxResourceLimits extends Limits {
   /** Disk quota in bytes; 0 = none. */
   diskBytes: number;
 }
@@ -28,7 +32,7 @@ export interface InstanceLimits extends Limits {
  * spinning instance always leaves the server and the others something. (A cap of one core on two
  * doubled Chromium's start-up, which runs on both; instances that compete share by equal weight.)
  */
-export const DEFAULT_LIMITS: InstanceLimits = {
+export const DEFAULT_LIMITS: SandboxResourceLimits = {
   memoryBytes: 2 * 1024 ** 3,
   pids: 1024,
   cpus: Math.max(1, availableParallelism() - 0.5),
@@ -44,7 +48,7 @@ export interface SandboxHostOptions {
    * Default `/var/lib/burrow/sandboxes`; env `BURROW_SANDBOX_ROOT`.
    */
   sandboxRoot?: string;
-  limits?: Partial<InstanceLimits>;
+  limits?: Partial<SandboxResourceLimits>;
   /** Run instances without isolation when the machine cannot isolate them. Loudly logged. */
   insecureNoIsolation?: boolean;
   /** Run instances without isolation even where it works (tests of that mode). Loudly logged. */
@@ -62,7 +66,7 @@ const UID_SPAN = 1 << 24;
 
 export class SandboxHost {
   readonly support: HostSupport;
-  readonly limits: InstanceLimits;
+  readonly limits: SandboxResourceLimits;
   /** Whether instances are sandboxed (false only with `--insecure-no-isolation`). */
   readonly isolated: boolean;
   /** Why instances may not start (core guarantees missing and no `--insecure-no-isolation`). */

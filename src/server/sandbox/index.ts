@@ -16,8 +16,8 @@ export {
 export {
   DEFAULT_LIMITS,
   SandboxHost,
-  type InstanceLimits,
   type SandboxHostOptions,
+  type SandboxResourceLimits,
 } from './host.js';
 export { connectInside, type ConnectSandbox } from './connect.js';
 export { describeSupport, hostSupport, type Guarantee, type HostSupport } from './support.js';

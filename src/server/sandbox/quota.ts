@@ -10,7 +10,7 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, open, readFile, rm, rmdir, stat } from 'node:fs/promises';
+import { mkdir, open, readFile, rm, rmdir } from 'node:fs/promises';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -18,17 +18,6 @@ const run = promisify(execFile);
 const MKFS = ['/usr/sbin/mkfs.ext4', '/sbin/mkfs.ext4'].find((p) => existsSync(p));
 const MOUNT = ['/usr/bin/mount', '/bin/mount'].find((p) => existsSync(p));
 const UMOUNT = ['/usr/bin/umount', '/bin/umount'].find((p) => existsSync(p));
-
-/** Whether this machine can give instances a disk quota (root, mkfs.ext4, loop devices). */
-export function quotaSupported(): boolean {
-  return (
-    process.getuid?.() === 0 &&
-    !!MKFS &&
-    !!MOUNT &&
-    !!UMOUNT &&
-    (existsSync('/dev/loop-control') || existsSync('/dev/loop0'))
-  );
-}
 
 /** What `burrow doctor` names when quotas are missing. */
 export function quotaMissing(): string | undefined {
@@ -74,12 +63,6 @@ export class DiskQuota {
       throw new Error(`could not create the instance's disk: ${(err as Error).message}`);
     }
     return quota;
-  }
-
-  /** Bytes the image takes on the host disk now. */
-  async used(): Promise<number> {
-    const s = await stat(this.image);
-    return s.blocks * 512;
   }
 
   /** Unmount (lazily, if something still holds it) and delete the image. */

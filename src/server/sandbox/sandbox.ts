@@ -271,11 +271,6 @@ export class Sandbox {
     };
   }
 
-  /** Memory the instance uses now (bytes), when it has a cgroup. */
-  memoryUsage(): number | undefined {
-    return this.#cgroup?.memoryUsage();
-  }
-
   /** Start a process inside. It is tracked: paused, resumed and killed with the sandbox. */
   spawn(argv: readonly string[], opts: SpawnOptions): Supervised {
     if (this.#stopping) throw new Error('sandbox is stopping');

@@ -1,11 +1,10 @@
 /**
  * `ubuntu` instances: a sandbox (../sandbox/, whose ISOLATION.md is the threat model) with a virtual X display, persistent
  * bash sessions, the edit and file tools, uploads and an environment. Later capabilities (kernels,
- * computer actions, a headful browser) build on `spawn`, `display` and `env.current()`.
+ * computer actions, a headful browser) build on the sandbox, `display` and `env.current()`.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { Supervised } from '../../internal/process.js';
 
 import { refuseUpgrade, serverError } from '../errors.js';
 import type {
@@ -34,7 +33,6 @@ import {
   Sandbox,
   type InstanceEgress,
   type SandboxLimits,
-  type SpawnOptions,
 } from '../sandbox/index.js';
 import { Toolbox } from '../toolbox/toolbox.js';
 import { InstanceFiles } from '../toolbox/fsops.js';
@@ -306,15 +304,6 @@ export class UbuntuRuntime implements InstanceRuntime {
   /** The sandbox: its mode, view of paths, home and tmp. */
   get sandbox(): Sandbox {
     return this.#get().sandbox;
-  }
-
-  /**
-   * Start a process inside the sandbox with the instance's current environment (plus `env`);
-   * it is paused, resumed and killed with the instance.
-   */
-  spawn(argv: readonly string[], opts: Partial<SpawnOptions> = {}): Supervised {
-    const { sandbox } = this.#get();
-    return sandbox.spawn(argv, { ...opts, env: { ...this.env.current(), ...opts.env } });
   }
 
   #get(): Started {

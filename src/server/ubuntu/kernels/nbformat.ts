@@ -6,7 +6,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import type { KernelInfo, Notebook, NotebookCell, NotebookCellType } from '../../../api/index.js';
+import type {
+  KernelInfo,
+  NbOutput,
+  Notebook,
+  NotebookCell,
+  NotebookCellType,
+} from '../../../api/index.js';
 import { parseBounded } from '../../../internal/json-bounded.js';
 
 const MultilineString = z.union([z.string(), z.array(z.string())]);
@@ -29,8 +35,6 @@ const FileNotebook = z.looseObject({
   cells: z.array(FileCell),
 });
 export type FileNotebook = z.output<typeof FileNotebook>;
-
-export type Output = Record<string, unknown> & { output_type: string };
 
 /** nbformat 4.5 cell ids: 1–64 of `[A-Za-z0-9-_]`. */
 const CELL_ID = /^[A-Za-z0-9_-]{1,64}$/;
@@ -62,10 +66,10 @@ const isSplitMime = (mime: string) =>
 
 /** Apply `f` to the multi-line strings of an output: stream text and non-JSON mime data. */
 function mapOutputStrings(
-  output: Output,
+  output: NbOutput,
   f: (v: string | string[], mime: string) => unknown,
-): Output {
-  const out: Output = { ...output };
+): NbOutput {
+  const out: NbOutput = { ...output };
   if (out.output_type === 'stream' && (typeof out.text === 'string' || Array.isArray(out.text))) {
     out.text = f(out.text as string | string[], 'text/plain');
   }
@@ -87,9 +91,9 @@ function mapOutputStrings(
 }
 
 /** Outputs as the API returns them: multi-line strings joined (nbformat's `rejoin_lines`). */
-const joinOutput = (o: Output) => mapOutputStrings(o, join);
+const joinOutput = (o: NbOutput) => mapOutputStrings(o, join);
 /** Outputs as Jupyter writes them (nbformat's `split_lines`). */
-const splitOutput = (o: Output) =>
+const splitOutput = (o: NbOutput) =>
   mapOutputStrings(o, (v, mime) => (isSplitMime(mime) ? splitLines(join(v)) : join(v)));
 
 /** Objects and arrays a notebook may hold, and how deep (nbformat's own values nest a few levels). */
@@ -212,7 +216,7 @@ export function toWireCell(cell: FileCell): NotebookCell {
     metadata: cell.metadata ?? {},
   };
   if (cell.cell_type === 'code') {
-    wire.outputs = (cell.outputs ?? []).map((o) => joinOutput(o as Output));
+    wire.outputs = (cell.outputs ?? []).map((o) => joinOutput(o as NbOutput));
     wire.execution_count = cell.execution_count ?? null;
   }
   return wire;

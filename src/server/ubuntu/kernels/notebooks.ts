@@ -27,6 +27,7 @@ import type {
   AddCellRequest,
   ExecuteCellRequest,
   KernelInfo,
+  NbOutput,
   Notebook,
   NotebookCell,
 } from '../../../api/index.js';
@@ -45,7 +46,6 @@ import {
   toWireNotebook,
   type FileCell,
   type FileNotebook,
-  type Output,
 } from './nbformat.js';
 import type { KernelPool, RunResult } from './pool.js';
 
@@ -257,7 +257,7 @@ export class Notebooks implements NotebookCapability {
       const nb = await this.#read(id);
       const cell = nb.cells.find((c) => c.id === cellId);
       if (!cell) throw serverError('cell_not_found', { cell: cellId, notebook: id });
-      cell.outputs = result.outputs as Output[];
+      cell.outputs = result.outputs as NbOutput[];
       cell.execution_count = result.execution_count;
       await this.#write(id, nb);
       const wire = toWireCell(cell);
