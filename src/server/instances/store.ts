@@ -96,7 +96,7 @@ export class MemoryInstanceStore implements InstanceStore {
     this.#earlier = options.earlier ?? [];
   }
 
-  put(row: InstanceRow): Promise<void> {
+  async put(row: InstanceRow): Promise<void> {
     const before = this.#rows.get(row.id);
     if (!before || before.launch_time !== row.launch_time) {
       this.#append({
@@ -107,35 +107,34 @@ export class MemoryInstanceStore implements InstanceStore {
       });
     }
     this.#rows.set(row.id, copy(row));
-    return Promise.resolve();
   }
 
-  get(id: string): Promise<InstanceRow | undefined> {
+  async get(id: string): Promise<InstanceRow | undefined> {
     const row = this.#rows.get(id);
-    return Promise.resolve(row && copy(row));
+    return row && copy(row);
   }
 
-  list(): Promise<InstanceRow[]> {
-    return Promise.resolve([...this.#rows.values()].map(copy));
+  async list(): Promise<InstanceRow[]> {
+    return [...this.#rows.values()].map(copy);
   }
 
-  delete(id: string): Promise<boolean> {
-    if (!this.#rows.has(id)) return Promise.resolve(false);
+  async delete(id: string): Promise<boolean> {
+    if (!this.#rows.has(id)) return false;
     this.#append({ id, deleted: true });
     this.#rows.delete(id);
     this.#ended.delete(id);
-    return Promise.resolve(true);
+    return true;
   }
 
-  ended(id: string, reason: EndReason): Promise<boolean> {
-    if (!this.#rows.has(id)) return Promise.resolve(false);
-    if (this.#ended.has(id)) return Promise.resolve(true);
+  async ended(id: string, reason: EndReason): Promise<boolean> {
+    if (!this.#rows.has(id)) return false;
+    if (this.#ended.has(id)) return true;
     this.#append({ id, ended: reason });
     this.#ended.add(id);
-    return Promise.resolve(true);
+    return true;
   }
 
-  adopt(): Promise<InstanceRow[]> {
+  async adopt(): Promise<InstanceRow[]> {
     const entries = this.#earlier.flatMap(parseJournal);
     const ended = new Map<string, EndReason>();
     const deleted = new Set<string>();
@@ -158,7 +157,7 @@ export class MemoryInstanceStore implements InstanceStore {
       this.#ended.add(e.id);
       adopted.push(copy(row));
     }
-    return Promise.resolve(adopted);
+    return adopted;
   }
 
   /** Append one line, or throw having changed nothing a reader would take for a line. */
