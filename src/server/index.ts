@@ -17,7 +17,8 @@ import { buildApp, createLogger, handleUpgrade } from './http/app.js';
 import { ArtifactStore, DEFAULT_ARTIFACT_RETENTION_MS } from './artifacts/store.js';
 import { AuthStore } from './auth-states/store.js';
 import { startRefusal } from './host/requirements.js';
-import { Registry, type JournalEntry, type WarmPoolSizes } from './instances/registry.js';
+import { Registry, type WarmPoolSizes } from './instances/registry.js';
+import { MemoryInstanceStore } from './instances/store.js';
 import type { RuntimeFactory } from './instances/runtime.js';
 import { SandboxHost } from './sandbox/index.js';
 
@@ -139,27 +140,20 @@ const envNumber = (name: string): number | undefined => {
 };
 
 /**
- * Removes instance directories of earlier server runs whose process is gone; returns what their
- * journals say about the instances they ran.
+ * Removes instance directories of earlier server runs whose process is gone; returns their
+ * journals' text (what they say about the instances they ran: instances/store.ts).
  */
-async function sweepRuns(instancesRoot: string): Promise<JournalEntry[]> {
-  const entries: JournalEntry[] = [];
+async function sweepRuns(instancesRoot: string): Promise<string[]> {
+  const journals: string[] = [];
   for (const run of await readdir(instancesRoot).catch(() => [] as string[])) {
     const dir = join(instancesRoot, run);
     const pid = Number(await readFile(join(dir, 'owner.pid'), 'utf8').catch(() => 'NaN'));
     if (!Number.isInteger(pid) || !pidAlive(pid)) {
-      const journal = await readFile(join(dir, JOURNAL), 'utf8').catch(() => '');
-      for (const line of journal.split('\n')) {
-        try {
-          if (line) entries.push(JSON.parse(line) as JournalEntry);
-        } catch {
-          /* a line cut by the kill */
-        }
-      }
+      journals.push(await readFile(join(dir, JOURNAL), 'utf8').catch(() => ''));
       await rm(dir, { recursive: true, force: true }).catch(() => undefined);
     }
   }
-  return entries;
+  return journals;
 }
 
 const JOURNAL = 'instances.jsonl';
@@ -253,10 +247,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     maxUploadBytes,
     log: logger,
     sandboxHost,
-    journal: join(runDir, JOURNAL),
+    store: new MemoryInstanceStore({ journal: join(runDir, JOURNAL), earlier }),
     warmPool,
   });
-  registry.adoptEnded(earlier);
+  await registry.adopt();
   const maxConnectionsPerClient =
     options.maxConnectionsPerClient ?? envNumber('BURROW_MAX_CONNECTIONS_PER_CLIENT');
   const app = await buildApp({

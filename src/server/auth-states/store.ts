@@ -1,27 +1,32 @@
 /**
- * Saved browser auth states: one file per state under `<dataDir>/auth-states/`, sealed with
- * AES-256-GCM under the server's secret key (src/server/auth-states/secret-key.ts), written atomically with
- * mode 0600, so they survive server restarts and a copy of the files alone reveals nothing.
+ * Saved browser auth states, sealed with AES-256-GCM under the server's secret key
+ * (src/server/auth-states/secret-key.ts), kept by a backend (backend.ts): by default one file per
+ * state under `<dataDir>/auth-states/`, written atomically with mode 0600, so they survive server
+ * restarts and a copy of the files alone reveals nothing. This store seals, opens, validates and
+ * names; the backend only keeps the sealed records.
  *
- * A file is `{"burrow_auth_state": 2, "key_id", "iv", "tag", "data"}`: `data` is the state's JSON
+ * A record is `{"burrow_auth_state": 2, "key_id", "iv", "tag", "data"}`: `data` is the state's JSON
  * encrypted with a fresh 12-byte IV, the state's id bound in as associated data (a file renamed to
- * another id fails to open). Opening the store reads every file: plaintext files of burrow 0.1 and
- * files sealed by an old key are re-sealed under the current key (the `ready` promise settles
+ * another id fails to open). Opening the store reads every record (at once from a backend that
+ * can, else before `ready` settles): plaintext files of burrow 0.1 and files sealed by an old key are re-sealed under the current key (the `ready` promise settles
  * when that is done); a file no key opens is kept untouched, listed with a null name, and answers
  * `auth_state_unreadable` until the right key is configured or it is deleted.
  *
  * Every write goes through one queue, so concurrent saves of a state apply in order and memory
- * matches disk. A process killed mid-write leaves a temp file the next open sweeps; what was
- * committed before stays (src/internal/fs.ts). The store assumes one server process owns the dir.
+ * matches the backend. The store assumes one server process owns the backend's records.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { open, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { sweepAtomicTempsSync, writeFileAtomic } from '../../internal/fs.js';
 import { SerialQueue } from '../../internal/serial.js';
 import { serverError } from '../errors.js';
 import type { BrowserAuthData } from '../instances/runtime.js';
+import {
+  FileAuthStateBackend,
+  type AuthStateBackend,
+  type SealedRecord,
+  type SyncLoadable,
+} from './backend.js';
 import {
   loadKeyring,
   parseKey,
@@ -135,10 +140,16 @@ export interface AuthStoreOptions extends KeyringOptions {
   readOnly?: boolean;
   /** Told about states that cannot be read and about migrations; default stderr. */
   warn?: (message: string) => void;
+  /**
+   * Where the sealed states are kept; default a `FileAuthStateBackend` on
+   * `<dataDir>/auth-states/` (read-only when `readOnly`). A backend that cannot `loadSync` is
+   * read before `ready` settles: await it before using the store.
+   */
+  backend?: AuthStateBackend;
 }
 
 export class AuthStore {
-  readonly #dir: string;
+  readonly #backend: AuthStateBackend;
   readonly #keyring: Keyring;
   readonly #states = new Map<string, StoredAuthState>();
   /** id → why it cannot be read */
@@ -149,19 +160,34 @@ export class AuthStore {
   readonly ready: Promise<void>;
 
   constructor(dataDir: string, options: AuthStoreOptions = {}) {
-    this.#dir = join(dataDir, 'auth-states');
     this.#readOnly = options.readOnly ?? false;
     this.#keyring = options.keyring ?? this.#keys(dataDir, options);
+    this.#backend =
+      options.backend ??
+      new FileAuthStateBackend(join(dataDir, 'auth-states'), { readOnly: this.#readOnly });
     const warn = options.warn ?? ((m: string) => console.error(`burrow: ${m}`));
-    if (!this.#readOnly) {
-      mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
-      sweepAtomicTempsSync(this.#dir); // no write of this store can be in flight yet
+    const backend = this.#backend;
+    if ('loadSync' in backend && typeof backend.loadSync === 'function') {
+      const reseal = this.#load((backend as SyncLoadable).loadSync(), warn);
+      this.ready = this.#migrate(reseal);
+    } else {
+      this.ready = this.#queue.run(async () => {
+        const records: SealedRecord[] = [];
+        for (const id of await backend.list()) {
+          const sealed = await backend.read(id);
+          if (sealed !== undefined) records.push({ id, sealed });
+        }
+        await this.#resealAll(this.#load(records, warn));
+      });
     }
+  }
+
+  /** Open `records` into memory; the states to re-seal under the current key. */
+  #load(records: readonly SealedRecord[], warn: (message: string) => void): StoredAuthState[] {
     const reseal: StoredAuthState[] = [];
-    for (const file of existsSync(this.#dir) ? readdirSync(this.#dir) : []) {
-      const id = file.replace(/\.json$/, '');
-      if (!ID.test(id) || file === id) continue;
-      const opened = unseal(id, readFileSync(join(this.#dir, file), 'utf8'), this.#keyring);
+    for (const { id, sealed } of records) {
+      if (!ID.test(id)) continue;
+      const opened = unseal(id, sealed, this.#keyring);
       if (!opened.ok) {
         this.#unreadable.set(id, opened.reason);
         continue;
@@ -175,18 +201,22 @@ export class AuthStore {
           [...this.#unreadable].map(([id, why]) => `${id}: ${why}`).join('; '),
       );
     }
-    if (this.#readOnly) {
-      this.ready = Promise.resolve();
-      return;
+    return reseal;
+  }
+
+  #migrate(reseal: readonly StoredAuthState[]): Promise<void> {
+    return this.#queue.run(() => this.#resealAll(reseal));
+  }
+
+  /** Re-seal `reseal` under the current key; drop the rotated-out key once nothing needs it. */
+  async #resealAll(reseal: readonly StoredAuthState[]): Promise<void> {
+    if (this.#readOnly) return;
+    for (const state of reseal) await this.#writeFile(state);
+    const oldFile = this.#keyring.dataDirOldFile;
+    if (oldFile && this.#unreadable.size === 0) {
+      // every state is under the current key now: the rotated-out key is no longer needed
+      await rm(oldFile, { force: true });
     }
-    this.ready = this.#queue.run(async () => {
-      for (const state of reseal) await this.#writeFile(state);
-      const oldFile = this.#keyring.dataDirOldFile;
-      if (oldFile && this.#unreadable.size === 0) {
-        // every state is under the current key now: the rotated-out key is no longer needed
-        await rm(oldFile, { force: true });
-      }
-    });
   }
 
   /** The configured keys; a read-only store without one gets a throwaway key that opens nothing. */
@@ -270,8 +300,7 @@ export class AuthStore {
     return this.#queue.run(async () => {
       this.#writable();
       if (!this.#states.has(id) && !this.#unreadable.has(id)) this.get(id); // throws the 404
-      await rm(join(this.#dir, `${id}.json`), { force: true });
-      await syncDir(this.#dir);
+      await this.#backend.delete(id);
       this.#states.delete(id);
       this.#unreadable.delete(id);
     });
@@ -308,21 +337,8 @@ export class AuthStore {
   }
 
   async #writeFile(state: StoredAuthState): Promise<void> {
-    await writeFileAtomic(
-      join(this.#dir, `${state.id}.json`),
-      seal(state, this.#keyring.current),
-      0o600,
-    );
+    await this.#backend.write(state.id, seal(state, this.#keyring.current));
     this.#states.set(state.id, state);
     this.#unreadable.delete(state.id);
-  }
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const d = await open(dir, 'r');
-  try {
-    await d.sync();
-  } finally {
-    await d.close();
   }
 }

@@ -1,11 +1,11 @@
 /**
- * The instance registry: ids, tokens, directories, timers and the journal; runtimes own the
- * processes. Every status change goes through `transition` (state.ts holds the table of the
- * life cycle). Terminated instances stay listed. Expiry after `timeout_hours`; a resume restarts
- * the clock.
+ * The instance registry: ids, tokens, directories and timers; runtimes own the processes, the
+ * instance store (store.ts) the rows a listing shows and a later run adopts. Every status change
+ * goes through `transition` (state.ts holds the table of the life cycle), and the row it leaves
+ * is written to the store. Terminated instances stay listed. Expiry after `timeout_hours`; a
+ * resume restarts the clock.
  */
 import { randomBytes } from 'node:crypto';
-import { appendFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type {
@@ -22,6 +22,7 @@ import type { InstanceRuntime, Logger, RuntimeContext, RuntimeFactory } from './
 import type { SandboxHost } from '../sandbox/index.js';
 import { WarmPool, type WarmPoolSizes } from './pool.js';
 import { Lifecycle, transition } from './state.js';
+import { MemoryInstanceStore, type InstanceRow, type InstanceStore } from './store.js';
 
 export const DEFAULT_RESOLUTION: Resolution = [1024, 768];
 
@@ -56,16 +57,12 @@ export interface RegistryOptions {
   /** Instances kept started per type for `start` to claim (pool.ts). Default none. */
   warmPool?: WarmPoolSizes;
   /**
-   * A file this run appends each instance's start and end to, so that the next server run can
-   * still answer for them (`end_reason: "server_restart"`) after this process was killed.
+   * Where the rows of listed instances are written, and the earlier runs' rows come from
+   * (`adopt`). Default: a `MemoryInstanceStore` without a journal.
    */
-  journal?: string;
+  store?: InstanceStore;
 }
 
-/** One line of the journal. */
-export type JournalEntry =
-  | { id: string; type: InstanceType; launch_time: string; resolution: Resolution }
-  | { id: string; ended: EndReason };
 
 export type { WarmPoolSizes } from './pool.js';
 
@@ -93,6 +90,11 @@ export class InstanceRecord extends Lifecycle {
   limits: InstanceLimits | undefined;
 
   toJSON(): Instance {
+    return { ...this.row() };
+  }
+
+  /** What the store keeps of it (store.ts). */
+  row(): InstanceRow {
     const limits = this.runtime?.limits ?? this.limits;
     return {
       id: this.id,
@@ -112,19 +114,23 @@ export type InstanceView = Readonly<InstanceRecord>;
 export class Registry {
   readonly #instances = new Map<string, InstanceRecord>();
   readonly #opts: RegistryOptions;
+  readonly #store: InstanceStore;
+  /** The store's writes, one after another so that a row's last write is its last state. */
+  #writes: Promise<void> = Promise.resolve();
   #closed = false;
 
   readonly #pool: WarmPool<InstanceRecord>;
 
   constructor(opts: RegistryOptions) {
     this.#opts = opts;
+    this.#store = opts.store ?? new MemoryInstanceStore();
     this.#pool = new WarmPool({
       sizes: opts.warmPool ?? {},
       log: opts.log,
       room: () => opts.maxInstances - this.#liveCount(),
       fill: (type) => this.#fillOne(type),
       evict: (rec) => {
-        transition(rec, 'terminated', 'stopped');
+        this.#move(rec, 'terminated', 'stopped');
         return this.#teardown(rec);
       },
     });
@@ -150,7 +156,7 @@ export class Registry {
     try {
       await this.#boot(rec, factory, [], true);
     } catch (err) {
-      transition(rec, 'error');
+      this.#move(rec, 'error');
       await this.#teardown(rec);
       throw err;
     }
@@ -216,20 +222,20 @@ export class Registry {
       try {
         await this.#boot(rec, factory, options.blocked_domains ?? [], false);
       } catch (err) {
-        transition(rec, 'error', 'crashed');
+        this.#move(rec, 'error', 'crashed');
         await this.#teardown(rec);
         const reason = (err as Error).message;
         if (attempt < START_ATTEMPTS && !this.#closed) {
           // nobody has its id yet: it leaves the listing, and a fresh instance is started
           this.#opts.log.warn({ instance: rec.id, reason }, 'instance failed to start; retrying');
-          this.#instances.delete(rec.id);
+          this.#unlist(rec);
           continue;
         }
         this.#opts.log.error({ err, instance: rec.id }, 'instance failed to start');
         throw serverError('instance_failed_to_start', { id: rec.id, reason });
       }
       // stopped or failed while deploying: that move won, and this one is refused
-      if (!transition(rec, 'running')) await this.#teardown(rec);
+      if (!this.#move(rec, 'running')) await this.#teardown(rec);
       this.#pool.refill();
       return rec;
     }
@@ -253,15 +259,10 @@ export class Registry {
     );
   }
 
-  /** List `rec`, write it to the journal and start its expiry clock. */
+  /** List `rec`, write its row to the store and start its expiry clock. */
   #admit(rec: InstanceRecord, timeoutHours: number | undefined): void {
     this.#instances.set(rec.id, rec);
-    this.#journal({
-      id: rec.id,
-      type: rec.type,
-      launch_time: rec.launchTime.toISOString(),
-      resolution: [...rec.resolution],
-    });
+    this.#save(rec);
     this.#arm(rec, timeoutHours ?? DEFAULT_TIMEOUT_HOURS);
   }
 
@@ -297,7 +298,7 @@ export class Registry {
    * take them (it is then torn down). Nobody has held its id or token before this moment.
    */
   async #claim(rec: InstanceRecord, options: StartRequest): Promise<InstanceRecord | undefined> {
-    if (!transition(rec, 'deploying')) {
+    if (!this.#move(rec, 'deploying')) {
       void this.#teardown(rec); // it failed in the pool since it was taken
       return undefined;
     }
@@ -314,10 +315,10 @@ export class Registry {
     } catch (err) {
       this.#opts.log.warn({ err, instance: rec.id }, 'a pooled instance could not be claimed');
     }
-    if (ok && transition(rec, 'running')) return rec;
-    // never shown to anyone: it leaves no trace in the listing or the journal's answers
-    this.#instances.delete(rec.id);
-    transition(rec, 'terminated', 'stopped');
+    if (ok && this.#move(rec, 'running')) return rec;
+    // never shown to anyone: it leaves no trace in the listing or the store
+    this.#unlist(rec);
+    this.#move(rec, 'terminated', 'stopped');
     void this.#teardown(rec);
     return undefined;
   }
@@ -336,7 +337,7 @@ export class Registry {
    */
   async stop(id: string, reason: EndReason = 'stopped'): Promise<InstanceView> {
     const rec = this.#get(id);
-    if (!transition(rec, 'terminated', reason)) return rec; // already terminated
+    if (!this.#move(rec, 'terminated', reason)) return rec; // already terminated
     try {
       rec.runtime?.revoke?.();
     } catch (err) {
@@ -351,7 +352,7 @@ export class Registry {
     if (rec.status === 'paused') return rec;
     const { runtime } = this.running(id);
     await runtime.pause();
-    transition(rec, 'paused'); // refused when it was stopped or failed meanwhile: that stands
+    this.#move(rec, 'paused'); // refused when it was stopped or failed meanwhile: that stands
     return rec;
   }
 
@@ -359,7 +360,7 @@ export class Registry {
     const rec = this.#get(id);
     if (rec.status === 'paused' && rec.runtime) {
       await rec.runtime.resume();
-      transition(rec, 'running');
+      this.#move(rec, 'running');
     } else if (rec.status !== 'running') {
       throw serverError('instance_not_paused', { id, status: rec.status });
     }
@@ -368,37 +369,52 @@ export class Registry {
   }
 
   /**
-   * Instances of an earlier server run that ended without stopping them (it was killed): they are
-   * listed as terminated, with the reason they ended, `server_restart` unless the journal says.
+   * Instances of earlier server runs that ended without stopping them (it was killed), as the
+   * store has them (`InstanceStore.adopt`): listed as terminated, with the reason they ended,
+   * `server_restart` unless the store says. Call once, before the first start.
    */
-  adoptEnded(entries: readonly JournalEntry[]): void {
-    const ended = new Map<string, EndReason>();
-    for (const e of entries) if ('ended' in e) ended.set(e.id, e.ended);
-    for (const e of entries) {
-      if ('ended' in e || this.#instances.has(e.id)) continue;
-      const reason = ended.get(e.id) ?? 'server_restart';
-      const launched = new Date(e.launch_time);
+  async adopt(): Promise<void> {
+    for (const row of await this.#store.adopt()) {
+      if (this.#instances.has(row.id)) continue;
       const rec = new InstanceRecord(
-        e.id,
-        e.type,
-        launched,
-        e.resolution,
+        row.id,
+        row.instance_type,
+        new Date(row.launch_time),
+        [row.resolution[0], row.resolution[1]],
         '',
         '',
         'terminated',
-        reason,
+        row.end_reason ?? 'server_restart',
       );
-      this.#instances.set(e.id, rec);
+      if (row.limits) rec.limits = row.limits;
+      this.#instances.set(row.id, rec);
     }
   }
 
-  #journal(entry: JournalEntry): void {
-    if (!this.#opts.journal) return;
-    try {
-      appendFileSync(this.#opts.journal, `${JSON.stringify(entry)}\n`, { mode: 0o600 });
-    } catch (err) {
-      this.#opts.log.warn({ err }, 'could not write the instance journal');
-    }
+  /** `transition`, and the row it leaves written to the store when `rec` is listed. */
+  #move(rec: InstanceRecord, to: InstanceStatus, reason?: EndReason): boolean {
+    if (!transition(rec, to, reason)) return false;
+    if (this.#instances.get(rec.id) === rec) this.#save(rec);
+    return true;
+  }
+
+  /** Write the row of the listed `rec` as it is now (after the writes queued before). */
+  #save(rec: InstanceRecord): void {
+    const row = rec.row();
+    this.#write(() => this.#store.put(row));
+  }
+
+  /** Take `rec`, which nobody was given, out of the listing and the store. */
+  #unlist(rec: InstanceRecord): void {
+    this.#instances.delete(rec.id);
+    this.#write(() => this.#store.delete(rec.id));
+  }
+
+  #write(op: () => Promise<unknown>): void {
+    this.#writes = this.#writes.then(op).then(
+      () => undefined,
+      (err: unknown) => this.#opts.log.warn({ err }, 'could not write the instance store'),
+    );
   }
 
   /** Resolves once the warm pool is as full as the cap allows. */
@@ -421,6 +437,7 @@ export class Registry {
       ...pooled.map((r) => this.#teardown(r)),
       this.#pool.idle(), // a fill in flight ends with its instance torn down
     ]);
+    await this.#writes;
   }
 
   #arm(rec: InstanceRecord, hours: number): void {
@@ -438,7 +455,7 @@ export class Registry {
 
   #failed(rec: InstanceRecord, reason: string): void {
     const pooled = rec.status === 'warm_pool';
-    if (!transition(rec, 'error', 'crashed')) return; // it had ended already
+    if (!this.#move(rec, 'error', 'crashed')) return; // it had ended already
     this.#opts.log.warn(
       { instance: rec.id, reason },
       `${pooled ? 'a pooled ' : ''}instance failed`,
@@ -451,9 +468,11 @@ export class Registry {
   #teardown(rec: InstanceRecord): Promise<void> {
     clearTimeout(rec.timer);
     rec.stopping ??= (async () => {
-      // a pooled instance that was never claimed was never in the journal
-      if (this.#instances.has(rec.id)) {
-        this.#journal({ id: rec.id, ended: rec.endReason ?? 'stopped' });
+      // a pooled instance that was never claimed was never in the store
+      const listed = this.#instances.get(rec.id) === rec;
+      if (listed) {
+        const reason = rec.endReason ?? 'stopped';
+        this.#write(() => this.#store.ended(rec.id, reason));
       }
       rec.limits = rec.runtime?.limits;
       try {
