@@ -63,7 +63,6 @@ export interface RegistryOptions {
   store?: InstanceStore;
 }
 
-
 export type { WarmPoolSizes } from './pool.js';
 
 /** An instance as the registry keeps it; everyone else gets it read-only (`InstanceView`). */
