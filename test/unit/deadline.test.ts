@@ -192,8 +192,7 @@ describe('until (real timers)', () => {
     const t0 = performance.now();
     await expect(until(predicate, { timeoutMs: 60, intervalMs: 25 })).resolves.toBe(false);
     const took = performance.now() - t0;
-    expect(took).toBeGreaterThanOrEqual(59);
-    expect(took).toBeLessThan(1000);
+    expect(took).toBeGreaterThanOrEqual(55); // timers never fire early (the clocks differ by ~1 ms)
     // at 0, 25, 50 and (the last pause cut short) 60 ms; more only if the machine is slow
     expect(predicate.mock.calls.length).toBeGreaterThanOrEqual(2);
     expect(predicate.mock.calls.length).toBeLessThanOrEqual(4);
@@ -202,7 +201,7 @@ describe('until (real timers)', () => {
   it('does not wait a whole interval past the deadline', async () => {
     const t0 = performance.now();
     await expect(until(() => false, { timeoutMs: 30, intervalMs: 10_000 })).resolves.toBe(false);
-    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(performance.now() - t0).toBeLessThan(9000); // well short of the 10 s interval
   });
 
   it('a timeout of 0 is exactly one call', async () => {
