@@ -1,9 +1,9 @@
 /**
  * The auth-state directory as the store finds it and leaves it: the directory is private and the
  * temp files of a killed write are swept; only `<id>.json` files are states (a stray file, a
- * backup or a plaintext file claiming another id is never listed as, or opened as, a state);
- * unreadable states are listed in a stable order, each with a reason that tells the operator what
- * to do; a file sealed in a form `seal` never writes does not open; the store is quiet when all is
+ * backup, a plaintext file claiming another id or holding no object is never listed as, or
+ * opened as, a state); unreadable states are listed in a stable order, each with a reason that
+ * tells the operator what to do; a file sealed in a form `seal` never writes does not open; the store is quiet when all is
  * well and loud on stderr when not; deleting a state whose file is already gone, or finishing a
  * key rotation whose old key file is already gone, does not fail.
  */
@@ -86,6 +86,8 @@ describe('the directory', () => {
     ]) {
       writeFileSync(join(statesDir(dir), name), sealed);
     }
+    // a file named like an id but without `.json`, that is no state at all
+    writeFileSync(join(statesDir(dir), 'auth_ffffffffffffffff'), 'not a state');
     const warn = vi.fn();
     const reopened = new AuthStore(dir, { env: {}, warn });
     expect(reopened.list()).toEqual([{ id, name: 'real' }]);
@@ -109,6 +111,17 @@ describe('the directory', () => {
     expect(store.list()).toEqual([{ id: file, name: null }]);
     expect(refusal(store, file)).toContain('the file is not an auth state');
     expect(() => store.get(claimed)).toThrow(/not found/);
+  });
+
+  it('a plaintext file of its own id whose data is not an object is not a state', () => {
+    const dir = tempDir();
+    mkdirSync(statesDir(dir), { recursive: true });
+    const id = 'auth_cccccccccccccccc';
+    const base = { id, name: 'odd', created_at: '2026-01-01T00:00:00.000Z' };
+    writeFileSync(stateFile(dir, id), JSON.stringify({ ...base, data: 'cookies' }));
+    const store = new AuthStore(dir, quiet);
+    expect(store.list()).toEqual([{ id, name: null }]);
+    expect(refusal(store, id)).toContain('the file is not an auth state');
   });
 });
 
