@@ -3,7 +3,8 @@
  * (src/server/chromium/mux.ts), when a message is not what Chromium normally writes (any process
  * of the instance may write into a copy of the pipe): a reply that is an error gives the client
  * nothing, whatever `result` it also carries (no session to own, no context for the hook), and a
- * target id that is not a string never reaches the activation hook.
+ * target id that is not a string never reaches the activation hook; a message is routed by the
+ * sessionId at its very end, not by one nested in its params.
  */
 import { describe, expect, it } from 'vitest';
 import { CdpMux, type CdpMuxOptions } from '../../src/server/chromium/mux.js';
@@ -32,7 +33,7 @@ async function setup(opts: CdpMuxOptions) {
     await tick();
     return wire;
   };
-  return { chromium, client, received, roundTrip };
+  return { chromium, mux, client, received, roundTrip };
 }
 
 describe('an error reply that also carries a result', () => {
@@ -89,5 +90,22 @@ describe('a target id that is not a string', () => {
       );
     }
     expect(activated).toEqual(['T2']);
+  });
+});
+
+describe('the session a message is routed by', () => {
+  it("is the one at its end, not another client's named inside its params", async () => {
+    const { chromium, received, mux } = await setup({});
+    const n = chromium.commands.length;
+    const opening = mux.open({ type: 'browser' });
+    const attach = await chromium.next('Target.attachToBrowserTarget', n);
+    chromium.write({ id: attach.id, result: { sessionId: 'SB' } });
+    const other = await opening;
+    const toOther: Buffer[] = [];
+    other.connect({ send: (d) => toOther.push(d), close: () => {} });
+    chromium.write('{"method":"Custom.event","params":{"a":1,"sessionId":"SB"},"sessionId":"SA"}');
+    await tick();
+    expect(toOther).toEqual([]);
+    expect(received).toEqual([{ method: 'Custom.event', params: { a: 1, sessionId: 'SB' } }]);
   });
 });
