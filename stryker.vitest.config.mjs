@@ -20,8 +20,11 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/cdp-mux.test.ts',
   'test/unit/cdp-mux-downloads.test.ts',
   'test/unit/mux-guards.test.ts',
+  'test/unit/mux-bounds-exact.test.ts',
+  'test/unit/mux-ownership-hooks.test.ts',
   'test/unit/auth-store.test.ts',
   'test/unit/guard-auth-store.test.ts',
+  'test/unit/auth-store-dir.test.ts',
   'test/unit/secret-key-sources.test.ts',
   'test/unit/artifacts-names.test.ts',
   'test/unit/artifacts-open.test.ts',
@@ -29,6 +32,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/auth-checks.test.ts',
   'test/unit/sandbox-paths.test.ts',
   'test/unit/sandbox-fsops.test.ts',
+  'test/unit/sandbox-fsops-every-op.test.ts',
 ];
 
 export default defineConfig({
