@@ -21,9 +21,9 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { AuthStore, type StoredAuthState } from '../../src/server/auth-store.js';
-import type { BrowserAuthData } from '../../src/server/runtime.js';
-import { parseKey, type Keyring } from '../../src/server/secret-key.js';
+import { AuthStore, type StoredAuthState } from '../../src/server/auth-states/store.js';
+import type { BrowserAuthData } from '../../src/server/instances/runtime.js';
+import { parseKey, type Keyring } from '../../src/server/auth-states/secret-key.js';
 
 const dirs: string[] = [];
 const tempDir = () => {

@@ -1,5 +1,5 @@
 /**
- * Every file operation of the tools' layer over the toolbox (src/server/sandbox/fsops.ts), not
+ * Every file operation of the tools' layer over the toolbox (src/server/toolbox/fsops.ts), not
  * only reads: a refusal of any of them (stat, write, mkdir, remove, list, tree, an upload's open,
  * chunks and commit) names the path as the client wrote it, never an empty one or the path the
  * toolbox resolved to; the options a client gave reach the toolbox; an upload is written,
@@ -13,9 +13,9 @@ import {
   InstanceFiles,
   MAX_READ_BYTES,
   MAX_TEXT_BYTES,
-} from '../../src/server/sandbox/fsops.js';
-import { MAX_PAYLOAD_BYTES, type FrameHeader } from '../../src/server/sandbox/toolbox-frames.js';
-import { ToolboxError, type Toolbox } from '../../src/server/sandbox/toolbox.js';
+} from '../../src/server/toolbox/fsops.js';
+import { MAX_PAYLOAD_BYTES, type FrameHeader } from '../../src/server/toolbox/frames.js';
+import { ToolboxError, type Toolbox } from '../../src/server/toolbox/toolbox.js';
 
 type Reply = { header: FrameHeader; payload?: Buffer } | Error;
 
