@@ -28,9 +28,11 @@ const read = (path: string) => {
   }
 };
 
-describeInstanceStore('MemoryInstanceStore, no journal', async () => ({
-  store: new MemoryInstanceStore(),
-}));
+describeInstanceStore(
+  'MemoryInstanceStore, no journal',
+  async () => ({ store: new MemoryInstanceStore() }),
+  { persistent: false },
+);
 
 describeInstanceStore('MemoryInstanceStore with a journal file', async () => {
   const dir = tempDir();
