@@ -6,11 +6,10 @@ import type { z } from 'zod';
 import type { JsonOperationId, OperationId, Operations } from '../../api/index.js';
 import type { AuthStore } from '../auth-states/store.js';
 import { artifactHandlers } from './artifact-routes.js';
-import { serverError } from '../errors.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
 import { versionInfo } from '../meta.js';
 import type { Registry } from '../instances/registry.js';
-import type { CapabilityName, InstanceRuntime } from '../instances/runtime.js';
+import type { CapabilityName } from '../instances/runtime.js';
 import { uploadHandler, type UploadHandler } from './upload.js';
 
 type Out<T> = T extends z.ZodType ? z.output<T> : undefined;
@@ -30,22 +29,6 @@ export type Handlers = { [Op in Exclude<JsonOperationId, 'upload'>]: Handler<Op>
   upload: UploadHandler;
 };
 
-/**
- * The capability `key` of a running instance, or the 404/400 that says why not: a 400 names
- * `what` was asked and the instance type when the type lacks it.
- */
-export function capability<K extends CapabilityName>(
-  registry: Registry,
-  id: string,
-  key: K,
-  what: string,
-): NonNullable<InstanceRuntime[K]> {
-  const rec = registry.running(id);
-  const cap = rec.runtime[key];
-  if (cap === undefined) throw serverError('capability_unavailable', { what, type: rec.type });
-  return cap as NonNullable<InstanceRuntime[K]>;
-}
-
 const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
 
 export interface HandlerOptions {
@@ -59,7 +42,7 @@ export function createHandlers(
   opts: HandlerOptions = {},
 ): Handlers {
   const cap = <K extends CapabilityName>(id: string, key: K, what: string) =>
-    capability(registry, id, key, what);
+    registry.capability(id, key, what);
   const browser = (id: string) => cap(id, 'browser', 'The browser');
   const notebooks = (id: string) => cap(id, 'kernels', 'Notebooks').notebooks;
   const env = (id: string) => cap(id, 'env', 'Environment');

@@ -50,9 +50,8 @@ export type UploadHandler = (input: {
 
 export function uploadHandler(registry: Registry): UploadHandler {
   return async ({ params, request: req }) => {
-    const rec = registry.running(params.instance_id);
-    const files = rec.runtime.files;
-    if (!files) throw serverError('capability_unavailable', { what: 'upload', type: rec.type });
+    const files = registry.capability(params.instance_id, 'files', 'upload');
+    const rec = registry.get(params.instance_id);
     if (!req.isMultipart()) {
       throw new RequestInvalid([
         { loc: ['body', 'file'], msg: 'Field required', type: 'missing' },

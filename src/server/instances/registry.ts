@@ -18,7 +18,13 @@ import type {
   StartRequest,
 } from '../../api/index.js';
 import { serverError } from '../errors.js';
-import type { InstanceRuntime, Logger, RuntimeContext, RuntimeFactory } from './runtime.js';
+import type {
+  CapabilityName,
+  InstanceRuntime,
+  Logger,
+  RuntimeContext,
+  RuntimeFactory,
+} from './runtime.js';
 import type { SandboxHost } from '../sandbox/index.js';
 import { WarmPool, type WarmPoolSizes } from './pool.js';
 import { Lifecycle, transition } from './state.js';
@@ -189,6 +195,21 @@ export class Registry {
       throw serverError('instance_not_running', { id, state });
     }
     return rec as InstanceRecord & { runtime: InstanceRuntime };
+  }
+
+  /**
+   * The capability `key` of a running instance, or the 404/400 that says why not: the 400 names
+   * `what` was asked and the instance type, when the type lacks it.
+   */
+  capability<K extends CapabilityName>(
+    id: string,
+    key: K,
+    what: string,
+  ): NonNullable<InstanceRuntime[K]> {
+    const rec = this.running(id);
+    const cap = rec.runtime[key];
+    if (cap === undefined) throw serverError('capability_unavailable', { what, type: rec.type });
+    return cap as NonNullable<InstanceRuntime[K]>;
   }
 
   async start(options: StartRequest): Promise<InstanceView> {

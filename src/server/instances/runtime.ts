@@ -2,7 +2,7 @@
  * What an instance type implements. The registry owns the life cycle (ids, status, expiry, the
  * cap); a runtime owns the processes. What an instance offers besides its life cycle is a set of
  * capability objects (`computer`, `tools`, `files`, `kernels`, `env`, `browser`, `liveView`); a
- * capability the type lacks is absent, and one lookup (`capability()` in http/handlers.ts)
+ * capability the type lacks is absent, and one lookup (`Registry.capability`)
  * answers the 400 naming the type.
  */
 import type { IncomingMessage } from 'node:http';
