@@ -9,11 +9,11 @@ import type {
   ClaimRequest,
   ComputerCapability,
   FilesCapability,
-  InstanceRuntime,
   LiveViewCapability,
   RuntimeContext,
   RuntimeFactory,
 } from '../instances/runtime.js';
+import { InstanceMachine } from '../instances/machine.js';
 import { join, posix } from 'node:path';
 import {
   BrowserController,
@@ -21,18 +21,10 @@ import {
   Screencast,
   type BrowserControllerOptions,
 } from '../chromium/index.js';
-import type { InstanceArtifacts } from '../artifacts/store.js';
 import { ffmpegIn } from '../artifacts/ffmpeg.js';
 import { recordScreencast } from '../chromium/recorder.js';
 import { refuseUpgrade, serverError } from '../errors.js';
-import {
-  chromiumProxyArgs,
-  openEgress,
-  Sandbox,
-  SANDBOX_PATH,
-  type InstanceEgress,
-  type SandboxLimits,
-} from '../sandbox/index.js';
+import { chromiumProxyArgs, SANDBOX_PATH, type Sandbox } from '../sandbox/index.js';
 import { BrowserFiles } from './files.js';
 import { browserLiveViewPage } from './liveview-page.js';
 
@@ -47,27 +39,18 @@ const CHROMIUM_DIR = '.config/burrow-chromium';
  * - Chromium dying on its own (or through a client's `Browser.close`) puts the instance in
  *   `error`.
  */
-class BrowserRuntime implements InstanceRuntime {
+class BrowserRuntime extends InstanceMachine {
   readonly browser: BrowserController;
-  readonly artifacts: InstanceArtifacts | undefined;
-  /** The context, with the resolution and blocked domains a warm-pool claim may change. */
-  #ctx: RuntimeContext;
-  /** `[width, height]`, shared by reference with the computer and the screencast. */
-  readonly #resolution: [number, number];
   #computer: CdpComputer;
   #screencast: Screencast;
-  #sandbox: Sandbox | undefined;
-  #egress: InstanceEgress | undefined;
   /** `upload` into the instance's home (./files.ts). */
   readonly #files: BrowserFiles;
 
   constructor(ctx: RuntimeContext) {
-    this.#resolution = [ctx.resolution[0], ctx.resolution[1]];
-    this.#ctx = { ...ctx, resolution: this.#resolution };
-    this.#files = new BrowserFiles(() => this.#sandbox, ctx.maxUploadBytes, ctx.log);
-    this.artifacts = ctx.artifacts;
+    super(ctx);
+    this.#files = new BrowserFiles(() => this.created, ctx.maxUploadBytes, ctx.log);
     this.browser = new BrowserController({
-      ctx: this.#ctx, // replaced per launch: see #launchOptions
+      ctx: this.ctx, // replaced per launch: see #launchOptions
       downloads: ctx.artifacts,
       onCrash: (reason) => ctx.failed(reason),
       launch: () => this.#launchOptions(),
@@ -80,7 +63,7 @@ class BrowserRuntime implements InstanceRuntime {
     return new CdpComputer({
       page: () => this.browser.activePage(),
       screenshot: () => this.browser.screenshot(),
-      resolution: this.#resolution,
+      resolution: this.ctx.resolution,
     });
   }
 
@@ -88,35 +71,30 @@ class BrowserRuntime implements InstanceRuntime {
     return new Screencast({
       page: () => this.browser.activePage(),
       input: this.#computer,
-      resolution: this.#resolution,
-      log: this.#ctx.log,
+      resolution: this.ctx.resolution,
+      log: this.ctx.log,
     });
   }
 
   /**
-   * A warm-pool instance gets its user: the egress enforces their blocked domains from now on,
-   * every window takes their resolution, and the sandbox its normal CPU weight. Chromium's own
+   * A warm-pool instance gets its user: every window takes their resolution. Chromium's own
    * resolver rules (set at launch) stay empty, so the egress alone refuses blocked names; names
    * Chromium reaches without the egress (loopback ones, where the operator allows loopback) can
    * only be refused at launch, so such a request gets a fresh instance instead.
    */
-  async claim(req: ClaimRequest): Promise<boolean> {
-    const sandbox = this.#sandbox;
-    if (!sandbox || sandbox.mode !== 'isolated' || !this.#egress) return false;
+  protected async adopt(req: ClaimRequest): Promise<boolean> {
     const loopbackName = (d: string) => /(^|\.)localhost\.?$/i.test(d.trim());
     if (req.blockedDomains.some(loopbackName)) return false;
-    this.#egress.setBlockedDomains(req.blockedDomains);
-    this.#ctx = { ...this.#ctx, blockedDomains: [...req.blockedDomains] };
     const [width, height] = req.resolution;
-    if (width !== this.#resolution[0] || height !== this.#resolution[1]) {
-      this.#resolution[0] = width;
-      this.#resolution[1] = height;
+    const size = this.ctx.resolution;
+    if (width !== size[0] || height !== size[1]) {
+      size[0] = width;
+      size[1] = height;
       // nobody has used them yet: fresh ones start from the new size's centre
       this.#computer = this.#newComputer();
       this.#screencast = this.#newScreencast();
       await this.browser.resize(width, height);
     }
-    await sandbox.foreground();
     return true;
   }
 
@@ -131,17 +109,17 @@ class BrowserRuntime implements InstanceRuntime {
    * goes through the egress, which is where `localhost` pages of the host are allowed or not.
    */
   #launchOptions(): Partial<BrowserControllerOptions> {
-    const sandbox = this.#sandbox!;
+    const sandbox = this.created!;
     if (sandbox.mode === 'none') {
       return {
-        ctx: { ...this.#ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
+        ctx: { ...this.ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
         spawn: (argv, o) => sandbox.spawn(argv, { env: o.env, stdio: o.stdio }),
         // root cannot run Chromium's sandbox; this mode has no other
         args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
       };
     }
     return {
-      ctx: { ...this.#ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
+      ctx: { ...this.ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
       processDir: posix.join(sandbox.home, CHROMIUM_DIR),
       members: () => sandbox.pids(),
       spawn: (argv, o) => sandbox.spawn(argv, { env: o.env, stdio: o.stdio }),
@@ -157,96 +135,52 @@ class BrowserRuntime implements InstanceRuntime {
     };
   }
 
-  async start(): Promise<void> {
-    const ctx = this.#ctx;
-    const sandbox = await Sandbox.create(ctx.sandboxHost, {
-      dir: ctx.dir,
-      name: ctx.id,
-      log: ctx.log,
-      onCrash: (reason) => ctx.failed(reason),
-      background: ctx.pooled ?? false,
-    });
-    this.#sandbox = sandbox;
-    try {
-      // Chromium's directories on the still empty disk, without a process inside (see seedHome)
-      if (sandbox.mode === 'isolated') {
-        await sandbox.seedHome([
-          ...['profile', 'tmp', 'home'].map((d) => `${CHROMIUM_DIR}/${d}`),
-          'Downloads',
-          'Recordings',
-        ]);
-      }
-      await this.#artifacts(sandbox);
-      // the egress listener and Chromium start side by side: Chromium goes online only once a
-      // page loads, and that waits for nothing but the listener's socket, which exists already
-      // (kept as soon as it is open: when Chromium fails, stop() closes it)
-      const egress =
-        sandbox.mode === 'isolated'
-          ? openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log).then(
-              (opened) => (this.#egress = opened),
-            )
-          : undefined;
-      const results = await Promise.allSettled([egress, this.browser.start()]);
-      for (const r of results) if (r.status === 'rejected') throw r.reason;
-    } catch (err) {
-      await this.stop();
-      throw err;
-    }
+  /** Chromium's directories, so that its launch needs no process inside to make them. */
+  protected override seedDirs(): string[] {
+    return [
+      ...['profile', 'tmp', 'home'].map((d) => `${CHROMIUM_DIR}/${d}`),
+      'Downloads',
+      'Recordings',
+    ];
   }
 
-  async stop(): Promise<void> {
-    // a paused instance is frozen: thaw it so Chromium can act on being stopped
-    await this.#sandbox?.resume().catch(() => {});
-    // a running recording is finalised and the artifacts copied out while the disk is there
-    await this.artifacts?.finish();
+  /**
+   * The recorder, then Chromium (beside the egress: Chromium goes online only once a page loads,
+   * and that waits for nothing but the listener's socket, which exists already).
+   */
+  protected async boot(sandbox: Sandbox): Promise<void> {
+    this.#recorder(sandbox);
+    await this.browser.start();
+  }
+
+  protected async halt(): Promise<void> {
     await this.#screencast.close();
     await this.browser.dispose();
     await this.#files.stop();
-    this.#egress?.close();
-    await this.#sandbox?.stop();
   }
 
   /** Downloads land in `~/Downloads`; recordings are the screencast through ffmpeg in the sandbox. */
-  async #artifacts(sandbox: Sandbox): Promise<void> {
+  #recorder(sandbox: Sandbox): void {
     const artifacts = this.artifacts;
     if (!artifacts) return;
-    await artifacts.attach({
-      host: sandbox.hostHome,
-      inside: sandbox.home,
-      budget: sandbox.limits.disk_bytes,
-    });
     const recordings = posix.join(sandbox.home, 'Recordings');
     const box = ffmpegIn(
       sandbox,
       () => ({ PATH: SANDBOX_PATH, HOME: sandbox.home }),
-      sandbox.mode === 'isolated' ? [recordings] : [], // seeded on the fresh disk in start()
+      sandbox.mode === 'isolated' ? [recordings] : [], // seeded on the fresh disk (seedDirs)
     );
     artifacts.setRecorder(async (file, dir) => {
       await box.mkdir(dir);
       return recordScreencast(
         {
           page: () => this.browser.activePage(),
-          size: this.#resolution,
+          size: this.ctx.resolution,
           ffmpeg: box.ffmpeg,
-          log: this.#ctx.log,
+          log: this.ctx.log,
         },
         file,
       );
     });
-  }
-
-  /** The cgroup freezer (or SIGSTOP of every process) stops the whole instance at once. */
-  async pause(): Promise<void> {
-    await this.#sandbox?.pause();
-  }
-
-  async resume(): Promise<void> {
-    await this.#sandbox?.resume();
-  }
-
-  /** Limits that apply (GET /v1/instance/{id}). */
-  get limits(): SandboxLimits | undefined {
-    return this.#sandbox?.limits;
   }
 
   /** Files into the instance's home, for `DOM.setFileInputFiles` (./files.ts). */
@@ -263,7 +197,7 @@ class BrowserRuntime implements InstanceRuntime {
   /** The live-view page: a CDP screencast of the active tab with input (chromium/screencast.ts). */
   readonly liveView: LiveViewCapability = {
     url: async () => {
-      const { publicUrl, id, token } = this.#ctx;
+      const { publicUrl, id, token } = this.ctx;
       const base = publicUrl.replace(/\/+$/, '');
       return `${base}/stream/${encodeURIComponent(id)}/?token=${encodeURIComponent(token)}`;
     },

@@ -12,13 +12,13 @@ import type {
   ClaimRequest,
   ComputerCapability,
   FilesCapability,
-  InstanceRuntime,
   KernelsCapability,
   LiveViewCapability,
   RuntimeContext,
   RuntimeFactory,
   ToolsCapability,
 } from '../instances/runtime.js';
+import { InstanceMachine } from '../instances/machine.js';
 import { BashSessions } from './tools/bash.js';
 import { UbuntuDesktop } from './desktop/desktop.js';
 import { Display, type DisplayInfo } from './display.js';
@@ -26,18 +26,10 @@ import { EditTool } from './tools/edit.js';
 import { InstanceEnv } from './tools/env.js';
 import { FileTool } from './tools/file.js';
 import { createKernels, type Kernels } from './kernels/index.js';
-import {
-  hostLoopbackAllowed,
-  openEgress,
-  proxyEnv,
-  Sandbox,
-  type InstanceEgress,
-  type SandboxLimits,
-} from '../sandbox/index.js';
+import { hostLoopbackAllowed, proxyEnv, type Sandbox } from '../sandbox/index.js';
 import { Toolbox } from '../toolbox/toolbox.js';
 import { InstanceFiles } from '../toolbox/fsops.js';
 import { upload } from '../toolbox/upload.js';
-import type { InstanceArtifacts } from '../artifacts/store.js';
 import { ffmpegIn } from '../artifacts/ffmpeg.js';
 import { recordDisplay } from './desktop/recorder.js';
 
@@ -51,40 +43,30 @@ interface Started {
   kernels: Kernels;
   /** Computer actions, screenshots, live view and the desktop browser (desktop/). */
   desktop: UbuntuDesktop;
-  /** The instance's egress proxy (isolated mode). */
-  egress: InstanceEgress | undefined;
   /** The instance's files as the edit, file and upload tools reach them: inside the sandbox. */
   files: InstanceFiles;
 }
 
-export class UbuntuRuntime implements InstanceRuntime {
+export class UbuntuRuntime extends InstanceMachine {
   /** The instance's environment (HOME, PATH, DISPLAY … plus variables set through the API). */
   readonly env: InstanceEnv;
   #started: Started | undefined;
-  #stopping: Promise<void> | undefined;
   #revoked = false;
-  /** The context; a warm-pool claim replaces its blocked domains (the desktop reads them here). */
-  readonly ctx: RuntimeContext & { blockedDomains: readonly string[] };
 
   constructor(ctx: RuntimeContext) {
-    this.ctx = { ...ctx };
+    super(ctx);
     this.env = new InstanceEnv('/home/user', '/tmp');
   }
 
   /**
    * A warm-pool instance gets its user. Its display keeps the size it started with (Xvfb's
-   * framebuffer cannot change), so the pool hands it only to a request of that size (instances/pool.ts);
-   * the egress enforces the user's blocked domains from now on, and the desktop browser, which
-   * has not run yet, is launched with them.
+   * framebuffer cannot change), so the pool hands it only to a request of that size
+   * (instances/pool.ts); the desktop browser, which has not run yet, is launched with the user's
+   * blocked domains (it reads them from the context the machine updates).
    */
-  async claim(req: ClaimRequest): Promise<boolean> {
-    const s = this.#started;
+  protected async adopt(req: ClaimRequest): Promise<boolean> {
     const [w, h] = this.ctx.resolution;
-    if (!s?.egress || req.resolution[0] !== w || req.resolution[1] !== h) return false;
-    s.egress.setBlockedDomains(req.blockedDomains);
-    this.ctx.blockedDomains = [...req.blockedDomains];
-    await s.sandbox.foreground();
-    return true;
+    return this.#started !== undefined && req.resolution[0] === w && req.resolution[1] === h;
   }
 
   revoke(): void {
@@ -103,125 +85,82 @@ export class UbuntuRuntime implements InstanceRuntime {
     });
   }
 
-  async start(): Promise<void> {
+  /** The display (beside the egress: neither needs the other), then the tools on it. */
+  protected async boot(sandbox: Sandbox): Promise<void> {
     const { ctx } = this;
-    const sandbox = await Sandbox.create(ctx.sandboxHost, {
-      dir: ctx.dir,
-      name: ctx.id,
-      log: ctx.log,
-      onCrash: (reason) => ctx.failed(reason),
-      background: ctx.pooled ?? false,
-    });
-    let egress: InstanceEgress | undefined;
-    try {
-      this.env.setBase('HOME', sandbox.home);
-      this.env.setBase('TMPDIR', sandbox.tmp);
-      if (sandbox.mode === 'isolated') {
-        for (const [k, v] of Object.entries(proxyEnv())) this.env.setBase(k, v);
-      }
-      // the egress listener and the display start side by side (neither needs the other)
-      const opening =
-        sandbox.mode === 'isolated'
-          ? openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log).then(
-              (e) => (egress = e),
-            )
-          : Promise.resolve();
-      const starting = Display.start(sandbox, ctx.resolution, this.env.current(), (reason) =>
-        ctx.failed(reason),
-      );
-      const [opened, display] = await Promise.allSettled([opening, starting]);
-      if (opened.status === 'rejected') throw opened.reason;
-      if (display.status === 'rejected') throw display.reason;
-      const { value: displayInfo } = display;
-      for (const [k, v] of Object.entries(displayInfo.sandboxEnv)) this.env.setBase(k, v);
-      await this.#artifacts(sandbox, displayInfo);
-      const exec = (argv: string[], timeoutMs: number) =>
-        sandbox.exec(argv, { env: this.env.current(), timeoutMs });
-      const writable = [sandbox.home, sandbox.tmp];
-      const toolbox = new Toolbox({
-        spawn: (argv, o) => sandbox.spawn(argv, o),
-        home: sandbox.home,
-        writable,
-        log: ctx.log,
-      });
-      const files = new InstanceFiles(toolbox, writable);
-      this.#started = {
-        sandbox,
-        display: displayInfo,
-        bash: new BashSessions(sandbox, this.env),
-        edit: new EditTool(files),
-        file: new FileTool(files, exec),
-        kernels: createKernels({
-          spawn: (argv, o) => sandbox.spawn(argv, o),
-          sandboxHome: sandbox.home,
-          toolbox,
-          env: () => this.env.current(),
-          log: ctx.log,
-        }),
-        desktop: new UbuntuDesktop({
-          ctx,
-          displayEnv: displayInfo.hostEnv,
-          runDir: sandbox.hostRun,
-          browserSandbox: {
-            spawn: (argv, o) => sandbox.spawn(argv, o),
-            exec: (argv, o) => sandbox.exec(argv, o),
-            pids: () => sandbox.pids(),
-            env: () => this.env.current(),
-            home: sandbox.home,
-            hostHome: sandbox.hostHome,
-            tmp: sandbox.tmp,
-            isolated: sandbox.mode === 'isolated',
-            hostLoopback: hostLoopbackAllowed(ctx.sandboxHost),
-          },
-        }),
-        egress,
-        files,
-      };
-      if (ctx.pooled) await this.#prepare(this.#started);
-      ctx.log.info(
-        { instance: ctx.id, sandbox: sandbox.mode, display: displayInfo.number },
-        'ubuntu instance started',
-      );
-    } catch (err) {
-      egress?.close();
-      await sandbox.stop();
-      throw err;
+    this.env.setBase('HOME', sandbox.home);
+    this.env.setBase('TMPDIR', sandbox.tmp);
+    if (sandbox.mode === 'isolated') {
+      for (const [k, v] of Object.entries(proxyEnv())) this.env.setBase(k, v);
     }
-  }
-
-  stop(): Promise<void> {
-    this.#stopping ??= (async () => {
-      const s = this.#started;
-      if (!s) return;
-      // a paused instance is frozen: thaw it so its processes can act on being stopped
-      await s.sandbox.resume().catch(() => {});
-      // a running recording is finalised and the artifacts copied out while the disk is there
-      await this.artifacts?.finish();
-      await s.desktop.stop();
-      await s.bash.stop();
-      await s.kernels.stop();
-      s.egress?.close();
-      await s.sandbox.stop();
-    })();
-    return this.#stopping;
-  }
-
-  /** Downloads of the desktop browser and recordings of the display (x11grab in the sandbox). */
-  get artifacts(): InstanceArtifacts | undefined {
-    return this.ctx.artifacts;
-  }
-
-  async #artifacts(sandbox: Sandbox, display: DisplayInfo): Promise<void> {
-    const artifacts = this.ctx.artifacts;
-    if (!artifacts) return;
-    await artifacts.attach({
-      host: sandbox.hostHome,
-      inside: sandbox.home,
-      budget: sandbox.limits.disk_bytes,
+    const displayInfo = await Display.start(sandbox, ctx.resolution, this.env.current(), (reason) =>
+      ctx.failed(reason),
+    );
+    for (const [k, v] of Object.entries(displayInfo.sandboxEnv)) this.env.setBase(k, v);
+    this.#recorder(sandbox, displayInfo);
+    const exec = (argv: string[], timeoutMs: number) =>
+      sandbox.exec(argv, { env: this.env.current(), timeoutMs });
+    const writable = [sandbox.home, sandbox.tmp];
+    const toolbox = new Toolbox({
+      spawn: (argv, o) => sandbox.spawn(argv, o),
+      home: sandbox.home,
+      writable,
+      log: ctx.log,
     });
-    const box = ffmpegIn(sandbox, () => this.env.current());
+    const files = new InstanceFiles(toolbox, writable);
+    this.#started = {
+      sandbox,
+      display: displayInfo,
+      bash: new BashSessions(sandbox, this.env),
+      edit: new EditTool(files),
+      file: new FileTool(files, exec),
+      kernels: createKernels({
+        spawn: (argv, o) => sandbox.spawn(argv, o),
+        sandboxHome: sandbox.home,
+        toolbox,
+        env: () => this.env.current(),
+        log: ctx.log,
+      }),
+      desktop: new UbuntuDesktop({
+        ctx,
+        displayEnv: displayInfo.hostEnv,
+        runDir: sandbox.hostRun,
+        browserSandbox: {
+          spawn: (argv, o) => sandbox.spawn(argv, o),
+          exec: (argv, o) => sandbox.exec(argv, o),
+          pids: () => sandbox.pids(),
+          env: () => this.env.current(),
+          home: sandbox.home,
+          hostHome: sandbox.hostHome,
+          tmp: sandbox.tmp,
+          isolated: sandbox.mode === 'isolated',
+          hostLoopback: hostLoopbackAllowed(ctx.sandboxHost),
+        },
+      }),
+      files,
+    };
+    if (ctx.pooled) await this.#prepare(this.#started);
+    ctx.log.info(
+      { instance: ctx.id, sandbox: sandbox.mode, display: displayInfo.number },
+      'ubuntu instance started',
+    );
+  }
+
+  /** The desktop (x11vnc, its browser), the shells, the kernels; the sandbox takes the display. */
+  protected async halt(): Promise<void> {
+    const s = this.#started;
+    if (!s) return;
+    await s.desktop.stop();
+    await s.bash.stop();
+    await s.kernels.stop();
+  }
+
+  /** Recordings of the display: x11grab inside the sandbox. */
+  #recorder(sandbox: Sandbox, display: DisplayInfo): void {
+    const artifacts = this.artifacts;
     const inside = display.sandboxEnv.DISPLAY;
-    if (!inside) return;
+    if (!artifacts || !inside) return;
+    const box = ffmpegIn(sandbox, () => this.env.current());
     artifacts.setRecorder(async (file, dir) => {
       await box.mkdir(dir);
       return recordDisplay(
@@ -231,21 +170,12 @@ export class UbuntuRuntime implements InstanceRuntime {
     });
   }
 
-  /** Limits that apply (GET /v1/instance/{id}). */
-  get limits(): SandboxLimits | undefined {
-    return this.#started?.sandbox.limits;
+  protected override async beforePause(): Promise<void> {
+    await this.#get().desktop.pause();
   }
 
-  async pause(): Promise<void> {
-    const s = this.#get();
-    await s.desktop.pause();
-    await s.sandbox.pause();
-  }
-
-  async resume(): Promise<void> {
-    const s = this.#get();
-    await s.sandbox.resume();
-    await s.desktop.resume();
+  protected override async afterResume(): Promise<void> {
+    await this.#get().desktop.resume();
   }
 
   /** Screenshots and computer actions on the virtual display (desktop/). */
@@ -286,7 +216,7 @@ export class UbuntuRuntime implements InstanceRuntime {
     socket: Duplex,
     head: Buffer,
   ): void {
-    const s = this.#stopping || this.#revoked ? undefined : this.#started;
+    const s = this.stopping || this.#revoked ? undefined : this.#started;
     if (!s) return refuseUpgrade(socket, serverError('instance_not_live'));
     s.desktop.upgrade(kind, rest, req, socket, head);
   }
@@ -307,7 +237,7 @@ export class UbuntuRuntime implements InstanceRuntime {
   }
 
   #get(): Started {
-    if (this.#stopping) throw serverError('instance_stopping');
+    if (this.stopping) throw serverError('instance_stopping');
     if (!this.#started) throw serverError('instance_not_ready');
     return this.#started;
   }
