@@ -50,8 +50,8 @@ export function createHandlers(
     // burrow extension: downloads and recordings (artifact-routes.ts)
     ...artifactHandlers(registry),
     start: async ({ body }) => (await registry.start(body)).toJSON(),
-    getInstance: async ({ params }) => registry.get(params.instance_id).toJSON(),
-    listInstances: async () => registry.list().map((r) => r.toJSON()),
+    getInstance: async ({ params }) => registry.row(params.instance_id),
+    listInstances: async () => registry.rows(),
     stop: async ({ params }) => ({ status: (await registry.stop(params.instance_id)).status }),
     pause: async ({ params }) => ({ status: (await registry.pause(params.instance_id)).status }),
     resume: async ({ params, query }) =>

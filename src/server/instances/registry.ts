@@ -2,8 +2,9 @@
  * The instance registry: ids, tokens, directories and timers; runtimes own the processes, the
  * instance store (store.ts) the rows a listing shows and a later run adopts. Every status change
  * goes through `transition` (state.ts holds the table of the life cycle), and the row it leaves
- * is written to the store. Terminated instances stay listed. Expiry after `timeout_hours`; a
- * resume restarts the clock.
+ * is written to the store; the listing and `GET /v1/instance/{id}` read the store back (`rows`,
+ * `row`), so another store (a shared table) answers them without the registry changing.
+ * Terminated instances stay listed. Expiry after `timeout_hours`; a resume restarts the clock.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
@@ -174,6 +175,23 @@ export class Registry {
 
   list(): InstanceView[] {
     return [...this.#instances.values()];
+  }
+
+  /**
+   * The listing as the store has it (`GET /v1/instances`): every row, after the writes queued
+   * before this call, so a client reads what it was just told.
+   */
+  async rows(): Promise<Instance[]> {
+    await this.#writes;
+    return (await this.#store.list()).map((row) => ({ ...row }));
+  }
+
+  /** Row `id` as the store has it (`GET /v1/instance/{id}`), or 404. */
+  async row(id: string): Promise<Instance> {
+    await this.#writes;
+    const row = await this.#store.get(id);
+    if (!row) throw serverError('instance_not_found', { id });
+    return { ...row };
   }
 
   /** The record, or 404. */
