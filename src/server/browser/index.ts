@@ -24,6 +24,8 @@ import {
 import type { InstanceArtifacts } from '../artifacts/store.js';
 import { ffmpegIn } from '../artifacts/ffmpeg.js';
 import { recordScreencast } from '../chromium/recorder.js';
+import type { KeyDef } from '../computer/keys.js';
+import { ComputerRunner } from '../computer/runner.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import {
   chromiumProxyArgs,
@@ -55,6 +57,8 @@ class BrowserRuntime implements InstanceRuntime {
   /** `[width, height]`, shared by reference with the computer and the screencast. */
   readonly #resolution: [number, number];
   #computer: CdpComputer;
+  /** Computer actions on `#computer`, one at a time. */
+  #actions: ComputerRunner<KeyDef>;
   #screencast: Screencast;
   #sandbox: Sandbox | undefined;
   #egress: InstanceEgress | undefined;
@@ -73,6 +77,7 @@ class BrowserRuntime implements InstanceRuntime {
       launch: () => this.#launchOptions(),
     });
     this.#computer = this.#newComputer();
+    this.#actions = new ComputerRunner(this.#computer);
     this.#screencast = this.#newScreencast();
   }
 
@@ -113,6 +118,7 @@ class BrowserRuntime implements InstanceRuntime {
       this.#resolution[1] = height;
       // nobody has used them yet: fresh ones start from the new size's centre
       this.#computer = this.#newComputer();
+      this.#actions = new ComputerRunner(this.#computer);
       this.#screencast = this.#newScreencast();
       await this.browser.resize(width, height);
     }
@@ -257,7 +263,7 @@ class BrowserRuntime implements InstanceRuntime {
   /** Screenshots of the active tab, and computer actions on it through CDP `Input.*`. */
   readonly computer: ComputerCapability = {
     screenshot: async () => this.browser.screenshot(),
-    run: async (action) => this.#computer.run(action),
+    run: async (action) => this.#actions.run(action),
   };
 
   /** The live-view page: a CDP screencast of the active tab with input (chromium/screencast.ts). */
