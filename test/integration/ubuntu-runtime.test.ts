@@ -22,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alive, processState } from '../../src/internal/process.js';
 import type { RuntimeContext } from '../../src/server/instances/runtime.js';
 import { UbuntuRuntime } from '../../src/server/ubuntu/index.js';
+import { MAX_SESSIONS } from '../../src/server/ubuntu/tools/bash.js';
 import { testSandboxHost } from '../helpers/sandbox.js';
 import { eventually, instanceFrozen, instancePids, pidsMatching } from '../helpers/server.js';
 
@@ -306,6 +307,20 @@ describe('ubuntu runtime in its sandbox', () => {
 
     it('answers a request without a command with an error', async () => {
       expect((await bash({})).error).toMatch(/No command given/);
+    });
+
+    it('refuses a session past the limit as a tool error; the others keep working', async () => {
+      for (let id = 1; id <= MAX_SESSIONS; id++) {
+        expect((await bash({ command: `echo ${id}`, session: id })).output).toBe(`${id}\n`);
+      }
+      const refused = await bash({ command: 'echo no', session: MAX_SESSIONS + 1 });
+      expect(refused).toEqual({
+        error: `At most ${MAX_SESSIONS} bash sessions can run at once; restart or finish one first.`,
+      });
+      expect((await bash({ command: 'echo still', session: 2 })).output).toBe('still\n');
+      expect((await bash({ restart: true })).system).toMatch(/all bash sessions restarted/);
+      expect((await bash({ command: 'echo now', session: MAX_SESSIONS + 1 })).output).toBe('now\n');
+      await bash({ restart: true });
     });
   });
 

@@ -1,27 +1,27 @@
 /** The ubuntu desktop's computer actions as xdotool arguments: pure translations, no display. */
 import { describe, expect, it } from 'vitest';
-import type { ParsedComputerAction } from '../../src/api/index.js';
+import { ToolFailure } from '../../src/server/computer/failure.js';
+import { resolveKeys, type Click, type Scroll } from '../../src/server/computer/runner.js';
 import {
   clamp,
+  clickCommand,
   cursorPosition,
+  dragCommand,
   keysymOf,
-  keysyms,
-  pointerCommand,
+  moveCommand,
+  scrollCommand,
   TYPE_DELAY_MS,
   typeCommand,
   typingRuns,
+  xKey,
   xyArgs,
-  type PointerAction,
+  type XdotoolCommand,
 } from '../../src/server/ubuntu/desktop/actions.js';
-import { ActionError } from '../../src/server/ubuntu/desktop/errors.js';
 import { unknownKeyName, XDOTOOL_TIMEOUT_MS } from '../../src/server/ubuntu/desktop/xdotool.js';
 
 const SCREEN = [1024, 768] as const;
 const T = XDOTOOL_TIMEOUT_MS;
-const cmd = (a: PointerAction) => pointerCommand(a, SCREEN);
-const action = <A extends ParsedComputerAction['action']>(
-  a: Extract<ParsedComputerAction, { action: A }>,
-) => a;
+const keysyms = (entries: string[]) => resolveKeys(entries, xKey);
 
 describe('coordinates', () => {
   it('rounds and clamps to the screen', () => {
@@ -34,64 +34,64 @@ describe('coordinates', () => {
   });
 });
 
-describe('pointerCommand', () => {
+describe('pointer commands', () => {
   /** The command's arguments as one string, for reading. */
-  const line = (a: PointerAction) => cmd(a)?.args.join(' ');
+  const line = (c: XdotoolCommand | undefined) => c?.args.join(' ');
 
   it('moves the mouse', () => {
-    expect(cmd(action<'move_mouse'>({ action: 'move_mouse', coordinates: [2000, -1] }))).toEqual({
+    expect(moveCommand([2000, -1], SCREEN)).toEqual({
       args: ['mousemove', '1023', '0'],
       timeoutMs: T,
     });
   });
 
   it('clicks: single without delay, repeated with 50 ms between, down and up alone', () => {
-    const click = (extra: Partial<Extract<PointerAction, { action: 'click_mouse' }>>) =>
-      line({ action: 'click_mouse', button: 'left', ...extra });
-    expect(click({ coordinates: [5, 6] })).toBe('mousemove 5 6 click --repeat 1 --delay 0 1');
-    expect(click({ button: 'right', num_clicks: 2 })).toBe('click --repeat 2 --delay 50 3');
-    expect(click({ button: 'middle', click_type: 'down' })).toBe('mousedown 2');
-    expect(click({ button: 'back', click_type: 'up' })).toBe('mouseup 8');
+    const click = (extra: Partial<Click>) =>
+      line(clickCommand({ button: 'left', kind: 'click', count: 1, ...extra }, SCREEN));
+    expect(click({ at: [5, 6] })).toBe('mousemove 5 6 click --repeat 1 --delay 0 1');
+    expect(click({ button: 'right', count: 2 })).toBe('click --repeat 2 --delay 50 3');
+    expect(click({ button: 'middle', kind: 'down' })).toBe('mousedown 2');
+    expect(click({ button: 'back', kind: 'up' })).toBe('mouseup 8');
     expect(click({ button: 'forward' })).toBe('click --repeat 1 --delay 0 9');
-    expect(cmd({ action: 'click_mouse', button: 'left' })!.timeoutMs).toBe(T);
+    expect(clickCommand({ button: 'left', kind: 'click', count: 1 }, SCREEN).timeoutMs).toBe(T);
   });
 
   it('drags along the path with the left button, the deadline growing with it', () => {
-    const drag: PointerAction = {
-      action: 'drag_mouse',
-      path: [
+    const drag = dragCommand(
+      [
         [1, 2],
         [3, 4],
         [5000, 6],
       ],
-    };
+      SCREEN,
+    );
     expect(line(drag)).toBe(
       'mousemove 1 2 mousedown 1 sleep 0.05 ' +
         'mousemove 3 4 sleep 0.01 mousemove 1023 6 sleep 0.01 ' +
         'sleep 0.05 mouseup 1',
     );
-    expect(cmd(drag)!.timeoutMs).toBe(T + 2 * 50);
+    expect(drag.timeoutMs).toBe(T + 2 * 50);
   });
 
   it('scrolls in notches: buttons 4/5 vertically, 6/7 horizontally', () => {
-    const scroll: PointerAction = {
-      action: 'scroll',
-      coordinates: [10, 10],
-      delta_y: 3,
-      delta_x: -1.6,
-    };
-    expect(line(scroll)).toBe(
+    const scroll = (s: Scroll) => scrollCommand(s, SCREEN);
+    const both = scroll({ at: [10, 10], deltaY: 3, deltaX: -1.6 });
+    expect(line(both)).toBe(
       'mousemove 10 10 click --repeat 3 --delay 10 5 click --repeat 2 --delay 10 6',
     );
-    expect(cmd(scroll)!.timeoutMs).toBe(T + 5 * 30);
-    expect(line({ action: 'scroll', delta_y: -2 })).toBe('click --repeat 2 --delay 10 4');
-    expect(line({ action: 'scroll', delta_x: 1 })).toBe('click --repeat 1 --delay 10 7');
+    expect(both!.timeoutMs).toBe(T + 5 * 30);
+    expect(line(scroll({ deltaX: 0, deltaY: -2 }))).toBe('click --repeat 2 --delay 10 4');
+    expect(line(scroll({ deltaX: 1, deltaY: 0 }))).toBe('click --repeat 1 --delay 10 7');
+    // half a notch rounds away from zero on both sides (|delta| is rounded)
+    expect(line(scroll({ deltaX: 0, deltaY: -2.5 }))).toBe('click --repeat 3 --delay 10 4');
   });
 
   it('has nothing to do for a scroll of under half a notch without coordinates', () => {
-    expect(cmd({ action: 'scroll', delta_y: 0.4 })).toBeUndefined();
-    expect(cmd({ action: 'scroll' })).toBeUndefined();
-    expect(line({ action: 'scroll', coordinates: [1, 1], delta_y: 0.2 })).toBe('mousemove 1 1');
+    expect(scrollCommand({ deltaX: 0, deltaY: 0.4 }, SCREEN)).toBeUndefined();
+    expect(scrollCommand({ deltaX: 0, deltaY: 0 }, SCREEN)).toBeUndefined();
+    expect(line(scrollCommand({ at: [1, 1], deltaX: 0, deltaY: 0.2 }, SCREEN))).toBe(
+      'mousemove 1 1',
+    );
   });
 });
 
@@ -102,7 +102,9 @@ describe('key names', () => {
   });
 
   it('refuses names that are neither known nor plain keysym names', () => {
-    expect(() => keysyms(['no such key!'])).toThrow(ActionError);
+    expect(() => keysyms(['no such key!'])).toThrow(ToolFailure);
+    expect(xKey('no such key!')).toBeUndefined();
+    expect(xKey('XF86AudioMute')).toBe('XF86AudioMute');
     expect(() => keysyms(['no such key!'])).toThrow("Unknown key name 'no such key!'");
   });
 
@@ -147,7 +149,7 @@ describe('typing', () => {
 
 describe('cursorPosition', () => {
   it('reads `getmouselocation --shell`', () => {
-    expect(cursorPosition('X=12\nY=-3\nSCREEN=0\nWINDOW=123\n')).toBe('X=12,Y=-3');
+    expect(cursorPosition('X=12\nY=-3\nSCREEN=0\nWINDOW=123\n')).toEqual([12, -3]);
     expect(() => cursorPosition('oops')).toThrow('unexpected xdotool output: oops');
   });
 });

@@ -7,9 +7,9 @@
  * read bounds fit in one toolbox frame. Also the full text of the editor's view-range refusal.
  */
 import { describe, expect, it } from 'vitest';
+import { ToolFailure } from '../../src/server/computer/failure.js';
 import {
   checkViewRange,
-  FileOpError,
   InstanceFiles,
   MAX_READ_BYTES,
   MAX_TEXT_BYTES,
@@ -67,9 +67,9 @@ describe('a refused operation names the path the client wrote', () => {
   ])('%s', async (_name, op, call) => {
     const { files, requests } = scripted({ [op]: denied });
     const err = await failure(call(files));
-    expect(err).toBeInstanceOf(FileOpError);
+    expect(err).toBeInstanceOf(ToolFailure);
     expect(err.message).toBe(`Permission denied: ${shown}`);
-    expect(String(err)).toBe(`FileOpError: Permission denied: ${shown}`);
+    expect(String(err)).toBe(`ToolFailure: Permission denied: ${shown}`);
     expect(requests.map((r) => [r.op, r.header.path])).toEqual([[op, asked]]);
   });
 

@@ -6,16 +6,15 @@
  * rather than decoded lossily (an edit would corrupt the file). Also the editor tool's helpers.
  */
 import { describe, expect, it } from 'vitest';
+import { ToolFailure } from '../../src/server/computer/failure.js';
 import {
   checkViewRange,
   countOccurrences,
-  FileOpError,
   InstanceFiles,
   MAX_TEXT_BYTES,
   numbered,
   pyList,
 } from '../../src/server/toolbox/fsops.js';
-import { ToolError } from '../../src/server/toolbox/paths.js';
 import {
   ToolboxError,
   ToolboxUnavailable,
@@ -44,7 +43,7 @@ function scripted(script: Record<string, (h: FrameHeader) => Reply>) {
   return { files: new InstanceFiles(toolbox, ['/home/user', '/tmp']), requests };
 }
 
-async function failure(p: Promise<unknown>): Promise<FileOpError | Error> {
+async function failure(p: Promise<unknown>): Promise<ToolFailure | Error> {
   try {
     await p;
   } catch (err) {
@@ -111,10 +110,10 @@ describe('InstanceFiles', () => {
     for (const [err, message] of cases) {
       const { files } = scripted({ read: () => err });
       const got = await failure(files.readBytes('link', 10));
-      expect(got, err.code).toBeInstanceOf(FileOpError);
+      expect(got, err.code).toBeInstanceOf(ToolFailure);
       expect(got.message, err.code).toBe(message);
-      expect((got as FileOpError).code).toBe(err.code);
-      expect((got as FileOpError).reason).toBe(err.message);
+      expect((got as ToolFailure).code).toBe(err.code);
+      expect((got as ToolFailure).reason).toBe(err.message);
       expect(got.message).not.toContain('/etc');
     }
   });
@@ -135,8 +134,8 @@ describe('InstanceFiles', () => {
   it('reports a toolbox that is down as unavailable, and passes other errors on', async () => {
     const down = scripted({ mkdir: () => new ToolboxUnavailable('it exited') });
     const err = await failure(down.files.mkdir('x'));
-    expect(err).toBeInstanceOf(FileOpError);
-    expect((err as FileOpError).code).toBe('UNAVAILABLE');
+    expect(err).toBeInstanceOf(ToolFailure);
+    expect((err as ToolFailure).code).toBe('UNAVAILABLE');
     expect(err.message).toBe("The instance's file operations are unavailable: it exited");
     const bug = new TypeError('a bug');
     const other = scripted({ mkdir: () => bug });
@@ -153,7 +152,7 @@ describe('InstanceFiles', () => {
     expect(await files.readText('ok')).toEqual({ path: '/home/user/ok', text: 'héllo' });
     expect(requests[0]![1]).toMatchObject({ max: MAX_TEXT_BYTES });
     const err = await failure(files.readText('bad'));
-    expect(err).toBeInstanceOf(ToolError);
+    expect(err).toBeInstanceOf(ToolFailure);
     expect(err.message).toBe('Ran into invalid UTF-8 data while trying to read /home/user/bad');
   });
 

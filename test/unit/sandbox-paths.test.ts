@@ -1,17 +1,11 @@
 /**
  * The path helpers the file tools use (src/server/toolbox/paths.ts): `isUnder` decides whether a
  * copy would go into its own source, so a sibling that shares a prefix (`/home/user2` next to
- * `/home/user`) must not count as below it; display paths fold `..` lexically for messages; a
- * tool's message names the path it concerns, and its own refusals are passed on verbatim.
+ * `/home/user`) must not count as below it; display paths fold `..` lexically for messages.
+ * (How a tool's message names the path it concerns: tool-failure.test.ts.)
  */
 import { describe, expect, it } from 'vitest';
-import {
-  displayPath,
-  errorText,
-  isUnder,
-  toolMessage,
-  ToolError,
-} from '../../src/server/toolbox/paths.js';
+import { displayPath, isUnder } from '../../src/server/toolbox/paths.js';
 
 describe('isUnder', () => {
   it('is true for the root itself and what lies below it', () => {
@@ -37,30 +31,5 @@ describe('displayPath', () => {
     expect(displayPath('/home/user', './a/../b')).toBe('/home/user/b');
     expect(displayPath('/home/user', '../../etc/passwd')).toBe('/etc/passwd');
     expect(displayPath('/home/user', '/tmp/x/')).toBe('/tmp/x');
-  });
-});
-
-describe('tool messages', () => {
-  it("pass the tools' own refusals on verbatim, whatever the path", () => {
-    const err = new ToolError('Refusing: the reason');
-    expect(err.name).toBe('ToolError');
-    expect(err).toBeInstanceOf(Error);
-    expect(toolMessage(err, '/home/user/x')).toBe('Refusing: the reason');
-  });
-
-  it('name the path other failures concern, when there is one', () => {
-    expect(toolMessage(new Error('No such file or directory'), '/home/user/x')).toBe(
-      'No such file or directory: /home/user/x',
-    );
-    expect(toolMessage(new Error('No such file or directory'))).toBe('No such file or directory');
-    expect(toolMessage(new Error('boom'), '')).toBe('boom');
-    expect(toolMessage('a string thrown', '/p')).toBe('a string thrown: /p');
-  });
-
-  it('read the text of anything thrown', () => {
-    expect(errorText(new TypeError('bad'))).toBe('bad');
-    expect(errorText('plain')).toBe('plain');
-    expect(errorText(42)).toBe('42');
-    expect(errorText(undefined)).toBe('undefined');
   });
 });

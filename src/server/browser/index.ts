@@ -23,6 +23,8 @@ import {
 } from '../chromium/index.js';
 import { ffmpegIn } from '../artifacts/ffmpeg.js';
 import { recordScreencast } from '../chromium/recorder.js';
+import type { KeyDef } from '../computer/keys.js';
+import { ComputerRunner } from '../computer/runner.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import { chromiumProxyArgs, SANDBOX_PATH, type Sandbox } from '../sandbox/index.js';
 import { BrowserFiles } from './files.js';
@@ -42,6 +44,8 @@ const CHROMIUM_DIR = '.config/burrow-chromium';
 class BrowserRuntime extends InstanceMachine {
   readonly browser: BrowserController;
   #computer: CdpComputer;
+  /** Computer actions on `#computer`, one at a time. */
+  #actions: ComputerRunner<KeyDef>;
   #screencast: Screencast;
   /** `upload` into the instance's home (./files.ts). */
   readonly #files: BrowserFiles;
@@ -56,6 +60,7 @@ class BrowserRuntime extends InstanceMachine {
       launch: () => this.#launchOptions(),
     });
     this.#computer = this.#newComputer();
+    this.#actions = new ComputerRunner(this.#computer);
     this.#screencast = this.#newScreencast();
   }
 
@@ -92,6 +97,7 @@ class BrowserRuntime extends InstanceMachine {
       size[1] = height;
       // nobody has used them yet: fresh ones start from the new size's centre
       this.#computer = this.#newComputer();
+      this.#actions = new ComputerRunner(this.#computer);
       this.#screencast = this.#newScreencast();
       await this.browser.resize(width, height);
     }
@@ -191,7 +197,7 @@ class BrowserRuntime extends InstanceMachine {
   /** Screenshots of the active tab, and computer actions on it through CDP `Input.*`. */
   readonly computer: ComputerCapability = {
     screenshot: async () => this.browser.screenshot(),
-    run: async (action) => this.#computer.run(action),
+    run: async (action) => this.#actions.run(action),
   };
 
   /** The live-view page: a CDP screencast of the active tab with input (chromium/screencast.ts). */

@@ -1,14 +1,15 @@
 /**
- * Computer actions on a browser instance (COMPAT.md "computer actions"), applied to the active
- * tab through CDP `Input.*`: coordinates are CSS pixels of the tab's viewport, the same
- * coordinate system as its screenshots. The mouse position is remembered between actions (CDP
+ * Computer actions on a browser instance (COMPAT.md "computer actions"): the device that applies
+ * them to the active tab through CDP `Input.*` (../computer/runner.ts runs the actions).
+ * Coordinates are CSS pixels of the tab's viewport, the same coordinate system as its screenshots. The mouse position is remembered between actions (CDP
  * has no pointer of its own) so that `get_cursor_position`, clicks without coordinates and
  * scrolls land where the last action left the pointer.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SerialQueue } from '../../internal/serial.js';
-import type { MouseButton, ParsedComputerAction, ToolResult } from '../../api/index.js';
-import { expandKeys, keyForChar, lookupKey, MODIFIER_BITS, type KeyDef } from '../computer/keys.js';
+import type { MouseButton } from '../../api/index.js';
+import { ToolFailure } from '../computer/failure.js';
+import { keyForChar, lookupKey, MODIFIER_BITS, type KeyDef } from '../computer/keys.js';
+import type { Click, ComputerDevice, Point, Scroll } from '../computer/runner.js';
 import { CdpError, type CdpConnection } from './cdp.js';
 
 /** A page to send input to: a CDP connection and the flattened session of the page target. */
@@ -42,11 +43,6 @@ const BUTTON_BIT: Readonly<Record<MouseButton, number>> = {
   forward: 16,
 };
 
-/** A tool failure reported in `error` with HTTP 200. */
-export class InputError extends Error {
-  override name = 'InputError';
-}
-
 interface Pointer {
   x: number;
   y: number;
@@ -54,11 +50,16 @@ interface Pointer {
   buttons: number;
 }
 
-export class CdpComputer {
+/**
+ * The computer device of a browser instance (computer/runner.ts runs the actions): input to the
+ * active tab through CDP `Input.*`. A CDP command that fails (a tab gone, a page stuck past the
+ * deadline) is a tool failure; the live-view methods below share the pointer but not that.
+ */
+export class CdpComputer implements ComputerDevice<KeyDef> {
   readonly #opts: CdpComputerOptions;
   readonly #pointer: Pointer;
-  /** Actions, one at a time. */
-  readonly #queue = new SerialQueue();
+  /** The screenshot follows the input without a pause. */
+  readonly settleMs = 0;
 
   constructor(opts: CdpComputerOptions) {
     this.#opts = opts;
@@ -66,23 +67,79 @@ export class CdpComputer {
     this.#pointer = { x: Math.floor(w / 2), y: Math.floor(h / 2), buttons: 0 };
   }
 
-  /** Runs one action (one at a time per instance); tool failures come back in `error`. */
-  run(action: ParsedComputerAction): Promise<ToolResult> {
-    const step = async (): Promise<ToolResult> => {
-      const result: ToolResult = {};
+  key(name: string): KeyDef | undefined {
+    return lookupKey(name);
+  }
+
+  move(to: Point, hold: readonly KeyDef[]): Promise<void> {
+    return this.#holding(hold, (page, mods) => this.#move(page, to, mods));
+  }
+
+  click(c: Click, hold: readonly KeyDef[]): Promise<void> {
+    return this.#holding(hold, async (page, mods) => {
+      if (c.at) await this.#move(page, c.at, mods);
+      if (c.kind === 'down') return this.#button(page, 'mousePressed', c.button, 1, mods);
+      if (c.kind === 'up') return this.#button(page, 'mouseReleased', c.button, 1, mods);
+      for (let n = 1; n <= c.count; n++) {
+        await this.#button(page, 'mousePressed', c.button, n, mods);
+        await this.#button(page, 'mouseReleased', c.button, n, mods);
+      }
+    });
+  }
+
+  drag(path: readonly Point[], hold: readonly KeyDef[]): Promise<void> {
+    return this.#holding(hold, async (page, mods) => {
+      const [first, ...rest] = path;
+      await this.#move(page, first!, mods);
+      await this.#button(page, 'mousePressed', 'left', 1, mods);
       try {
-        const out = await this.#act(action);
-        if (out !== undefined) result.output = out;
-      } catch (err) {
-        if (err instanceof InputError || err instanceof CdpError) result.error = err.message;
-        else throw err;
+        for (const p of rest) await this.#move(page, p, mods);
+      } finally {
+        await this.#button(page, 'mouseReleased', 'left', 1, mods);
       }
-      if (action.screenshot ?? true) {
-        result.base64_image = (await this.#opts.screenshot()).toString('base64');
+    });
+  }
+
+  scroll(s: Scroll, hold: readonly KeyDef[]): Promise<void> {
+    return this.#holding(hold, async (page, mods) => {
+      if (s.at) await this.#move(page, s.at, mods);
+      const deltaX = Math.round(s.deltaX) * PIXELS_PER_NOTCH;
+      const deltaY = Math.round(s.deltaY) * PIXELS_PER_NOTCH;
+      if (deltaX === 0 && deltaY === 0) return;
+      await this.#send(page, 'Input.dispatchMouseEvent', {
+        type: 'mouseWheel',
+        x: this.#pointer.x,
+        y: this.#pointer.y,
+        deltaX,
+        deltaY,
+        modifiers: mods(),
+        pointerType: 'mouse',
+      });
+    });
+  }
+
+  press(keys: readonly KeyDef[], holdMs: number): Promise<void> {
+    return cdpFailures(async () => {
+      const held = new Keys(await this.#opts.page());
+      try {
+        for (const k of keys) await held.down(k);
+        if (holdMs) await sleep(holdMs);
+      } finally {
+        await held.releaseAll();
       }
-      return result;
-    };
-    return this.#queue.run(step);
+    });
+  }
+
+  type(text: string, hold: readonly KeyDef[]): Promise<void> {
+    return this.#holding(hold, (_page, _mods, held) => held.type(text));
+  }
+
+  cursor(): Promise<Point> {
+    return Promise.resolve([this.#pointer.x, this.#pointer.y]);
+  }
+
+  screenshot(): Promise<Buffer> {
+    return this.#opts.screenshot();
   }
 
   /**
@@ -152,87 +209,21 @@ export class CdpComputer {
     await this.#send(page ?? (await this.#opts.page()), 'Input.insertText', { text });
   }
 
-  async #act(a: ParsedComputerAction): Promise<string | undefined> {
-    switch (a.action) {
-      case 'move_mouse':
-        return this.#holding(a.hold_keys, (page, mods) => this.#move(page, a.coordinates, mods));
-      case 'click_mouse':
-        return this.#holding(a.hold_keys, async (page, mods) => {
-          if (a.coordinates) await this.#move(page, a.coordinates, mods);
-          const type = a.click_type ?? 'click';
-          if (type === 'down') return this.#button(page, 'mousePressed', a.button, 1, mods);
-          if (type === 'up') return this.#button(page, 'mouseReleased', a.button, 1, mods);
-          for (let n = 1; n <= (a.num_clicks ?? 1); n++) {
-            await this.#button(page, 'mousePressed', a.button, n, mods);
-            await this.#button(page, 'mouseReleased', a.button, n, mods);
-          }
-        });
-      case 'drag_mouse':
-        return this.#holding(a.hold_keys, async (page, mods) => {
-          const [first, ...rest] = a.path;
-          await this.#move(page, first!, mods);
-          await this.#button(page, 'mousePressed', 'left', 1, mods);
-          try {
-            for (const p of rest) await this.#move(page, p, mods);
-          } finally {
-            await this.#button(page, 'mouseReleased', 'left', 1, mods);
-          }
-        });
-      case 'scroll':
-        return this.#holding(a.hold_keys, async (page, mods) => {
-          if (a.coordinates) await this.#move(page, a.coordinates, mods);
-          const deltaX = Math.round(a.delta_x ?? 0) * PIXELS_PER_NOTCH;
-          const deltaY = Math.round(a.delta_y ?? 0) * PIXELS_PER_NOTCH;
-          if (deltaX === 0 && deltaY === 0) return;
-          await this.#send(page, 'Input.dispatchMouseEvent', {
-            type: 'mouseWheel',
-            x: this.#pointer.x,
-            y: this.#pointer.y,
-            deltaX,
-            deltaY,
-            modifiers: mods(),
-            pointerType: 'mouse',
-          });
-        });
-      case 'press_key': {
-        const keys = resolveKeys(a.keys);
-        const page = await this.#opts.page();
-        const held = new Keys(page);
-        try {
-          for (const k of keys) await held.down(k);
-          if (a.duration) await sleep(a.duration * 1000);
-        } finally {
-          await held.releaseAll();
-        }
-        return;
-      }
-      case 'type_text':
-        return this.#holding(a.hold_keys, (page, _mods, held) => held.type(a.text));
-      case 'wait':
-        await sleep(a.duration * 1000);
-        return;
-      case 'take_screenshot':
-        return;
-      case 'get_cursor_position':
-        return `X=${this.#pointer.x},Y=${this.#pointer.y}`;
-    }
-  }
-
-  /** `fn` with `hold_keys` pressed on the active tab, released whatever happens. */
-  async #holding(
-    hold: readonly string[] | undefined,
+  /** `fn` on the active tab with `hold` pressed, released whatever happens. */
+  #holding(
+    hold: readonly KeyDef[],
     fn: (page: PageTarget, modifiers: () => number, held: Keys) => Promise<void>,
-  ): Promise<undefined> {
-    const keys = resolveKeys(hold ?? []);
-    const page = await this.#opts.page();
-    const held = new Keys(page);
-    try {
-      for (const k of keys) await held.down(k);
-      await fn(page, () => held.modifiers, held);
-    } finally {
-      await held.releaseAll();
-    }
-    return undefined;
+  ): Promise<void> {
+    return cdpFailures(async () => {
+      const page = await this.#opts.page();
+      const held = new Keys(page);
+      try {
+        for (const k of hold) await held.down(k);
+        await fn(page, () => held.modifiers, held);
+      } finally {
+        await held.releaseAll();
+      }
+    });
   }
 
   async #move(page: PageTarget, to: readonly [number, number], mods: () => number): Promise<void> {
@@ -383,13 +374,13 @@ class Keys {
   }
 }
 
-/** Key entries (chords expanded) as key definitions; an unknown name is a tool error. */
-function resolveKeys(entries: readonly string[]): KeyDef[] {
-  return expandKeys(entries).map((name) => {
-    const def = lookupKey(name);
-    if (!def) throw new InputError(`Unknown key name '${name}'`);
-    return def;
-  });
+/** `fn`, a CDP command's failure in it turned into a tool failure with the same message. */
+async function cdpFailures(fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    throw err instanceof CdpError ? new ToolFailure(err.message) : err;
+  }
 }
 
 /** The `button` CDP wants on a move: the first held one, or none. */

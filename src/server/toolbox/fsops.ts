@@ -5,25 +5,13 @@
  */
 import { SandboxFiles, type Entry } from './files.js';
 import { ToolboxError, ToolboxUnavailable, type Toolbox } from './toolbox.js';
-import { displayPath, ToolError } from './paths.js';
+import { ToolFailure } from '../computer/failure.js';
+import { displayPath } from './paths.js';
 
 /** Largest file the text tools read into memory. */
 export const MAX_TEXT_BYTES = 32 * 1024 * 1024;
 /** Largest file `read` returns. */
 export const MAX_READ_BYTES = 64 * 1024 * 1024;
-
-/** A failed file operation: the toolbox's `code` (errno name or its own) and a tool message. */
-export class FileOpError extends ToolError {
-  override name = 'FileOpError';
-  constructor(
-    readonly code: string,
-    message: string,
-    /** The system's text for errno codes ("Permission denied"), else the message. */
-    readonly reason: string,
-  ) {
-    super(message);
-  }
-}
 
 /** A path as requested (`path`, sent to the toolbox) and as the tools show it (`display`). */
 export interface Target {
@@ -93,7 +81,7 @@ export class InstanceFiles {
     try {
       return { path, text: new TextDecoder('utf-8', { fatal: true }).decode(data) };
     } catch {
-      throw new ToolError(`Ran into invalid UTF-8 data while trying to read ${t.display}`);
+      throw new ToolFailure(`Ran into invalid UTF-8 data while trying to read ${t.display}`);
     }
   }
 
@@ -168,11 +156,14 @@ export class InstanceFiles {
     }
   }
 
-  /** A toolbox failure as a `FileOpError` naming the path it concerns; other errors unchanged. */
+  /**
+   * A toolbox failure as a `ToolFailure` naming the path it concerns, with the toolbox's code and
+   * the system's words for it (`reason`); other errors unchanged.
+   */
   describe(err: unknown, displays: Displays): unknown {
     if (err instanceof ToolboxUnavailable) {
       const reason = `The instance's file operations are unavailable: ${err.message}`;
-      return new FileOpError('UNAVAILABLE', reason, reason);
+      return new ToolFailure(reason, { code: 'UNAVAILABLE' });
     }
     if (!(err instanceof ToolboxError)) return err;
     const d =
@@ -201,7 +192,7 @@ export class InstanceFiles {
           return `${err.message}: ${d}`;
       }
     })();
-    return new FileOpError(err.code, message, err.message);
+    return new ToolFailure(message, { code: err.code, reason: err.message });
   }
 }
 
@@ -228,21 +219,21 @@ export function countOccurrences(haystack: string, needle: string): number {
 /** Validate a `view_range` against `lines` lines (messages of the well-known editor tool). */
 export function checkViewRange(range: readonly number[], lines: number): [number, number] {
   if (range.length !== 2)
-    throw new ToolError('Invalid `view_range`. It should be a list of two integers.');
+    throw new ToolFailure('Invalid `view_range`. It should be a list of two integers.');
   const [first, last] = range as [number, number];
   const shown = pyList(range);
   if (first < 1 || first > lines) {
-    throw new ToolError(
+    throw new ToolFailure(
       `Invalid \`view_range\`: ${shown}. Its first element \`${first}\` should be within the range of lines of the file: ${pyList([1, lines])}`,
     );
   }
   if (last > lines) {
-    throw new ToolError(
+    throw new ToolFailure(
       `Invalid \`view_range\`: ${shown}. Its second element \`${last}\` should be smaller than the number of lines in the file: \`${lines}\``,
     );
   }
   if (last !== -1 && last < first) {
-    throw new ToolError(
+    throw new ToolFailure(
       `Invalid \`view_range\`: ${shown}. Its second element \`${last}\` should be larger or equal than its first \`${first}\``,
     );
   }

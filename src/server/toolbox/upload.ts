@@ -9,9 +9,9 @@
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { UploadResult } from '../../api/index.js';
+import { failureText, isToolFailure } from '../computer/failure.js';
 import { serverError } from '../errors.js';
-import { FileOpError, type FileUpload, type InstanceFiles } from './fsops.js';
-import { toolMessage, ToolError } from './paths.js';
+import type { FileUpload, InstanceFiles } from './fsops.js';
 
 /** Bytes sent to the toolbox per request. */
 export const UPLOAD_CHUNK_BYTES = 1024 * 1024;
@@ -82,15 +82,11 @@ export async function upload(
  * (the request stream's own) stay as they are.
  */
 function httpError(err: unknown, display: string): unknown {
-  if (err instanceof FileOpError) {
-    if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
-      return serverError('disk_full', { reason: err.message });
-    if (err.code === 'UNAVAILABLE')
-      return serverError('files_unavailable', { reason: err.message });
-  }
-  if (err instanceof ToolError)
-    return serverError('upload_refused', { reason: toolMessage(err, display) });
-  return err;
+  if (!isToolFailure(err)) return err;
+  if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
+    return serverError('disk_full', { reason: err.message });
+  if (err.code === 'UNAVAILABLE') return serverError('files_unavailable', { reason: err.message });
+  return serverError('upload_refused', { reason: failureText(err, display) });
 }
 
 function safeName(filename: string): string {

@@ -3,9 +3,8 @@
  * the API's actions into xdotool arguments, key names into X keysyms, and text into runs that
  * can be typed. Running them is computer.ts's job.
  */
-import type { ParsedComputerAction } from '../../../api/index.js';
-import { expandKeys, keyForChar, lookupKey, xKeysym } from '../../computer/keys.js';
-import { ActionError } from './errors.js';
+import { keyForChar, lookupKey, xKeysym } from '../../computer/keys.js';
+import type { Click, Point, Scroll } from '../../computer/runner.js';
 import { XDOTOOL_TIMEOUT_MS } from './xdotool.js';
 
 /** The xdotool button number of each API button. */
@@ -19,80 +18,69 @@ export interface XdotoolCommand {
   timeoutMs: number;
 }
 
-export type PointerAction = Extract<
-  ParsedComputerAction,
-  { action: 'move_mouse' | 'click_mouse' | 'drag_mouse' | 'scroll' }
->;
-
 /** `v` rounded and kept within `[lo, hi]`. */
 export const clamp = (v: number, lo: number, hi: number): number =>
   Math.min(Math.max(Math.round(v), lo), hi);
 
 /** `[x, y]` rounded and clamped to a screen of `[width, height]`, as xdotool arguments. */
-export function xyArgs(
-  [x, y]: readonly [number, number],
-  [w, h]: readonly [number, number],
-): [string, string] {
+export function xyArgs([x, y]: Point, [w, h]: Point): [string, string] {
   return [String(clamp(x, 0, w - 1)), String(clamp(y, 0, h - 1))];
 }
 
-/**
- * The xdotool call of a pointer action on a screen of `resolution`, without its `hold_keys`;
- * `undefined` when there is nothing to do (a scroll of less than half a notch, nowhere).
- */
-export function pointerCommand(
-  a: PointerAction,
-  resolution: readonly [number, number],
-): XdotoolCommand | undefined {
-  const xy = (p: readonly [number, number]) => xyArgs(p, resolution);
-  switch (a.action) {
-    case 'move_mouse':
-      return { args: ['mousemove', ...xy(a.coordinates)], timeoutMs: XDOTOOL_TIMEOUT_MS };
-    case 'click_mouse': {
-      const button = String(XBUTTON[a.button]);
-      const args = a.coordinates ? ['mousemove', ...xy(a.coordinates)] : [];
-      const type = a.click_type ?? 'click';
-      if (type === 'down') args.push('mousedown', button);
-      else if (type === 'up') args.push('mouseup', button);
-      else {
-        const n = a.num_clicks ?? 1;
-        // xdotool sleeps `--delay` after every click, the last one included
-        args.push('click', '--repeat', String(n), '--delay', n > 1 ? '50' : '0', button);
-      }
-      return { args, timeoutMs: XDOTOOL_TIMEOUT_MS };
-    }
-    case 'drag_mouse': {
-      const [first, ...rest] = a.path;
-      const args = ['mousemove', ...xy(first!), 'mousedown', '1', 'sleep', '0.05'];
-      for (const p of rest) args.push('mousemove', ...xy(p), 'sleep', '0.01');
-      args.push('sleep', '0.05', 'mouseup', '1');
-      return { args, timeoutMs: XDOTOOL_TIMEOUT_MS + rest.length * 50 };
-    }
-    case 'scroll': {
-      const args = a.coordinates ? ['mousemove', ...xy(a.coordinates)] : [];
-      // buttons 4/5 scroll up/down, 6/7 left/right; one click per notch
-      const notches = (delta: number, neg: number, pos: number) => {
-        const n = Math.round(Math.abs(delta));
-        if (n > 0) {
-          const button = String(delta < 0 ? neg : pos);
-          args.push('click', '--repeat', String(n), '--delay', '10', button);
-        }
-        return n;
-      };
-      const total = notches(a.delta_y ?? 0, 4, 5) + notches(a.delta_x ?? 0, 6, 7);
-      return args.length > 0 ? { args, timeoutMs: XDOTOOL_TIMEOUT_MS + total * 30 } : undefined;
-    }
-  }
+/** Moving the pointer to `to`. */
+export function moveCommand(to: Point, resolution: Point): XdotoolCommand {
+  return { args: ['mousemove', ...xyArgs(to, resolution)], timeoutMs: XDOTOOL_TIMEOUT_MS };
 }
 
-/** X keysym names of key entries (chords like `ctrl+c` expanded); unknown names throw. */
-export function keysyms(entries: readonly string[]): string[] {
-  return expandKeys(entries).map((k) => {
-    if (lookupKey(k) === undefined && !/^[A-Za-z0-9_]+$/.test(k)) {
-      throw new ActionError(`Unknown key name '${k}'`);
+/** A click (moving there first when it has a point). */
+export function clickCommand(c: Click, resolution: Point): XdotoolCommand {
+  const button = String(XBUTTON[c.button]);
+  const args = c.at ? ['mousemove', ...xyArgs(c.at, resolution)] : [];
+  if (c.kind === 'down') args.push('mousedown', button);
+  else if (c.kind === 'up') args.push('mouseup', button);
+  else {
+    // xdotool sleeps `--delay` after every click, the last one included
+    args.push('click', '--repeat', String(c.count), '--delay', c.count > 1 ? '50' : '0', button);
+  }
+  return { args, timeoutMs: XDOTOOL_TIMEOUT_MS };
+}
+
+/** A drag with the left button along `path`, the deadline growing with its length. */
+export function dragCommand(path: readonly Point[], resolution: Point): XdotoolCommand {
+  const xy = (p: Point) => xyArgs(p, resolution);
+  const [first, ...rest] = path;
+  const args = ['mousemove', ...xy(first!), 'mousedown', '1', 'sleep', '0.05'];
+  for (const p of rest) args.push('mousemove', ...xy(p), 'sleep', '0.01');
+  args.push('sleep', '0.05', 'mouseup', '1');
+  return { args, timeoutMs: XDOTOOL_TIMEOUT_MS + rest.length * 50 };
+}
+
+/**
+ * A scroll in wheel clicks, one per notch; `undefined` when there is nothing to do (less than
+ * half a notch, nowhere to move).
+ */
+export function scrollCommand(s: Scroll, resolution: Point): XdotoolCommand | undefined {
+  const args = s.at ? ['mousemove', ...xyArgs(s.at, resolution)] : [];
+  // buttons 4/5 scroll up/down, 6/7 left/right
+  const notches = (delta: number, neg: number, pos: number) => {
+    const n = Math.round(Math.abs(delta));
+    if (n > 0) {
+      const button = String(delta < 0 ? neg : pos);
+      args.push('click', '--repeat', String(n), '--delay', '10', button);
     }
-    return xKeysym(k);
-  });
+    return n;
+  };
+  const total = notches(s.deltaY, 4, 5) + notches(s.deltaX, 6, 7);
+  return args.length > 0 ? { args, timeoutMs: XDOTOOL_TIMEOUT_MS + total * 30 } : undefined;
+}
+
+/**
+ * The X keysym of one key name: the table's, or the name itself when it looks like a keysym
+ * (xdotool knows every keysym X does, e.g. `XF86AudioMute`); `undefined` for anything else.
+ */
+export function xKey(name: string): string | undefined {
+  if (lookupKey(name) === undefined && !/^[A-Za-z0-9_]+$/.test(name)) return undefined;
+  return xKeysym(name);
 }
 
 /** The X keysym of a character: Latin-1 keysyms equal the code point, others are 0x1000000 + it. */
@@ -128,10 +116,10 @@ export function typeCommand(run: TypingRun): XdotoolCommand {
   };
 }
 
-/** `getmouselocation --shell` output → the API's `X=<x>,Y=<y>`. */
-export function cursorPosition(out: string): string {
+/** The pointer's position in `getmouselocation --shell` output. */
+export function cursorPosition(out: string): Point {
   const x = /^X=(-?\d+)$/m.exec(out)?.[1];
   const y = /^Y=(-?\d+)$/m.exec(out)?.[1];
   if (x === undefined || y === undefined) throw new Error(`unexpected xdotool output: ${out}`);
-  return `X=${x},Y=${y}`;
+  return [Number(x), Number(y)];
 }

@@ -1,6 +1,6 @@
 /**
- * Computer actions on an ubuntu instance's X display (COMPAT.md "computer actions"), one at a
- * time per instance.
+ * Computer actions on an ubuntu instance's X display (COMPAT.md "computer actions"): the device
+ * that applies them (../../computer/runner.ts runs the actions, one at a time per instance).
  *
  * Input goes through xdotool (xdotool.ts; the arguments come from actions.ts). Screenshots do
  * not spawn anything: a small X11 client (x11.ts) asks the server for the root window's pixels
@@ -8,19 +8,21 @@
  * over the same connection before xdotool types them.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ParsedComputerAction, ToolResult } from '../../../api/index.js';
-import { SerialQueue } from '../../../internal/serial.js';
+import type { Click, ComputerDevice, Point, Scroll } from '../../computer/runner.js';
 import {
+  clickCommand,
   cursorPosition,
+  dragCommand,
   keysymOf,
-  keysyms,
-  pointerCommand,
+  moveCommand,
+  scrollCommand,
   typeCommand,
   typingRuns,
+  xKey,
+  type XdotoolCommand,
 } from './actions.js';
-import { ActionError } from './errors.js';
 import { X11Screen, type X11Target } from './x11.js';
-import { Xdotool, XDOTOOL_TIMEOUT_MS, type SandboxExec } from './xdotool.js';
+import { Xdotool, type SandboxExec } from './xdotool.js';
 
 export interface XComputerOptions extends X11Target {
   /** Screen size `[width, height]` in pixels; coordinates are clamped to it. */
@@ -42,20 +44,16 @@ export interface XComputerOptions extends X11Target {
 /** Time applications get to read a changed keymap before keys of it are typed, in ms. */
 const KEYMAP_SETTLE_MS = 150;
 
-/** Actions after which the screen may have changed. */
-const changesScreen = (a: ParsedComputerAction) =>
-  a.action !== 'take_screenshot' && a.action !== 'get_cursor_position' && a.action !== 'wait';
-
-export class XComputer {
+/** The keys of an X display are keysym names (xdotool's words for them). */
+export class XComputer implements ComputerDevice<string> {
   readonly #resolution: readonly [number, number];
-  readonly #settleMs: number;
+  readonly settleMs: number;
   readonly #x11: X11Screen;
   readonly #xdotool: Xdotool;
-  readonly #queue = new SerialQueue();
 
   constructor(opts: XComputerOptions) {
     this.#resolution = opts.resolution;
-    this.#settleMs = opts.settleMs ?? 100;
+    this.settleMs = opts.settleMs ?? 100;
     this.#x11 = new X11Screen(opts);
     this.#xdotool = new Xdotool({
       bin: opts.xdotool ?? '/usr/bin/xdotool',
@@ -70,100 +68,87 @@ export class XComputer {
     return this.#x11.screenshot();
   }
 
-  /** Runs one action; tool failures come back in `error`, with a screenshot when one was asked for. */
-  run(action: ParsedComputerAction): Promise<ToolResult> {
-    return this.#queue.run(async () => {
-      const result: ToolResult = {};
-      let settle = false;
-      try {
-        const out = await this.#act(action);
-        if (out !== undefined) result.output = out;
-        settle = changesScreen(action);
-      } catch (err) {
-        if (!(err instanceof ActionError)) throw err;
-        result.error = err.message;
-      }
-      if (action.screenshot ?? true) {
-        if (settle && this.#settleMs > 0) await sleep(this.#settleMs);
-        result.base64_image = (await this.screenshot()).toString('base64');
-      }
-      return result;
-    });
-  }
-
   /** Closes the X connection. The display itself belongs to the runtime. */
   close(): void {
     this.#x11.close();
   }
 
-  async #act(a: ParsedComputerAction): Promise<string | undefined> {
-    switch (a.action) {
-      case 'move_mouse':
-      case 'click_mouse':
-      case 'drag_mouse':
-      case 'scroll': {
-        const command = pointerCommand(a, this.#resolution);
-        if (command) await this.#withHeld(a.hold_keys, command.args, command.timeoutMs);
-        return;
-      }
-      case 'press_key': {
-        const chord = keysyms(a.keys).join('+');
-        if (!a.duration) {
-          await this.#xdotool.run(['key', '--delay', '0', chord]);
-          return;
-        }
-        await this.#xdotool.run(['keydown', '--delay', '0', chord]);
-        try {
-          await sleep(a.duration * 1000);
-        } finally {
-          await this.#xdotool.run(['keyup', '--delay', '0', chord]);
-        }
-        return;
-      }
-      case 'type_text': {
-        if (a.text === '') return;
-        await this.#holding(a.hold_keys, async () => {
-          for (const run of typingRuns(a.text)) {
-            // bind what the keymap lacks first, and give applications time to see the new
-            // keymap: xdotool's own on-the-fly binding races them and loses characters
-            if (run.remapped && (await this.#x11.ensureKeysyms([...run.text].map(keysymOf)))) {
-              await sleep(KEYMAP_SETTLE_MS);
-            }
-            const { args, timeoutMs } = typeCommand(run);
-            await this.#xdotool.run(args, timeoutMs, run.text);
-          }
-        });
-        return;
-      }
-      case 'wait':
-        await sleep(a.duration * 1000);
-        return;
-      case 'take_screenshot':
-        return;
-      case 'get_cursor_position':
-        return cursorPosition(await this.#xdotool.run(['getmouselocation', '--shell']));
+  key(name: string): string | undefined {
+    return xKey(name);
+  }
+
+  async move(to: Point, hold: readonly string[]): Promise<void> {
+    await this.#withHeld(hold, moveCommand(to, this.#resolution));
+  }
+
+  async click(c: Click, hold: readonly string[]): Promise<void> {
+    await this.#withHeld(hold, clickCommand(c, this.#resolution));
+  }
+
+  async drag(path: readonly Point[], hold: readonly string[]): Promise<void> {
+    await this.#withHeld(hold, dragCommand(path, this.#resolution));
+  }
+
+  async scroll(s: Scroll, hold: readonly string[]): Promise<void> {
+    const command = scrollCommand(s, this.#resolution);
+    if (command) await this.#withHeld(hold, command);
+  }
+
+  async press(keys: readonly string[], holdMs: number): Promise<void> {
+    const chord = keys.join('+');
+    if (!holdMs) {
+      await this.#xdotool.run(['key', '--delay', '0', chord]);
+      return;
+    }
+    await this.#xdotool.run(['keydown', '--delay', '0', chord]);
+    try {
+      await sleep(holdMs);
+    } finally {
+      await this.#xdotool.run(['keyup', '--delay', '0', chord]);
     }
   }
 
-  /** One xdotool call with `hold_keys` pressed around it, released even if it fails. */
-  #withHeld(hold: readonly string[] | undefined, args: string[], timeoutMs = XDOTOOL_TIMEOUT_MS) {
-    if (!hold?.length) return this.#xdotool.run(args, timeoutMs);
-    const held = keysyms(hold).join('+');
+  async type(text: string, hold: readonly string[]): Promise<void> {
+    if (text === '') return;
+    await this.#holding(hold, async () => {
+      for (const run of typingRuns(text)) {
+        // bind what the keymap lacks first, and give applications time to see the new
+        // keymap: xdotool's own on-the-fly binding races them and loses characters
+        if (run.remapped && (await this.#x11.ensureKeysyms([...run.text].map(keysymOf)))) {
+          await sleep(KEYMAP_SETTLE_MS);
+        }
+        const { args, timeoutMs } = typeCommand(run);
+        await this.#xdotool.run(args, timeoutMs, run.text);
+      }
+    });
+  }
+
+  async cursor(): Promise<Point> {
+    return cursorPosition(await this.#xdotool.run(['getmouselocation', '--shell']));
+  }
+
+  /** One xdotool call with `hold` pressed around it, released even if it fails. */
+  async #withHeld(hold: readonly string[], { args, timeoutMs }: XdotoolCommand): Promise<void> {
+    if (!hold.length) {
+      await this.#xdotool.run(args, timeoutMs);
+      return;
+    }
+    const held = hold.join('+');
     const down = ['keydown', '--delay', '0', held];
     const up = ['keyup', '--delay', '0', held];
-    return this.#xdotool.run([...down, ...args, ...up], timeoutMs).catch(async (err: unknown) => {
+    await this.#xdotool.run([...down, ...args, ...up], timeoutMs).catch(async (err: unknown) => {
       await this.#xdotool.run(up).catch(() => undefined);
       throw err;
     });
   }
 
-  /** `fn` with `hold_keys` pressed (separate xdotool calls), released even if it fails. */
-  async #holding<T>(hold: readonly string[] | undefined, fn: () => Promise<T>): Promise<T> {
-    if (!hold?.length) return fn();
-    const held = keysyms(hold).join('+');
+  /** `fn` with `hold` pressed (separate xdotool calls), released even if it fails. */
+  async #holding(hold: readonly string[], fn: () => Promise<void>): Promise<void> {
+    if (!hold.length) return fn();
+    const held = hold.join('+');
     await this.#xdotool.run(['keydown', '--delay', '0', held]);
     try {
-      return await fn();
+      await fn();
     } finally {
       await this.#xdotool.run(['keyup', '--delay', '0', held]);
     }

@@ -10,6 +10,7 @@ import type { Duplex } from 'node:stream';
 import type { ParsedComputerAction, ToolResult } from '../../../api/index.js';
 import type { Supervised } from '../../../internal/process.js';
 import { BrowserController } from '../../chromium/index.js';
+import { ComputerRunner } from '../../computer/runner.js';
 import { refuseUpgrade, serverError } from '../../errors.js';
 import type { RuntimeContext, StreamPage } from '../../instances/runtime.js';
 import { vncLiveViewPage } from '../liveview-page.js';
@@ -64,6 +65,8 @@ const BROWSER_DIR = '.config/burrow-chromium';
  */
 export class UbuntuDesktop {
   readonly computer: XComputer;
+  /** Computer actions on `computer`, one at a time. */
+  readonly #actions: ComputerRunner<string>;
   readonly vnc: VncServer;
   /** `browser/*` on the desktop: a headful Chromium on the display with the same CDP relay. */
   readonly browser: BrowserController;
@@ -89,6 +92,7 @@ export class UbuntuDesktop {
         xauthority: inside.XAUTHORITY,
       },
     });
+    this.#actions = new ComputerRunner(this.computer);
     // in an instance x11vnc runs inside and each viewer is connected from inside; without
     // isolation it is a child of the server on 127.0.0.1 (a Unix socket path in the instance
     // directory would pass the 108-byte limit)
@@ -157,7 +161,7 @@ export class UbuntuDesktop {
   }
 
   run(action: ParsedComputerAction): Promise<ToolResult> {
-    return this.computer.run(action);
+    return this.#actions.run(action);
   }
 
   /** Starts x11vnc if need be; the URL of the live-view page, carrying the instance token. */

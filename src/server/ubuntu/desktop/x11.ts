@@ -11,7 +11,7 @@ import { MAX_RESOLUTION } from '../../../api/schemas.js';
 import { connectWithDeadline } from '../../../internal/connect.js';
 import { withDeadline } from '../../../internal/deadline.js';
 import { encodePng } from '../../../internal/png.js';
-import { ActionError } from './errors.js';
+import { ToolFailure } from '../../computer/failure.js';
 import { toRgbRows } from './pixels.js';
 import {
   assignKeycodes,
@@ -272,7 +272,7 @@ export class X11Screen {
     );
     const mapping = parseKeyboardMapping(reply, minKeycode, count);
     const assigned = assignKeycodes(mapping, keysyms, this.#bound);
-    if (!assigned) throw new ActionError('No spare keycode left to type this text');
+    if (!assigned) throw new ToolFailure('No spare keycode left to type this text');
     if (assigned.length === 0) return false;
     const changes: Buffer[] = [];
     for (const { keysym, keycode } of assigned) {

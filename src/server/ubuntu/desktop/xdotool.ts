@@ -3,7 +3,7 @@
  * deadline past which the process is killed, and its complaints turned into action errors.
  */
 import { execFile } from 'node:child_process';
-import { ActionError } from './errors.js';
+import { ToolFailure } from '../../computer/failure.js';
 
 /** Deadline of one xdotool call that does a bounded amount of work, in ms. */
 export const XDOTOOL_TIMEOUT_MS = 5_000;
@@ -53,7 +53,7 @@ export class Xdotool {
 
   /**
    * Runs xdotool with `args` (and `stdin`), killed after `timeoutMs`; resolves with its stdout.
-   * Unknown key names, timeouts and failures reject with an ActionError; a missing binary with
+   * Unknown key names, timeouts and failures reject with a ToolFailure; a missing binary with
    * a plain Error (a server fault).
    */
   async run(args: string[], timeoutMs = XDOTOOL_TIMEOUT_MS, stdin?: string): Promise<string> {
@@ -65,11 +65,11 @@ export class Xdotool {
     });
     const stderr = r.stderr.toString();
     const key = unknownKeyName(stderr);
-    if (key !== undefined) throw new ActionError(`Unknown key name '${key}'`);
-    if (r.timedOut) throw new ActionError(`xdotool did not finish within ${timeoutMs} ms`);
+    if (key !== undefined) throw new ToolFailure(`Unknown key name '${key}'`);
+    if (r.timedOut) throw new ToolFailure(`xdotool did not finish within ${timeoutMs} ms`);
     if (r.code === 127) throw new Error(`${this.#bin} is not installed`);
     if (r.code !== 0)
-      throw new ActionError(`xdotool failed: ${stderr.trim() || `status ${r.code}`}`);
+      throw new ToolFailure(`xdotool failed: ${stderr.trim() || `status ${r.code}`}`);
     return r.stdout.toString();
   }
 
@@ -81,13 +81,13 @@ export class Xdotool {
         { env: this.#env, timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 1024 * 1024 },
         (err, stdout, stderr) => {
           const key = unknownKeyName(stderr);
-          if (key !== undefined) return reject(new ActionError(`Unknown key name '${key}'`));
+          if (key !== undefined) return reject(new ToolFailure(`Unknown key name '${key}'`));
           if (err) {
             const e = err as NodeJS.ErrnoException & { killed?: boolean };
             if (e.killed)
-              return reject(new ActionError(`xdotool did not finish within ${timeoutMs} ms`));
+              return reject(new ToolFailure(`xdotool did not finish within ${timeoutMs} ms`));
             if (e.code === 'ENOENT') return reject(new Error(`${this.#bin} is not installed`));
-            return reject(new ActionError(`xdotool failed: ${stderr.trim() || e.message}`));
+            return reject(new ToolFailure(`xdotool failed: ${stderr.trim() || e.message}`));
           }
           resolve(stdout);
         },

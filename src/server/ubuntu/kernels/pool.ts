@@ -228,6 +228,11 @@ class BridgeProcess {
   }
 }
 
+/**
+ * The bridge's refusal of one request, with its code. Not a tool failure: `httpError` turns it
+ * into the route's HTTP error (400, 503 or 500), or `run` into a dead-kernel result; it never
+ * leaves this module.
+ */
 class BridgeRequestError extends Error {
   override name = 'BridgeRequestError';
   constructor(

@@ -31,6 +31,7 @@ import type { Readable, Writable } from 'node:stream';
 import type { BashRequest, ToolResult } from '../../../api/index.js';
 import { raceDeadline, TIMED_OUT } from '../../../internal/deadline.js';
 import type { Supervised } from '../../../internal/process.js';
+import { reportFailure, ToolFailure } from '../../computer/failure.js';
 import { envDiff, shellQuote, type InstanceEnv } from './env.js';
 import type { Sandbox } from '../../sandbox/index.js';
 
@@ -293,13 +294,8 @@ export class BashSessions {
     readonly env: InstanceEnv,
   ) {}
 
-  async handle(req: BashRequest): Promise<ToolResult> {
-    try {
-      return await this.#handle(req);
-    } catch (err) {
-      if (err instanceof SessionLimit) return { error: err.message };
-      throw err;
-    }
+  handle(req: BashRequest): Promise<ToolResult> {
+    return reportFailure(() => this.#handle(req));
   }
 
   async #handle(req: BashRequest): Promise<ToolResult> {
@@ -357,7 +353,7 @@ export class BashSessions {
 
   #create(id: number): BashSession {
     if (this.#sessions.size >= MAX_SESSIONS) {
-      throw new SessionLimit(
+      throw new ToolFailure(
         `At most ${MAX_SESSIONS} bash sessions can run at once; restart or finish one first.`,
       );
     }
@@ -462,8 +458,6 @@ export class BashSessions {
     return targets.length ? `all bash sessions restarted` : 'no bash sessions to restart';
   }
 }
-
-export class SessionLimit extends Error {}
 
 function exitNote(id: number, c: Completion): string {
   return c.shellExited

@@ -10,15 +10,12 @@ import type { EditRequest, ToolResult } from '../../../api/index.js';
 import {
   checkViewRange,
   countOccurrences,
-  FileOpError,
   numbered,
   pyList,
   type InstanceFiles,
   type Stat,
 } from '../../toolbox/fsops.js';
-import { errorText, toolMessage, ToolError } from '../../toolbox/paths.js';
-
-export { errorText, toolMessage };
+import { failureText, isToolFailure, ToolFailure } from '../../computer/failure.js';
 
 const SNIPPET_LINES = 4;
 const MAX_RESPONSE_LEN = 16_000;
@@ -36,7 +33,7 @@ export class EditTool {
     try {
       return await this.#run(req);
     } catch (err) {
-      return { error: toolMessage(err, this.files.display(req.path)) };
+      return { error: failureText(err, this.files.display(req.path)) };
     }
   }
 
@@ -44,15 +41,15 @@ export class EditTool {
     const r = await this.files.stat(req.path);
     const p = r.display;
     if (!r.type && req.command !== 'create') {
-      throw new ToolError(`The path ${p} does not exist. Please provide a valid path.`);
+      throw new ToolFailure(`The path ${p} does not exist. Please provide a valid path.`);
     }
     if (r.type && req.command === 'create') {
-      throw new ToolError(
+      throw new ToolFailure(
         `File already exists at: ${p}. Cannot overwrite files using command \`create\`.`,
       );
     }
     if (r.type === 'dir' && req.command !== 'view') {
-      throw new ToolError(
+      throw new ToolFailure(
         `The path ${p} is a directory and only the \`view\` command can be used on directories`,
       );
     }
@@ -61,22 +58,22 @@ export class EditTool {
         return this.#view(r, req.view_range);
       case 'create': {
         if (req.file_text === undefined)
-          throw new ToolError('Parameter `file_text` is required for command: create');
+          throw new ToolFailure('Parameter `file_text` is required for command: create');
         await this.#write(r, req.file_text);
         this.#push(r, req.file_text);
         return { output: `File created successfully at: ${p}` };
       }
       case 'str_replace': {
         if (req.old_str === undefined)
-          throw new ToolError('Parameter `old_str` is required for command: str_replace');
+          throw new ToolFailure('Parameter `old_str` is required for command: str_replace');
         return this.#strReplace(r, req.old_str, req.new_str ?? '');
       }
       case 'insert': {
         if (req.insert_line === undefined)
-          throw new ToolError('Parameter `insert_line` is required for command: insert');
+          throw new ToolFailure('Parameter `insert_line` is required for command: insert');
         const text = req.new_str ?? req.file_text;
         if (text === undefined)
-          throw new ToolError('Parameter `new_str` is required for command: insert');
+          throw new ToolFailure('Parameter `new_str` is required for command: insert');
         return this.#insert(r, req.insert_line, text);
       }
       case 'undo_edit':
@@ -88,7 +85,7 @@ export class EditTool {
     const p = r.display;
     if (r.type === 'dir') {
       if (range?.length)
-        throw new ToolError(
+        throw new ToolFailure(
           'The `view_range` parameter is not allowed when `path` points to a directory.',
         );
       const lines = [p, ...(await this.files.tree(r, 2)).map((rel) => posix.join(p, rel))];
@@ -112,7 +109,7 @@ export class EditTool {
     const content = (await this.files.readText(r)).text;
     const occurrences = countOccurrences(content, oldStr);
     if (occurrences === 0) {
-      throw new ToolError(
+      throw new ToolFailure(
         `No replacement was performed, old_str \`${oldStr}\` did not appear verbatim in ${p}.`,
       );
     }
@@ -120,7 +117,7 @@ export class EditTool {
       const lines = content
         .split('\n')
         .flatMap((line, i) => (line.includes(oldStr) ? [i + 1] : []));
-      throw new ToolError(
+      throw new ToolFailure(
         `No replacement was performed. Multiple occurrences of old_str \`${oldStr}\` in lines ${pyList(lines)}. Please ensure it is unique`,
       );
     }
@@ -148,7 +145,7 @@ export class EditTool {
     const content = (await this.files.readText(r)).text;
     const lines = content.split('\n');
     if (line < 0 || line > lines.length) {
-      throw new ToolError(
+      throw new ToolFailure(
         `Invalid \`insert_line\` parameter: ${line}. It should be within the range of lines of the file: ${pyList([0, lines.length])}`,
       );
     }
@@ -172,7 +169,7 @@ export class EditTool {
   async #undo(r: Stat): Promise<ToolResult> {
     const stack = this.#history.get(r.path);
     const previous = stack?.pop();
-    if (previous === undefined) throw new ToolError(`No edit history found for ${r.display}.`);
+    if (previous === undefined) throw new ToolFailure(`No edit history found for ${r.display}.`);
     await this.#write(r, previous);
     return {
       output: `Last edit to ${r.display} undone successfully. ${makeOutput(previous, r.display)}`,
@@ -184,8 +181,8 @@ export class EditTool {
       await this.files.write({ path: r.path, display: r.display }, content);
     } catch (err) {
       // the well-known wording for a system error; refusals (read-only, hidden) as they are
-      if (err instanceof FileOpError && /^E[A-Z]+$/.test(err.code) && err.code !== 'EROFS')
-        throw new ToolError(`Ran into ${err.reason} while trying to write to ${r.display}`);
+      if (isToolFailure(err) && /^E[A-Z]+$/.test(err.code ?? '') && err.code !== 'EROFS')
+        throw new ToolFailure(`Ran into ${err.reason} while trying to write to ${r.display}`);
       throw err;
     }
   }
@@ -206,5 +203,3 @@ function makeOutput(content: string, descriptor: string, first = 1): string {
       : content;
   return `Here's the result of running \`cat -n\` on ${descriptor}:\n${numbered(clipped, first)}\n`;
 }
-
-/** A failure as text (ours are `ToolError`s with the path in their message). */

@@ -9,16 +9,15 @@ import { existsSync } from 'node:fs';
 import { posix } from 'node:path';
 import { FILE_COMMANDS, type FileRequest, type ToolResult } from '../../../api/index.js';
 import type { ExecResult } from '../../sandbox/index.js';
-import { toolMessage } from './edit.js';
+import { failureText, isToolFailure, ToolFailure } from '../../computer/failure.js';
 import {
   checkViewRange,
   countOccurrences,
-  FileOpError,
   MAX_READ_BYTES,
   type InstanceFiles,
   type Stat,
 } from '../../toolbox/fsops.js';
-import { isUnder, ToolError } from '../../toolbox/paths.js';
+import { isUnder } from '../../toolbox/paths.js';
 
 /** Characters of grep output one call returns at most. */
 export const GREP_OUTPUT_CAP = 100_000;
@@ -60,7 +59,7 @@ export class FileTool {
       return await this.#dispatch(req);
     } catch (err) {
       const path = req.path ?? req.src;
-      return { error: toolMessage(err, path === undefined ? undefined : this.files.display(path)) };
+      return { error: failureText(err, path === undefined ? undefined : this.files.display(path)) };
     }
   }
 
@@ -145,8 +144,8 @@ export class FileTool {
   async #mkdir(req: Req): Promise<ToolResult> {
     const t = this.files.target(need(req, 'path'));
     await this.files.mkdir(t).catch((err: unknown) => {
-      if (err instanceof FileOpError && err.code === 'EEXIST')
-        throw new ToolError(`File exists and is not a directory: ${t.display}`);
+      if (isToolFailure(err) && err.code === 'EEXIST')
+        throw new ToolFailure(`File exists and is not a directory: ${t.display}`);
       throw err;
     });
     return { output: `Created directory ${t.display}` };
@@ -165,7 +164,7 @@ export class FileTool {
     const dstIn = need(req, 'dst');
     // move acts on a symlink itself, copy on what it points to
     const src = await this.files.stat(srcIn, op === 'copy');
-    if (!src.type) throw new ToolError(`No such file or directory: ${src.display}`);
+    if (!src.type) throw new ToolFailure(`No such file or directory: ${src.display}`);
     const shown = this.files.display(dstIn);
     const dst = await this.files.stat(dstIn);
     const into = dst.type === 'dir';
@@ -174,26 +173,26 @@ export class FileTool {
       false,
     );
     if (target.path === src.path)
-      throw new ToolError(`${src.display} and ${shown} are the same file`);
+      throw new ToolFailure(`${src.display} and ${shown} are the same file`);
     if (src.type === 'dir' && isUnder(target.path, src.path))
-      throw new ToolError(`Cannot ${op} ${src.display} into itself`);
+      throw new ToolFailure(`Cannot ${op} ${src.display} into itself`);
     if (target.type === 'dir')
-      throw new ToolError(`Destination exists and is a directory: ${shown}`);
+      throw new ToolFailure(`Destination exists and is a directory: ${shown}`);
     const to = { path: target.path, display: shown };
     if (op === 'move') {
       await this.files.move({ path: src.path, display: src.display }, to);
       return { output: `Moved ${src.display} to ${shown}` };
     }
-    if (src.type === 'dir' && target.type) throw new ToolError(`Destination exists: ${shown}`);
+    if (src.type === 'dir' && target.type) throw new ToolFailure(`Destination exists: ${shown}`);
     if (src.type !== 'dir' && src.type !== 'file')
-      throw new ToolError(`${src.display} is not a regular file`);
+      throw new ToolFailure(`${src.display} is not a regular file`);
     await this.files.copy({ path: src.path, display: src.display }, to);
     return { output: `Copied ${src.display} to ${shown}` };
   }
 
   async #view(req: Req): Promise<ToolResult> {
     const st = await this.files.stat(need(req, 'path'));
-    if (!st.type) throw new ToolError(`No such file or directory: ${st.display}`);
+    if (!st.type) throw new ToolFailure(`No such file or directory: ${st.display}`);
     if (st.type === 'dir') return { output: (await this.files.list(st)).join('\n') };
     let { lines } = splitLines((await this.files.readText(st)).text);
     let first = 1;
@@ -208,8 +207,8 @@ export class FileTool {
   async #create(req: Req): Promise<ToolResult> {
     const t = this.files.target(need(req, 'path'));
     await this.files.write(t, req.content ?? '', { exclusive: true }).catch((err: unknown) => {
-      if (err instanceof FileOpError && err.code === 'EEXIST')
-        throw new ToolError(`File already exists at: ${t.display}`);
+      if (isToolFailure(err) && err.code === 'EEXIST')
+        throw new ToolFailure(`File already exists at: ${t.display}`);
       throw err;
     });
     return { output: `File created successfully at: ${t.display}` };
@@ -217,12 +216,12 @@ export class FileTool {
 
   async #replace(req: Req): Promise<ToolResult> {
     const oldStr = need(req, 'old_str');
-    if (oldStr === '') throw new ToolError('`old_str` must not be empty');
+    if (oldStr === '') throw new ToolFailure('`old_str` must not be empty');
     const newStr = req.new_str ?? '';
     const { t, content } = await this.#editable(req);
     const found = countOccurrences(content, oldStr);
     if (found === 0) {
-      throw new ToolError(
+      throw new ToolFailure(
         `No replacement was performed, old_str \`${oldStr}\` did not appear verbatim in ${t.display}.`,
       );
     }
@@ -243,7 +242,7 @@ export class FileTool {
     const { t, content } = await this.#editable(req);
     const { lines, trailing } = splitLines(content);
     if (line < 1 || line > lines.length + 1) {
-      throw new ToolError(
+      throw new ToolFailure(
         `Invalid line ${line}: it should be within the range [1, ${lines.length + 1}] for ${t.display}`,
       );
     }
@@ -260,12 +259,12 @@ export class FileTool {
 
   async #deleteLines(req: Req): Promise<ToolResult> {
     const wanted = need(req, 'lines');
-    if (wanted.length === 0) throw new ToolError('`lines` must not be empty');
+    if (wanted.length === 0) throw new ToolFailure('`lines` must not be empty');
     const { t, content } = await this.#editable(req);
     const { lines, trailing } = splitLines(content);
     const bad = wanted.filter((n) => n < 1 || n > lines.length);
     if (bad.length) {
-      throw new ToolError(
+      throw new ToolFailure(
         `Invalid line numbers [${bad.join(', ')}]: ${t.display} has ${lines.length} lines`,
       );
     }
@@ -281,7 +280,7 @@ export class FileTool {
   async #undo(req: Req): Promise<ToolResult> {
     const st = await this.files.stat(need(req, 'path'));
     const previous = this.#history.get(st.path)?.pop();
-    if (previous === undefined) throw new ToolError(`No edit history found for ${st.display}.`);
+    if (previous === undefined) throw new ToolFailure(`No edit history found for ${st.display}.`);
     await this.files.write({ path: st.path, display: st.display }, previous);
     return { output: `Last edit to ${st.display} undone successfully.` };
   }
@@ -289,9 +288,9 @@ export class FileTool {
   async #grep(req: Req): Promise<ToolResult> {
     const pattern = need(req, 'pattern');
     const st = await this.files.stat(req.path ?? '.');
-    if (!st.type) throw new ToolError(`No such file or directory: ${st.display}`);
+    if (!st.type) throw new ToolFailure(`No such file or directory: ${st.display}`);
     if (st.type === 'dir' && !req.recursive) {
-      throw new ToolError(`${st.display} is a directory; set recursive: true to search it`);
+      throw new ToolFailure(`${st.display} is a directory; set recursive: true to search it`);
     }
     const argv = [GREP, '-P', '-I', '-H', '--color=never'];
     if (req.line_numbers ?? true) argv.push('-n');
@@ -300,11 +299,13 @@ export class FileTool {
     argv.push('-e', pattern, '--', st.path);
     const res = await this.exec(argv, GREP_TIMEOUT_MS);
     if (res.timedOut)
-      throw new ToolError(`grep took longer than ${GREP_TIMEOUT_MS / 1000} s and was stopped`);
+      throw new ToolFailure(`grep took longer than ${GREP_TIMEOUT_MS / 1000} s and was stopped`);
     const out = res.stdout.toString('utf8');
     if (res.code === 1 || (res.code === 0 && out === '')) return { output: 'No matches found' };
     if (res.code !== 0 && out === '') {
-      throw new ToolError(res.stderr.toString('utf8').trim() || `grep failed (status ${res.code})`);
+      throw new ToolFailure(
+        res.stderr.toString('utf8').trim() || `grep failed (status ${res.code})`,
+      );
     }
     const text = out.endsWith('\n') ? out.slice(0, -1) : out;
     if (text.length > GREP_OUTPUT_CAP) {
@@ -319,7 +320,7 @@ export class FileTool {
   /** A UTF-8 file to edit: its canonical path (history key), display and contents. */
   async #editable(req: Req): Promise<{ t: Stat; content: string }> {
     const st = await this.files.stat(need(req, 'path'));
-    if (!st.type) throw new ToolError(`No such file or directory: ${st.display}`);
+    if (!st.type) throw new ToolFailure(`No such file or directory: ${st.display}`);
     const { text } = await this.files.readText(st);
     return { t: st, content: text };
   }
@@ -336,14 +337,14 @@ export class FileTool {
 function need<K extends keyof Req>(req: Req, key: K): NonNullable<Req[K]> {
   const v = req[key];
   if (v === undefined || v === null)
-    throw new ToolError(`Parameter \`${String(key)}\` is required for command: ${req.command}`);
+    throw new ToolFailure(`Parameter \`${String(key)}\` is required for command: ${req.command}`);
   return v as NonNullable<Req[K]>;
 }
 
 function mode(req: Req): 'text' | 'binary' {
   const m = req.mode ?? 'text';
   if (m !== 'text' && m !== 'binary')
-    throw new ToolError(`Invalid mode '${m}': use 'text' or 'binary'`);
+    throw new ToolFailure(`Invalid mode '${m}': use 'text' or 'binary'`);
   return m;
 }
 
@@ -351,7 +352,7 @@ function encoding(req: Req): BufferEncoding {
   const name = (req.encoding ?? 'utf-8').toLowerCase().replaceAll('_', '-');
   const enc = ENCODINGS[name];
   if (!enc)
-    throw new ToolError(
+    throw new ToolFailure(
       `Unsupported encoding '${req.encoding}'. Supported: ${Object.keys(ENCODINGS).join(', ')}`,
     );
   return enc;
@@ -360,7 +361,7 @@ function encoding(req: Req): BufferEncoding {
 function fromBase64(s: string): Buffer {
   const clean = s.replace(/\s+/g, '');
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(clean) || clean.length % 4 === 1) {
-    throw new ToolError('`content` is not valid base64 (binary mode expects base64)');
+    throw new ToolFailure('`content` is not valid base64 (binary mode expects base64)');
   }
   return Buffer.from(clean, 'base64');
 }
@@ -382,8 +383,8 @@ function numberLines(lines: string[], first = 1): string {
 
 function notEmpty(display: string, hint: string) {
   return (err: unknown): never => {
-    if (err instanceof FileOpError && (err.code === 'ENOTEMPTY' || err.code === 'EEXIST'))
-      throw new ToolError(`Directory not empty: ${display} (${hint})`);
+    if (isToolFailure(err) && (err.code === 'ENOTEMPTY' || err.code === 'EEXIST'))
+      throw new ToolFailure(`Directory not empty: ${display} (${hint})`);
     throw err;
   };
 }
