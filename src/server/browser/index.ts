@@ -135,7 +135,7 @@ class BrowserRuntime implements InstanceRuntime {
     if (sandbox.mode === 'none') {
       return {
         ctx: { ...this.#ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
-        spawn: (argv, o) => sandbox.spawn(argv, { env: o.env, stdio: o.stdio }),
+        spawn: (argv, o) => sandbox.spawn(argv, o),
         // root cannot run Chromium's sandbox; this mode has no other
         args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
       };
@@ -144,7 +144,7 @@ class BrowserRuntime implements InstanceRuntime {
       ctx: { ...this.#ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
       processDir: posix.join(sandbox.home, CHROMIUM_DIR),
       members: () => sandbox.pids(),
-      spawn: (argv, o) => sandbox.spawn(argv, { env: o.env, stdio: o.stdio }),
+      spawn: (argv, o) => sandbox.spawn(argv, o),
       mkdir: async (paths) => {
         if (sandbox.seeded(paths)) return;
         const r = await sandbox.exec(['mkdir', '-p', '--', ...paths], {
