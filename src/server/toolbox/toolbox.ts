@@ -15,6 +15,9 @@
  *   the next call, and a call that was in flight when it died is retried once on the new one.
  * - It is a process of the sandbox: paused, resumed and killed with the instance. `stop()` ends
  *   it earlier.
+ *
+ * Running the process (start, boot, stderr tail, deadlines, end, replacement) is the sidecar's
+ * (../sandbox/sidecar.ts); this module is the toolbox's protocol on top of it.
  */
 import { readFileSync } from 'node:fs';
 import { SerialQueue } from '../../internal/serial.js';

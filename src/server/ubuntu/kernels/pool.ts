@@ -2,7 +2,7 @@
  * Node side of the kernel layer: one Python bridge process per instance (started lazily inside
  * the sandbox), newline-delimited JSON with request ids over its stdin/stdout, and one FIFO per
  * kernel so that executions on a kernel run one at a time while different kernels run
- * concurrently.
+ * concurrently. The bridge process itself is run as a sidecar (../../sandbox/sidecar.ts).
  */
 import { readFile } from 'node:fs/promises';
 import type { CodeExecuteResult, KernelInfo } from '../../../api/index.js';
