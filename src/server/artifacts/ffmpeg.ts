@@ -11,6 +11,7 @@
 import type { Writable } from 'node:stream';
 import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import type { Supervised } from '../../internal/process.js';
+import type { SandboxSpawn } from '../sandbox/index.js';
 
 export const FFMPEG = '/usr/bin/ffmpeg';
 /** Frames per second of recordings. */
@@ -19,8 +20,11 @@ export const RECORDING_FPS = 15;
 const FINISH_MS = 15_000;
 
 export interface FfmpegOptions {
-  /** Start a process in the instance (`Sandbox.spawn` with the instance's environment). */
-  spawn(argv: string[], stdio: ['pipe', 'ignore', 'pipe']): Supervised;
+  /**
+   * Start a process in the instance: `Sandbox.spawn` with the instance's environment added to
+   * the one given (`ffmpegIn`).
+   */
+  spawn: SandboxSpawn;
   /** Kill a process of the instance with everything below it (`Sandbox.terminate`). */
   terminate(proc: Supervised): Promise<void>;
   /** ffmpeg's input options and `-i …`. */
@@ -76,7 +80,7 @@ export class FfmpegProcess {
       '-y',
       opts.output,
     ];
-    this.proc = opts.spawn(argv, ['pipe', 'ignore', 'pipe']);
+    this.proc = opts.spawn(argv, { env: {}, stdio: ['pipe', 'ignore', 'pipe'] });
     this.stdin = this.proc.child.stdin!;
     this.stdin.on('error', () => {}); // ffmpeg gone: its exit tells the rest
     this.proc.child.once('error', (err) => (this.#spawnError = err.message));
@@ -127,10 +131,7 @@ export class FfmpegProcess {
 
 /** What a recorder needs of the instance's sandbox (`Sandbox`). */
 export interface RecorderSandbox {
-  spawn(
-    argv: readonly string[],
-    opts: { env: Record<string, string>; stdio: ['pipe', 'ignore', 'pipe'] },
-  ): Supervised;
+  spawn: SandboxSpawn;
   terminate(proc: Supervised): Promise<void>;
   exec(
     argv: readonly string[],
@@ -150,7 +151,7 @@ export function ffmpegIn(
   const done = new Set(made);
   return {
     ffmpeg: {
-      spawn: (argv, stdio) => box.spawn(argv, { env: env(), stdio }),
+      spawn: (argv, o) => box.spawn(argv, { ...o, env: { ...env(), ...o.env } }),
       terminate: (proc) => box.terminate(proc),
     },
     mkdir: async (dir) => {

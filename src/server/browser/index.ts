@@ -119,7 +119,7 @@ class BrowserRuntime extends InstanceMachine {
     if (sandbox.mode === 'none') {
       return {
         ctx: { ...this.ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
-        spawn: (argv, o) => sandbox.spawn(argv, { env: o.env, stdio: o.stdio }),
+        spawn: (argv, o) => sandbox.spawn(argv, o),
         // root cannot run Chromium's sandbox; this mode has no other
         args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
       };
@@ -128,7 +128,7 @@ class BrowserRuntime extends InstanceMachine {
       ctx: { ...this.ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
       processDir: posix.join(sandbox.home, CHROMIUM_DIR),
       members: () => sandbox.pids(),
-      spawn: (argv, o) => sandbox.spawn(argv, { env: o.env, stdio: o.stdio }),
+      spawn: (argv, o) => sandbox.spawn(argv, o),
       mkdir: async (paths) => {
         if (sandbox.seeded(paths)) return;
         const r = await sandbox.exec(['mkdir', '-p', '--', ...paths], {

@@ -22,6 +22,7 @@ import {
   type ExitInfo,
 } from '../../internal/process.js';
 import { LineDecoder } from '../../internal/lines.js';
+import type { SandboxSpawn } from '../sandbox/index.js';
 import { CdpPipe } from './pipe.js';
 
 /** Flags every Chromium gets: its network is closed, so nothing may phone home. */
@@ -79,7 +80,7 @@ export interface LaunchOptions {
    * `Supervised` child on the host. The hook must pass `stdio` through unchanged: fds 3 and 4
    * are the DevTools pipe, stderr feeds error messages.
    */
-  spawn?: (argv: string[], opts: ChromiumSpawnOptions) => Supervised;
+  spawn?: SandboxSpawn;
   /**
    * `dir` as the spawned process sees it (a sandbox that binds it elsewhere); default `dir`.
    * Chromium's flags and environment name this path.
@@ -99,11 +100,6 @@ export interface LaunchOptions {
    * Default: every process on the host (the instance directory in `dir` names only this one).
    */
   members?: () => number[];
-}
-
-export interface ChromiumSpawnOptions {
-  env: Record<string, string>;
-  stdio: StdioOptions;
 }
 
 export interface LaunchedChromium {

@@ -8,17 +8,17 @@
  * the relay is the instance's own process (it can rewrite its memory through /proc), so no
  * channel that carries descriptors or messages of the server's runtime is ever opened to it.
  */
-import type { StdioOptions } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { posix } from 'node:path';
 import { Duplex, type Readable, type Writable } from 'node:stream';
 import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import type { Supervised } from '../../internal/process.js';
 import { SANDBOX_PATH } from './rootfs.js';
+import type { SandboxSpawn } from './sandbox.js';
 
 /** What connecting needs of the sandbox (`Sandbox` has it). */
 export interface ConnectSandbox {
-  spawn(argv: string[], opts: { env: Record<string, string>; stdio: StdioOptions }): Supervised;
+  spawn: SandboxSpawn;
   /** HOME as seen inside. */
   readonly home: string;
 }

@@ -13,6 +13,7 @@ import { pidAlive } from '../../internal/process.js';
 import { sweepCgroups, type Limits } from './cgroups.js';
 import { unmountAllUnder } from './quota.js';
 import { buildEtc } from './rootfs.js';
+import { buildSpawnPlan, type SpawnPlan } from './plan.js';
 import { buildSeccompFilter } from './seccomp.js';
 import { CORE_GUARANTEES, describeSupport, hostSupport, type HostSupport } from './support.js';
 
@@ -82,6 +83,7 @@ export class SandboxHost {
   protectedPorts: () => Iterable<number> = () => [];
   readonly #uids = new Set<number>();
   readonly #sandboxRoot: string;
+  #plan: SpawnPlan | undefined;
 
   private constructor(opts: SandboxHostOptions, support: HostSupport) {
     this.support = support;
@@ -129,8 +131,18 @@ export class SandboxHost {
       await host.#sweep();
       await mkdirTraversable(host.root);
       await buildEtc(host.etcDir);
+      host.#plan = buildSpawnPlan(); // now, not at the first instance's start
     }
     return host;
+  }
+
+  /**
+   * The part of every instance process's start that is the same for the whole server run
+   * (plan.ts): the chain's tool paths and the mount steps, resolved from the host once.
+   */
+  get plan(): SpawnPlan {
+    this.#plan ??= buildSpawnPlan();
+    return this.#plan;
   }
 
   /**

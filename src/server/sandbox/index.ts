@@ -11,6 +11,7 @@ export {
   type SandboxLimits,
   type SandboxMode,
   type SandboxOptions,
+  type SandboxSpawn,
   type SpawnOptions,
 } from './sandbox.js';
 export {

@@ -149,22 +149,41 @@ function randomHex(n: number): string {
 
 const FONT_CACHE = '/var/cache/fontconfig';
 
-/** The fds bubblewrap binds: each an open directory, numbered as the child sees it. */
-export interface RootfsFds {
-  etc: number;
-  home: number;
-  tmp: number;
-  shm: number;
-}
+/** The instance's directories bubblewrap binds by descriptor (opened by the server per process). */
+export type InstanceDir = 'etc' | 'home' | 'tmp' | 'shm';
 
-/** The host's programs, read-only: `/usr` and the merged-usr links. */
-function programsArgs(): string[] {
-  const args = ['--ro-bind', '/usr', '/usr'];
+/** The fds bubblewrap binds: each an open directory, numbered as the child sees it. */
+export type RootfsFds = Record<InstanceDir, number>;
+
+/**
+ * One step of the file system bubblewrap builds for a process, in order. Host paths are resolved
+ * when the step list is made (once per server: plan.ts); the instance's own directories are named
+ * by `InstanceDir` and become descriptors only when a process is started.
+ */
+export type MountStep =
+  /** A host path read-only at `dest`. */
+  | { kind: 'ro-bind'; src: string; dest: string }
+  /** A host device node at `dest` (pid 1's /dev/null). */
+  | { kind: 'dev-bind'; src: string; dest: string }
+  /** A symbolic link `at` → `target`. */
+  | { kind: 'symlink'; target: string; at: string }
+  /** An instance directory at `dest`, read-only (`/etc`) or writable. */
+  | { kind: 'dir-fd'; dir: InstanceDir; dest: string; readOnly: boolean }
+  /** A fresh /proc of the process's pid namespace. */
+  | { kind: 'proc'; dest: string }
+  /** bubblewrap's minimal /dev. */
+  | { kind: 'dev'; dest: string }
+  /** An empty tmpfs. */
+  | { kind: 'tmpfs'; dest: string };
+
+/** The host's programs, read-only: `/usr` and the merged-usr links (as the host has them now). */
+function programSteps(): MountStep[] {
+  const steps: MountStep[] = [{ kind: 'ro-bind', src: '/usr', dest: '/usr' }];
   for (const top of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
-    if (isLink(top)) args.push('--symlink', readlinkSync(top), top);
-    else if (existsSync(top)) args.push('--ro-bind', top, top);
+    if (isLink(top)) steps.push({ kind: 'symlink', target: readlinkSync(top), at: top });
+    else if (existsSync(top)) steps.push({ kind: 'ro-bind', src: top, dest: top });
   }
-  return args;
+  return steps;
 }
 
 /**
@@ -172,47 +191,67 @@ function programsArgs(): string[] {
  * `/dev/null`, nothing of the instance's disk. (No `--dev`: a devpts mount would make bubblewrap
  * nest a second user namespace, and the instance's other processes join the first one.)
  */
-export function initRootfsArgs(): string[] {
-  return [...programsArgs(), '--dev-bind', '/dev/null', '/dev/null'];
+export function initMounts(): MountStep[] {
+  return [...programSteps(), { kind: 'dev-bind', src: '/dev/null', dest: '/dev/null' }];
 }
 
 /**
- * bubblewrap options that build the instance's view. The writable directories and /etc are
- * bound by file descriptor (opened by the server), so the unprivileged bubblewrap never walks
- * host paths it could not read (the data dir is usually under /root).
+ * The view of every other process of an instance. The writable directories and /etc are bound
+ * by file descriptor (opened by the server), so the unprivileged bubblewrap never walks host
+ * paths it could not read (the data dir is usually under /root).
  */
-export function rootfsArgs(fds: RootfsFds): string[] {
-  const args = programsArgs();
+export function instanceMounts(): MountStep[] {
+  const steps = programSteps();
   // the system font cache (without it fontconfig rescans every font at each program start:
   // ~400 ms for each Chromium launch); read-only, it holds nothing but font metadata
-  if (existsSync(FONT_CACHE)) args.push('--ro-bind', FONT_CACHE, FONT_CACHE);
+  if (existsSync(FONT_CACHE)) steps.push({ kind: 'ro-bind', src: FONT_CACHE, dest: FONT_CACHE });
   // Node for the sandbox's own helpers, when it is not installed under /usr
   const nodePrefix = dirname(dirname(process.execPath));
   if (!nodePrefix.startsWith('/usr/') && nodePrefix !== '/usr') {
-    args.push('--ro-bind', nodePrefix, nodePrefix);
+    steps.push({ kind: 'ro-bind', src: nodePrefix, dest: nodePrefix });
   }
-  args.push(
-    '--ro-bind-fd',
-    String(fds.etc),
-    '/etc',
-    '--proc',
-    '/proc',
-    '--dev',
-    '/dev',
-    '--bind-fd',
-    String(fds.shm),
-    '/dev/shm',
-    '--bind-fd',
-    String(fds.home),
-    SANDBOX_HOME,
-    '--bind-fd',
-    String(fds.tmp),
-    '/tmp',
-    '--symlink',
-    '/tmp',
-    '/var/tmp',
-    '--tmpfs',
-    '/run',
+  steps.push(
+    { kind: 'dir-fd', dir: 'etc', dest: '/etc', readOnly: true },
+    { kind: 'proc', dest: '/proc' },
+    { kind: 'dev', dest: '/dev' },
+    { kind: 'dir-fd', dir: 'shm', dest: '/dev/shm', readOnly: false },
+    { kind: 'dir-fd', dir: 'home', dest: SANDBOX_HOME, readOnly: false },
+    { kind: 'dir-fd', dir: 'tmp', dest: '/tmp', readOnly: false },
+    { kind: 'symlink', target: '/tmp', at: '/var/tmp' },
+    { kind: 'tmpfs', dest: '/run' },
   );
+  return steps;
+}
+
+/** Whether `steps` bind any instance directory (then `mountArgs` needs its descriptors). */
+export function bindsInstanceDirs(steps: readonly MountStep[]): boolean {
+  return steps.some((s) => s.kind === 'dir-fd');
+}
+
+/** bubblewrap options for `steps`; `fds` numbers the instance directories the steps bind. */
+export function mountArgs(steps: readonly MountStep[], fds?: RootfsFds): string[] {
+  const args: string[] = [];
+  for (const step of steps) {
+    switch (step.kind) {
+      case 'ro-bind':
+      case 'dev-bind':
+        args.push(`--${step.kind}`, step.src, step.dest);
+        break;
+      case 'symlink':
+        args.push('--symlink', step.target, step.at);
+        break;
+      case 'dir-fd': {
+        const fd = fds?.[step.dir];
+        if (fd === undefined) throw new Error(`mountArgs: no descriptor for ${step.dir}`);
+        args.push(step.readOnly ? '--ro-bind-fd' : '--bind-fd', String(fd), step.dest);
+        break;
+      }
+      case 'proc':
+      case 'dev':
+      case 'tmpfs':
+        args.push(`--${step.kind}`, step.dest);
+        break;
+    }
+  }
   return args;
 }

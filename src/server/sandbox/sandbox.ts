@@ -51,15 +51,7 @@ import type { Logger } from '../../internal/log.js';
 import { Cgroup } from './cgroups.js';
 import type { SandboxHost } from './host.js';
 import { DiskQuota } from './quota.js';
-import {
-  initRootfsArgs,
-  rootfsArgs,
-  SANDBOX_HOME,
-  SANDBOX_HOSTNAME,
-  SANDBOX_PATH,
-  SANDBOX_UID,
-} from './rootfs.js';
-import { toolPath } from './support.js';
+import { mountArgs, SANDBOX_HOME, SANDBOX_HOSTNAME, SANDBOX_PATH, SANDBOX_UID } from './rootfs.js';
 
 export { SANDBOX_HOME, SANDBOX_PATH } from './rootfs.js';
 
@@ -95,13 +87,22 @@ export interface SandboxOptions {
   background?: boolean;
 }
 
+/** How a process is started in an instance's sandbox (`Sandbox.spawn`). */
 export interface SpawnOptions {
+  /** The complete environment of the command (nothing of the server's is added). */
   env: Record<string, string>;
   /** stdio of the process; entries ≥ 3 reach the command as the same fd numbers. Default ignored. */
   stdio?: StdioOptions;
   /** Working directory as seen inside; default home. */
   cwd?: string;
 }
+
+/**
+ * Starts `argv` in an instance's sandbox: `Sandbox.spawn`, or what stands for it (a plain child
+ * of the server in tests of a component, a wrapper that adds the instance's environment). The
+ * process is the instance's: paused, resumed and killed with it, and it dies with the server.
+ */
+export type SandboxSpawn = (argv: readonly string[], opts: SpawnOptions) => Supervised;
 
 export interface ExecResult {
   code: number | null;
@@ -300,15 +301,16 @@ export class Sandbox {
     if (ipc >= 0) {
       env = { ...env, NODE_CHANNEL_FD: String(ipc), NODE_CHANNEL_SERIALIZATION_MODE: 'json' };
     }
+    const { tools } = this.#host.plan;
     return this.#spawnChain(stdio, (pass) => [
-      toolPath('nsenter')!,
+      tools.nsenter,
       `--net=/proc/${init}/ns/net`,
       `--ipc=/proc/${init}/ns/ipc`,
       `--uts=/proc/${init}/ns/uts`,
       `--cgroup=/proc/${init}/ns/cgroup`,
       '--',
       ...this.#dropToUid(),
-      toolPath('bwrap')!,
+      tools.bwrap,
       // No --die-with-parent: with --pidns, bubblewrap forks a throwaway intermediate process
       // that exits at once, and the command, when it sets its parent-death signal before that
       // exit, is SIGKILLed by it (bubblewrap 0.8; a few starts per thousand under load died
@@ -355,7 +357,7 @@ export class Sandbox {
       const chain = build(pass);
       const files = this.#cgroup?.procsFiles ?? [];
       const proc = new Supervised(
-        toolPath('perl')!,
+        this.#host.plan.tools.perl,
         ['-e', CHAIN_START, String(files.length), ...files, String(list.length), ...chain],
         { env: ROOT_SIDE_ENV, stdio: list as StdioOptions },
       );
@@ -373,7 +375,7 @@ export class Sandbox {
   /** setpriv to the instance's uid; the parent-death signal after the uid change clears it. */
   #dropToUid(): string[] {
     return [
-      toolPath('setpriv')!,
+      this.#host.plan.tools.setpriv,
       `--reuid=${this.uid}`,
       `--regid=${this.uid}`,
       '--clear-groups',
@@ -393,10 +395,13 @@ export class Sandbox {
     cwd: string,
     view: 'instance' | 'init' = 'instance',
   ): string[] {
+    // the mounts come from the server's plan; this process adds its own descriptors of the
+    // instance's directories (pid 1 binds none of them)
+    const plan = this.#host.plan;
     const root =
       view === 'init'
-        ? initRootfsArgs()
-        : rootfsArgs({
+        ? mountArgs(plan.init)
+        : mountArgs(plan.instance, {
             etc: pass(openSync(this.#host.etcDir, 'r')),
             home: pass(openSync(this.hostHome, 'r')),
             tmp: pass(openSync(this.hostTmp, 'r')),
@@ -435,7 +440,7 @@ export class Sandbox {
   async #startAnchor(): Promise<void> {
     const anchor = this.#spawnChain(['ignore', 'ignore', 'pipe'], (pass) => [
       ...this.#dropToUid(),
-      toolPath('bwrap')!,
+      this.#host.plan.tools.bwrap,
       '--unshare-user',
       '--uid',
       String(SANDBOX_UID),

@@ -15,26 +15,23 @@
  *   the next call, and a call that was in flight when it died is retried once on the new one.
  * - It is a process of the sandbox: paused, resumed and killed with the instance. `stop()` ends
  *   it earlier.
+ *
+ * Running the process (start, boot, stderr tail, deadlines, end, replacement) is the sidecar's
+ * (../sandbox/sidecar.ts); this module is the toolbox's protocol on top of it.
  */
-import type { StdioOptions } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
-import type { Supervised } from '../../internal/process.js';
 import { SerialQueue } from '../../internal/serial.js';
 import type { Logger } from '../../internal/log.js';
+import type { SandboxSpawn } from '../sandbox/sandbox.js';
+import { Sidecar, SidecarProcess, type SidecarFailure } from '../sandbox/sidecar.js';
 import { encodeFrame, FrameDecoder, type Frame, type FrameHeader } from './frames.js';
-
-/** Starts `argv` inside the instance's sandbox (`Sandbox.spawn`); `cwd` is a sandbox path. */
-export type ToolboxSpawn = (
-  argv: readonly string[],
-  options: { env: Record<string, string>; stdio: StdioOptions; cwd: string },
-) => Supervised;
 
 /** Paths the tools never serve, whatever the sandbox shows there. */
 export const NOT_SERVED: readonly string[] = ['/proc', '/sys', '/dev'];
 
 export interface ToolboxOptions {
-  spawn: ToolboxSpawn;
+  /** Starts a process inside the instance's sandbox (`Sandbox.spawn`). */
+  spawn: SandboxSpawn;
   /** The instance's home as seen inside: the toolbox's working directory, base of relative paths. */
   home: string;
   /**
@@ -106,56 +103,56 @@ const BOOT =
 let source: Buffer | undefined;
 const toolboxSource = () => (source ??= readFileSync(new URL('./toolbox.py', import.meta.url)));
 
-/** One toolbox process and the call it is answering. */
+/** The error for each way the toolbox process stops answering. */
+function toolboxError(kind: SidecarFailure, message: string): Error {
+  // only an exit is worth a retry: a protocol break or a missed deadline would recur
+  return kind === 'exited' ? new ToolboxGone(message) : new ToolboxUnavailable(message);
+}
+
+/** One toolbox process (a sidecar, ../sandbox/sidecar.ts) and the call it is answering. */
 class ToolboxProcess {
+  readonly sidecar: SidecarProcess;
   readonly #decoder = new FrameDecoder();
   #waiting: { id: number; resolve(frame: Frame): void; reject(err: Error): void } | undefined;
-  #gone: Error | undefined;
-  #stderr = '';
   #nextId = 1;
 
   constructor(
-    readonly proc: Supervised,
+    opts: ToolboxOptions,
     readonly generation: number,
-    log: Logger | undefined,
   ) {
-    const { stdin, stdout, stderr } = proc.child;
-    stdin?.on('error', () => undefined); // EPIPE after an exit: reported through `exited`
-    stderr?.setEncoding('utf8');
-    stderr?.on('data', (chunk: string) => {
-      this.#stderr = (this.#stderr + chunk).slice(-STDERR_TAIL);
-    });
-    // Any process of the instance may hold a copy of this pipe's write end (pidfd_getfd): it is
-    // read only while a reply is awaited, within the frame bounds, and never after a violation
-    // or the exit (a copy keeps it open after that).
-    const violated = (why: string) => {
-      log?.error({ pid: proc.pid, why }, 'the toolbox broke its protocol; killed');
-      this.#fail(new ToolboxUnavailable(`the toolbox broke its protocol: ${why}`));
-      stdout?.destroy();
-      void proc.kill(0);
-    };
-    stdout?.on('data', (chunk: Buffer) => {
-      if (this.#gone) return void stdout?.destroy();
-      if (!this.#waiting) return violated(`${chunk.length} bytes nobody asked for`);
-      let frames: Frame[];
-      try {
-        frames = this.#decoder.push(chunk);
-      } catch (err) {
-        return violated((err as Error).message);
-      }
-      for (const frame of frames) {
-        if (!this.#deliver(frame)) return violated('a reply nobody asked for');
-      }
-    });
-    void proc.exited.then((info) => {
-      const how = info.signal ? `signal ${info.signal}` : `status ${info.code}`;
-      const tail = this.#stderr.trim().slice(-400);
-      this.#fail(new ToolboxGone(`the toolbox exited (${how})${tail ? `: ${tail}` : ''}`));
-    });
+    const src = toolboxSource();
+    // Any process of the instance may hold a copy of the stdout pipe's write end
+    // (pidfd_getfd): it is read only while a reply is awaited, within the frame bounds, and
+    // never after a violation or the exit (the sidecar stops reading then).
+    this.sidecar = new SidecarProcess(
+      {
+        name: 'the toolbox',
+        spawn: opts.spawn,
+        argv: [opts.python ?? DEFAULT_PYTHON, '-I', '-c', BOOT],
+        env: { HOME: opts.home, PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' },
+        cwd: opts.home,
+        boot: [`${src.length}\n`, src],
+        stderrChars: STDERR_TAIL,
+        error: toolboxError,
+        log: opts.log,
+      },
+      { read: (chunk) => this.#read(chunk), failed: (err) => this.#failed(err) },
+    );
   }
 
-  get running(): boolean {
-    return this.#gone === undefined && this.proc.running;
+  /** Why `chunk` breaks the protocol, if it does; else the replies it completes are delivered. */
+  #read(chunk: Buffer): string | undefined {
+    if (!this.#waiting) return `${chunk.length} bytes nobody asked for`;
+    let frames: Frame[];
+    try {
+      frames = this.#decoder.push(chunk);
+    } catch (err) {
+      return (err as Error).message;
+    }
+    for (const frame of frames) {
+      if (!this.#deliver(frame)) return 'a reply nobody asked for';
+    }
+    return undefined;
   }
 
   /** Send one request and wait for its reply, at most `timeoutMs` (then the process is killed). */
@@ -164,26 +161,20 @@ class ToolboxProcess {
     payload: Uint8Array | undefined,
     timeoutMs: number,
   ): Promise<Frame> {
-    if (this.#gone) throw this.#gone;
+    const { sidecar } = this;
+    if (sidecar.failure) throw sidecar.failure;
     const id = this.#nextId++;
     const reply = new Promise<Frame>((resolve, reject) => {
       this.#waiting = { id, resolve, reject };
     });
-    const stdin = this.proc.child.stdin;
-    for (const part of encodeFrame({ ...header, id }, payload)) stdin?.write(part);
-    const outcome = await raceDeadline(reply, timeoutMs);
-    if (outcome !== TIMED_OUT) return outcome;
+    for (const part of encodeFrame({ ...header, id }, payload)) sidecar.write(part);
     const seconds = Math.round(timeoutMs / 100) / 10;
-    this.#fail(new ToolboxUnavailable(`the file operation did not finish within ${seconds} s`));
-    void this.proc.kill(200);
-    throw this.#gone!;
-  }
-
-  /** Write the boot source (before the first frame). */
-  boot(): void {
-    const src = toolboxSource();
-    this.proc.child.stdin?.write(`${src.length}\n`);
-    this.proc.child.stdin?.write(src);
+    return sidecar.within(
+      reply,
+      timeoutMs,
+      `the file operation did not finish within ${seconds} s`,
+      200,
+    );
   }
 
   /** Hand `frame` to the call awaiting it; false when it answers no such call. */
@@ -195,31 +186,30 @@ class ToolboxProcess {
     return true;
   }
 
-  #fail(err: Error): void {
-    this.#gone ??= err;
+  #failed(err: Error): void {
     const waiting = this.#waiting;
     this.#waiting = undefined;
-    waiting?.reject(this.#gone);
+    waiting?.reject(err);
   }
 
   /** End it: EOF on stdin (it exits on its own), then its group is killed after a grace. */
   async close(graceMs = 500): Promise<void> {
-    this.#fail(new ToolboxUnavailable('the toolbox is stopped'));
-    this.proc.child.stdin?.end();
-    await raceDeadline(this.proc.exited, graceMs, { unref: true });
-    await this.proc.kill(200);
+    this.sidecar.fail('stopped', 'the toolbox is stopped');
+    await this.sidecar.close({ graceMs, killGraceMs: 200 });
   }
 }
 
 export class Toolbox {
   readonly #opts: ToolboxOptions;
-  #process: ToolboxProcess | undefined;
-  #generation = 0;
+  readonly #sidecar: Sidecar<ToolboxProcess>;
   readonly #queue = new SerialQueue();
-  #stopping: Promise<void> | undefined;
 
   constructor(opts: ToolboxOptions) {
     this.#opts = opts;
+    this.#sidecar = new Sidecar({
+      start: (generation) => this.#start(generation),
+      stopped: () => new ToolboxUnavailable('the toolbox is stopped'),
+    });
   }
 
   /** The instance's home as seen inside (base of relative paths). */
@@ -238,20 +228,17 @@ export class Toolbox {
 
   /** Host pid of the running toolbox process (diagnostics and tests). */
   pid(): number | undefined {
-    return this.#process?.running ? this.#process.proc.pid : undefined;
+    return this.#sidecar.running?.sidecar.pid;
   }
 
   /** End the process; later calls fail. Idempotent. */
   stop(): Promise<void> {
-    this.#stopping ??= (async () => {
-      await this.#process?.close();
-    })();
-    return this.#stopping;
+    return this.#sidecar.stop((p) => p.close());
   }
 
   async #request(op: string, fields: FrameHeader, opts: RequestOptions): Promise<ToolboxReply> {
     for (let attempt = 0; ; attempt++) {
-      const proc = await this.#running();
+      const proc = await this.#sidecar.get();
       if (opts.generation !== undefined && proc.generation !== opts.generation) {
         throw new ToolboxUnavailable('the toolbox restarted during the operation');
       }
@@ -273,7 +260,7 @@ export class Toolbox {
         }
         return { header: h, payload: frame.payload, generation: proc.generation };
       } catch (err) {
-        const retry = attempt === 0 && opts.generation === undefined && !this.#stopping;
+        const retry = attempt === 0 && opts.generation === undefined && !this.#sidecar.stopping;
         if (err instanceof ToolboxGone && retry) {
           this.#opts.log?.warn({ op, err: err.message }, 'toolbox died; retrying on a new one');
           continue;
@@ -283,26 +270,15 @@ export class Toolbox {
     }
   }
 
-  /** The running process, started when there is none (only called from the queue). */
-  async #running(): Promise<ToolboxProcess> {
-    if (this.#stopping) throw new ToolboxUnavailable('the toolbox is stopped');
-    if (this.#process?.running) return this.#process;
-    const previous = this.#process;
-    this.#process = undefined;
-    if (previous) await previous.proc.kill(0); // stragglers of its group
-    const { spawn, home, python, writable, hidden } = this.#opts;
-    let proc: Supervised;
+  /** Start process number `generation` and wait for its answer to `init`. */
+  async #start(generation: number): Promise<ToolboxProcess> {
+    const { home, writable, hidden } = this.#opts;
+    let started: ToolboxProcess;
     try {
-      proc = spawn([python ?? DEFAULT_PYTHON, '-I', '-c', BOOT], {
-        env: { HOME: home, PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' },
-        stdio: ['pipe', 'pipe', 'pipe'],
-        cwd: home,
-      });
+      started = new ToolboxProcess(this.#opts, generation);
     } catch (err) {
       throw new ToolboxUnavailable(`the toolbox could not start: ${(err as Error).message}`);
     }
-    const started = new ToolboxProcess(proc, ++this.#generation, this.#opts.log);
-    started.boot();
     try {
       const init = await started.send(
         { op: 'init', home, writable: writable ?? null, hidden: hidden ?? NOT_SERVED },
@@ -314,7 +290,6 @@ export class Toolbox {
       await started.close(0);
       throw new ToolboxUnavailable(`the toolbox did not start: ${(err as Error).message}`);
     }
-    this.#process = started;
     return started;
   }
 }

@@ -15,7 +15,6 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { join, posix } from 'node:path';
 import type { Duplex, Readable } from 'node:stream';
-import type { StdioOptions } from 'node:child_process';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { connectWithDeadline } from '../../internal/connect.js';
 import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
@@ -24,6 +23,7 @@ import { writeFileAtomic } from '../../internal/fs.js';
 import { Supervised } from '../../internal/process.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import type { Logger } from '../instances/runtime.js';
+import type { SandboxSpawn } from '../sandbox/index.js';
 
 export interface VncOptions {
   /** Environment naming the display for a client on the host: `DISPLAY`, `XAUTHORITY`. */
@@ -42,7 +42,7 @@ export interface VncOptions {
    * mode).
    */
   sandbox?: {
-    spawn(argv: string[], opts: { env: Record<string, string>; stdio: StdioOptions }): Supervised;
+    spawn: SandboxSpawn;
     /** The instance's /tmp as seen inside. */
     tmp: string;
     /** A stream to the Unix socket at `path` as seen inside, connected from inside. */

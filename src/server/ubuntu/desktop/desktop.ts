@@ -3,19 +3,17 @@
  * screenshots (computer.ts), the live view (x11vnc + noVNC: ../vnc.ts, ../liveview-page.ts) and
  * the headful desktop browser, all on the instance's X display.
  */
-import type { StdioOptions } from 'node:child_process';
 import type { IncomingMessage } from 'node:http';
 import { join, posix } from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { ParsedComputerAction, ToolResult } from '../../../api/index.js';
-import type { Supervised } from '../../../internal/process.js';
 import { BrowserController } from '../../chromium/index.js';
 import { ComputerRunner } from '../../computer/runner.js';
 import { refuseUpgrade, serverError } from '../../errors.js';
 import type { RuntimeContext, StreamPage } from '../../instances/runtime.js';
 import { vncLiveViewPage } from '../liveview-page.js';
 import { VncServer } from '../vnc.js';
-import { chromiumProxyArgs, connectInside } from '../../sandbox/index.js';
+import { chromiumProxyArgs, connectInside, type SandboxSpawn } from '../../sandbox/index.js';
 import { XComputer } from './computer.js';
 
 export interface DesktopOptions {
@@ -31,7 +29,7 @@ export interface DesktopOptions {
 /** What the desktop browser needs of the instance's sandbox. */
 export interface BrowserSandbox {
   /** Start a process in the sandbox (`Sandbox.spawn`): tracked, paused and killed with it. */
-  spawn(argv: string[], opts: { env: Record<string, string>; stdio: StdioOptions }): Supervised;
+  spawn: SandboxSpawn;
   /** Run a command in the sandbox to completion (`Sandbox.exec`). */
   exec(
     argv: string[],

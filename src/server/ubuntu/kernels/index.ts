@@ -42,9 +42,10 @@ import type { KernelsCapability, Logger } from '../../instances/runtime.js';
 import { SandboxFiles } from '../../toolbox/files.js';
 import { Toolbox } from '../../toolbox/toolbox.js';
 import { Notebooks } from './notebooks.js';
-import { KernelPool, type RunResult, type SandboxSpawn } from './pool.js';
+import type { SandboxSpawn } from '../../sandbox/index.js';
+import { KernelPool, type RunResult } from './pool.js';
 
-export type { SandboxSpawn } from './pool.js';
+export type { SandboxSpawn } from '../../sandbox/index.js';
 export { DEFAULT_TIMEOUT_SECONDS, SYSTEM_PYTHON } from './pool.js';
 
 export interface KernelsOptions {

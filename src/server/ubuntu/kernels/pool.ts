@@ -2,30 +2,22 @@
  * Node side of the kernel layer: one Python bridge process per instance (started lazily inside
  * the sandbox), newline-delimited JSON with request ids over its stdin/stdout, and one FIFO per
  * kernel so that executions on a kernel run one at a time while different kernels run
- * concurrently.
+ * concurrently. The bridge process itself is run as a sidecar (../../sandbox/sidecar.ts).
  */
-import type { StdioOptions } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { CodeExecuteResult, KernelInfo } from '../../../api/index.js';
-import { raceDeadline, withDeadline } from '../../../internal/deadline.js';
 import { parseBounded } from '../../../internal/json-bounded.js';
 import { LineDecoder } from '../../../internal/lines.js';
-import type { Supervised } from '../../../internal/process.js';
 import { KeyedSerialQueue } from '../../../internal/serial.js';
 import { HttpError, serverError } from '../../errors.js';
 import type { Logger } from '../../instances/runtime.js';
+import type { SandboxSpawn } from '../../sandbox/index.js';
+import { Sidecar, SidecarProcess } from '../../sandbox/sidecar.js';
+
+export type { SandboxSpawn } from '../../sandbox/index.js';
 
 /** Debian's interpreter: the `python3` first on PATH may be another one without ipykernel. */
 export const SYSTEM_PYTHON = '/usr/bin/python3';
-
-/**
- * Starts `argv` inside the instance's sandbox (`Sandbox.spawn`): `env` is the complete
- * environment, `cwd` a sandbox path. The process must die with the instance and the server.
- */
-export type SandboxSpawn = (
-  argv: readonly string[],
-  options: { env: Record<string, string>; stdio: StdioOptions; cwd: string },
-) => Supervised;
 
 /** Why a kernel's state was lost during a call. */
 export type RestartReason =
@@ -39,6 +31,7 @@ export interface RunResult extends CodeExecuteResult {
 }
 
 export interface PoolOptions {
+  /** Starts a process inside the instance's sandbox (`Sandbox.spawn`); `env` is complete. */
   spawn: SandboxSpawn;
   /** Kernels' working directory, as a sandbox path. */
   cwd: string;
@@ -90,59 +83,53 @@ const REPLY_ID = /^\{"id":\s?(-?\d+)[,}]/;
  */
 const MAX_REPLY_CONTAINERS = 1_000_000;
 
+/** The bridge process (a sidecar, ../../sandbox/sidecar.ts) and the requests it is answering. */
 class BridgeProcess {
-  readonly proc: Supervised;
+  readonly sidecar: SidecarProcess;
   readonly #pending = new Map<number, Pending>();
+  readonly #lines = new LineDecoder({ maxBytes: MAX_LINE_BYTES });
   #nextId = 1;
-  #gone: Error | undefined;
-  #stderr = '';
 
-  private constructor(proc: Supervised, log: Logger | undefined) {
-    this.proc = proc;
-    proc.child.stderr?.setEncoding('utf8');
-    proc.child.stderr?.on('data', (chunk: string) => {
-      this.#stderr = (this.#stderr + chunk).slice(-STDERR_TAIL);
-      log?.debug({ kernelBridge: chunk.trimEnd() }, 'kernel bridge stderr');
-    });
-    proc.child.stdin?.on('error', () => undefined); // EPIPE after exit: reported via `exited`
-    // Any process of the instance may hold a copy of this pipe's write end: lines are bounded,
-    // and nothing is read after a violation or the exit (a copy keeps the pipe open).
-    const stdout = proc.child.stdout;
-    const lines = new LineDecoder({ maxBytes: MAX_LINE_BYTES });
-    stdout?.on('data', (chunk: Buffer) => {
-      if (this.#gone) return void stdout.destroy();
-      let got: string[];
-      try {
-        got = lines.push(chunk);
-      } catch (err) {
-        const why = (err as Error).message;
-        log?.error({ pid: proc.pid, why }, 'the kernel bridge broke its protocol; killed');
-        this.#end(new BridgeGone(`the kernel bridge broke its protocol: ${why}`));
-        stdout.destroy();
-        void proc.kill(0);
-        return;
-      }
-      for (const line of got) {
-        const why = this.#onLine(line);
-        if (why === undefined) continue;
-        // a line nobody asked for, or one too costly to decode: not the bridge speaking
-        log?.error({ pid: proc.pid, why }, 'the kernel bridge broke its protocol; killed');
-        this.#end(new BridgeGone(`the kernel bridge broke its protocol: ${why}`));
-        stdout.destroy();
-        void proc.kill(0);
-        return;
-      }
-    });
-    void proc.exited.then((info) => {
-      const how = info.signal ? `signal ${info.signal}` : `status ${info.code}`;
-      this.#end(new BridgeGone(`kernel bridge exited (${how}): ${this.stderrTail(400)}`));
-    });
+  private constructor(opts: PoolOptions, source: string, env: Record<string, string>) {
+    const log = opts.log;
+    // Any process of the instance may hold a copy of the stdout pipe's write end: lines are
+    // bounded, and nothing is read after a violation or the exit (the sidecar stops reading).
+    this.sidecar = new SidecarProcess(
+      {
+        name: 'the kernel bridge',
+        spawn: opts.spawn,
+        argv: [opts.python ?? SYSTEM_PYTHON, '-I', '-u', '-c', BOOT],
+        env,
+        cwd: opts.cwd,
+        boot: [`${JSON.stringify(source)}\n`],
+        stderrChars: STDERR_TAIL,
+        onStderr: (text) => log?.debug({ kernelBridge: text.trimEnd() }, 'kernel bridge stderr'),
+        error: (_kind, message) => new BridgeGone(message),
+        log,
+      },
+      { read: (chunk) => this.#read(chunk), failed: (err) => this.#end(err) },
+    );
+  }
+
+  /** Why `chunk` breaks the protocol, if it does; else the replies it completes settle. */
+  #read(chunk: Buffer): string | undefined {
+    let got: string[];
+    try {
+      got = this.#lines.push(chunk);
+    } catch (err) {
+      return (err as Error).message;
+    }
+    for (const line of got) {
+      // a line nobody asked for, or one too costly to decode: not the bridge speaking
+      const why = this.#onLine(line);
+      if (why !== undefined) return why;
+    }
+    return undefined;
   }
 
   /** No more replies: every call in flight fails with the first reason given. */
-  #end(reason: BridgeGone): void {
-    this.#gone ??= reason;
-    for (const p of this.#pending.values()) p.reject(this.#gone);
+  #end(reason: Error): void {
+    for (const p of this.#pending.values()) p.reject(reason);
     this.#pending.clear();
   }
 
@@ -154,24 +141,19 @@ class BridgeProcess {
       // debugpy's "frozen modules" warning on every kernel start
       PYDEVD_DISABLE_FILE_VALIDATION: '1',
     };
-    const proc = opts.spawn([opts.python ?? SYSTEM_PYTHON, '-I', '-u', '-c', BOOT], {
-      env,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      cwd: opts.cwd,
-    });
-    const bridge = new BridgeProcess(proc, opts.log);
-    proc.child.stdin?.write(`${JSON.stringify(source)}\n`);
+    const bridge = new BridgeProcess(opts, source, env);
     const ready = new Promise<unknown>((resolve, reject) => {
       bridge.#pending.set(0, { resolve, reject });
     });
     try {
-      await withDeadline(
+      await bridge.sidecar.within(
         ready,
         READY_TIMEOUT_MS,
-        () => new Error('kernel bridge did not start in time'),
+        'kernel bridge did not start in time',
+        500,
       );
     } catch (err) {
-      await proc.kill(500);
+      await bridge.sidecar.kill(500);
       throw err;
     }
     return bridge;
@@ -198,33 +180,25 @@ class BridgeProcess {
     return undefined;
   }
 
-  get running(): boolean {
-    return this.#gone === undefined && this.proc.running;
-  }
-
-  stderrTail(chars: number): string {
-    return this.#stderr.slice(-chars).trim();
-  }
-
   request(op: string, fields: Record<string, unknown> = {}): Promise<unknown> {
-    if (this.#gone) return Promise.reject(this.#gone);
+    const failure = this.sidecar.failure;
+    if (failure) return Promise.reject(failure);
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
-      this.proc.child.stdin?.write(`${JSON.stringify({ ...fields, id, op })}\n`);
+      this.sidecar.write(`${JSON.stringify({ ...fields, id, op })}\n`);
     });
   }
 
   /** Ask the bridge to shut its kernels down and exit; kill its group after `graceMs`. */
   async close(graceMs: number): Promise<void> {
-    if (this.proc.running) {
-      // its answer is expected, not a protocol break
-      this.#pending.set(-1, { resolve: () => {}, reject: () => {} });
-      this.proc.child.stdin?.write(`${JSON.stringify({ id: -1, op: 'exit' })}\n`);
-      this.proc.child.stdin?.end();
-      await raceDeadline(this.proc.exited, graceMs, { unref: true });
-    }
-    await this.proc.kill(1000);
+    // its answer is expected, not a protocol break
+    this.#pending.set(-1, { resolve: () => {}, reject: () => {} });
+    await this.sidecar.close({
+      graceMs,
+      killGraceMs: 1000,
+      farewell: `${JSON.stringify({ id: -1, op: 'exit' })}\n`,
+    });
   }
 }
 
@@ -260,48 +234,35 @@ export const DEFAULT_TIMEOUT_SECONDS = 300;
 
 export class KernelPool {
   readonly #opts: PoolOptions;
-  #bridge: Promise<BridgeProcess> | undefined;
+  readonly #bridge: Sidecar<BridgeProcess>;
   /** Kernel keys that have run on the current bridge. */
   #live = new Set<string>();
   /** Kernel keys whose kernel was lost with an earlier bridge: their next run reports it. */
   readonly #lost = new Set<string>();
   /** One FIFO per kernel key. */
   readonly #queues = new KeyedSerialQueue<string>();
-  #stopping: Promise<void> | undefined;
 
   constructor(opts: PoolOptions) {
     this.#opts = opts;
+    this.#bridge = new Sidecar({
+      start: () => BridgeProcess.start(opts),
+      stopped: () => serverError('instance_stopping'),
+      // the kernels of the bridge replaced died with it (pdeathsig)
+      onReplace: () => {
+        for (const key of this.#live) this.#lost.add(key);
+        this.#live = new Set();
+      },
+    });
   }
 
   /** The running bridge, started (again) when there is none. */
   #getBridge(): Promise<BridgeProcess> {
-    if (this.#stopping) return Promise.reject(serverError('instance_stopping'));
-    const current = this.#bridge;
-    if (current) {
-      return current.then(
-        (b) => (b.running ? b : this.#restartBridge(current)),
-        () => this.#restartBridge(current),
-      );
-    }
-    return this.#restartBridge(undefined);
-  }
-
-  #restartBridge(previous: Promise<BridgeProcess> | undefined): Promise<BridgeProcess> {
-    if (this.#bridge !== previous) return this.#getBridge(); // someone else restarted it
-    for (const key of this.#live) this.#lost.add(key);
-    this.#live = new Set();
-    // stragglers of a bridge that died on its own (its kernels die with it: pdeathsig)
-    void previous?.then((b) => b.proc.kill(0)).catch(() => undefined);
-    const next = BridgeProcess.start(this.#opts);
-    this.#bridge = next;
-    next.catch(() => undefined);
-    return next;
+    return this.#bridge.get();
   }
 
   /** The PID of the bridge process (a host pid), if it runs. For tests and diagnostics. */
   async bridgePid(): Promise<number | undefined> {
-    const b = await this.#bridge?.catch(() => undefined);
-    return b?.running ? b.proc.pid : undefined;
+    return (await this.#bridge.settled())?.sidecar.pid;
   }
 
   /** Installed kernelspecs (jupyter_client's KernelSpecManager). */
@@ -383,18 +344,14 @@ export class KernelPool {
   async shutdown(key: string): Promise<void> {
     this.#lost.delete(key);
     if (!this.#live.delete(key)) return;
-    const bridge = await this.#bridge?.catch(() => undefined);
-    if (!bridge?.running) return;
+    const bridge = await this.#bridge.settled();
+    if (!bridge) return;
     await bridge.request('shutdown', { kernel: key }).catch(() => undefined);
   }
 
   /** Shut every kernel down and end the bridge (its group is killed after a grace). Idempotent. */
   stop(): Promise<void> {
-    this.#stopping ??= (async () => {
-      const bridge = await this.#bridge?.catch(() => undefined);
-      await bridge?.close(5000);
-    })();
-    return this.#stopping;
+    return this.#bridge.stop((bridge) => bridge.close(5000));
   }
 }
 

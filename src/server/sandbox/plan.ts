@@ -1,0 +1,41 @@
+/**
+ * The spawn plan: the part of every instance process's start that is the same for all instances
+ * of a server run, worked out once (`SandboxHost.plan`) instead of at each spawn. It holds the
+ * absolute paths of the programs of the root-side chain and the file system bubblewrap builds,
+ * as typed steps (rootfs.ts) with host paths already resolved. A spawn adds only what belongs to
+ * its instance and to itself: the namespaces of the instance's pid 1, its uid and cgroup, the
+ * descriptors of its directories, the environment, the working directory (sandbox.ts).
+ *
+ * What the plan holds is read from the host when it is built: a tool installed, or a font cache
+ * created, after that is seen by the next server run.
+ */
+import { initMounts, instanceMounts, type MountStep } from './rootfs.js';
+import { toolPath, type Tool } from './support.js';
+
+/** The programs of the root-side chain (sandbox.ts), by absolute path. */
+export type ChainTools = Readonly<Record<'perl' | 'nsenter' | 'setpriv' | 'bwrap', string>>;
+
+export interface SpawnPlan {
+  readonly tools: ChainTools;
+  /** The file system of every process of an instance but its pid 1. */
+  readonly instance: readonly MountStep[];
+  /** The file system of an instance's pid 1 (the anchor's shell). */
+  readonly init: readonly MountStep[];
+}
+
+/** Resolve the plan from the host as it is now. Throws naming a tool the chain needs and lacks. */
+export function buildSpawnPlan(): SpawnPlan {
+  const need = (tool: Tool): string => {
+    const path = toolPath(tool);
+    if (!path) throw new Error(`the sandbox needs ${tool}, which is not installed`);
+    return path;
+  };
+  const tools: ChainTools = Object.freeze({
+    perl: need('perl'),
+    nsenter: need('nsenter'),
+    setpriv: need('setpriv'),
+    bwrap: need('bwrap'),
+  });
+  const freeze = (steps: MountStep[]) => Object.freeze(steps.map((s) => Object.freeze(s)));
+  return Object.freeze({ tools, instance: freeze(instanceMounts()), init: freeze(initMounts()) });
+}
