@@ -5,9 +5,8 @@
  *
  * No live-view URL: it works only while its instance runs, and a failed test's instance stops
  * right after it (its own with `instancePerTest`; the worker's because Playwright Test replaces a
- * worker after a failure, which stops the worker's session). To watch a test while it runs, run it
- * with `defaultContext: true` and BURROW_LOG=debug, which prints the live-view URL as the session
- * opens.
+ * worker after a failure, which stops the worker's session). To watch tests while they run, run
+ * Playwright Test with `--headed`: each worker prints (and, on a desktop, opens) its live view.
  */
 import type { TestInfo } from '@playwright/test';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -15,6 +14,8 @@ import type { PlaywrightSession } from 'burrow-sandbox';
 import { playwrightScreenshots, shouldKeepVideo, shouldRecord, type VideoMode } from './options.js';
 
 export interface TestArtifacts {
+  /** Resolves once the recording of the context's first page runs (the `page` fixture waits). */
+  ready(): Promise<void>;
   /** Attaches what the finished test should have; call before its context closes. */
   finish(): Promise<void>;
 }
@@ -36,6 +37,7 @@ export async function startTestArtifacts(plan: Plan): Promise<TestArtifacts> {
   if (!plan.defaultContext) skipIdleTabs(plan);
   const video = await startVideo(plan);
   return {
+    ready: () => video.ready(),
     finish: async () => {
       const { testInfo } = plan;
       await video.finish().catch(() => undefined);
@@ -47,36 +49,48 @@ export async function startTestArtifacts(plan: Plan): Promise<TestArtifacts> {
 
 /**
  * The video of one test: the instance's screen recording (src/session/artifacts.ts), which films
- * the default context's active tab. A fresh context is not on that screen, so there the report
- * gets a note instead of a clip of the wrong tab.
+ * the browser's active tab, the page most recently opened or brought to front in any context. In
+ * the default context that is the test's page from the start; a fresh context has no page yet, so
+ * the recording starts when its first page opens (`ready()`, which the `page` fixture awaits so
+ * the clip begins before the test's first step) and follows the pages the test opens after it.
  */
-async function startVideo(plan: Plan): Promise<{ finish(): Promise<void> }> {
-  const { testInfo, video } = plan;
-  if (!shouldRecord(video, testInfo.retry)) return { finish: async () => {} };
+async function startVideo(
+  plan: Plan,
+): Promise<{ ready(): Promise<void>; finish(): Promise<void> }> {
+  const { testInfo, video, session, context } = plan;
+  if (!shouldRecord(video, testInfo.retry))
+    return { ready: async () => {}, finish: async () => {} };
   const keep = () => shouldKeepVideo(video, failed(testInfo), testInfo.retry);
-  const note = (why: string) => ({
-    finish: async () => {
-      if (keep()) {
-        await testInfo.attach('video', {
-          body: `video is not recorded: ${why}`,
-          contentType: 'text/plain',
-        });
-      }
-    },
-  });
-  if (!plan.defaultContext) {
-    return note(
-      "the instance records its default context's tab, and this test runs in a fresh context (set defaultContext: true to record it)",
-    );
-  }
-  const { session } = plan;
-  try {
-    await session.recording.start();
-  } catch (err) {
-    return note(`the instance could not start recording (${(err as Error).message})`);
-  }
+  let why: string | undefined;
+  const start = async () => {
+    try {
+      await session.recording.start();
+      return true;
+    } catch (err) {
+      why = `the instance could not start recording (${(err as Error).message})`;
+      return false;
+    }
+  };
+  let started: Promise<boolean> | undefined;
+  const begin = () => (started ??= start());
+  if (plan.defaultContext || context.pages().length > 0) await begin();
+  else context.once('page', () => void begin());
   return {
+    ready: async () => {
+      await begin();
+    },
     finish: async () => {
+      const recording = started ? await started : false;
+      if (!recording) {
+        why ??= 'the test opened no page';
+        if (keep()) {
+          await testInfo.attach('video', {
+            body: `video is not recorded: ${why}`,
+            contentType: 'text/plain',
+          });
+        }
+        return;
+      }
       const clip = await session.recording.stop();
       if (!keep()) return;
       const path = testInfo.outputPath('video.mp4');

@@ -17,14 +17,16 @@
  * the remote browser cannot honour fails the test with an error naming it (options.ts).
  *
  * On failure the report gets one screenshot (none of ours when Playwright's `screenshot` option
- * takes it). `video` is recorded by the instance with `defaultContext: true`; in a fresh context
- * the report says why there is no video. No live-view URL is attached: the failed test's instance
- * is stopped by then (artifacts.ts).
+ * takes it). `video` is the instance's recording of the test's pages, in a fresh context or the
+ * default one. No live-view URL is attached: the failed test's instance is stopped by then
+ * (artifacts.ts). `--headed` shows the remote browser instead of a local window: each session
+ * prints its live-view URL, and opens it on a desktop (headed.ts).
  */
 import { test as base } from '@playwright/test';
 import type { BrowserContext, BrowserContextOptions } from 'playwright-core';
 import { openSession, type OpenSessionOptions, type PlaywrightSession } from 'burrow-sandbox';
-import { startTestArtifacts } from './artifacts.js';
+import { startTestArtifacts, type TestArtifacts } from './artifacts.js';
+import { showLiveView } from './headed.js';
 import {
   checkDefaultContextOptions,
   checkWorkerOptions,
@@ -83,6 +85,9 @@ function authStorageState(session: PlaywrightSession, authState: string): Promis
   return state;
 }
 
+/** Each test context's artifacts, for the `page` fixture to wait for its video to start. */
+const recordings = new WeakMap<BrowserContext, TestArtifacts>();
+
 /** The worker's sessions (an internal fixture, exported only so extended tests can name it). */
 export interface WorkerSessions {
   /** The worker's session, opened on first use and stopped when the worker ends. */
@@ -106,9 +111,15 @@ export const test = base.extend<
   defaultContext: [false, { option: true }],
 
   _burrowSessions: [
-    async ({ authState, sessionOptions }, use) => {
-      const open = () =>
-        openSession({ ...sessionOptions, ...(authState !== undefined && { authState }) });
+    async ({ authState, sessionOptions, headless }, use) => {
+      const open = async () => {
+        const session = await openSession({
+          ...sessionOptions,
+          ...(authState !== undefined && { authState }),
+        });
+        if (!headless) await showLiveView(session);
+        return session;
+      };
       let shared: Promise<PlaywrightSession> | undefined;
       try {
         await use({ shared: () => (shared ??= open()), open });
@@ -262,6 +273,7 @@ export const test = base.extend<
         screenshot,
         testInfo,
       });
+      recordings.set(context, artifacts);
       await use(context);
       await artifacts.finish();
     } finally {
@@ -270,7 +282,11 @@ export const test = base.extend<
   },
 
   page: async ({ context, defaultContext, burrowSession }, use) => {
-    if (!defaultContext) return use(await context.newPage());
+    if (!defaultContext) {
+      const page = await context.newPage();
+      await recordings.get(context)?.ready(); // the video starts before the test's first step
+      return use(page);
+    }
     const first = burrowSession.page.isClosed() ? context.pages()[0] : burrowSession.page;
     await use(first ?? (await context.newPage()));
   },

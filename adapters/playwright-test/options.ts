@@ -156,12 +156,7 @@ export function checkWorkerOptions(use: UseWorkerOptions): void {
   if (use.channel !== undefined) {
     throw new UnsupportedOptionError('channel', "the instance's Chromium is the server's");
   }
-  if (!use.headless) {
-    throw new UnsupportedOptionError(
-      'headless',
-      'the browser runs on the instance; watch it through the live view (burrowSession.streamUrl())',
-    );
-  }
+  // `headless: false` (`--headed`) is honoured by showing the instance's live view (headed.ts)
   const launch = Object.keys(use.launchOptions).filter((k) => k !== 'headless');
   if (launch.length > 0) {
     throw new UnsupportedOptionError(

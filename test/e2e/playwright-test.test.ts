@@ -5,11 +5,13 @@
  * video (or the note why there is none), and no live-view URL (the instance is stopped by the time
  * anyone reads the report: Playwright Test replaces the worker after a failure).
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { devices } from '@playwright/test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { instanceProcesses, pidsMatching, pngSize } from '../helpers/server.js';
 import { nodeEmbedded, type Run } from './run.js';
@@ -170,12 +172,20 @@ describe('test/e2e/fixtures/pt-project', () => {
 
     const fresh = byTitle('fails in a fresh context');
     expect(named(fresh, 'screenshot')).toHaveLength(1);
-    expect(pngSize(attachmentBytes(named(fresh, 'screenshot')[0]!))).toEqual([1280, 720]);
+    // the test's own page, at the phone's viewport and pixel ratio (devices['Pixel 5'])
+    const phone = devices['Pixel 5'];
+    const [shotW, shotH] = pngSize(attachmentBytes(named(fresh, 'screenshot')[0]!));
+    expect(Math.abs(shotW - phone.viewport.width * phone.deviceScaleFactor)).toBeLessThan(2);
+    expect(Math.abs(shotH - phone.viewport.height * phone.deviceScaleFactor)).toBeLessThan(2);
     expect(named(fresh, 'live view')).toEqual([]);
-    const note = named(fresh, 'video');
-    expect(note).toHaveLength(1);
-    expect(note[0]!.contentType).toBe('text/plain');
-    expect(attachmentBytes(note[0]!).toString()).toMatch(/^video is not recorded: .*fresh context/);
+    // the clip films the fresh context's page (its green body), not the idle default tab
+    const freshVideo = named(fresh, 'video');
+    expect(freshVideo).toHaveLength(1);
+    expect(freshVideo[0]!.contentType).toBe('video/mp4');
+    const [r, g, b] = centrePixel(attachmentBytes(freshVideo[0]!), [1024, 768]);
+    expect(g).toBeGreaterThan(120);
+    expect(r).toBeLessThan(60);
+    expect(b).toBeLessThan(60);
 
     const shared = byTitle('fails in the default context');
     expect(named(shared, 'screenshot')).toHaveLength(1);
@@ -195,4 +205,48 @@ describe('test/e2e/fixtures/pt-project', () => {
     expect(errorOf('fails naming the option')).toMatch(/option \\"locale\\" is not supported/);
     expectNoLeftovers(run, 4); // Playwright Test starts a new worker after each failed test
   });
+
+  it('--headed shows the live view of each session instead of failing the tests', async () => {
+    const run = await project('pt3', { BURROW_OPEN_LIVE_VIEW: '0' }, [
+      '--headed',
+      '--no-deps',
+      '--project=main',
+      'instance.spec.ts',
+    ]);
+    expect(run.stdout).toMatch(/2 passed/);
+    expect(run.code).toBe(0);
+    const lines = `${run.stdout}\n${run.stderr}`.match(
+      /burrow: --headed: the browser runs on instance inst_\w+; watch it at its live view: http:\/\/127\.0\.0\.1:\d+\/stream\/inst_\w+\/\?token=\S+/g,
+    );
+    expect(new Set(lines)).toHaveProperty('size', 2); // instancePerTest: one instance per test
+    expectNoLeftovers(run);
+  });
 });
+
+/** RGB of the centre pixel of a clip's last frame, decoded by the host's ffmpeg. */
+function centrePixel(mp4: Buffer, [w, h]: [number, number]): [number, number, number] {
+  const file = join(dir, `clip-${Date.now()}.mp4`);
+  writeFileSync(file, mp4);
+  const raw = execFileSync(
+    'ffmpeg',
+    [
+      '-v',
+      'error',
+      '-sseof',
+      '-0.5',
+      '-i',
+      file,
+      '-frames:v',
+      '1',
+      '-f',
+      'rawvideo',
+      '-pix_fmt',
+      'rgb24',
+      '-',
+    ],
+    { maxBuffer: 64 * 1024 * 1024 },
+  );
+  expect(raw.length).toBe(w * h * 3);
+  const at = (Math.floor(h / 2) * w + Math.floor(w / 2)) * 3;
+  return [raw[at]!, raw[at + 1]!, raw[at + 2]!];
+}

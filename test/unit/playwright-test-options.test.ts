@@ -133,12 +133,13 @@ describe('checkWorkerOptions', () => {
     expect(() =>
       checkWorkerOptions({ ...worker, launchOptions: { headless: true } }),
     ).not.toThrow();
+    // --headed shows the instance's live view instead (headed.ts)
+    expect(() => checkWorkerOptions({ ...worker, headless: false })).not.toThrow();
   });
 
   it.each([
     ['browserName', { browserName: 'firefox' }],
     ['channel', { channel: 'chrome' }],
-    ['headless', { headless: false }],
     ['launchOptions.args', { launchOptions: { args: ['--x'] } }],
     ['connectOptions', { connectOptions: { wsEndpoint: 'ws://x' } }],
   ])('refuses %s, naming it', (name, patch) => {
