@@ -55,6 +55,14 @@ let emptySince: number | undefined;
 let parkedUntil = 0;
 let noticed = false;
 
+function detached(h: Held): boolean {
+  try {
+    return h.detached();
+  } catch {
+    return false;
+  }
+}
+
 function anyBusy(): boolean {
   for (const h of held) {
     try {
@@ -68,6 +76,9 @@ function anyBusy(): boolean {
 
 function decide(): void {
   const now = Date.now();
+  // after the notice the keeper stays ref'd, but a session whose driver went away since can be
+  // stopped: probe again
+  if (parkedUntil === Infinity && [...held].some(detached)) parkedUntil = 0;
   if (anyBusy()) {
     lastBusyAt = now;
     keeper?.ref();
@@ -81,7 +92,7 @@ function onBeforeExit(): void {
   if (!keeper) return;
   let open = 0;
   for (const h of held) {
-    if (h.detached())
+    if (detached(h))
       void h.stop().catch(() => undefined); // its requests hold the loop meanwhile
     else open += 1;
   }
@@ -96,7 +107,7 @@ function onBeforeExit(): void {
   parkedUntil = Infinity;
   if (noticed) return;
   noticed = true;
-  const ids = [...held].filter((h) => !h.detached()).map((h) => h.id() ?? '(starting)');
+  const ids = [...held].filter((h) => !detached(h)).map((h) => h.id() ?? '(starting)');
   const what = ids.length === 1 ? `session ${ids[0]} is` : `sessions ${ids.join(', ')} are`;
   process.stderr.write(
     `burrow: ${what} still open and nothing else keeps this process running, so it stays up ` +

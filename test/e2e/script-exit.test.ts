@@ -68,24 +68,33 @@ const NOTICE =
  * `browser.close()`), says so once naming its session, and Ctrl-C then stops the instance.
  */
 async function staysUpThenCtrlC(child: Started): Promise<string> {
-  await within(
-    120_000,
-    eventually(() => NOTICE.test(child.stderr()), 'the forgotten-stop notice', 120_000),
-    'the notice',
-  );
-  const id = idOf(child.stdout())!;
-  expect(child.stdout()).toContain('evaluated 42'); // the call in flight was not cut short
-  expect(NOTICE.exec(child.stderr())?.[1]).toBe(id);
-  expect(child.stderr().match(new RegExp(NOTICE.source, 'gm'))).toHaveLength(1);
-  expect(child.proc.exitCode).toBeNull(); // still running
-  await new Promise((r) => setTimeout(r, 1000));
-  expect(child.proc.exitCode).toBeNull();
-  expect(await status(id)).toBe('running');
-  child.proc.kill('SIGINT');
-  const [code, signal] = await within(30_000, child.exited, 'the stop after SIGINT');
-  expect({ code, signal }).toEqual({ code: null, signal: 'SIGINT' });
-  await eventually(() => instancePids(id).length === 0, 'the instance processes to be gone');
-  return id;
+  try {
+    await within(
+      120_000,
+      eventually(() => NOTICE.test(child.stderr()), 'the forgotten-stop notice', 120_000),
+      'the notice',
+    );
+    const id = idOf(child.stdout())!;
+    expect(child.stdout()).toContain('evaluated 42'); // the call in flight was not cut short
+    expect(NOTICE.exec(child.stderr())?.[1]).toBe(id);
+    expect(child.stderr().match(new RegExp(NOTICE.source, 'gm'))).toHaveLength(1);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(child.proc.exitCode).toBeNull(); // still running, and so is its instance
+    expect(instancePids(id).length).toBeGreaterThan(0);
+    child.proc.kill('SIGINT');
+    const [code, signal] = await within(30_000, child.exited, 'the stop after SIGINT');
+    expect({ code, signal }).toEqual({ code: null, signal: 'SIGINT' });
+    await eventually(() => instancePids(id).length === 0, 'the instance processes to be gone');
+    return id;
+  } finally {
+    // a failed expectation must not leave the child running: it would, by design
+    if (child.proc.exitCode === null && child.proc.signalCode === null) {
+      child.proc.kill('SIGINT');
+      await within(30_000, child.exited, 'the stop after SIGINT').catch(() => {
+        child.proc.kill('SIGKILL');
+      });
+    }
+  }
 }
 
 describe('a script that forgets stop()', () => {
@@ -96,7 +105,7 @@ describe('a script that forgets stop()', () => {
     });
     const id = await staysUpThenCtrlC(child);
     expect(await status(id)).toBe('terminated');
-  });
+  }, 180_000);
 
   it('on the embedded server: the same, and no instance process outlives it', async () => {
     const child = start([...SCRIPT, 'forget'], embeddedEnv(env.dataDir));
@@ -105,7 +114,7 @@ describe('a script that forgets stop()', () => {
       () => instanceProcesses(undefined, child.proc.pid).length === 0,
       'the embedded server’s instance processes to be gone',
     );
-  });
+  }, 180_000);
 });
 
 describe('a script that closes its browser without stop()', () => {
@@ -125,7 +134,7 @@ describe('a script that closes its browser without stop()', () => {
         'the embedded server’s instance processes to be gone',
       );
     }
-  });
+  }, 180_000);
 });
 
 describe('Ctrl-C', () => {
