@@ -26,7 +26,7 @@ const POLL_MS = 100;
  * How long the loop must have held nothing but the sessions before the notice: longer than the
  * waits scripts usually make for a page event, short enough to explain a hang before one wonders.
  */
-export const NOTICE_AFTER_MS = 10_000;
+const NOTICE_AFTER_MS = 10_000;
 
 /** A session, as the keeper sees it. */
 export interface Held {

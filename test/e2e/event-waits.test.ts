@@ -6,19 +6,22 @@
  * download, `page.waitForEvent`, Puppeteer's `page.on` and `waitForRequest`), for playwright-core
  * and puppeteer-core, in the `await main()` and `main().then()` styles: exit 0, every event line,
  * the `finally` that stops ran, the instance is stopped. The same scripts on a local
- * `launch()` of the same Chromium print the same lines. One script per driver and style waits
- * for all kinds in turn, which bounds the Chromium starts to six.
+ * `launch()` of the same Chromium print the same lines, and a local script that forgets
+ * `browser.close()` stays up, the baseline for a forgotten `stop()`. One script per driver and
+ * style waits for all kinds in turn, which bounds the Chromium starts to seven.
  */
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Instance } from 'burrow-sandbox';
-import type { TestServer } from '../helpers/server.js';
+import { eventually, type TestServer } from '../helpers/server.js';
 import { builtProject, type BuiltProject } from './fixtures/built-package.js';
 import {
+  CHROMIUM,
   EXPECTED,
   eventScript,
   type Driver,
@@ -115,4 +118,31 @@ describe.each(['playwright', 'puppeteer'] as const)('%s on a local launch()', (d
     expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
     expect(run.stdout.trim().split('\n')).toEqual(EXPECTED[driver]);
   }, 180_000);
+});
+
+describe('the baseline for a forgotten stop()', () => {
+  it('a local Playwright script that forgets browser.close() stays up too (as script-exit.test.ts expects of a session)', async () => {
+    const file = join(project.dir, 'local-forget.mjs');
+    writeFileSync(
+      file,
+      `import { chromium } from 'playwright-core';
+const browser = await chromium.launch({ executablePath: '${CHROMIUM}' });
+const page = await browser.newPage();
+await page.goto('data:text/html,<title>x</title>');
+console.log('done, close() forgotten');
+`,
+    );
+    const child = spawn(process.execPath, [file], { cwd: project.dir, stdio: 'pipe' });
+    let stdout = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += String(d)));
+    const exited = once(child, 'exit');
+    try {
+      await eventually(() => stdout.includes('done'), 'the script to finish its work', 60_000);
+      await new Promise((r) => setTimeout(r, 5000));
+      expect(child.exitCode).toBeNull();
+    } finally {
+      child.kill('SIGINT');
+      await exited;
+    }
+  }, 120_000);
 });
