@@ -1,12 +1,12 @@
 /**
  * Handles that must not keep the process alive by themselves. In a script using the embedded
  * server (src/session/embedded.ts), the server, its connections, its instances' processes and
- * their pipes live in the script's own process: were they to hold the event loop, a script that
- * forgets `stop()` would never end. The embedded server turns this on before it starts; the
- * places that create such handles pass them through `background`/`backgroundChild`. While a
- * session is busy, src/session/keepalive.ts keeps the process alive instead, and once the event
- * loop is empty `beforeExit` stops the sessions (src/session/exit-guard.ts). A server started on
- * its own (`burrow serve`, `startServer`) never turns it on.
+ * their pipes live in the script's own process: were they to hold the event loop, a script would
+ * never end once its sessions are stopped, and the forgotten-`stop()` probe of
+ * src/session/keepalive.ts could not tell an idle script from a busy one. The embedded server
+ * turns this on before it starts; the places that create such handles pass them through
+ * `background`/`backgroundChild`. While a session is open, keepalive.ts holds the process
+ * instead. A server started on its own (`burrow serve`, `startServer`) never turns it on.
  */
 import type { ChildProcess } from 'node:child_process';
 

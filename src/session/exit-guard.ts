@@ -1,9 +1,10 @@
 /**
- * Never leak an instance: while any session is live, SIGINT, SIGTERM, `beforeExit` and an
- * uncaught exception first stop every live session, then let the process end as it would have:
+ * Never leak an instance: while any session is live, SIGINT, SIGTERM and an uncaught exception
+ * first stop every live session, then let the process end as it would have:
  * a signal is re-raised (when no other listener owns it), an uncaught exception is printed and
  * exits with code 1 (when no other listener handles it). The listeners exist only while a session
- * is live, so an idle process behaves exactly as without burrow.
+ * is live, so an idle process behaves exactly as without burrow. An open session never lets the
+ * loop empty (keepalive.ts), so there is no `beforeExit` to stop sessions on.
  */
 import { inspect } from 'node:util';
 import { raceDeadline } from '../internal/deadline.js';
@@ -49,10 +50,6 @@ function reraise(signal: NodeJS.Signals): void {
   process.kill(process.pid, signal);
 }
 
-function onBeforeExit(): void {
-  void stopAll(); // the event loop empties again afterwards and the process exits normally
-}
-
 function onUncaught(error: unknown): void {
   if (process.listenerCount('uncaughtException') > 1) return; // someone else handles it
   // Stopping after a signal makes the driver's pending calls fail ("Target closed"): that is the
@@ -67,13 +64,11 @@ function onUncaught(error: unknown): void {
 
 function install(): void {
   for (const signal of SIGNALS) process.on(signal, onSignal);
-  process.on('beforeExit', onBeforeExit);
   process.on('uncaughtException', onUncaught);
 }
 
 function uninstall(): void {
   for (const signal of SIGNALS) process.removeListener(signal, onSignal);
-  process.removeListener('beforeExit', onBeforeExit);
   process.removeListener('uncaughtException', onUncaught);
 }
 

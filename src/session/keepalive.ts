@@ -1,51 +1,139 @@
 /**
- * A script that forgets `stop()` still ends (issue: "scripts that behave"). Node ends a process
- * once nothing holds its event loop; then `beforeExit` stops the live sessions (exit-guard.ts).
- * What a session holds must therefore not count by itself: the driver's CDP socket is unref'd
- * right after connecting (`connectDetached`), and so are the embedded server's handles
- * (src/internal/background.ts). While the driver has calls in flight (a `goto`, an `evaluate`),
- * `hold` keeps the process alive with one ref'd timer; a poll (itself unref'd) lets it go once
- * every session is idle.
+ * An open session holds the process, as a local browser's connection does (issue 20): a script
+ * never ends while a session is open and its browser can still deliver events, whether it waits
+ * in a driver call (`goto`, `waitForEvent`) or on a bare page event
+ * (`await new Promise((r) => page.once('console', r))`). Only `stop()` (or a signal, or a crash:
+ * exit-guard.ts) lets go. A script that forgets `stop()` therefore keeps running, as one that
+ * forgets `browser.close()` does locally; it is told so once on stderr, naming the session.
  *
- * Limit: a script that only waits for a page event (`await new Promise(r => page.once(...))`),
- * with no driver call pending and nothing of its own holding the loop, ends there; wait with the
- * driver (`page.waitForEvent`) or hold the session with your own timer.
+ * How: the driver's CDP socket (and the transfer proxy's, and the embedded server's handles) do
+ * not hold the loop by themselves; one ref'd timer, the keeper, does. While a driver call is in
+ * flight the keeper is ref'd. When no call is, it is unref'd: if something of the script's own
+ * (a timer, a server, stdin) still holds the loop, nothing changes; if nothing does, Node emits
+ * `beforeExit`, where the keeper is ref'd again, before the process could end, and kept ref'd for
+ * a grace period. A loop still empty after that grace, with no driver call meanwhile, is what a
+ * forgotten `stop()` looks like (or a long wait for a page event): the notice is printed once and
+ * the keeper stays ref'd until the sessions stop. A session whose driver disconnected
+ * (`browser.close()`, which over CDP only disconnects) can deliver no more events: an empty loop
+ * stops it and the script ends, as a local one does after `browser.close()`. Nothing else
+ * changes: the instance keeps its server-side timeout, Ctrl-C stops it, and the ledger's reaper
+ * covers a process that dies.
  */
 import type { Socket } from 'node:net';
 
 const POLL_MS = 100;
+/**
+ * How long the loop must have held nothing but the sessions before the notice: longer than the
+ * waits scripts usually make for a page event, short enough to explain a hang before one wonders.
+ */
+const NOTICE_AFTER_MS = 10_000;
 
-const busyChecks = new Set<() => boolean>();
-/** Ref'd while a session is busy: what keeps the process alive then. */
+/** A session, as the keeper sees it. */
+export interface Held {
+  /** Whether the driver has calls in flight. */
+  busy: () => boolean;
+  /**
+   * Whether the driver's connection is gone (`browser.close()`): such a session can deliver no
+   * more events, so once the loop is empty it is stopped and the script ends, as locally.
+   */
+  detached: () => boolean;
+  /** The instance id, once known. */
+  id: () => string | undefined;
+  stop: () => Promise<unknown>;
+}
+
+const held = new Set<Held>();
+/** Ref'd while a session is busy, and after an empty loop: what keeps the process alive. */
 let keeper: NodeJS.Timeout | undefined;
 /** Unref'd: decides whether `keeper` holds. */
 let poll: NodeJS.Timeout | undefined;
+/** When a driver call was last seen in flight. */
+let lastBusyAt = 0;
+/** When the loop first had nothing but the sessions in it, since the last driver call. */
+let emptySince: number | undefined;
+/** The keeper stays ref'd until then (Infinity once the notice is out). */
+let parkedUntil = 0;
+let noticed = false;
 
-function decide(): void {
-  let busy = false;
-  for (const check of busyChecks) {
-    try {
-      busy = check();
-    } catch {
-      busy = true; // a driver whose internals changed: keep the process alive as before
-    }
-    if (busy) break;
+function detached(h: Held): boolean {
+  try {
+    return h.detached();
+  } catch {
+    return false;
   }
-  if (busy) keeper?.ref();
-  else keeper?.unref();
 }
 
-/** Keeps the process alive while `busy()` says so; returns the release. */
-export function hold(busy: () => boolean): () => void {
-  busyChecks.add(busy);
-  keeper ??= setInterval(() => undefined, 2 ** 30);
-  poll ??= setInterval(decide, POLL_MS).unref();
-  keeper.ref(); // busy until the first poll says otherwise
+function anyBusy(): boolean {
+  for (const h of held) {
+    try {
+      if (h.busy()) return true;
+    } catch {
+      return true; // a driver whose internals changed: hold, as when busy
+    }
+  }
+  return false;
+}
+
+function decide(): void {
+  const now = Date.now();
+  // after the notice the keeper stays ref'd, but a session whose driver went away since can be
+  // stopped: probe again
+  if (parkedUntil === Infinity && [...held].some(detached)) parkedUntil = 0;
+  if (anyBusy()) {
+    lastBusyAt = now;
+    keeper?.ref();
+  } else if (now >= parkedUntil) {
+    keeper?.unref(); // probe: if nothing else holds the loop, `beforeExit` comes next
+  }
+}
+
+/** The loop is empty but for the sessions: hold on, and say so once it has lasted. */
+function onBeforeExit(): void {
+  if (!keeper) return;
+  let open = 0;
+  for (const h of held) {
+    if (detached(h))
+      void h.stop().catch(() => undefined); // its requests hold the loop meanwhile
+    else open += 1;
+  }
+  if (open === 0) return;
+  const now = Date.now();
+  if (emptySince === undefined || lastBusyAt >= emptySince) emptySince = now;
+  keeper.ref();
+  if (now - emptySince < NOTICE_AFTER_MS) {
+    parkedUntil = emptySince + NOTICE_AFTER_MS;
+    return;
+  }
+  parkedUntil = Infinity;
+  if (noticed) return;
+  noticed = true;
+  const ids = [...held].filter((h) => !detached(h)).map((h) => h.id() ?? '(starting)');
+  const what = ids.length === 1 ? `session ${ids[0]} is` : `sessions ${ids.join(', ')} are`;
+  process.stderr.write(
+    `burrow: ${what} still open and nothing else keeps this process running, so it stays up ` +
+      `as with a local browser; if the script is done, it forgot \`await session.stop()\` ` +
+      `(use try/finally or \`await using\`); Ctrl-C stops the instance\n`,
+  );
+}
+
+/** Holds the process for `entry` from now until the returned release is called. */
+export function hold(entry: Held): () => void {
+  if (held.size === 0) {
+    keeper = setInterval(() => undefined, 2 ** 30);
+    poll = setInterval(decide, POLL_MS).unref();
+    process.on('beforeExit', onBeforeExit);
+  }
+  held.add(entry);
+  keeper?.ref(); // busy until the first poll says otherwise
   return () => {
-    if (!busyChecks.delete(busy) || busyChecks.size > 0) return;
+    if (!held.delete(entry) || held.size > 0) return;
     clearInterval(keeper);
     clearInterval(poll);
     keeper = poll = undefined;
+    process.removeListener('beforeExit', onBeforeExit);
+    emptySince = undefined;
+    parkedUntil = 0;
+    noticed = false;
   };
 }
 

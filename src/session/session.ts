@@ -252,15 +252,19 @@ class Lease {
   readonly started: Promise<Instance>;
   /** The ledger entry, written as soon as the instance id is known. */
   readonly recorded: Promise<void>;
-  conn: DriverConnection | undefined;
+  #conn: DriverConnection | undefined;
+  /** Whether `conn` closed (`browser.close()`, a dropped socket) and nothing replaced it yet. */
+  #connClosed = false;
   /** Files to and from this machine (transfer.ts); undefined with `transfer: false`. */
   transfer: TransferSetup | undefined;
   /** Set once `browser/start` was called (ubuntu), so stop calls `browser/stop`. */
   browserStarted = false;
   readonly #stopping = new AbortController();
   readonly #unguard: () => void;
-  /** Keeps the process alive while opening and while the driver has calls in flight. */
+  /** Keeps the process alive until `stop()` (keepalive.ts). */
   readonly #unhold: () => void;
+  /** The instance id once the start answered, for the forgotten-stop notice. */
+  #id: string | undefined;
   #stopped: Promise<StoppedSession | undefined> | undefined;
 
   constructor(
@@ -270,11 +274,31 @@ class Lease {
     opening: AbortSignal,
   ) {
     this.#unguard = guard(this);
-    this.#unhold = hold(() => (this.conn ? driverBusy(this.conn)() : !this.stopping));
+    this.#unhold = hold({
+      busy: () => (this.conn ? driverBusy(this.conn)() : !this.stopping),
+      detached: () => this.#connClosed,
+      id: () => this.#id,
+      stop: () => this.stop(),
+    });
     const { client, baseUrl, embedded } = endpoint;
     this.started = startWhenFree(client, body, AbortSignal.any([opening, this.#stopping.signal]));
-    this.recorded = this.started.then((i) => ledger.record(i.id, baseUrl, embedded));
+    this.recorded = this.started.then((i) => {
+      this.#id = i.id;
+      return ledger.record(i.id, baseUrl, embedded);
+    });
     this.recorded.catch(() => undefined); // awaited by openSession and stop()
+  }
+
+  get conn(): DriverConnection | undefined {
+    return this.#conn;
+  }
+
+  set conn(conn: DriverConnection | undefined) {
+    this.#conn = conn;
+    this.#connClosed = false;
+    void conn?.closed.then(() => {
+      if (this.#conn === conn) this.#connClosed = true;
+    });
   }
 
   /** Aborts when `stop()` begins: opening and reconnecting give up. */
@@ -563,7 +587,7 @@ export async function openSession(options: OpenSessionOptions = {}): Promise<Ses
     const driver = await drivers[opts.driver]();
     const timeoutMs = Math.max(1, Math.round(opts.startTimeoutMs - (performance.now() - t0)));
     if (opts.transfer) lease.transfer = transferSetup(client, instance.id);
-    // the driver's socket does not hold the process by itself (keepalive.ts)
+    // the driver's socket does not hold the process by itself; the lease's keeper does (keepalive.ts)
     const transfer = lease.transfer;
     const connecting = connectDetached(() =>
       connectDriver(driver, cdpUrl, { timeoutMs }, transfer),

@@ -1,16 +1,18 @@
 /**
- * Scripts that behave (issue 10 §3), as real child processes: a script that forgets `stop()`
- * still ends once its work is done (a driver call in flight keeps it alive until it answers) and
- * its instance is stopped, on a remote server and on the embedded one; Ctrl-C says what it stops
- * instead of printing the driver's stack trace, and ends by SIGINT with the instance stopped.
+ * Scripts that behave (issues 10 §3 and 20), as real child processes: a script that forgets
+ * `stop()` stays up after its work, as one that forgets `browser.close()` does locally, and says
+ * so once on stderr naming its session (a script waiting for a page event must never end early:
+ * event-waits.test.ts); one that closes its browser without `stop()` ends with its instance
+ * stopped; Ctrl-C says what it stops instead of printing the driver's stack trace, and ends by
+ * SIGINT with the instance stopped.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Instance } from 'burrow-sandbox';
 import { eventually, instanceProcesses, instancePids, type TestServer } from '../helpers/server.js';
 import { sessionServer } from './fixtures/session-server.js';
-import { nodeEmbedded, node, root } from './run.js';
+import { embeddedEnv, nodeEmbedded, node, root } from './run.js';
 
 const env = sessionServer('bsx-');
 let server: TestServer;
@@ -36,32 +38,95 @@ async function within<T>(ms: number, promise: Promise<T>, what: string): Promise
   }
 }
 
-describe('a script that forgets stop()', () => {
-  it('on a remote server: ends after its last driver call, exit 0, instance stopped', async () => {
-    const run = await within(
-      90_000,
-      node([...SCRIPT, 'forget'], {
-        BURROW_BASE_URL: server.url,
-        BURROW_API_KEY: server.apiKey,
-      }),
-      'the script',
-    );
-    expect(run.stderr).toBe('');
-    expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
-    expect(run.stdout).toContain('evaluated 42'); // the call in flight was not cut short
-    const id = idOf(run.stdout)!;
-    expect(await status(id)).toBe('terminated');
-    await eventually(() => instancePids(id).length === 0, 'the instance processes to be gone');
-  });
+interface Started {
+  proc: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<[number | null, NodeJS.Signals | null]>;
+}
 
-  it('on the embedded server: ends the same way, and no instance process outlives it', async () => {
+/** Starts `node <args>` in the repository with `env` over this process's environment. */
+function start(args: string[], env: Record<string, string | undefined>): Started {
+  const proc = spawn(process.execPath, args, {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  proc.stdout.on('data', (d: Buffer) => (stdout += String(d)));
+  proc.stderr.on('data', (d: Buffer) => (stderr += String(d)));
+  const exited = once(proc, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  return { proc, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+const NOTICE =
+  /^burrow: session (inst_\w+) is still open and nothing else keeps this process running.*await session\.stop\(\).*Ctrl-C stops the instance$/m;
+
+/**
+ * A script that forgot stop(): it stays up after its work (as a local one that forgot
+ * `browser.close()`), says so once naming its session, and Ctrl-C then stops the instance.
+ */
+async function staysUpThenCtrlC(child: Started): Promise<string> {
+  try {
+    await within(
+      120_000,
+      eventually(() => NOTICE.test(child.stderr()), 'the forgotten-stop notice', 120_000),
+      'the notice',
+    );
+    const id = idOf(child.stdout())!;
+    expect(child.stdout()).toContain('evaluated 42'); // the call in flight was not cut short
+    expect(NOTICE.exec(child.stderr())?.[1]).toBe(id);
+    expect(child.stderr().match(new RegExp(NOTICE.source, 'gm'))).toHaveLength(1);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(child.proc.exitCode).toBeNull(); // still running, and so is its instance
+    expect(instancePids(id).length).toBeGreaterThan(0);
+    child.proc.kill('SIGINT');
+    const [code, signal] = await within(30_000, child.exited, 'the stop after SIGINT');
+    expect({ code, signal }).toEqual({ code: null, signal: 'SIGINT' });
+    await eventually(() => instancePids(id).length === 0, 'the instance processes to be gone');
+    return id;
+  } finally {
+    // a failed expectation must not leave the child running: it would, by design
+    if (child.proc.exitCode === null && child.proc.signalCode === null) {
+      child.proc.kill('SIGINT');
+      await within(30_000, child.exited, 'the stop after SIGINT').catch(() => {
+        child.proc.kill('SIGKILL');
+      });
+    }
+  }
+}
+
+describe('a script that forgets stop()', () => {
+  it('on a remote server: stays up like a local browser, says so once with the id; Ctrl-C stops it', async () => {
+    const child = start([...SCRIPT, 'forget'], {
+      BURROW_BASE_URL: server.url,
+      BURROW_API_KEY: server.apiKey,
+    });
+    const id = await staysUpThenCtrlC(child);
+    expect(await status(id)).toBe('terminated');
+  }, 180_000);
+
+  it('on the embedded server: the same, and no instance process outlives it', async () => {
+    const child = start([...SCRIPT, 'forget'], embeddedEnv(env.dataDir));
+    await staysUpThenCtrlC(child);
+    await eventually(
+      () => instanceProcesses(undefined, child.proc.pid).length === 0,
+      'the embedded server’s instance processes to be gone',
+    );
+  }, 180_000);
+});
+
+describe('a script that closes its browser without stop()', () => {
+  it('on the embedded server with an ubuntu instance (display, X and VNC connections): ends, exit 0, nothing left', async () => {
     const run = await within(
-      90_000,
-      nodeEmbedded([...SCRIPT, 'forget'], env.dataDir),
+      120_000,
+      nodeEmbedded([...SCRIPT, 'close'], env.dataDir, { EXIT_CHILD_TYPE: 'ubuntu' }),
       'the script',
     );
     expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
     expect(run.stdout).toContain('evaluated 42');
+    expect(run.stderr).not.toMatch(NOTICE);
     expect(run.serverPids.length).toBeGreaterThan(0);
     for (const pid of run.serverPids) {
       await eventually(
@@ -69,23 +134,7 @@ describe('a script that forgets stop()', () => {
         'the embedded server’s instance processes to be gone',
       );
     }
-  });
-
-  it('on the embedded server with an ubuntu instance (display, X and VNC connections): ends too', async () => {
-    const run = await within(
-      120_000,
-      nodeEmbedded([...SCRIPT, 'forget'], env.dataDir, { EXIT_CHILD_TYPE: 'ubuntu' }),
-      'the script',
-    );
-    expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
-    expect(run.stdout).toContain('evaluated 42');
-    for (const pid of run.serverPids) {
-      await eventually(
-        () => instanceProcesses(undefined, pid).length === 0,
-        'the embedded server’s instance processes to be gone',
-      );
-    }
-  });
+  }, 180_000);
 });
 
 describe('Ctrl-C', () => {
@@ -137,7 +186,7 @@ describe('before any instance is started', () => {
 
 describe('debug output', () => {
   it('BURROW_LOG=debug: each API call with status and ms, the session steps, the live-view URL', async () => {
-    const run = await node([...SCRIPT, 'forget'], {
+    const run = await node([...SCRIPT, 'close'], {
       BURROW_BASE_URL: server.url,
       BURROW_API_KEY: server.apiKey,
       BURROW_LOG: 'debug',
