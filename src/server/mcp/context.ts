@@ -12,16 +12,30 @@ export type Content = CallToolResult['content'][number];
 
 export const text = (t: string): Content => ({ type: 'text', text: t });
 
+/**
+ * How a `browser_*` tool starts a browser when the session has none (as Playwright's MCP server
+ * launches its browser on first use): the start options `burrow mcp` was given.
+ */
+export interface AutoStartOptions {
+  resolution?: [number, number];
+  blocked_domains?: string[];
+  /** A saved auth state (id or unique name) applied once the browser started. */
+  auth_state?: string;
+}
+
 export class McpContext {
   readonly backend: McpBackend;
+  readonly autoStart: AutoStartOptions;
+  #autoStarting: Promise<string> | undefined;
   /** Instances this session started and has not stopped, oldest first. */
   readonly started: string[] = [];
   readonly #pages = new Map<string, Promise<PageTools>>();
   readonly #liveViews = new Map<string, Promise<string>>();
   #closed: Promise<void> | undefined;
 
-  constructor(backend: McpBackend) {
+  constructor(backend: McpBackend, autoStart: AutoStartOptions = {}) {
     this.backend = backend;
+    this.autoStart = autoStart;
   }
 
   /** True once `close()` was called: an instance started now has nobody left to stop it. */
@@ -39,6 +53,22 @@ export class McpContext {
       );
     }
     return chosen;
+  }
+
+  /**
+   * The instance a browser tool acts on: the one named, else the one started last, else a browser
+   * started now with the auto-start options (one at a time, however many calls ask at once).
+   */
+  async browserTarget(id: string | undefined): Promise<string> {
+    const chosen = id ?? this.started.at(-1);
+    if (chosen !== undefined) return chosen;
+    this.#autoStarting ??= (async () => {
+      const { auth_state, ...options } = this.autoStart;
+      const inst = await this.start({ instance_type: 'browser', ...options });
+      if (auth_state !== undefined) await this.applyAuth(inst.id, auth_state);
+      return inst.id;
+    })().finally(() => (this.#autoStarting = undefined));
+    return this.#autoStarting;
   }
 
   /** Starts an instance owned by this session (stopped when it ends). */

@@ -3,7 +3,7 @@
  * over a backend (backend.ts) that is either this server's own handlers or a remote one.
  *
  * - The tools are values, one module per area under tools/ (instances, navigation, input, tabs,
- *   computer, ubuntu, auth); this file only lists them and registers them on the server. What
+ *   dialogs, browser, computer, ubuntu, auth); this file only lists them and registers them on the server. What
  *   they share for the session (its instances, browser connections) is an `McpContext`.
  * - Browser tools carry the names and argument names of Playwright's MCP server
  *   (`browser_navigate {url}`, `browser_click {element, ref}`, …) so agents written for it work
@@ -21,10 +21,12 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { CdpError } from '../chromium/cdp.js';
 import { burrowVersion } from '../meta.js';
 import { McpToolFailure, type McpBackend } from './backend.js';
-import { McpContext, text } from './context.js';
+import { McpContext, text, type AutoStartOptions } from './context.js';
 import { authTools } from './tools/auth.js';
+import { browserTools } from './tools/browser.js';
 import type { AnyMcpTool } from './tools/common.js';
 import { computerTools } from './tools/computer.js';
+import { dialogTools } from './tools/dialogs.js';
 import { inputTools } from './tools/input.js';
 import { instanceTools } from './tools/instances.js';
 import { navigationTools } from './tools/navigation.js';
@@ -33,6 +35,8 @@ import { ubuntuTools } from './tools/ubuntu.js';
 
 export interface McpSessionOptions {
   backend: McpBackend;
+  /** The start options of the browser a `browser_*` call starts when the session has none. */
+  autoStart?: AutoStartOptions;
   /** Reported to clients in `serverInfo.version`. Default burrow's own version. */
   version?: string;
 }
@@ -51,6 +55,8 @@ export const mcpTools: readonly AnyMcpTool[] = [
   ...navigationTools,
   ...inputTools,
   ...tabTools,
+  ...dialogTools,
+  ...browserTools,
   ...computerTools,
   ...ubuntuTools,
   ...authTools,
@@ -88,7 +94,7 @@ export function createMcpSession(opts: McpSessionOptions): McpSession {
         'burrow runs remote browsers and Linux desktops. Start one with instance_start, then use the browser_* tools (accessibility snapshot with element refs) or computer_* (pixels). Instances started here stop when this session ends.',
     },
   );
-  const ctx = new McpContext(opts.backend);
+  const ctx = new McpContext(opts.backend, opts.autoStart);
   for (const tool of mcpTools) {
     const handler = async (input: Record<string, unknown>): Promise<CallToolResult> => {
       try {

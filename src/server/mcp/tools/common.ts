@@ -7,7 +7,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { ToolResult } from '../../../api/index.js';
 import { text, type Content, type McpContext } from '../context.js';
-import type { PageState } from '../page.js';
+import type { PageState, PageTools } from '../page.js';
 
 export { text, type Content };
 
@@ -53,10 +53,31 @@ export const ref = z.string().describe('Exact target element reference from the 
 
 export const json = (v: unknown) => JSON.stringify(v, null, 2);
 
-export const pageState = (s: PageState): Content =>
-  text(
-    `### Page state\n- Page URL: ${s.url}\n- Page Title: ${s.title}\n- Page Snapshot:\n\`\`\`yaml\n${s.snapshot}\n\`\`\``,
-  );
+/**
+ * The page as the agent reads it after an action: URL, title and the snapshot, preceded by the
+ * dialogs and file choosers waiting for an answer (while a dialog is open there is no snapshot:
+ * the page runs nothing until it is answered).
+ */
+export const pageState = (s: PageState): Content => {
+  const modal = s.modal.length > 0 ? `### Modal state\n${s.modal.join('\n')}\n\n` : '';
+  const snapshot = s.snapshot ? `\n- Page Snapshot:\n\`\`\`yaml\n${s.snapshot}\n\`\`\`` : '';
+  return text(`${modal}### Page state\n- Page URL: ${s.url}\n- Page Title: ${s.title}${snapshot}`);
+};
+
+/**
+ * The instance and browser tools of a `browser_*` call: the instance named, else the session's
+ * last, else one started now. Unless `dialogOk`, a tab whose dialog waits refuses the call.
+ */
+export async function browser(
+  ctx: McpContext,
+  instance_id: string | undefined,
+  { dialogOk = false } = {},
+): Promise<{ id: string; page: PageTools }> {
+  const id = await ctx.browserTarget(instance_id);
+  const page = await ctx.page(id);
+  if (!dialogOk) page.assertNoDialog();
+  return { id, page };
+}
 
 /** A `ToolResult` of the API (bash, edit, file, computer) as MCP content. */
 export const toolResultContent = (r: ToolResult): Content[] => {

@@ -1,8 +1,86 @@
 /** Browser tools that act on an element of the snapshot: click, type, hover, select, evaluate. */
 import { z } from 'zod';
-import { defineTool, element, instanceId, json, pageState, ref, text } from './common.js';
+import { browser, defineTool, element, instanceId, json, pageState, ref, text } from './common.js';
 
 export const inputTools = [
+  defineTool({
+    name: 'browser_press_key',
+    description: 'Press a key on the keyboard',
+    input: z.object({
+      key: z
+        .string()
+        .min(1)
+        .describe(
+          'Name of the key to press or a character to generate, such as `ArrowLeft` or `a`',
+        ),
+      instance_id: instanceId,
+    }),
+    async handler(ctx, args) {
+      const { id, page: p } = await browser(ctx, args.instance_id);
+      await p.pressKey(args.key);
+      return ctx.about(id, [text(`Pressed ${args.key}`), pageState(await p.state())]);
+    },
+  }),
+  defineTool({
+    name: 'browser_fill_form',
+    description: 'Fill multiple form fields',
+    input: z.object({
+      fields: z
+        .array(
+          z.object({
+            name: z.string().describe('Human-readable field name'),
+            type: z
+              .enum(['textbox', 'checkbox', 'radio', 'combobox', 'slider'])
+              .describe('Type of the field'),
+            ref,
+            value: z
+              .string()
+              .describe(
+                'Value to fill in the field. If the field is a checkbox, the value should be `true` or `false`. If the field is a combobox, the value should be the text of the option.',
+              ),
+          }),
+        )
+        .min(1)
+        .describe('Fields to fill in'),
+      instance_id: instanceId,
+    }),
+    async handler(ctx, args) {
+      const { id, page: p } = await browser(ctx, args.instance_id);
+      for (const field of args.fields) {
+        p.assertNoDialog();
+        await p.fill(field);
+      }
+      const names = args.fields.map((f) => f.name).join(', ');
+      return ctx.about(id, [text(`Filled ${names}`), pageState(await p.state())]);
+    },
+  }),
+  defineTool({
+    name: 'browser_drag',
+    description: 'Perform drag and drop between two elements',
+    input: z.object({
+      startElement: z
+        .string()
+        .describe(
+          'Human-readable source element description used to obtain the permission to interact with the element',
+        ),
+      startRef: z.string().describe('Exact source element reference from the page snapshot'),
+      endElement: z
+        .string()
+        .describe(
+          'Human-readable target element description used to obtain the permission to interact with the element',
+        ),
+      endRef: z.string().describe('Exact target element reference from the page snapshot'),
+      instance_id: instanceId,
+    }),
+    async handler(ctx, args) {
+      const { id, page: p } = await browser(ctx, args.instance_id);
+      await p.drag(args.startRef, args.endRef);
+      return ctx.about(id, [
+        text(`Dragged ${args.startElement} to ${args.endElement}`),
+        pageState(await p.state()),
+      ]);
+    },
+  }),
   defineTool({
     name: 'browser_click',
     description: 'Perform click on a web page',
@@ -24,8 +102,7 @@ export const inputTools = [
       instance_id: instanceId,
     }),
     async handler(ctx, args) {
-      const id = ctx.target(args.instance_id);
-      const p = await ctx.page(id);
+      const { id, page: p } = await browser(ctx, args.instance_id);
       await p.click(args.ref, {
         ...(args.button && { button: args.button }),
         ...(args.doubleClick && { doubleClick: true }),
@@ -49,8 +126,7 @@ export const inputTools = [
       instance_id: instanceId,
     }),
     async handler(ctx, args) {
-      const id = ctx.target(args.instance_id);
-      const p = await ctx.page(id);
+      const { id, page: p } = await browser(ctx, args.instance_id);
       await p.type(args.ref, args.text, args.submit ?? false);
       return ctx.about(id, [text(`Typed into ${args.element}`), pageState(await p.state())]);
     },
@@ -60,8 +136,7 @@ export const inputTools = [
     description: 'Hover over element on page',
     input: z.object({ element, ref, instance_id: instanceId }),
     async handler(ctx, args) {
-      const id = ctx.target(args.instance_id);
-      const p = await ctx.page(id);
+      const { id, page: p } = await browser(ctx, args.instance_id);
       await p.hover(args.ref);
       return ctx.about(id, [text(`Hovered ${args.element}`), pageState(await p.state())]);
     },
@@ -80,8 +155,7 @@ export const inputTools = [
       instance_id: instanceId,
     }),
     async handler(ctx, args) {
-      const id = ctx.target(args.instance_id);
-      const p = await ctx.page(id);
+      const { id, page: p } = await browser(ctx, args.instance_id);
       const picked = await p.selectOption(args.ref, args.values);
       return ctx.about(id, [
         text(`Selected ${JSON.stringify(picked)} in ${args.element}`),
@@ -101,9 +175,12 @@ export const inputTools = [
       instance_id: instanceId,
     }),
     async handler(ctx, args) {
-      const id = ctx.target(args.instance_id);
-      const value = await (await ctx.page(id)).evaluate(args.function, args.ref);
-      return ctx.about(id, [text(value === undefined ? 'undefined' : json(value))]);
+      const { id, page: p } = await browser(ctx, args.instance_id);
+      const value = await p.evaluate(args.function, args.ref);
+      const out = [text(value === undefined ? 'undefined' : json(value))];
+      // the function opened a dialog: the agent must answer it before anything else runs
+      if (p.modal.length > 0) out.push(pageState(await p.state()));
+      return ctx.about(id, out);
     },
   }),
 ];

@@ -1,7 +1,7 @@
 /** Browser tools that move the tab or look at it: navigate, back, snapshot, wait, screenshot. */
 import { z } from 'zod';
 import { McpToolFailure } from '../backend.js';
-import { defineTool, element, instanceId, pageState, ref, text } from './common.js';
+import { browser, defineTool, element, instanceId, pageState, ref, text } from './common.js';
 
 export const navigationTools = [
   defineTool({
@@ -12,8 +12,7 @@ export const navigationTools = [
       instance_id: instanceId,
     }),
     async handler(ctx, args) {
-      const id = ctx.target(args.instance_id);
-      const p = await ctx.page(id);
+      const { id, page: p } = await browser(ctx, args.instance_id);
       await p.navigate(args.url);
       return ctx.about(id, [text(`Navigated to ${args.url}`), pageState(await p.state())]);
     },
@@ -23,8 +22,7 @@ export const navigationTools = [
     description: 'Go back to the previous page',
     input: z.object({ instance_id: instanceId }),
     async handler(ctx, args) {
-      const id = ctx.target(args.instance_id);
-      const p = await ctx.page(id);
+      const { id, page: p } = await browser(ctx, args.instance_id);
       await p.back();
       return ctx.about(id, [pageState(await p.state())]);
     },
@@ -36,8 +34,8 @@ export const navigationTools = [
     input: z.object({ instance_id: instanceId }),
     annotations: { readOnlyHint: true },
     async handler(ctx, args) {
-      const id = ctx.target(args.instance_id);
-      return ctx.about(id, [pageState(await (await ctx.page(id)).state())]);
+      const { id, page: p } = await browser(ctx, args.instance_id, { dialogOk: true });
+      return ctx.about(id, [pageState(await p.state())]);
     },
   }),
   defineTool({
@@ -53,8 +51,7 @@ export const navigationTools = [
       if (args.time === undefined && args.text === undefined && args.textGone === undefined) {
         throw new McpToolFailure('Give text, textGone or time', 'validation_error');
       }
-      const id = ctx.target(args.instance_id);
-      const p = await ctx.page(id);
+      const { id, page: p } = await browser(ctx, args.instance_id);
       await p.waitFor({
         ...(args.time !== undefined && { time: args.time }),
         ...(args.text !== undefined && { text: args.text }),
@@ -83,10 +80,8 @@ export const navigationTools = [
     }),
     annotations: { readOnlyHint: true },
     async handler(ctx, args) {
-      const id = ctx.target(args.instance_id);
-      const shot = await (
-        await ctx.page(id)
-      ).screenshot({
+      const { id, page: p } = await browser(ctx, args.instance_id);
+      const shot = await p.screenshot({
         ...(args.type && { type: args.type }),
         ref: args.ref,
         fullPage: args.fullPage,

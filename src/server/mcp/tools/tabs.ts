@@ -1,7 +1,7 @@
 /** `browser_tabs`: list, open, close and select the tabs of the instance's browser. */
 import { z } from 'zod';
 import { McpToolFailure } from '../backend.js';
-import { defineTool, instanceId, text } from './common.js';
+import { browser, defineTool, instanceId, text } from './common.js';
 
 export const tabTools = [
   defineTool({
@@ -18,8 +18,7 @@ export const tabTools = [
       instance_id: instanceId,
     }),
     async handler(ctx, args) {
-      const id = ctx.target(args.instance_id);
-      const p = await ctx.page(id);
+      const { id, page: p } = await browser(ctx, args.instance_id, { dialogOk: true });
       if (args.action === 'new') await p.newTab(args.url);
       else if (args.action === 'close') await p.closeTab(args.index);
       else if (args.action === 'select') {
