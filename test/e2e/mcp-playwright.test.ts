@@ -34,7 +34,12 @@ const PAGE = `<!doctype html><html><head><title>Tools page</title></head><body s
 <p id="got">No file</p>
 <div id="box" role="button" aria-label="Box" style="position:absolute;left:20px;top:300px;width:60px;height:60px;background:#c33"></div>
 <div id="target" role="region" aria-label="Target" style="position:absolute;left:400px;top:300px;width:100px;height:100px;border:2px solid #333"></div>
+<div id="card" draggable="true" aria-label="Card" style="position:absolute;left:20px;top:450px;width:80px;height:30px;background:#39c">Card</div>
+<div id="lane" role="list" aria-label="Lane" style="position:absolute;left:400px;top:450px;width:120px;height:60px;border:2px dashed #333"></div>
 <script>
+card.addEventListener('dragstart', (e) => e.dataTransfer.setData('text/plain', 'card-1'));
+lane.addEventListener('dragover', (e) => e.preventDefault());
+lane.addEventListener('drop', (e) => { e.preventDefault(); lane.textContent = 'Dropped ' + e.dataTransfer.getData('text/plain'); });
 console.log('hello from the page', 42);
 console.error('something broke');
 fetch('/api/data?x=1').then((r) => r.text());
@@ -232,6 +237,15 @@ describe('Playwright MCP tools over Streamable HTTP', () => {
       expect(bx).toBeLessThan(504);
       expect(by).toBeGreaterThan(300);
       expect(by).toBeLessThan(404);
+      // an HTML5 drag and drop (draggable, dataTransfer) between two elements
+      snap = await call(client, 'browser_snapshot');
+      await call(client, 'browser_drag', {
+        startElement: 'Card',
+        startRef: refOf(snap, /"Card"/),
+        endElement: 'Lane',
+        endRef: refOf(snap, /list "Lane"/),
+      });
+      expect(await evaluate(client, '() => lane.textContent')).toBe('Dropped card-1');
 
       // resize the viewport
       await call(client, 'browser_resize', { width: 640, height: 480 });

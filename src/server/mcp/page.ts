@@ -502,21 +502,53 @@ export class PageTools {
     });
   }
 
-  /** Drags the element of `from` onto the element of `to` with the left button held. */
+  /**
+   * Drags the element of `from` onto the element of `to` with the left button held: mouse
+   * events, and when the page starts an HTML5 drag (Chromium hands it over, intercepted, instead
+   * of running its own drag loop) the drag events of that drag, ending with a drop.
+   */
   async drag(from: string, to: string): Promise<void> {
     const a = await this.#element(from);
     const b = await this.#element(to);
-    await this.#act(async () => {
-      await this.#mouse('mouseMoved', a.x, a.y);
-      await this.#mouse('mousePressed', a.x, a.y, { button: 'left', clickCount: 1, buttons: 1 });
-      const steps = 8;
-      for (let i = 1; i <= steps; i++) {
-        const x = a.x + ((b.x - a.x) * i) / steps;
-        const y = a.y + ((b.y - a.y) * i) / steps;
-        await this.#mouse('mouseMoved', x, y, { button: 'left', buttons: 1 });
-      }
-      await this.#mouse('mouseReleased', b.x, b.y, { button: 'left', clickCount: 1, buttons: 0 });
+    const sid = this.#sessionId;
+    let data: unknown;
+    const off = this.#cdp.on('Input.dragIntercepted', (p, s) => {
+      if (s === sid) data = (p as { data: unknown }).data;
     });
+    const dragEvent = (type: string, x: number, y: number) =>
+      this.#send('Input.dispatchDragEvent', { type, x, y, data });
+    try {
+      await this.#send('Input.setInterceptDrags', { enabled: true });
+      await this.#act(async () => {
+        await this.#mouse('mouseMoved', a.x, a.y);
+        await this.#mouse('mousePressed', a.x, a.y, { button: 'left', clickCount: 1, buttons: 1 });
+        const steps = 8;
+        let entered = false;
+        for (let i = 1; i <= steps; i++) {
+          const x = a.x + ((b.x - a.x) * i) / steps;
+          const y = a.y + ((b.y - a.y) * i) / steps;
+          if (data === undefined) {
+            await this.#mouse('mouseMoved', x, y, { button: 'left', buttons: 1 });
+          } else {
+            if (!entered) await dragEvent('dragEnter', x, y);
+            entered = true;
+            await dragEvent('dragOver', x, y);
+          }
+        }
+        if (data !== undefined) {
+          if (!entered) await dragEvent('dragEnter', b.x, b.y);
+          await dragEvent('drop', b.x, b.y);
+        }
+        await this.#mouse('mouseReleased', b.x, b.y, {
+          button: 'left',
+          clickCount: 1,
+          buttons: 0,
+        });
+      });
+    } finally {
+      off();
+      await this.#send('Input.setInterceptDrags', { enabled: false }).catch(() => undefined);
+    }
   }
 
   /**
