@@ -15,6 +15,12 @@
  */
 import type { ComputerAction, ToolResult } from '../api/index.js';
 import {
+  AnthropicBashInputSchema,
+  AnthropicComputerInputSchema,
+  AnthropicEditorInputSchema,
+  parseToolInput,
+} from './schemas.js';
+import {
   Scaler,
   screenSize,
   UnsupportedActionError,
@@ -29,31 +35,31 @@ export type AnthropicEditorVersion =
 /** The `input` of a `computer` tool_use block. */
 export interface AnthropicComputerInput {
   action: string;
-  coordinate?: [number, number];
-  start_coordinate?: [number, number];
-  text?: string;
-  scroll_direction?: 'up' | 'down' | 'left' | 'right';
-  scroll_amount?: number;
-  duration?: number;
+  coordinate?: [number, number] | undefined;
+  start_coordinate?: [number, number] | undefined;
+  text?: string | undefined;
+  scroll_direction?: 'up' | 'down' | 'left' | 'right' | undefined;
+  scroll_amount?: number | undefined;
+  duration?: number | undefined;
   /** `zoom` (computer_20251124): `[x0, y0, x1, y1]`. */
-  region?: [number, number, number, number];
+  region?: [number, number, number, number] | undefined;
 }
 
 export interface AnthropicBashInput {
-  command?: string;
-  restart?: boolean;
+  command?: string | undefined;
+  restart?: boolean | undefined;
 }
 
 export interface AnthropicEditorInput {
   command: 'view' | 'create' | 'str_replace' | 'insert' | 'undo_edit';
   path: string;
-  file_text?: string;
-  view_range?: [number, number];
-  old_str?: string;
-  new_str?: string;
-  insert_line?: number;
+  file_text?: string | undefined;
+  view_range?: [number, number] | undefined;
+  old_str?: string | undefined;
+  new_str?: string | undefined;
+  insert_line?: number | undefined;
   /** text_editor_20250728's name for the inserted text. */
-  insert_text?: string;
+  insert_text?: string | undefined;
 }
 
 export interface AnthropicToolUse {
@@ -430,14 +436,14 @@ export async function anthropicAgent(
     tools,
     async toolResult(call) {
       try {
-        const input = (call.input ?? {}) as never;
+        // the model's input is parsed before anything runs: a malformed one is an error result
         const content =
           call.name === 'computer'
-            ? await computer(input)
+            ? await computer(parseToolInput(AnthropicComputerInputSchema, call.input, call.name))
             : call.name === 'bash'
-              ? await bash(input)
+              ? await bash(parseToolInput(AnthropicBashInputSchema, call.input, call.name))
               : EDITOR_NAMES.includes(call.name)
-                ? await edit(input)
+                ? await edit(parseToolInput(AnthropicEditorInputSchema, call.input, call.name))
                 : (() => {
                     throw new Error(`unknown tool "${call.name}"`);
                   })();

@@ -14,6 +14,7 @@
  * screenshots to it. By default the declared size is the screen's own.
  */
 import type { ComputerAction } from '../api/index.js';
+import { parseOpenAIAction } from './schemas.js';
 import {
   Scaler,
   screenSize,
@@ -28,7 +29,7 @@ export type OpenAIComputerAction =
       type: 'click';
       x: number;
       y: number;
-      button?: 'left' | 'right' | 'wheel' | 'back' | 'forward';
+      button?: 'left' | 'right' | 'wheel' | 'back' | 'forward' | undefined;
     } & Keys)
   | ({ type: 'double_click'; x: number; y: number } & Keys)
   | ({ type: 'drag'; path: { x: number; y: number }[] } & Keys)
@@ -36,7 +37,7 @@ export type OpenAIComputerAction =
   | ({ type: 'move'; x: number; y: number } & Keys)
   | ({ type: 'scroll'; x: number; y: number; scroll_x: number; scroll_y: number } & Keys)
   | { type: 'type'; text: string }
-  | { type: 'wait'; ms?: number }
+  | { type: 'wait'; ms?: number | undefined }
   | { type: 'screenshot' };
 
 export interface OpenAISafetyCheck {
@@ -237,9 +238,11 @@ export async function openaiAgent(
           `computer_call ${call.call_id} has pending safety checks (${pending.map((c) => c.code ?? c.id).join(', ')}); a person must approve them (acknowledgeSafetyChecks)`,
         );
       }
-      const actions = call.actions ?? (call.action ? [call.action] : []);
-      // map every action first: an unsupported one fails the call before anything runs
-      const steps = actions.map((a) => fromOpenAIAction(a, scaler));
+      const raw: unknown = call.actions ?? (call.action ? [call.action] : []);
+      if (!Array.isArray(raw)) throw new Error('computer_call: actions must be an array');
+      // parse and map every action first: a malformed or unsupported one fails the call before
+      // anything runs
+      const steps = raw.map((a: unknown) => fromOpenAIAction(parseOpenAIAction(a), scaler));
       for (const step of steps) {
         if (step.action === 'take_screenshot') continue; // the answer carries one anyway
         const r = await target.computer({ ...step, screenshot: false });

@@ -10,20 +10,28 @@ import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { Burrow } from '../client/index.js';
 import type { McpBackend } from '../server/mcp/backend.js';
+import type { AutoStartOptions } from '../server/mcp/context.js';
 import { createMcpSession } from '../server/mcp/tools.js';
 import { Ledger } from '../session/ledger.js';
+import { UsageError } from './common.js';
 import { clientBackend } from './mcp-backend.js';
 
-export const usage = `burrow mcp [--base-url URL] [--api-key KEY]
+export const usage = `burrow mcp [--base-url URL] [--api-key KEY] [--resolution WxH]
+           [--blocked-domain DOMAIN]... [--auth-state ID_OR_NAME]
 
 Serves the Model Context Protocol on stdin/stdout for an agent host (Claude Desktop, Cursor,
 VS Code…). With --base-url or BURROW_BASE_URL it uses that server (key from --api-key or
 BURROW_API_KEY); otherwise it runs an embedded server on a random loopback port. Instances the
 session started are stopped when the host disconnects. Logs go to stderr.
 
+A browser_* call made before any instance_start starts a browser instance, as Playwright's MCP
+server launches its browser on first use, with --resolution (e.g. 1280x720), every
+--blocked-domain, and the saved auth state --auth-state applied.
+
 Tools: instance_start/list/stop/current_url, browser_* (Playwright MCP names: navigate,
 navigate_back, snapshot, click, type, hover, select_option, evaluate, tabs, wait_for,
-take_screenshot), computer_* (every computer action), ubuntu_bash/edit/file/code_execute,
+take_screenshot, press_key, fill_form, drag, handle_dialog, file_upload, resize,
+console_messages, network_requests, close), computer_* (every computer action), ubuntu_bash/edit/file/code_execute,
 auth_save/apply/list.`;
 
 const stderr = { write: (line: string) => void process.stderr.write(line) };
@@ -34,6 +42,9 @@ export async function run(argv: string[]): Promise<void> {
     options: {
       'base-url': { type: 'string' },
       'api-key': { type: 'string' },
+      resolution: { type: 'string' },
+      'blocked-domain': { type: 'string', multiple: true },
+      'auth-state': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -41,6 +52,15 @@ export async function run(argv: string[]): Promise<void> {
     console.log(usage);
     return;
   }
+  const autoStart: AutoStartOptions = {};
+  if (values.resolution !== undefined) {
+    const m = /^(\d+)x(\d+)$/.exec(values.resolution);
+    if (!m) throw new UsageError(`--resolution: expected WIDTHxHEIGHT, got "${values.resolution}"`);
+    autoStart.resolution = [Number(m[1]), Number(m[2])];
+  }
+  if (values['blocked-domain']?.length) autoStart.blocked_domains = values['blocked-domain'];
+  if (values['auth-state'] !== undefined) autoStart.auth_state = values['auth-state'];
+
   // anything printed with console.log would corrupt the protocol
   console.log = console.error;
   console.info = console.error;
@@ -80,7 +100,7 @@ export async function run(argv: string[]): Promise<void> {
       await ledger.remove(id, api.baseUrl).catch(() => undefined);
     },
   };
-  const session = createMcpSession({ backend });
+  const session = createMcpSession({ backend, autoStart });
   const transport = new StdioServerTransport();
 
   let finishing: Promise<void> | undefined;

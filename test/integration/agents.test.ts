@@ -227,6 +227,29 @@ describe('Anthropic computer_20251124 calls on a 1920×1080 browser instance', (
     expect(z.is_error).toBe(true);
     expect(textOf(z)).toContain('"zoom"');
   });
+
+  it('a malformed input is an error result naming the field, and nothing runs', async () => {
+    const before = await page.state();
+    const click = await toolResult(
+      target,
+      use('toolu_42', 'computer', { action: 'left_click', coordinate: ['120', 70] }),
+    );
+    expect(click.is_error).toBe(true);
+    expect(textOf(click)).toMatch(/invalid input for the computer tool[\s\S]*coordinate/);
+    const scroll = await toolResult(
+      target,
+      use('toolu_43', 'computer', { action: 'scroll', scroll_direction: 'sideways' }),
+    );
+    expect(scroll.is_error).toBe(true);
+    expect(textOf(scroll)).toContain('scroll_direction');
+    const bash = await toolResult(target, use('toolu_44', 'bash', { command: 42 }));
+    expect(bash.is_error).toBe(true);
+    expect(textOf(bash)).toContain('command');
+    const edit = await toolResult(target, use('toolu_45', 'str_replace_based_edit_tool', null));
+    expect(edit.is_error).toBe(true);
+    expect(textOf(edit)).toContain('path');
+    expect(await page.state()).toEqual(before);
+  });
 });
 
 describe('Anthropic bash and text editor calls on an ubuntu instance', () => {
@@ -387,6 +410,13 @@ describe('OpenAI computer_call items on the same browser, declared at 1280×720'
     await expect(call('call_30', { action: { type: 'teleport' } as never })).rejects.toThrow(
       /"teleport"/,
     );
+    // a known action with fields of the wrong type is refused by name before anything runs
+    await expect(
+      call('call_32', { action: { type: 'click', x: '80', y: 47 } as never }),
+    ).rejects.toThrow(/"click"[\s\S]*x/);
+    await expect(
+      call('call_33', { actions: [{ type: 'screenshot' }, { type: 'keypress' }] as never }),
+    ).rejects.toThrow(/"keypress"[\s\S]*keys/);
     const check = { id: 'cu_sc_1', code: 'malicious_instructions', message: 'check' };
     await expect(
       call('call_31', { action: { type: 'screenshot' }, pending_safety_checks: [check] }),

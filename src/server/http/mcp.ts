@@ -2,7 +2,10 @@
  * `/mcp` on `burrow serve`: the MCP server over Streamable HTTP, behind the API key like every
  * route (the app's auth hook runs first). Each MCP session (`mcp-session-id`) has its own tool
  * session (tools.ts) over this server's own handlers; it ends on `DELETE /mcp`, when the server
- * closes, or after `idleMs` without a request (`emptyIdleMs` while it holds no instance), and its
+ * closes, after `idleMs` without a request (`emptyIdleMs` while it holds no instance), or when
+ * the client goes away: a client that opened the standalone event stream (`GET /mcp`, as the
+ * SDK's client does after initializing) and lets it close without reopening it within
+ * `streamGraceMs` is gone — the SDK's `close()` aborts the stream but sends no `DELETE`. Its
  * instances stop with it. At most `maxSessions` exist at once: an `initialize` past that answers
  * 429 with a JSON-RPC error saying so (each session costs the server about 200 KiB).
  *
@@ -35,6 +38,8 @@ import { createMcpSession, type McpSession } from '../mcp/tools.js';
 export const DEFAULT_MCP_IDLE_MS = 30 * 60 * 1000;
 /** Default of `McpRouteOptions.emptyIdleMs`. */
 export const DEFAULT_MCP_EMPTY_IDLE_MS = 2 * 60 * 1000;
+/** Default of `McpRouteOptions.streamGraceMs`. */
+export const DEFAULT_MCP_STREAM_GRACE_MS = 5_000;
 /** Default of `McpRouteOptions.maxSessions`. */
 export const DEFAULT_MCP_MAX_SESSIONS = 64;
 
@@ -50,6 +55,11 @@ export interface McpRouteOptions {
    * Default 2 min, or `idleMs` when that is shorter.
    */
   emptyIdleMs?: number;
+  /**
+   * How long a session whose event stream (`GET /mcp`) closed waits for the client to open it
+   * again before it ends (the SDK's client reconnects within about 2.5 s). Default 5 s.
+   */
+  streamGraceMs?: number;
   /** MCP sessions open at once (the server has one API key); past it 429. Default 64; env `BURROW_MCP_MAX_SESSIONS`. */
   maxSessions?: number;
   version?: string;
@@ -141,6 +151,10 @@ interface Entry {
   timer?: NodeJS.Timeout;
   /** Requests of this session being handled (a session is never idle during one). */
   active: number;
+  /** Event streams (`GET /mcp`) of this session open now. */
+  streams: number;
+  /** Runs out `streamGraceMs` after the last event stream closed. */
+  gone?: NodeJS.Timeout;
 }
 
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
@@ -156,6 +170,27 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
   /** Sessions made but not yet initialized (counted against the cap too). */
   let starting = 0;
   const backend = inProcessBackend(opts.handlers, app);
+  const streamGraceMs = opts.streamGraceMs ?? DEFAULT_MCP_STREAM_GRACE_MS;
+
+  const end = (id: string, entry: Entry) => {
+    clearTimeout(entry.timer);
+    clearTimeout(entry.gone);
+    void entry.transport.close();
+    sessions.delete(id);
+  };
+
+  // the client's event stream closed: unless it comes back (or a request is running), the
+  // client is gone and so is its session
+  const armGone = (entry: Entry) => {
+    clearTimeout(entry.gone);
+    entry.gone = setTimeout(() => {
+      const id = entry.transport.sessionId;
+      if (id === undefined || sessions.get(id) !== entry || entry.streams > 0) return;
+      if (entry.active > 0) return armGone(entry);
+      end(id, entry);
+    }, streamGraceMs);
+    entry.gone.unref();
+  };
 
   // (re)arms the idle timer; a session holding an instance gets the longer one
   const touch = (id: string, entry: Entry) => {
@@ -163,8 +198,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
     const ms = entry.session.instances.length > 0 ? idleMs : emptyIdleMs;
     entry.timer = setTimeout(() => {
       if (entry.active > 0) return touch(id, entry);
-      void entry.transport.close();
-      sessions.delete(id);
+      end(id, entry);
     }, ms);
     entry.timer.unref();
   };
@@ -205,6 +239,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
         const created: Entry = {
           session,
           active: 0,
+          streams: 0,
           transport: new StreamableHTTPServerTransport({
             sessionIdGenerator: () => randomUUID(),
             enableJsonResponse: true,
@@ -216,6 +251,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
         };
         created.transport.onclose = () => {
           clearTimeout(created.timer);
+          clearTimeout(created.gone);
           const id = created.transport.sessionId;
           if (id !== undefined) sessions.delete(id);
           void session.close();
@@ -227,6 +263,14 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
       const isNew = sid === undefined;
       if (isNew) starting++;
       current.active++;
+      if (req.method === 'GET') {
+        current.streams++;
+        clearTimeout(current.gone);
+        reply.raw.once('close', () => {
+          current.streams--;
+          if (current.streams === 0) armGone(current);
+        });
+      }
       reply.hijack();
       try {
         await current.transport.handleRequest(req.raw, reply.raw, body);
@@ -261,6 +305,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
     await Promise.all(
       all.map(async (e) => {
         clearTimeout(e.timer);
+        clearTimeout(e.gone);
         await e.transport.close().catch(() => undefined);
         await e.session.close();
       }),

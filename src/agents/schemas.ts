@@ -1,0 +1,95 @@
+/**
+ * The inputs a model sends to the vendor tools, as zod schemas: a tool call is parsed before
+ * anything runs, so a malformed one (a string where a number belongs, a missing path) becomes an
+ * error result naming the field, which the model reads and corrects, instead of a crash deep in
+ * the mapping. The schemas accept what the vendors document and drop fields they do not know.
+ */
+import { z } from 'zod';
+import type {
+  AnthropicBashInput,
+  AnthropicComputerInput,
+  AnthropicEditorInput,
+} from './anthropic.js';
+import type { OpenAIComputerAction } from './openai.js';
+import { UnsupportedActionError } from './target.js';
+
+const point = z.tuple([z.number(), z.number()]);
+
+export const AnthropicComputerInputSchema = z.object({
+  action: z.string(),
+  coordinate: point.optional(),
+  start_coordinate: point.optional(),
+  text: z.string().optional(),
+  scroll_direction: z.enum(['up', 'down', 'left', 'right']).optional(),
+  scroll_amount: z.number().optional(),
+  duration: z.number().optional(),
+  region: z.tuple([z.number(), z.number(), z.number(), z.number()]).optional(),
+}) satisfies z.ZodType<AnthropicComputerInput>;
+
+export const AnthropicBashInputSchema = z.object({
+  command: z.string().optional(),
+  restart: z.boolean().optional(),
+}) satisfies z.ZodType<AnthropicBashInput>;
+
+export const AnthropicEditorInputSchema = z.object({
+  command: z.enum(['view', 'create', 'str_replace', 'insert', 'undo_edit']),
+  path: z.string(),
+  file_text: z.string().optional(),
+  view_range: z.tuple([z.int(), z.int()]).optional(),
+  old_str: z.string().optional(),
+  new_str: z.string().optional(),
+  insert_line: z.int().optional(),
+  insert_text: z.string().optional(),
+}) satisfies z.ZodType<AnthropicEditorInput>;
+
+/** `input` parsed by `schema`, or an error naming the tool and what is wrong with it. */
+export function parseToolInput<T>(schema: z.ZodType<T>, input: unknown, tool: string): T {
+  const r = schema.safeParse(input ?? {});
+  if (r.success) return r.data;
+  throw new Error(`invalid input for the ${tool} tool: ${z.prettifyError(r.error)}`);
+}
+
+const keys = { keys: z.array(z.string()).optional() };
+const xy = { x: z.number(), y: z.number() };
+
+/** One schema per OpenAI action type (the `type` field picks it). */
+const OPENAI_ACTIONS = {
+  click: z.object({
+    type: z.literal('click'),
+    ...xy,
+    button: z.enum(['left', 'right', 'wheel', 'back', 'forward']).optional(),
+    ...keys,
+  }),
+  double_click: z.object({ type: z.literal('double_click'), ...xy, ...keys }),
+  drag: z.object({ type: z.literal('drag'), path: z.array(z.object(xy)), ...keys }),
+  keypress: z.object({ type: z.literal('keypress'), keys: z.array(z.string()) }),
+  move: z.object({ type: z.literal('move'), ...xy, ...keys }),
+  scroll: z.object({
+    type: z.literal('scroll'),
+    ...xy,
+    scroll_x: z.number(),
+    scroll_y: z.number(),
+    ...keys,
+  }),
+  type: z.object({ type: z.literal('type'), text: z.string() }),
+  wait: z.object({ type: z.literal('wait'), ms: z.number().min(0).optional() }),
+  screenshot: z.object({ type: z.literal('screenshot') }),
+} satisfies Record<OpenAIComputerAction['type'], z.ZodType<OpenAIComputerAction>>;
+
+/**
+ * One action of a `computer_call`, checked against its type's schema. An unknown type, or fields
+ * that do not fit it, throw `UnsupportedActionError` naming the action.
+ */
+export function parseOpenAIAction(raw: unknown): OpenAIComputerAction {
+  const type =
+    typeof raw === 'object' && raw !== null ? (raw as { type?: unknown }).type : undefined;
+  const schema =
+    typeof type === 'string' && Object.hasOwn(OPENAI_ACTIONS, type)
+      ? OPENAI_ACTIONS[type as keyof typeof OPENAI_ACTIONS]
+      : undefined;
+  if (!schema) throw new UnsupportedActionError('openai', String(type));
+  const r = (schema as z.ZodType<OpenAIComputerAction>).safeParse(raw);
+  if (!r.success)
+    throw new UnsupportedActionError('openai', type as string, z.prettifyError(r.error));
+  return r.data;
+}
