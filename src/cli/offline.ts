@@ -66,7 +66,7 @@ export async function authStatesInDataDir(
 ): Promise<{ id: string; name: string | null }[]> {
   const { AuthStore } = await import('../server/auth-states/store.js');
   // read only: a server may own the dir; nothing is generated, swept or re-encrypted
-  return new AuthStore(dataDir, { readOnly: true, warn: () => {} }).list();
+  return new AuthStore(dataDir, { readOnly: true, warn: () => {}, env: process.env }).list();
 }
 
 /** The data dir the embedded default uses. */

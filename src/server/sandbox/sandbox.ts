@@ -308,7 +308,7 @@ export class Sandbox {
       `--cgroup=/proc/${init}/ns/cgroup`,
       '--',
       ...this.#dropToUid(),
-      toolPath('bwrap')!,
+      this.#host.bwrap!,
       // No --die-with-parent: with --pidns, bubblewrap forks a throwaway intermediate process
       // that exits at once, and the command, when it sets its parent-death signal before that
       // exit, is SIGKILLed by it (bubblewrap 0.8; a few starts per thousand under load died
@@ -435,7 +435,7 @@ export class Sandbox {
   async #startAnchor(): Promise<void> {
     const anchor = this.#spawnChain(['ignore', 'ignore', 'pipe'], (pass) => [
       ...this.#dropToUid(),
-      toolPath('bwrap')!,
+      this.#host.bwrap!,
       '--unshare-user',
       '--uid',
       String(SANDBOX_UID),

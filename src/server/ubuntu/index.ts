@@ -126,8 +126,12 @@ export class UbuntuRuntime implements InstanceRuntime {
               (e) => (egress = e),
             )
           : Promise.resolve();
-      const starting = Display.start(sandbox, ctx.resolution, this.env.current(), (reason) =>
-        ctx.failed(reason),
+      const starting = Display.start(
+        sandbox,
+        ctx.resolution,
+        this.env.current(),
+        (reason) => ctx.failed(reason),
+        ctx.programs?.xvfb,
       );
       const [opened, display] = await Promise.allSettled([opening, starting]);
       if (opened.status === 'rejected') throw opened.reason;
