@@ -6,8 +6,8 @@
 #    instance type needs which, and test/unit/setup-script.test.ts keeps the two in step).
 #    As root: `apt-get update` and `apt-get install -y` with apt's own progress output.
 #    Otherwise: prints the exact command to run and exits 1.
-# 2. The npm dependencies and the build: `npm ci` when node_modules is missing (or with --npm-ci),
-#    `npm run build` when dist/ is missing.
+# 2. The npm dependencies and the build: `npm ci` and `npm run build` when node_modules is missing
+#    (or with --npm-ci), `npm run build` when dist/ is missing.
 #
 # Options: --system-only (skip step 2), --npm-ci (always run `npm ci`), --quiet (no "ok" line).
 # BURROW_SETUP_ASSUME_MISSING="pkg ..." treats those packages as missing (to test this script).
@@ -84,10 +84,17 @@ fi
 
 # playwright-core and puppeteer-core never download browsers: burrow uses Debian's Chromium.
 export PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+# the build is a step of its own: the package has no install-time script (a `prepare` would run,
+# or be flagged, in every project that installs the tarball; `prepack` builds for `npm pack`)
+built=0
 if [ "$npm_ci" -eq 1 ] || [ ! -d node_modules ]; then
-  say "installing npm dependencies (npm ci; it builds dist/ too)"
+  say "installing npm dependencies (npm ci)"
   npm ci --no-fund --no-audit
-elif [ ! -f dist/src/cli/main.js ]; then
+  say "building dist/"
+  npm run -s build
+  built=1
+fi
+if [ "$built" -eq 0 ] && [ ! -f dist/src/cli/main.js ]; then
   say "building dist/"
   npm run -s build
 fi

@@ -32,35 +32,12 @@ export type AnthropicComputerVersion = 'computer_20250124' | 'computer_20251124'
 export type AnthropicEditorVersion =
   'text_editor_20250124' | 'text_editor_20250429' | 'text_editor_20250728';
 
-/** The `input` of a `computer` tool_use block. */
-export interface AnthropicComputerInput {
-  action: string;
-  coordinate?: [number, number] | undefined;
-  start_coordinate?: [number, number] | undefined;
-  text?: string | undefined;
-  scroll_direction?: 'up' | 'down' | 'left' | 'right' | undefined;
-  scroll_amount?: number | undefined;
-  duration?: number | undefined;
-  /** `zoom` (computer_20251124): `[x0, y0, x1, y1]`. */
-  region?: [number, number, number, number] | undefined;
-}
-
-export interface AnthropicBashInput {
-  command?: string | undefined;
-  restart?: boolean | undefined;
-}
-
-export interface AnthropicEditorInput {
-  command: 'view' | 'create' | 'str_replace' | 'insert' | 'undo_edit';
-  path: string;
-  file_text?: string | undefined;
-  view_range?: [number, number] | undefined;
-  old_str?: string | undefined;
-  new_str?: string | undefined;
-  insert_line?: number | undefined;
-  /** text_editor_20250728's name for the inserted text. */
-  insert_text?: string | undefined;
-}
+import type {
+  AnthropicBashInput,
+  AnthropicComputerInput,
+  AnthropicEditorInput,
+} from './schemas.js';
+export type { AnthropicBashInput, AnthropicComputerInput, AnthropicEditorInput };
 
 export interface AnthropicToolUse {
   type: 'tool_use';

@@ -23,22 +23,8 @@ import {
   type Size,
 } from './target.js';
 
-type Keys = { keys?: string[] | undefined };
-export type OpenAIComputerAction =
-  | ({
-      type: 'click';
-      x: number;
-      y: number;
-      button?: 'left' | 'right' | 'wheel' | 'back' | 'forward' | undefined;
-    } & Keys)
-  | ({ type: 'double_click'; x: number; y: number } & Keys)
-  | ({ type: 'drag'; path: { x: number; y: number }[] } & Keys)
-  | { type: 'keypress'; keys: string[] }
-  | ({ type: 'move'; x: number; y: number } & Keys)
-  | ({ type: 'scroll'; x: number; y: number; scroll_x: number; scroll_y: number } & Keys)
-  | { type: 'type'; text: string }
-  | { type: 'wait'; ms?: number | undefined }
-  | { type: 'screenshot' };
+import type { OpenAIComputerAction } from './schemas.js';
+export type { OpenAIComputerAction };
 
 export interface OpenAISafetyCheck {
   id: string;

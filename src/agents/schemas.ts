@@ -5,13 +5,58 @@
  * the mapping. The schemas accept what the vendors document and drop fields they do not know.
  */
 import { z } from 'zod';
-import type {
-  AnthropicBashInput,
-  AnthropicComputerInput,
-  AnthropicEditorInput,
-} from './anthropic.js';
-import type { OpenAIComputerAction } from './openai.js';
 import { UnsupportedActionError } from './target.js';
+
+// The inputs' types are written out here (and re-exported by anthropic.ts and openai.ts) so that
+// each schema is checked against the type the mapping reads.
+
+/** The `input` of a `computer` tool_use block. */
+export interface AnthropicComputerInput {
+  action: string;
+  coordinate?: [number, number] | undefined;
+  start_coordinate?: [number, number] | undefined;
+  text?: string | undefined;
+  scroll_direction?: 'up' | 'down' | 'left' | 'right' | undefined;
+  scroll_amount?: number | undefined;
+  duration?: number | undefined;
+  /** `zoom` (computer_20251124): `[x0, y0, x1, y1]`. */
+  region?: [number, number, number, number] | undefined;
+}
+
+export interface AnthropicBashInput {
+  command?: string | undefined;
+  restart?: boolean | undefined;
+}
+
+export interface AnthropicEditorInput {
+  command: 'view' | 'create' | 'str_replace' | 'insert' | 'undo_edit';
+  path: string;
+  file_text?: string | undefined;
+  view_range?: [number, number] | undefined;
+  old_str?: string | undefined;
+  new_str?: string | undefined;
+  insert_line?: number | undefined;
+  /** text_editor_20250728's name for the inserted text. */
+  insert_text?: string | undefined;
+}
+
+type Keys = { keys?: string[] | undefined };
+/** One action of an OpenAI `computer_call`. */
+export type OpenAIComputerAction =
+  | ({
+      type: 'click';
+      x: number;
+      y: number;
+      button?: 'left' | 'right' | 'wheel' | 'back' | 'forward' | undefined;
+    } & Keys)
+  | ({ type: 'double_click'; x: number; y: number } & Keys)
+  | ({ type: 'drag'; path: { x: number; y: number }[] } & Keys)
+  | { type: 'keypress'; keys: string[] }
+  | ({ type: 'move'; x: number; y: number } & Keys)
+  | ({ type: 'scroll'; x: number; y: number; scroll_x: number; scroll_y: number } & Keys)
+  | { type: 'type'; text: string }
+  | { type: 'wait'; ms?: number | undefined }
+  | { type: 'screenshot' };
 
 const point = z.tuple([z.number(), z.number()]);
 

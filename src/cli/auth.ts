@@ -26,34 +26,29 @@ burrow auth rotate-key [--data-dir DIR]
 Saved browser auth states (cookies, localStorage, sessionStorage and IndexedDB). Sessions apply
 one with openSession({ authState: 'id or name' }).
 
-  list         the saved states (id and name); without a server, or with --data-dir,
-               those of the data dir
+  list         the saved states (id and name)
   export       print a state as Playwright's storageState JSON (or write it to --out FILE,
                mode 0600): browser.newContext({ storageState: FILE }) loads it
   import       save a Playwright storageState (e.g. from context.storageState({ path,
                indexedDB: true })) read from FILE or stdin; with --name, the one state of that
                name is replaced (several of that name are refused)
-  delete       delete a state
+  delete       delete a state (without a server only while none runs on the data dir)
   rotate-key   give the data dir a new generated secret key (the server keeps reading states
                sealed with the old one and re-encrypts them at its next start, then drops the
                old key). Servers given --secret-key-file or BURROW_SECRET_KEY rotate by starting
                with the new key and the old one in --old-secret-key-file or BURROW_OLD_SECRET_KEY.
   --data-dir   the server's data dir (default BURROW_DATA_DIR, else $XDG_DATA_HOME/burrow)
 
+list, export and delete work without a server too: when none is given (--base-url,
+BURROW_BASE_URL) and none answers at the default address, or with --data-dir, they read the
+data dir (its secret key, or BURROW_SECRET_KEY / BURROW_SECRET_KEY_FILE, opens the states).
+
 ${apiFlagsUsage}`;
 
 /** The state with this id, else the one state with this name. */
 async function resolve(api: Burrow, idOrName: string): Promise<string> {
-  const states = await api.authStates.list();
-  if (states.some((s) => s.id === idOrName)) return idOrName;
-  const named = states.filter((s) => s.name === idOrName);
-  if (named.length === 0) throw new Error(`no saved auth state has the id or name "${idOrName}"`);
-  if (named.length > 1) {
-    throw new Error(
-      `the name "${idOrName}" matches ${named.length} states (${named.map((s) => s.id).join(', ')}); pass an id`,
-    );
-  }
-  return named[0]!.id;
+  const { resolveAuthState } = await import('./offline.js');
+  return resolveAuthState(await api.authStates.list(), idOrName);
 }
 
 async function readInput(file: string): Promise<unknown> {
@@ -111,15 +106,20 @@ export async function run(argv: string[]): Promise<void> {
       );
       return;
     }
-    case 'export':
+    case 'export': {
       needs(1);
-      return withClient(values, async (api) => {
-        const state = await api.authStates.storageState(await resolve(api, arg!));
-        const text = `${JSON.stringify(state, null, 2)}\n`;
-        if (values.out === undefined) return void process.stdout.write(text);
-        await writeFileAtomic(values.out, text, 0o600);
-        console.error(`wrote ${values.out}`);
-      });
+      // without a server: the data dir's store, as `list` (common.ts, offline.ts)
+      const state = await withServerOrDataDir(
+        values,
+        async (api) => api.authStates.storageState(await resolve(api, arg!)),
+        async (dir) => (await import('./offline.js')).authStateFromDataDir(dir, arg!),
+      );
+      const text = `${JSON.stringify(state, null, 2)}\n`;
+      if (values.out === undefined) return void process.stdout.write(text);
+      await writeFileAtomic(values.out, text, 0o600);
+      console.error(`wrote ${values.out}`);
+      return;
+    }
     case 'import':
       needs(1);
       return withClient(values, async (api) => {
@@ -130,14 +130,21 @@ export async function run(argv: string[]): Promise<void> {
         if (values.json) return printJson(saved);
         console.log(`${saved.auth_state_id} ${saved.name}`);
       });
-    case 'delete':
+    case 'delete': {
       needs(1);
-      return withClient(values, async (api) => {
-        const id = await resolve(api, arg!);
-        await api.authStates.delete(id);
-        if (values.json) return printJson({ status: 'success', auth_state_id: id });
-        console.log(`deleted ${id}`);
-      });
+      const id = await withServerOrDataDir(
+        values,
+        async (api) => {
+          const found = await resolve(api, arg!);
+          await api.authStates.delete(found);
+          return found;
+        },
+        async (dir) => (await import('./offline.js')).deleteAuthStateInDataDir(dir, arg!),
+      );
+      if (values.json) return printJson({ status: 'success', auth_state_id: id });
+      console.log(`deleted ${id}`);
+      return;
+    }
     case 'rotate-key': {
       needs(0);
       const { rotateDataDirKey } = await import('../server/auth-states/secret-key.js');

@@ -5,6 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { programPaths, type ServerOptions } from '../server/config.js';
 import { aptLine, present, requirements, type Requirement } from '../server/host/requirements.js';
 import { hostSupport, type Guarantee } from '../server/sandbox/index.js';
 
@@ -80,9 +81,20 @@ const sandboxToolPresent = (r: Requirement) =>
       )
     : r.paths.some((p) => existsSync(p));
 
-/** Probes the machine. `chromiumPath`: the server's Chromium when it is not the default. */
-export async function report(chromiumPath?: string): Promise<DoctorReport> {
-  const programs = requirements(chromiumPath === undefined ? {} : { chromiumPath });
+/**
+ * Probes the machine for a server given `options` (those of `burrow serve`) and `env`: the
+ * programs where the server would look for them (src/server/config.ts).
+ */
+export async function report(
+  options: Pick<ServerOptions, 'chromiumPath' | 'xvfbPath' | 'x11vncPath' | 'bwrapPath'> = {},
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<DoctorReport> {
+  const paths = programPaths(env, options);
+  const programs = requirements({
+    chromiumPath: paths.chromium,
+    xvfbPath: paths.xvfb,
+    x11vncPath: paths.x11vnc,
+  });
   const okPrograms = await Promise.all(programs.map(present));
   const all = [...programs, ...SANDBOX_TOOLS];
   const ok = [...okPrograms, ...SANDBOX_TOOLS.map(sandboxToolPresent)];
@@ -93,7 +105,7 @@ export async function report(chromiumPath?: string): Promise<DoctorReport> {
     paths: [...r.paths],
     ...(!ok[i] && { fix: aptLine([r]) }),
   }));
-  const support = hostSupport();
+  const support = hostSupport(options.bwrapPath ?? (env.BURROW_BWRAP || undefined));
   const isolation = support.guarantees.map((g: Guarantee) => ({ ...g }));
   const coreGaps = isolation.filter(
     (g) => !g.ok && ['identity', 'egress', 'seccomp', 'chromium-sandbox'].includes(g.name),

@@ -2,11 +2,15 @@ import { readFile, stat } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { serveLogDestination } from '../internal/log-format.js';
 import {
+  parseCpus,
+  parseInteger,
+  parseLogLevel,
+  parseSize,
   parseWarmPool,
-  startServer,
   type IsolationOptions,
   type ServerOptions,
-} from '../server/index.js';
+} from '../server/config.js';
+import { startServer } from '../server/index.js';
 
 export const usage = `burrow serve [--host 127.0.0.1] [--port 8787] [--api-key K | --api-key-file PATH]
             [--data-dir D] [--max-instances N] [--public-url URL] [--log-level warn]
@@ -59,28 +63,6 @@ export interface ServeConfig {
   generated: boolean;
 }
 
-const SIZE = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?$/i;
-const UNITS: Record<string, number> = { '': 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 };
-
-/** `2g` → 2147483648: a byte count with an optional binary k/m/g/t suffix. */
-export function parseSize(flag: string, value: string): number {
-  const m = SIZE.exec(value.trim());
-  const bytes = m ? Math.floor(Number(m[1]) * UNITS[m[2]!.toLowerCase()]!) : NaN;
-  if (!Number.isSafeInteger(bytes) || bytes < 1) {
-    throw new Error(`${flag} must be a size such as 512m or 2g, not "${value}"`);
-  }
-  return bytes;
-}
-
-function parseInteger(flag: string, value: string, min: number, max = Number.MAX_SAFE_INTEGER) {
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
-    const range = max === Number.MAX_SAFE_INTEGER ? `at least ${min}` : `from ${min} to ${max}`;
-    throw new Error(`${flag} must be an integer ${range}, not "${value}"`);
-  }
-  return n;
-}
-
 /**
  * The key in the file at `path`: its content without trailing line breaks. Errors say which
  * source failed and why, never what the file holds.
@@ -130,33 +112,39 @@ export async function serveConfig(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<ServeConfig | undefined> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      host: { type: 'string' },
-      port: { type: 'string' },
-      'api-key': { type: 'string' },
-      'api-key-file': { type: 'string' },
-      'data-dir': { type: 'string' },
-      'max-instances': { type: 'string' },
-      'public-url': { type: 'string' },
-      'log-level': { type: 'string' },
-      'max-connections-per-client': { type: 'string' },
-      'allow-host-loopback': { type: 'boolean' },
-      'allow-host-port': { type: 'string', multiple: true },
-      'insecure-no-isolation': { type: 'boolean' },
-      'instance-memory': { type: 'string' },
-      'instance-pids': { type: 'string' },
-      'instance-cpus': { type: 'string' },
-      'instance-disk': { type: 'string' },
-      'warm-pool': { type: 'string' },
-      'secret-key-file': { type: 'string' },
-      'old-secret-key-file': { type: 'string', multiple: true },
-      'artifact-retention': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
+  const { values } = parseArgs({ args: argv, options: SERVE_FLAGS });
   if (values.help) return undefined;
+  return fromFlags(values, env);
+}
+
+/** `burrow serve`'s flags (docs/configuration.md lists each with its setting). */
+export const SERVE_FLAGS = {
+  host: { type: 'string' },
+  port: { type: 'string' },
+  'api-key': { type: 'string' },
+  'api-key-file': { type: 'string' },
+  'data-dir': { type: 'string' },
+  'max-instances': { type: 'string' },
+  'public-url': { type: 'string' },
+  'log-level': { type: 'string' },
+  'max-connections-per-client': { type: 'string' },
+  'allow-host-loopback': { type: 'boolean' },
+  'allow-host-port': { type: 'string', multiple: true },
+  'insecure-no-isolation': { type: 'boolean' },
+  'instance-memory': { type: 'string' },
+  'instance-pids': { type: 'string' },
+  'instance-cpus': { type: 'string' },
+  'instance-disk': { type: 'string' },
+  'warm-pool': { type: 'string' },
+  'secret-key-file': { type: 'string' },
+  'old-secret-key-file': { type: 'string', multiple: true },
+  'artifact-retention': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type ServeValues = ReturnType<typeof parseArgs<{ options: typeof SERVE_FLAGS }>>['values'];
+
+async function fromFlags(values: ServeValues, env: NodeJS.ProcessEnv): Promise<ServeConfig> {
   const port =
     values.port === undefined ? undefined : parseInteger('--port', values.port, 0, 65535);
   const maxInstances =
@@ -170,12 +158,7 @@ export async function serveConfig(
   const key = await apiKey({ key: values['api-key'], file: values['api-key-file'] }, env);
 
   const cpusText = values['instance-cpus'];
-  const cpus = cpusText === undefined ? undefined : Number(cpusText);
-  if (cpus !== undefined && (cpusText!.trim() === '' || !Number.isFinite(cpus) || cpus < 0.01)) {
-    throw new Error(
-      `--instance-cpus must be a number of cores of at least 0.01, not "${cpusText}"`,
-    );
-  }
+  const cpus = cpusText === undefined ? undefined : parseCpus('--instance-cpus', cpusText);
   const ports = [
     ...new Set(
       (values['allow-host-port'] ?? []).map((p) => parseInteger('--allow-host-port', p, 1, 65535)),
@@ -204,9 +187,13 @@ export async function serveConfig(
     ...(values['data-dir'] !== undefined && { dataDir: values['data-dir'] }),
     ...(maxInstances !== undefined && { maxInstances }),
     ...(values['public-url'] !== undefined && { publicUrl: values['public-url'] }),
-    ...(values['log-level'] !== undefined && { logLevel: values['log-level'] }),
+    ...(values['log-level'] !== undefined && {
+      logLevel: parseLogLevel('--log-level', values['log-level']),
+    }),
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
-    ...(values['warm-pool'] !== undefined && { warmPool: parseWarmPool(values['warm-pool']) }),
+    ...(values['warm-pool'] !== undefined && {
+      warmPool: parseWarmPool(values['warm-pool'], '--warm-pool'),
+    }),
     ...(Object.keys(isolation).length > 0 && { isolation }),
     ...(values['secret-key-file'] !== undefined && { secretKeyFile: values['secret-key-file'] }),
     ...(values['old-secret-key-file'] !== undefined && {
@@ -278,7 +265,7 @@ export async function run(argv: string[]): Promise<void> {
   // what `burrow doctor` says (programs, isolation, instance types), so an operator sees it
   // without asking
   const { formatSummary, report } = await import('./doctor.js');
-  const found = await report(config.options.chromiumPath);
+  const found = await report(config.options);
   for (const line of formatSummary(found)) console.log(`doctor: ${line}`);
 
   let stopping = false;

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 
 /**
  * The data dir, as the server computes it (kept in step with `defaultDataDir` in
- * src/server/index.ts, which session may not import statically): `BURROW_DATA_DIR`, else
+ * src/server/config.ts, which session may not import statically): `BURROW_DATA_DIR`, else
  * `$XDG_DATA_HOME/burrow`, else `~/.local/share/burrow`.
  */
 export function dataDir(): string {

@@ -6,10 +6,20 @@
  * cache never has all of it). It holds what the README links and nothing of the checkout's tests;
  * its source maps carry their sources; a project without any optional peer type-checks with
  * `skipLibCheck` off and imports it at run time; with a peer installed, that peer's types are the
- * real ones (not `any`).
+ * real ones (not `any`). The install prints no warning about engines, install scripts or
+ * deprecations (issue 20).
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,6 +45,8 @@ let tmp: string;
 let tarball: string;
 let files: string[];
 let project: string;
+/** What `npm install` of the tarball printed. */
+let installOutput: string;
 
 /** Runs a command; resolves to its output, or rejects with its output in the message. */
 async function sh(cmd: string, args: string[], cwd: string, timeout = 240_000) {
@@ -87,14 +99,14 @@ beforeAll(async () => {
     join(project, 'package.json'),
     JSON.stringify({ name: 'user-project', private: true, type: 'module' }),
   );
-  await sh(
+  // as a user installs it: scripts allowed, so a lifecycle script of the package would show
+  installOutput = await sh(
     'npm',
     [
       'install',
       '--prefer-offline',
       '--no-audit',
       '--no-fund',
-      '--ignore-scripts',
       tarball,
       `typescript@${versionOf('typescript')}`,
       `@types/node@${versionOf('@types/node')}`,
@@ -158,6 +170,53 @@ describe('the tarball', () => {
         map,
       ).toBe(true);
     }
+  });
+});
+
+describe('npm install of the tarball', () => {
+  it('prints no engine, install-script or deprecation warning', () => {
+    // cookie 2 (through fastify's light-my-request) wants Node 22; package.json pins
+    // light-my-request to the line that uses cookie 1, so the tree runs on Node 20
+    expect(installOutput).not.toMatch(/EBADENGINE|Unsupported engine/);
+    // the build runs on `npm pack` (prepack), never in the user's project
+    expect(installOutput).not.toMatch(/install-scripts|prepare|postinstall/);
+    expect(installOutput).not.toMatch(/deprecated/i);
+    expect(installOutput).toMatch(/added \d+ packages?/);
+  });
+
+  it('gives the package no script that runs when it is installed', () => {
+    const installed = JSON.parse(
+      readFileSync(join(project, 'node_modules', pkg.name, 'package.json'), 'utf8'),
+    ) as { scripts?: Record<string, string> };
+    for (const hook of ['preinstall', 'install', 'postinstall', 'prepare']) {
+      expect(installed.scripts?.[hook], hook).toBeUndefined();
+    }
+  });
+
+  it('installs no package whose engines exclude this Node', () => {
+    const major = Number(process.versions.node.split('.')[0]);
+    const tooNew: string[] = [];
+    const walk = (dir: string) => {
+      for (const name of readdirSync(dir)) {
+        if (name.startsWith('.')) continue;
+        if (name.startsWith('@')) {
+          walk(join(dir, name));
+          continue;
+        }
+        const manifest = join(dir, name, 'package.json');
+        if (!existsSync(manifest)) continue;
+        const { engines } = JSON.parse(readFileSync(manifest, 'utf8')) as {
+          engines?: { node?: string };
+        };
+        // the ranges npm warns about here are ">=N": a lower bound past this Node's major
+        const floor = /^>=\s*(\d+)/.exec(engines?.node?.trim() ?? '')?.[1];
+        if (floor !== undefined && Number(floor) > major) tooNew.push(`${name} (${engines!.node})`);
+        const nested = join(dir, name, 'node_modules');
+        if (existsSync(nested)) walk(nested);
+      }
+    };
+    walk(join(project, 'node_modules'));
+    expect(tooNew).toEqual([]);
   });
 });
 

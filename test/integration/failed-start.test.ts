@@ -13,7 +13,15 @@ import { eventually, testServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
 beforeAll(async () => {
-  server = await testServer();
+  // the server reads its settings once, at start (src/server/config.ts)
+  const previous = process.env.BURROW_CHROMIUM_FLAGS;
+  process.env.BURROW_CHROMIUM_FLAGS = '--version';
+  try {
+    server = await testServer();
+  } finally {
+    if (previous === undefined) delete process.env.BURROW_CHROMIUM_FLAGS;
+    else process.env.BURROW_CHROMIUM_FLAGS = previous;
+  }
 });
 afterAll(async () => {
   await server?.close();
@@ -41,15 +49,7 @@ function sandboxProcesses(): number[] {
 describe('a start that fails in Chromium', () => {
   it('answers with the reason and leaves no listener or process behind', async () => {
     const before = listeners().length;
-    const previous = process.env.BURROW_CHROMIUM_FLAGS;
-    process.env.BURROW_CHROMIUM_FLAGS = '--version';
-    let res: Response;
-    try {
-      res = await server.api('/v1/start', { json: { instance_type: 'browser' } });
-    } finally {
-      if (previous === undefined) delete process.env.BURROW_CHROMIUM_FLAGS;
-      else process.env.BURROW_CHROMIUM_FLAGS = previous;
-    }
+    const res = await server.api('/v1/start', { json: { instance_type: 'browser' } });
     expect(res.status).toBeGreaterThanOrEqual(500);
     const body = (await res.json()) as { detail: string };
     expect(body.detail).toMatch(/Chromium exited/);

@@ -37,20 +37,27 @@ describe('start without the programs an instance type needs', () => {
   });
 
   it('ubuntu without Xvfb: 503 naming Xvfb and xvfb', async () => {
+    // a server of its own: settings are read once, at start (src/server/config.ts)
     const before = process.env.BURROW_XVFB;
     process.env.BURROW_XVFB = `${missing}-Xvfb`;
+    let noXvfb: TestServer;
     try {
-      const res = await server.api('/v1/start', { json: { instance_type: 'ubuntu' } });
+      noXvfb = await testServer({ chromiumPath: missing });
+    } finally {
+      if (before === undefined) delete process.env.BURROW_XVFB;
+      else process.env.BURROW_XVFB = before;
+    }
+    try {
+      const res = await noXvfb.api('/v1/start', { json: { instance_type: 'ubuntu' } });
       expect(res.status).toBe(503);
       expect(res.headers.get('x-burrow-error')).toBe('instance_requirements_missing');
       const { detail } = (await res.json()) as { detail: string };
       expect(detail).toContain('ubuntu instances need Xvfb');
       expect(detail).toContain('apt-get install -y xvfb');
       expect(detail).not.toContain('chromium'); // only what this type lacks
-      expect(await instances()).toEqual([]);
+      expect(await (await noXvfb.api('/v1/instances')).json()).toEqual([]);
     } finally {
-      if (before === undefined) delete process.env.BURROW_XVFB;
-      else process.env.BURROW_XVFB = before;
+      await noXvfb.close();
     }
   });
 

@@ -298,7 +298,7 @@ describe('AuthStore writes', () => {
     // a real child process saving large states as fast as it can, told to report each commit
     const script = `
       import { AuthStore } from ${JSON.stringify(new URL('../../src/server/auth-states/store.ts', import.meta.url).pathname)};
-      const store = new AuthStore(process.env.STORE_DIR, { warn: () => {} });
+      const store = new AuthStore(process.env.STORE_DIR, { warn: () => {}, env: process.env });
       const big = 'x'.repeat(2_000_000);
       for (let i = 0; ; i++) {
         const data = { cookies: [{ name: 'n', value: String(i) }], localStorage: { 'https://a.test': { big } }, sessionStorage: {} };

@@ -1,4 +1,8 @@
-/** README's environment-variable table names every BURROW_* variable the code reads. */
+/**
+ * Every BURROW_* variable the code reads is documented: the server's settings in
+ * docs/configuration.md (kept equal to the schema by server-config.test.ts), the rest in README's
+ * environment-variable table.
+ */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -18,9 +22,12 @@ function files(dir: string): string[] {
   });
 }
 
-describe('README environment variables', () => {
+describe('README and docs/configuration.md environment variables', () => {
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
-  const table = readme.slice(readme.indexOf('## Environment variables'));
+  const settings = readFileSync(join(root, 'docs/configuration.md'), 'utf8');
+  const table =
+    readme.slice(readme.indexOf('## Environment variables')) +
+    settings.slice(settings.indexOf('<!-- settings:start -->'));
   const used = new Set<string>();
   for (const f of [
     ...files(join(root, 'src')),

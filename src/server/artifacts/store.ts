@@ -102,22 +102,13 @@ export interface ArtifactStoreOptions {
   closing?: () => boolean;
   /**
    * Bytes the retained artifacts of every instance may take together; past it an artifact is not
-   * kept. Default 16 GiB; env `BURROW_ARTIFACT_RETAIN_MAX_BYTES`.
+   * kept. Default 16 GiB (the server's `artifactRetainMaxBytes`, src/server/config.ts).
    */
   maxRetainedBytes?: number;
   /** Takes `bytes` from the shared budget; false when they do not fit (set by the store). */
   reserve?: (bytes: number) => boolean;
   /** Gives `bytes` back to the shared budget (set by the store). */
   release?: (bytes: number) => void;
-}
-
-/** `maxRetainedBytes` from the environment, when it holds a non-negative integer. */
-function envMaxRetained(): number | undefined {
-  const text = process.env.BURROW_ARTIFACT_RETAIN_MAX_BYTES;
-  const n = Number(text);
-  return text !== undefined && text.trim() !== '' && Number.isSafeInteger(n) && n >= 0
-    ? n
-    : undefined;
 }
 
 /** Every instance's artifacts, with the retention timers. */
@@ -130,7 +121,7 @@ export class ArtifactStore {
   #retained = 0;
 
   constructor(opts: ArtifactStoreOptions) {
-    const max = opts.maxRetainedBytes ?? envMaxRetained() ?? DEFAULT_MAX_RETAINED_BYTES;
+    const max = opts.maxRetainedBytes ?? DEFAULT_MAX_RETAINED_BYTES;
     this.#opts = {
       ...opts,
       closing: () => this.#closing,

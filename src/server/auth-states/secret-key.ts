@@ -47,8 +47,11 @@ export interface KeyringOptions {
   secretKeyFile?: string | undefined;
   /** Files holding older keys, read only (`--old-secret-key-file`). */
   oldSecretKeyFiles?: readonly string[] | undefined;
-  /** Default `process.env`. */
-  env?: NodeJS.ProcessEnv | undefined;
+  /**
+   * The keyring's variables (`BURROW_SECRET_KEY`, …): the server passes those its config read
+   * (src/server/config.ts), a command line tool its own environment. Default none.
+   */
+  env?: Readonly<Record<string, string | undefined>> | undefined;
   /** Generate `<dataDir>/secret-key` when no key is configured. Default true. */
   generate?: boolean | undefined;
 }
@@ -151,7 +154,7 @@ const exists = (path: string) => {
 
 /** The current key and the old ones, by the precedence in this module's comment. */
 export function loadKeyring(dataDir: string, opts: KeyringOptions = {}): Keyring {
-  const env = opts.env ?? process.env;
+  const env = opts.env ?? {};
   const envKey = env.BURROW_SECRET_KEY || undefined;
   const envFile = env.BURROW_SECRET_KEY_FILE || undefined;
   let current: SecretKey;

@@ -47,17 +47,15 @@ export const BASE_FLAGS = [
   '--enable-features=NetworkServiceInProcess2',
 ] as const;
 
-/**
- * Flags the operator adds to every Chromium (`BURROW_CHROMIUM_FLAGS`, space-separated), after
- * burrow's own (a `--disable-features` here replaces burrow's list: Chromium reads the last one).
- */
-function operatorFlags(): string[] {
-  return (process.env.BURROW_CHROMIUM_FLAGS ?? '').split(/\s+/).filter(Boolean);
-}
-
 export interface LaunchOptions {
   /** Chromium binary, e.g. `/usr/lib/chromium/chromium` (never the `/usr/bin` wrapper). */
   executablePath: string;
+  /**
+   * Flags the operator adds to every Chromium (the server's `chromiumFlags`, src/server/config.ts),
+   * after burrow's own (a `--disable-features` here replaces burrow's list: Chromium reads the
+   * last one). Default none.
+   */
+  operatorFlags?: readonly string[];
   /**
    * Directory that receives `profile/`, `tmp/` (TMPDIR, through a short link in the system
    * temp dir that is removed when Chromium exits) and `home/`; created if missing.
@@ -160,7 +158,7 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     `--window-size=${opts.windowSize[0]},${opts.windowSize[1]}`,
     ...(rules ? [`--host-resolver-rules=${rules}`] : []),
     ...(opts.args ?? []),
-    ...operatorFlags(),
+    ...(opts.operatorFlags ?? []),
     'about:blank',
   ];
   const env: Record<string, string> = {

@@ -150,6 +150,7 @@ export class BrowserController implements BrowserCapability {
       return Promise.reject(serverError('instance_requirements_missing', { detail: lacking }));
     return ChromiumSession.launch({
       executablePath: ctx.chromiumPath,
+      operatorFlags: ctx.programs?.chromiumFlags ?? [],
       dir: ctx.dir,
       windowSize: ctx.resolution,
       blockedDomains: ctx.blockedDomains,

@@ -8,6 +8,7 @@
  */
 import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
+import { DEFAULT_PROGRAMS } from '../config.js';
 
 export type RequirementType = 'browser' | 'ubuntu';
 
@@ -28,14 +29,18 @@ export interface Requirement {
   readonly pythonModules?: readonly string[];
 }
 
+/** Where the programs are, when not in their default places (src/server/config.ts). */
 export interface RequirementOptions {
-  /** The server's Chromium (`--chromium` / `BURROW_CHROMIUM`). */
+  /** The server's Chromium (`chromiumPath`, `BURROW_CHROMIUM`). */
   chromiumPath?: string | undefined;
+  /** Xvfb (`xvfbPath`, `BURROW_XVFB`). */
+  xvfbPath?: string | undefined;
+  /** x11vnc (`x11vncPath`, `BURROW_X11VNC`). */
+  x11vncPath?: string | undefined;
 }
 
 /** Every program an instance type needs, in the order doctor prints them. */
 export function requirements(opts: RequirementOptions = {}): Requirement[] {
-  const env = process.env;
   return [
     {
       name: 'Chromium',
@@ -43,7 +48,7 @@ export function requirements(opts: RequirementOptions = {}): Requirement[] {
       neededFor: 'browser instances and the desktop browser of ubuntu instances',
       types: ['browser'],
       env: 'BURROW_CHROMIUM',
-      paths: [opts.chromiumPath ?? env.BURROW_CHROMIUM ?? '/usr/lib/chromium/chromium'],
+      paths: [opts.chromiumPath ?? DEFAULT_PROGRAMS.chromium],
     },
     {
       name: 'Xvfb',
@@ -51,7 +56,7 @@ export function requirements(opts: RequirementOptions = {}): Requirement[] {
       neededFor: 'the display of ubuntu instances',
       types: ['ubuntu'],
       env: 'BURROW_XVFB',
-      paths: [env.BURROW_XVFB ?? '/usr/bin/Xvfb'],
+      paths: [opts.xvfbPath ?? DEFAULT_PROGRAMS.xvfb],
     },
     {
       name: 'xdotool',
@@ -66,7 +71,7 @@ export function requirements(opts: RequirementOptions = {}): Requirement[] {
       neededFor: 'the live view of ubuntu instances',
       types: ['ubuntu'],
       env: 'BURROW_X11VNC',
-      paths: [env.BURROW_X11VNC ?? '/usr/bin/x11vnc'],
+      paths: [opts.x11vncPath ?? DEFAULT_PROGRAMS.x11vnc],
     },
     {
       name: 'Python with ipykernel and jupyter_client',

@@ -56,6 +56,8 @@ export interface AppOptions {
   httpLimits?: Partial<Omit<HttpLimits, 'maxConnectionsPerClient'>> | undefined;
   /** The Chromium binary of browser instances, reported by `GET /v1/version`. */
   chromiumPath?: string | undefined;
+  /** The MCP endpoint's idle time and session cap (mcp.ts); defaults there. */
+  mcp?: { idleMs?: number; maxSessions?: number } | undefined;
 }
 
 /** Default of `AppOptions.maxJsonBodyBytes`. */
@@ -216,7 +218,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   }
 
   // MCP over Streamable HTTP (src/server/mcp/), behind the same API key
-  registerMcpRoute(app, { handlers });
+  registerMcpRoute(app, { handlers, ...opts.mcp });
 
   return app;
 }

@@ -30,24 +30,28 @@ import {
   type StreamUrlResult,
 } from '../../api/index.js';
 import { HttpError } from '../errors.js';
+import {
+  DEFAULT_MCP_IDLE_SECONDS,
+  DEFAULT_MCP_MAX_SESSIONS as DEFAULT_MAX_SESSIONS,
+} from '../config.js';
 import type { Handlers } from './handlers.js';
 import { McpToolFailure, type McpBackend } from '../mcp/backend.js';
 import { createMcpSession, type McpSession } from '../mcp/tools.js';
 
 /** Default of `McpRouteOptions.idleMs`: an MCP session unused this long ends. */
-export const DEFAULT_MCP_IDLE_MS = 30 * 60 * 1000;
+export const DEFAULT_MCP_IDLE_MS = DEFAULT_MCP_IDLE_SECONDS * 1000;
 /** Default of `McpRouteOptions.emptyIdleMs`. */
 export const DEFAULT_MCP_EMPTY_IDLE_MS = 2 * 60 * 1000;
 /** Default of `McpRouteOptions.streamGraceMs`. */
 export const DEFAULT_MCP_STREAM_GRACE_MS = 5_000;
 /** Default of `McpRouteOptions.maxSessions`. */
-export const DEFAULT_MCP_MAX_SESSIONS = 64;
+export const DEFAULT_MCP_MAX_SESSIONS = DEFAULT_MAX_SESSIONS;
 
 export interface McpRouteOptions {
   handlers: Handlers;
   /**
-   * Ms without a request after which an MCP session ends (its instances stop). Default 30 min;
-   * env `BURROW_MCP_IDLE_SECONDS`.
+   * Ms without a request after which an MCP session ends (its instances stop). Default 30 min
+   * (the server's `mcpIdleSeconds`, src/server/config.ts).
    */
   idleMs?: number;
   /**
@@ -60,16 +64,9 @@ export interface McpRouteOptions {
    * again before it ends (the SDK's client reconnects within about 2.5 s). Default 5 s.
    */
   streamGraceMs?: number;
-  /** MCP sessions open at once (the server has one API key); past it 429. Default 64; env `BURROW_MCP_MAX_SESSIONS`. */
+  /** MCP sessions open at once (the server has one API key); past it 429. Default 64 (`mcpMaxSessions`). */
   maxSessions?: number;
   version?: string;
-}
-
-/** A positive integer from the environment variable `name`, else undefined. */
-function envInteger(name: string): number | undefined {
-  const text = process.env[name];
-  const n = Number(text);
-  return text !== undefined && text.trim() !== '' && Number.isInteger(n) && n > 0 ? n : undefined;
 }
 
 type Op = Exclude<JsonOperationId, 'upload'>;
@@ -162,11 +159,9 @@ const rpcError = (reply: FastifyReply, status: number, code: number, message: st
 
 export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): void {
   const sessions = new Map<string, Entry>();
-  const envIdle = envInteger('BURROW_MCP_IDLE_SECONDS');
-  const idleMs = opts.idleMs ?? (envIdle !== undefined ? envIdle * 1000 : DEFAULT_MCP_IDLE_MS);
+  const idleMs = opts.idleMs ?? DEFAULT_MCP_IDLE_MS;
   const emptyIdleMs = Math.min(idleMs, opts.emptyIdleMs ?? DEFAULT_MCP_EMPTY_IDLE_MS);
-  const maxSessions =
-    opts.maxSessions ?? envInteger('BURROW_MCP_MAX_SESSIONS') ?? DEFAULT_MCP_MAX_SESSIONS;
+  const maxSessions = opts.maxSessions ?? DEFAULT_MCP_MAX_SESSIONS;
   /** Sessions made but not yet initialized (counted against the cap too). */
   let starting = 0;
   const backend = inProcessBackend(opts.handlers, app);

@@ -27,6 +27,7 @@ import type {
   RuntimeFactory,
 } from './runtime.js';
 import type { SandboxHost } from '../sandbox/index.js';
+import type { ProgramPaths } from '../config.js';
 import { WarmPool, type WarmPoolSizes } from './pool.js';
 import { Lifecycle, transition } from './state.js';
 import { MemoryInstanceStore, type InstanceRow, type InstanceStore } from './store.js';
@@ -52,6 +53,8 @@ export interface RegistryOptions {
   factories: Partial<Record<InstanceType, RuntimeFactory>>;
   publicUrl: () => string;
   chromiumPath: string;
+  /** Chromium's operator flags, Xvfb and x11vnc (src/server/config.ts). Default `DEFAULT_PROGRAMS`. */
+  programs?: ProgramPaths;
   maxUploadBytes: number;
   log: Logger;
   /** The sandbox layer (what this machine can isolate, limits, egress policy). */
@@ -321,6 +324,7 @@ export class Registry {
       publicUrl: this.#opts.publicUrl(),
       log: this.#opts.log,
       chromiumPath: this.#opts.chromiumPath,
+      programs: this.#opts.programs,
       maxUploadBytes: this.#opts.maxUploadBytes,
       failed: (reason) => this.#failed(rec, reason),
       sandboxHost: this.#opts.sandboxHost,

@@ -25,6 +25,7 @@ import type {
 import type { z } from 'zod';
 import type { InstanceArtifacts } from '../artifacts/store.js';
 import type { SandboxHost } from '../sandbox/index.js';
+import type { ProgramPaths } from '../config.js';
 import type { AddCellRequest, ExecuteCellRequest } from '../../api/index.js';
 
 export type { Logger } from '../../internal/log.js';
@@ -49,6 +50,11 @@ export interface RuntimeContext {
   readonly log: Logger;
   /** Path of the Chromium binary to spawn. */
   readonly chromiumPath: string;
+  /**
+   * Chromium's operator flags and the other programs of instances (src/server/config.ts). Default
+   * `DEFAULT_PROGRAMS`.
+   */
+  readonly programs?: ProgramPaths | undefined;
   /** Largest upload accepted, in bytes. */
   readonly maxUploadBytes: number;
   /** Tell the registry a process died on its own: the instance goes to `error`. */

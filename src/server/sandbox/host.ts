@@ -15,7 +15,14 @@ import { unmountAllUnder } from './quota.js';
 import { buildEtc } from './rootfs.js';
 import { buildSpawnPlan, type SpawnPlan } from './plan.js';
 import { buildSeccompFilter } from './seccomp.js';
-import { CORE_GUARANTEES, describeSupport, hostSupport, type HostSupport } from './support.js';
+import { DEFAULT_SANDBOX_ROOT } from '../config.js';
+import {
+  CORE_GUARANTEES,
+  describeSupport,
+  hostSupport,
+  toolPath,
+  type HostSupport,
+} from './support.js';
 
 /**
  * What each instance's sandbox may use, as the operator set it (cgroup limits and disk quota, in
@@ -46,9 +53,11 @@ export interface SandboxHostOptions {
   /**
    * Where instance disks and the generated /etc live: a path every instance uid can traverse
    * (bubblewrap, unprivileged, opens what it binds by path), unlike a data dir under /root.
-   * Default `/var/lib/burrow/sandboxes`; env `BURROW_SANDBOX_ROOT`.
+   * Default `/var/lib/burrow/sandboxes` (the server's `sandboxRoot`, src/server/config.ts).
    */
   sandboxRoot?: string;
+  /** bubblewrap binary, used when it exists (the server's `bwrapPath`). Default the usual places. */
+  bwrapPath?: string | undefined;
   limits?: Partial<SandboxResourceLimits>;
   /** Run instances without isolation when the machine cannot isolate them. Loudly logged. */
   insecureNoIsolation?: boolean;
@@ -84,6 +93,8 @@ export class SandboxHost {
   readonly #uids = new Set<number>();
   readonly #sandboxRoot: string;
   #plan: SpawnPlan | undefined;
+  /** The bubblewrap binary instances are built with (undefined where there is none). */
+  readonly bwrap: string | undefined;
 
   private constructor(opts: SandboxHostOptions, support: HostSupport) {
     this.support = support;
@@ -98,9 +109,9 @@ export class SandboxHost {
               '; ',
             )}. Run \`burrow doctor\`, or start the server with --insecure-no-isolation to run instances unisolated.`
         : undefined;
-    const sandboxRoot =
-      opts.sandboxRoot ?? process.env.BURROW_SANDBOX_ROOT ?? '/var/lib/burrow/sandboxes';
+    const sandboxRoot = opts.sandboxRoot ?? DEFAULT_SANDBOX_ROOT;
     this.#sandboxRoot = sandboxRoot;
+    this.bwrap = toolPath('bwrap', opts.bwrapPath);
     this.root = join(sandboxRoot, basename(opts.runDir));
     this.etcDir = join(this.root, 'etc');
     this.seccomp = support.seccomp ? buildSeccompFilter() : Buffer.alloc(0);
@@ -110,7 +121,7 @@ export class SandboxHost {
   }
 
   static async create(opts: SandboxHostOptions): Promise<SandboxHost> {
-    const host = new SandboxHost(opts, hostSupport());
+    const host = new SandboxHost(opts, hostSupport(opts.bwrapPath));
     const { log } = opts;
     for (const line of describeSupport(host.support)) log.info(`isolation: ${line}`);
     if (!host.isolated) {
@@ -131,7 +142,7 @@ export class SandboxHost {
       await host.#sweep();
       await mkdirTraversable(host.root);
       await buildEtc(host.etcDir);
-      host.#plan = buildSpawnPlan(); // now, not at the first instance's start
+      host.#plan = buildSpawnPlan(host.bwrap); // now, not at the first instance's start
     }
     return host;
   }
@@ -141,7 +152,7 @@ export class SandboxHost {
    * (plan.ts): the chain's tool paths and the mount steps, resolved from the host once.
    */
   get plan(): SpawnPlan {
-    this.#plan ??= buildSpawnPlan();
+    this.#plan ??= buildSpawnPlan(this.bwrap);
     return this.#plan;
   }
 

@@ -23,10 +23,13 @@ export interface SpawnPlan {
   readonly init: readonly MountStep[];
 }
 
-/** Resolve the plan from the host as it is now. Throws naming a tool the chain needs and lacks. */
-export function buildSpawnPlan(): SpawnPlan {
+/**
+ * Resolve the plan from the host as it is now (`bwrapPath`: the operator's bubblewrap, where it
+ * exists). Throws naming a tool the chain needs and lacks.
+ */
+export function buildSpawnPlan(bwrapPath?: string): SpawnPlan {
   const need = (tool: Tool): string => {
-    const path = toolPath(tool);
+    const path = toolPath(tool, bwrapPath);
     if (!path) throw new Error(`the sandbox needs ${tool}, which is not installed`);
     return path;
   };

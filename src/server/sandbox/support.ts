@@ -24,11 +24,12 @@ export const TOOLS = {
 
 export type Tool = keyof typeof TOOLS;
 
-/** Absolute path of a tool, or undefined. `BURROW_BWRAP` overrides bubblewrap's. */
-export function toolPath(tool: Tool): string | undefined {
-  if (tool === 'bwrap' && process.env.BURROW_BWRAP && existsSync(process.env.BURROW_BWRAP)) {
-    return process.env.BURROW_BWRAP;
-  }
+/**
+ * Absolute path of a tool, or undefined. `bwrapPath` (the server's `bwrapPath`, `BURROW_BWRAP`:
+ * src/server/config.ts) overrides bubblewrap's when that file exists.
+ */
+export function toolPath(tool: Tool, bwrapPath?: string): string | undefined {
+  if (tool === 'bwrap' && bwrapPath && existsSync(bwrapPath)) return bwrapPath;
   return TOOLS[tool].find((p) => existsSync(p));
 }
 
@@ -61,17 +62,18 @@ const APT: Partial<Record<Tool, string>> = {
   perl: 'perl-base',
 };
 
-let cached: HostSupport | undefined;
+const cached = new Map<string, HostSupport>();
 
-/** Probe the machine (cached for the process's life). */
-export function hostSupport(): HostSupport {
-  cached ??= probe();
-  return cached;
+/** Probe the machine (cached for the process's life, per bubblewrap override). */
+export function hostSupport(bwrapPath?: string): HostSupport {
+  let found = cached.get(bwrapPath ?? '');
+  if (!found) cached.set(bwrapPath ?? '', (found = probe(bwrapPath)));
+  return found;
 }
 
-function probe(): HostSupport {
+function probe(bwrapPath: string | undefined): HostSupport {
   const root = process.getuid?.() === 0;
-  const missing = (Object.keys(APT) as Tool[]).filter((t) => !toolPath(t));
+  const missing = (Object.keys(APT) as Tool[]).filter((t) => !toolPath(t, bwrapPath));
   const userns = usernsWorks();
   const cgroups = cgroupVersion();
   const quotaWhy = quotaMissing();

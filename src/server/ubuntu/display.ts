@@ -10,9 +10,9 @@ import type { Readable } from 'node:stream';
 import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import { writeFileAtomic } from '../../internal/fs.js';
 import type { Supervised } from '../../internal/process.js';
+import { DEFAULT_PROGRAMS } from '../config.js';
 import { describeExit, type Sandbox } from '../sandbox/index.js';
 
-const XVFB = process.env.BURROW_XVFB ?? '/usr/bin/Xvfb';
 const START_TIMEOUT_MS = 15_000;
 
 export interface DisplayInfo {
@@ -45,6 +45,7 @@ export class Display implements DisplayInfo {
     resolution: readonly [number, number],
     env: Record<string, string>,
     onExit: (reason: string) => void,
+    xvfb: string = DEFAULT_PROGRAMS.xvfb,
   ): Promise<Display> {
     const [width, height] = resolution;
     const cookie = randomBytes(16);
@@ -62,7 +63,7 @@ export class Display implements DisplayInfo {
     await writeHomeAuth(xauthority(cookie, ''));
     const proc = sandbox.spawn(
       [
-        XVFB,
+        xvfb,
         '-screen',
         '0',
         `${width}x${height}x24`,

@@ -93,8 +93,12 @@ export class UbuntuRuntime extends InstanceMachine {
     if (sandbox.mode === 'isolated') {
       for (const [k, v] of Object.entries(proxyEnv())) this.env.setBase(k, v);
     }
-    const displayInfo = await Display.start(sandbox, ctx.resolution, this.env.current(), (reason) =>
-      ctx.failed(reason),
+    const displayInfo = await Display.start(
+      sandbox,
+      ctx.resolution,
+      this.env.current(),
+      (reason) => ctx.failed(reason),
+      ctx.programs?.xvfb,
     );
     for (const [k, v] of Object.entries(displayInfo.sandboxEnv)) this.env.setBase(k, v);
     this.#recorder(sandbox, displayInfo);

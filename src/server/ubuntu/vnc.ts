@@ -21,6 +21,7 @@ import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import { LineDecoder } from '../../internal/lines.js';
 import { writeFileAtomic } from '../../internal/fs.js';
 import { Supervised } from '../../internal/process.js';
+import { DEFAULT_PROGRAMS } from '../config.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import type { Logger } from '../instances/runtime.js';
 import type { SandboxSpawn } from '../sandbox/index.js';
@@ -31,7 +32,7 @@ export interface VncOptions {
   /** A server-only directory of the instance (not visible inside the sandbox). */
   runDir: string;
   log: Logger;
-  /** x11vnc binary. Default env `BURROW_X11VNC`, else `/usr/bin/x11vnc`. */
+  /** x11vnc binary. Default `/usr/bin/x11vnc` (the server's `x11vncPath`, src/server/config.ts). */
   x11vnc?: string;
   /** How long x11vnc may take to listen, in ms. Default 15 000. */
   startTimeoutMs?: number;
@@ -167,14 +168,10 @@ export class VncServer {
       ...X11VNC_FLAGS,
     ];
     const env = { PATH: '/usr/bin:/bin', HOME: runDir, ...displayEnv };
-    const proc = new Supervised(
-      this.#opts.x11vnc ?? process.env.BURROW_X11VNC ?? '/usr/bin/x11vnc',
-      args,
-      {
-        env,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
+    const proc = new Supervised(this.#opts.x11vnc ?? DEFAULT_PROGRAMS.x11vnc, args, {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const tail = keepTail(proc.child.stderr);
     // the port x11vnc says it listens on, or how it exited before it said
     const port = new Promise<number | Error>((resolve) => {
@@ -210,7 +207,7 @@ export class VncServer {
     const inside = posix.join(box.tmp, `.burrow-vnc-${randomBytes(6).toString('hex')}.sock`);
     const proc = box.spawn(
       [
-        this.#opts.x11vnc ?? process.env.BURROW_X11VNC ?? '/usr/bin/x11vnc',
+        this.#opts.x11vnc ?? DEFAULT_PROGRAMS.x11vnc,
         '-display',
         displayEnv.DISPLAY ?? ':0',
         ...(displayEnv.XAUTHORITY ? ['-auth', displayEnv.XAUTHORITY] : []),

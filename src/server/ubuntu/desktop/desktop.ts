@@ -100,13 +100,19 @@ export class UbuntuDesktop {
             displayEnv: { DISPLAY: inside.DISPLAY ?? display, XAUTHORITY: inside.XAUTHORITY ?? '' },
             runDir,
             log: ctx.log,
+            ...(ctx.programs && { x11vnc: ctx.programs.x11vnc }),
             sandbox: {
               spawn: (argv, o) => box.spawn(argv, { ...o, env: { ...box.env(), ...o.env } }),
               tmp: box.tmp,
               connect: (path) => connectInside(box, path),
             },
           }
-        : { displayEnv, runDir, log: ctx.log },
+        : {
+            displayEnv,
+            runDir,
+            log: ctx.log,
+            ...(ctx.programs && { x11vnc: ctx.programs.x11vnc }),
+          },
     );
     // Chromium runs inside the sandbox, so a page sees only what the instance's processes see
     // (file:// included); its profile and downloads are in the instance's home.
