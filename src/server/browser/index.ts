@@ -71,6 +71,8 @@ class BrowserRuntime implements InstanceRuntime {
       downloads: ctx.artifacts,
       onCrash: (reason) => ctx.failed(reason),
       launch: () => this.#launchOptions(),
+      // a navigation the egress would refuse fails as a local Chromium's would (issue 20)
+      checkNavigation: async (url) => this.#egress?.checkNavigation(url),
     });
     this.#computer = this.#newComputer();
     this.#screencast = this.#newScreencast();
