@@ -562,7 +562,7 @@ export async function openSession(options: OpenSessionOptions = {}): Promise<Ses
     debug('session', `${instance.id}: ${step} (${since()})`);
     const driver = await drivers[opts.driver]();
     const timeoutMs = Math.max(1, Math.round(opts.startTimeoutMs - (performance.now() - t0)));
-    if (opts.transfer) lease.transfer = transferSetup(client, instance.id);
+    if (opts.transfer) lease.transfer = transferSetup(client, instance.id, opts.driver);
     // the driver's socket does not hold the process by itself (keepalive.ts)
     const transfer = lease.transfer;
     const connecting = connectDetached(() =>
