@@ -651,6 +651,15 @@ async function startWhenFree(
       return await client.instances.start(body);
     } catch (err) {
       if (!(err instanceof RateLimitError)) throw err;
+      if (attempt === 0) {
+        // a wait that would otherwise look like a hang: say once why, and what ends it
+        const detail = (err.body as { detail?: unknown } | undefined)?.detail;
+        const why = typeof detail === 'string' ? detail : 'the server is at its instance cap';
+        process.emitWarning(
+          `burrow: ${why}; openSession waits for a free slot until its startTimeoutMs (stop an instance, or raise the cap with burrow serve --max-instances)`,
+          { code: 'BURROW_AT_CAPACITY' },
+        );
+      }
       const wait = Math.min(
         CAPACITY_WAIT_MAX_MS,
         err.retryAfterMs ?? Math.min(CAPACITY_WAIT_MAX_MS, 500 * 2 ** attempt),
