@@ -19,7 +19,8 @@
  *   them where a local Chromium would have (`<downloadPath>/<guid>` for `allowAndName`, as
  *   Playwright expects; `<downloadPath>/<suggested name>` for `allow`, as Puppeteer users expect)
  *   before the driver sees `downloadProgress: completed`. Events the driver did not ask for are
- *   not passed on. A download whose bytes cannot be fetched reaches the driver as `canceled`.
+ *   not passed on. A download whose bytes cannot be fetched reaches the driver as `canceled`, at
+ *   once, and a process warning (`BURROW_DOWNLOAD_FAILED`) says why.
  *
  * Only messages that may concern these are decoded: commands are searched for the method names
  * (Buffer search), events are recognised by their first bytes; everything else is forwarded as it
@@ -152,8 +153,12 @@ export function clientTransferApi(client: Burrow, instanceId: string): TransferA
           });
           return res.body;
         } catch (err) {
-          // still being written as the server sees it, or not seen yet
-          const waiting = err instanceof APIError && (err.status === 409 || err.status === 404);
+          // still being written as the server sees it, or not seen yet; one that ended without
+          // a file (canceled, failed, interrupted) never will be: no use waiting
+          const waiting =
+            err instanceof APIError &&
+            (err.status === 404 ||
+              (err.status === 409 && err.serverCode !== 'artifact_unavailable'));
           if (!waiting || Date.now() + delay > deadline) throw err;
           await sleep(delay);
           signal.throwIfAborted();
@@ -543,7 +548,16 @@ class Link {
         if (params.state !== 'completed') return !heard;
         download.saved ??= this.#save(guid as string, download).then(
           () => true,
-          () => false,
+          (err: unknown) => {
+            // the driver hears only `canceled`: say why, once
+            if (!this.#abort.signal.aborted) {
+              process.emitWarning(
+                `burrow could not bring download ${JSON.stringify(download.suggestedFilename)} to ${download.target.dir}: ${(err as Error).message}`,
+                { code: 'BURROW_DOWNLOAD_FAILED' },
+              );
+            }
+            return false;
+          },
         );
         void download.saved.then((ok) => {
           if (!heard) return;

@@ -6,12 +6,15 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { Burrow, openSession } from 'burrow-sandbox';
 import { TransferProxy, transferSetup } from '../../src/session/transfer.js';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
+import { eventually } from '../helpers/server.js';
 
 const env = sessionServer('bsl-', { maxUploadBytes: 1024 * 1024 });
 const local = mkdtempSync(join(tmpdir(), 'burrow-transfer-limits-'));
@@ -84,6 +87,52 @@ describe('transfer proxy limits', () => {
     const ours = warnings.filter((w) => (w as { code?: string }).code === 'BURROW_UPLOAD_FAILED');
     expect(ours).toHaveLength(1);
     expect(ours[0]!.message).toContain(tooBig);
+  });
+
+  it('a download that cannot be saved here ends at once as canceled, and a warning says why', async () => {
+    const site = createServer((req, res) => {
+      if (req.url === '/f.bin') {
+        res.writeHead(200, { 'content-type': 'application/octet-stream' });
+        return void res.end(randomBytes(1000));
+      }
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<a id=dl href="/f.bin" download="f.bin">f</a>');
+    });
+    await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      await using session = await openSession({ ...env.remote, driver: 'puppeteer' });
+      const { page } = session;
+      // a download directory that cannot exist: under a regular file
+      const blocker = join(local, 'a-file');
+      writeFileSync(blocker, 'x');
+      const cdp = await page.browser().target().createCDPSession();
+      const states: string[] = [];
+      cdp.on('Browser.downloadProgress', (e: { state: string }) => states.push(e.state));
+      await cdp.send('Browser.setDownloadBehavior', {
+        behavior: 'allow',
+        downloadPath: join(blocker, 'downloads'),
+        eventsEnabled: true,
+      });
+      const { port } = site.address() as AddressInfo;
+      await page.goto(`http://127.0.0.1:${port}/`);
+      const clicked = Date.now();
+      await page.click('#dl');
+      await eventually(() => states.includes('canceled'), 'the download canceled', 10_000);
+      expect(Date.now() - clicked).toBeLessThan(10_000);
+      expect(states).not.toContain('completed');
+      const ours = warnings.filter(
+        (w) => (w as { code?: string }).code === 'BURROW_DOWNLOAD_FAILED',
+      );
+      expect(ours).toHaveLength(1);
+      expect(ours[0]!.message).toContain('"f.bin"');
+      expect(ours[0]!.message).toMatch(/ENOTDIR|EEXIST/);
+    } finally {
+      process.off('warning', onWarning);
+      site.close();
+    }
   });
 
   it('the proxy refuses other paths and closes with the session', async () => {
