@@ -156,6 +156,24 @@ describe('navigation errors through the egress', () => {
     }
   }, 60_000);
 
+  it("an ubuntu instance's desktop browser fails the same way", async () => {
+    await using session = await openSession({
+      ...env.remote,
+      instanceType: 'ubuntu',
+      blockedDomains: ['blocked.test'],
+    });
+    const page = session.page;
+    for (const [url, expected] of [
+      ['https://nonexistent.invalid/', 'net::ERR_NAME_NOT_RESOLVED'],
+      [`http://127.0.0.1:${refusedPort}/`, 'net::ERR_CONNECTION_REFUSED'],
+      ['http://blocked.test/', 'net::ERR_BLOCKED_BY_CLIENT'],
+    ] as const) {
+      expect(await failure(() => page.goto(url)), url).toContain(`${expected} at ${url}`);
+    }
+    const ok = await (await session.context.newPage()).goto(`${site.origin}/hello`);
+    expect(ok?.status()).toBe(200);
+  }, 120_000);
+
   it('a warm-pool instance with blocked domains given at the claim fails the same way', async () => {
     const server = env.server;
     await server.warmPool.ready();

@@ -93,6 +93,25 @@ export interface InstanceEgress {
   close(): void;
 }
 
+/**
+ * Whether `url` names a loopback host (`localhost`, `*.localhost`, 127.0.0.0/8, `[::1]`): what
+ * Chromium sends direct, not to its proxy, unless told `<-loopback>` (chromiumProxyArgs).
+ */
+export function isLoopbackUrl(url: string): boolean {
+  let host: string;
+  try {
+    host = new URL(url).hostname.toLowerCase().replace(/\.$/, '');
+  } catch {
+    return false;
+  }
+  return (
+    host === 'localhost' ||
+    host.endsWith('.localhost') ||
+    host === '[::1]' ||
+    /^127\.\d+\.\d+\.\d+$/.test(host)
+  );
+}
+
 /** The `host`, `port` an egress would be asked for to load `url`, if it goes through one. */
 export function egressTarget(url: string): { host: string; port: number } | undefined {
   let u: URL;

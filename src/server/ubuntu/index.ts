@@ -172,6 +172,7 @@ export class UbuntuRuntime implements InstanceRuntime {
             tmp: sandbox.tmp,
             isolated: sandbox.mode === 'isolated',
             hostLoopback: hostLoopbackAllowed(ctx.sandboxHost),
+            checkNavigation: async (url) => egress?.checkNavigation(url),
           },
         }),
         egress,
