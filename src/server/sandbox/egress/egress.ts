@@ -112,6 +112,11 @@ const DEFAULTS: Required<EgressOptions> = {
   maxConnections: 256,
 };
 
+/** How long a name `check` resolved is reused by the connection that follows it, in ms. */
+const CHECKED_TTL_MS = 5_000;
+/** Names remembered so at most. */
+const MAX_CHECKED = 64;
+
 /** Bytes of a tunnel's first flight held back while its ClientHello is read. */
 const MAX_SNIFF_BYTES = 2 * MAX_CLIENT_HELLO_BYTES;
 /** How long a refused client gets to read the answer before its socket is destroyed, in ms. */
@@ -232,6 +237,8 @@ export class Egress {
   #closed = false;
   /** Host-local refusals already logged as warnings. */
   readonly #warned = new Set<string>();
+  /** Names `check` resolved a moment ago, oldest first: the next connection to each reuses them. */
+  readonly #checked = new Map<string, { at: number; addresses: LookupAddress[] }>();
 
   /**
    * Replace the blocked domains (a warm-pool instance taking its user's `blocked_domains`, before
@@ -313,7 +320,16 @@ export class Egress {
   async check(host: string, port: number): Promise<EgressVerdict | undefined> {
     if (this.#closed) return undefined;
     try {
-      await this.#admit('navigate', { host, port });
+      const addresses = await this.#admit('navigate', { host, port });
+      if (net.isIP(host) === 0) {
+        // the navigation's own connection follows at once: it uses these, not a second lookup
+        const key = host.toLowerCase();
+        this.#checked.delete(key);
+        this.#checked.set(key, { at: Date.now(), addresses });
+        if (this.#checked.size > MAX_CHECKED) {
+          this.#checked.delete(this.#checked.keys().next().value!);
+        }
+      }
       return undefined;
     } catch (err) {
       const r = this.#asRefusal(err);
@@ -373,6 +389,13 @@ export class Egress {
         { address: '127.0.0.1', family: 4 },
         { address: '::1', family: 6 },
       ];
+    }
+    const checked = this.#checked.get(host.toLowerCase());
+    if (checked) {
+      this.#checked.delete(host.toLowerCase());
+      // used once, and only fresh: a later connection asks DNS again (the addresses are checked
+      // again by the caller either way)
+      if (Date.now() - checked.at <= CHECKED_TTL_MS) return checked.addresses;
     }
     const ms = this.#opts.connectTimeoutMs;
     try {
