@@ -57,7 +57,8 @@ export interface CdpMuxOptions {
   /**
    * A client's `Page.navigate`, before it reaches Chromium: `undefined` to let it go as it is,
    * or the `Fetch.failRequest` reason its document request is to fail with (the instance's egress
-   * would refuse it). The client's later commands wait meanwhile, so they keep their order.
+   * would refuse it). The client's later commands on that session wait meanwhile, so they keep
+   * their order; its other sessions go on.
    */
   checkNavigation?(url: string): Promise<{ reason: string } | undefined>;
 }
@@ -102,8 +103,11 @@ interface Client {
   queued: number;
   /** Its commands Chromium has not answered yet. */
   inFlight: number;
-  /** Its messages that arrived while one of its navigations was checked, and their length. */
-  held: Buffer[] | undefined;
+  /**
+   * Sessions with a navigation being checked → the client's later messages on them, held so
+   * that they keep their order (its other sessions go on); `heldBytes` counts them all.
+   */
+  readonly held: Map<string, Buffer[]>;
   heldBytes: number;
   closed: boolean;
 }
@@ -235,7 +239,7 @@ export class CdpMux {
             queue: [],
             queued: 0,
             inFlight: 0,
-            held: undefined,
+            held: new Map(),
             heldBytes: 0,
             closed: false,
           };
@@ -243,7 +247,7 @@ export class CdpMux {
           this.#sessions.set(sessionId, client);
           resolve({
             connect: (peer) => this.#connect(client, peer),
-            receive: (data) => this.#take(client, data),
+            receive: (data) => this.#fromClient(client, data),
             close: () => this.#drop(client, true),
           });
         },
@@ -287,7 +291,8 @@ export class CdpMux {
     client.closed = true;
     client.queue = [];
     client.queued = 0;
-    client.held = undefined;
+    client.held.clear();
+    client.heldBytes = 0;
     this.#clients.delete(client);
     this.#sessions.delete(client.session);
     this.#fetching.delete(client.session);
@@ -346,28 +351,17 @@ export class CdpMux {
     return sessionId === client.session ? client.targetId : client.owned.get(sessionId);
   }
 
-  /** A message from a client, held while one of its navigations is being checked. */
-  #take(client: Client, data: Buffer): void {
-    if (client.closed) return;
-    if (!client.held) return this.#fromClient(client, data);
-    client.held.push(data);
-    client.heldBytes += data.length;
-    if (client.heldBytes > MAX_QUEUED_BYTES) {
-      this.#drop(client, true);
-      client.peer?.close();
+  /** Go on with what a client sent on `session` while its navigation was checked, in order. */
+  #release(client: Client, session: string): void {
+    const waiting = client.held.get(session) ?? [];
+    client.held.delete(session);
+    while (waiting.length > 0 && !client.held.has(session) && !client.closed) {
+      const data = waiting.shift()!;
+      client.heldBytes -= data.length;
+      this.#fromClient(client, data);
     }
-  }
-
-  /** Go on with what a client sent while its navigation was checked, in order. */
-  #release(client: Client): void {
-    const waiting = client.held ?? [];
-    client.held = undefined;
-    client.heldBytes = 0;
-    while (waiting.length > 0 && !client.held && !client.closed) {
-      this.#fromClient(client, waiting.shift()!);
-    }
-    // another navigation is being checked: the rest waits for it
-    for (const data of waiting) this.#take(client, data);
+    // another navigation on it is being checked: the rest waits for that one
+    if (waiting.length > 0) client.held.get(session)?.push(...waiting);
   }
 
   /** A command from a client: checked, given a wire id and its session, written anew. */
@@ -406,6 +400,16 @@ export class CdpMux {
       }
       wireSession = sessionId;
     }
+    const held = client.held.get(wireSession);
+    if (held) {
+      held.push(data);
+      client.heldBytes += data.length;
+      if (client.heldBytes > MAX_QUEUED_BYTES) {
+        this.#drop(client, true);
+        client.peer?.close();
+      }
+      return;
+    }
     if (client.inFlight >= MAX_IN_FLIGHT) {
       return this.#deliver(
         client,
@@ -423,7 +427,7 @@ export class CdpMux {
       typeof sent.url === 'string' &&
       targetId !== undefined
     ) {
-      client.held = [];
+      client.held.set(wireSession, []);
       void this.#navigate(client, { id, method, params: sent }, wireSession, targetId);
       return;
     }
@@ -469,7 +473,7 @@ export class CdpMux {
         this.#deliver(client, errorReply(command.id, -32000, err.message));
       }
     }
-    this.#release(client);
+    this.#release(client, wireSession);
   }
 
   /** Whether a client intercepts requests of `targetId` (or of the whole browser). */
