@@ -242,6 +242,25 @@ function hideKey(argv: readonly string[]): void {
   delete process.env.BURROW_API_KEY_FILE;
 }
 
+/**
+ * The line `serve` prints at start: which of this machine's loopback ports instances may reach
+ * through their egress, and the switch that opens one (issue 20). Anything else on the host's
+ * loopback is refused (a navigation there fails with `net::ERR_CONNECTION_REFUSED`).
+ */
+export function hostPortsLine(isolation: IsolationOptions = {}): string {
+  const open =
+    'open one with --allow-host-port PORT (repeatable) or all with --allow-host-loopback';
+  if (isolation.allowHostLoopback) {
+    return "host ports: instances may reach every loopback port of this machine but burrow's own (--allow-host-loopback)";
+  }
+  const ports = isolation.allowHostPorts ?? [];
+  if (ports.length === 0) {
+    return `host ports: instances may reach none of this machine's loopback ports; ${open}`;
+  }
+  const list = [...ports].sort((a, b) => a - b).join(', ');
+  return `host ports: instances may reach ${list} on this machine's loopback (--allow-host-port); ${open}`;
+}
+
 export async function run(argv: string[]): Promise<void> {
   const config = await serveConfig(argv);
   if (!config) {
@@ -262,6 +281,7 @@ export async function run(argv: string[]): Promise<void> {
   });
   if (config.generated) console.log(`API key (generated, shown once): ${server.apiKey}`);
   console.log(`burrow listening on ${server.url} (data dir ${server.dataDir})`);
+  console.log(hostPortsLine(config.options.isolation));
   // what `burrow doctor` says (programs, isolation, instance types), so an operator sees it
   // without asking
   const { formatSummary, report } = await import('./doctor.js');

@@ -50,7 +50,12 @@ export const SERVER_ERRORS = {
     message: 'Request body larger than {limit} bytes',
     headers: CLOSE,
   },
-  upload_too_large: { status: 413, message: 'Upload larger than {limit} bytes', headers: CLOSE },
+  upload_too_large: {
+    status: 413,
+    message:
+      "Upload larger than {limit} bytes (the server's limit; BURROW_MAX_UPLOAD_BYTES raises it)",
+    headers: CLOSE,
+  },
   malformed_multipart: {
     status: 400,
     message: 'Malformed multipart body: {reason}',

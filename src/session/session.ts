@@ -586,7 +586,7 @@ export async function openSession(options: OpenSessionOptions = {}): Promise<Ses
     debug('session', `${instance.id}: ${step} (${since()})`);
     const driver = await drivers[opts.driver]();
     const timeoutMs = Math.max(1, Math.round(opts.startTimeoutMs - (performance.now() - t0)));
-    if (opts.transfer) lease.transfer = transferSetup(client, instance.id);
+    if (opts.transfer) lease.transfer = transferSetup(client, instance.id, opts.driver);
     // the driver's socket does not hold the process by itself; the lease's keeper does (keepalive.ts)
     const transfer = lease.transfer;
     const connecting = connectDetached(() =>
@@ -675,6 +675,15 @@ async function startWhenFree(
       return await client.instances.start(body);
     } catch (err) {
       if (!(err instanceof RateLimitError)) throw err;
+      if (attempt === 0) {
+        // a wait that would otherwise look like a hang: say once why, and what ends it
+        const detail = (err.body as { detail?: unknown } | undefined)?.detail;
+        const why = typeof detail === 'string' ? detail : 'the server is at its instance cap';
+        process.emitWarning(
+          `burrow: ${why}; openSession waits for a free slot until its startTimeoutMs (stop an instance, or raise the cap with burrow serve --max-instances)`,
+          { code: 'BURROW_AT_CAPACITY' },
+        );
+      }
       const wait = Math.min(
         CAPACITY_WAIT_MAX_MS,
         err.retryAfterMs ?? Math.min(CAPACITY_WAIT_MAX_MS, 500 * 2 ** attempt),

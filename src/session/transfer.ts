@@ -19,7 +19,8 @@
  *   them where a local Chromium would have (`<downloadPath>/<guid>` for `allowAndName`, as
  *   Playwright expects; `<downloadPath>/<suggested name>` for `allow`, as Puppeteer users expect)
  *   before the driver sees `downloadProgress: completed`. Events the driver did not ask for are
- *   not passed on. A download whose bytes cannot be fetched reaches the driver as `canceled`.
+ *   not passed on. A download whose bytes cannot be fetched reaches the driver as `canceled`, at
+ *   once, and a process warning (`BURROW_DOWNLOAD_FAILED`) says why.
  *
  * Only messages that may concern these are decoded: commands are searched for the method names
  * (Buffer search), events are recognised by their first bytes; everything else is forwarded as it
@@ -49,6 +50,9 @@ const UPLOAD_DIR = '.burrow/uploads';
 const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 const SET_FILES = Buffer.from('DOM.setFileInputFiles');
+const CALL_FUNCTION = Buffer.from('Runtime.callFunctionOn');
+/** How soon after a failed upload the driver's retry is expected (Playwright waits 20 ms). */
+const RETRY_WINDOW_MS = 5_000;
 const SET_DOWNLOADS = Buffer.from('.setDownloadBehavior');
 const EVENT_PREFIXES = ['Browser.download', 'Page.download', 'Target.'].map((m) =>
   Buffer.from(`{"method":"${m}`),
@@ -71,6 +75,12 @@ export interface TransferProxyOptions {
   api: TransferApi;
   /** Shared by the proxies of one session: local file → in-instance path. */
   uploads?: UploadCache;
+  /**
+   * The driver retries a failed `DOM.setFileInputFiles` until its timeout (Playwright): the
+   * proxy then ends the retries at once (see `Link.#setFiles`). Default false (Puppeteer fails
+   * on the first error).
+   */
+  retriesFileInputs?: boolean;
 }
 
 /** Deadline of one file's upload or download through the API. */
@@ -82,10 +92,19 @@ const DOWNLOAD_WAIT_MS = 30_000;
 export interface TransferSetup {
   api: TransferApi;
   uploads: UploadCache;
+  retriesFileInputs?: boolean;
 }
 
-export function transferSetup(client: Burrow, instanceId: string): TransferSetup {
-  return { api: clientTransferApi(client, instanceId), uploads: new UploadCache() };
+export function transferSetup(
+  client: Burrow,
+  instanceId: string,
+  driver: 'playwright' | 'puppeteer' = 'playwright',
+): TransferSetup {
+  return {
+    api: clientTransferApi(client, instanceId),
+    uploads: new UploadCache(),
+    retriesFileInputs: driver === 'playwright',
+  };
 }
 
 /**
@@ -134,8 +153,12 @@ export function clientTransferApi(client: Burrow, instanceId: string): TransferA
           });
           return res.body;
         } catch (err) {
-          // still being written as the server sees it, or not seen yet
-          const waiting = err instanceof APIError && (err.status === 409 || err.status === 404);
+          // still being written as the server sees it, or not seen yet; one that ended without
+          // a file (canceled, failed, interrupted) never will be: no use waiting
+          const waiting =
+            err instanceof APIError &&
+            (err.status === 404 ||
+              (err.status === 409 && err.serverCode !== 'artifact_unavailable'));
           if (!waiting || Date.now() + delay > deadline) throw err;
           await sleep(delay);
           signal.throwIfAborted();
@@ -251,7 +274,7 @@ export class TransferProxy {
         answered = true;
         if (proxy.#closed || socket.destroyed) return remote.terminate();
         wss.handleUpgrade(req, socket, head, (ws) => {
-          const link = new Link(ws, remote, opts.api, uploads);
+          const link = new Link(ws, remote, opts.api, uploads, opts.retriesFileInputs ?? false);
           proxy.#links.add(link);
           ws.once('close', () => proxy.#links.delete(link));
         });
@@ -298,13 +321,23 @@ class Link {
   readonly #contexts = new Map<string, string>();
   readonly #downloads = new Map<string, Download>();
   readonly #abort = new AbortController();
+  readonly #retriesFileInputs: boolean;
+  /** Sessions ('' for the browser's) whose driver is retrying a failed upload → why it failed. */
+  readonly #failedUploads = new Map<string, { message: string; until: number }>();
 
   /** `remote`: the instance's socket, open. */
-  constructor(local: WebSocket, remote: WebSocket, api: TransferApi, uploads: UploadCache) {
+  constructor(
+    local: WebSocket,
+    remote: WebSocket,
+    api: TransferApi,
+    uploads: UploadCache,
+    retriesFileInputs: boolean,
+  ) {
     this.#local = local;
     this.#remote = remote;
     this.#api = api;
     this.#uploads = uploads;
+    this.#retriesFileInputs = retriesFileInputs;
     local.on('message', (data, binary) => this.#fromDriver(data as Buffer, binary));
     remote.on('message', (data, binary) => this.#fromBrowser(data as Buffer, binary));
     const closeBoth = () => this.close();
@@ -332,6 +365,10 @@ class Link {
   // -- driver → browser --------------------------------------------------------------------
 
   #fromDriver(data: Buffer, binary: boolean): void {
+    if (this.#failedUploads.size > 0 && data.includes(CALL_FUNCTION)) {
+      const msg = parse(data);
+      if (msg?.method === 'Runtime.callFunctionOn' && this.#endRetry(msg)) return;
+    }
     if (data.includes(SET_FILES)) {
       const msg = parse(data);
       if (msg?.method === 'DOM.setFileInputFiles') return void this.#setFiles(msg);
@@ -361,6 +398,12 @@ class Link {
       this.#toBrowser(JSON.stringify(msg));
     } catch (err) {
       const message = `burrow could not upload a file for DOM.setFileInputFiles: ${(err as Error).message}`;
+      if (this.#retriesFileInputs) {
+        this.#failedUploads.set(msg.sessionId ?? '', {
+          message,
+          until: Date.now() + RETRY_WINDOW_MS,
+        });
+      }
       this.#toDriver(
         JSON.stringify({
           id: msg.id,
@@ -369,6 +412,39 @@ class Link {
         }),
       );
     }
+  }
+
+  /**
+   * Playwright retries an action whose protocol command failed until its timeout (30 s by
+   * default), then reports a bare timeout; an exception in the page ends its retries at once.
+   * So the first script call on the session of a failed upload, right after it (Playwright's
+   * retry looking for the input again), is answered with that exception, naming the failure:
+   * `setInputFiles` rejects at once with the reason.
+   */
+  #endRetry(msg: CdpMessage): boolean {
+    const key = msg.sessionId ?? '';
+    const failed = this.#failedUploads.get(key);
+    if (!failed) return false;
+    this.#failedUploads.delete(key);
+    if (Date.now() > failed.until) return false;
+    const description = `Error: ${failed.message}`;
+    this.#toDriver(
+      JSON.stringify({
+        id: msg.id,
+        result: {
+          result: { type: 'object', subtype: 'error', className: 'Error', description },
+          exceptionDetails: {
+            exceptionId: 0,
+            text: 'Uncaught',
+            lineNumber: 0,
+            columnNumber: 0,
+            exception: { type: 'object', subtype: 'error', className: 'Error', description },
+          },
+        },
+        ...(msg.sessionId !== undefined && { sessionId: msg.sessionId }),
+      }),
+    );
+    return true;
   }
 
   /**
@@ -472,7 +548,16 @@ class Link {
         if (params.state !== 'completed') return !heard;
         download.saved ??= this.#save(guid as string, download).then(
           () => true,
-          () => false,
+          (err: unknown) => {
+            // the driver hears only `canceled`: say why, once
+            if (!this.#abort.signal.aborted) {
+              process.emitWarning(
+                `burrow could not bring download ${JSON.stringify(download.suggestedFilename)} to ${download.target.dir}: ${(err as Error).message}`,
+                { code: 'BURROW_DOWNLOAD_FAILED' },
+              );
+            }
+            return false;
+          },
         );
         void download.saved.then((ok) => {
           if (!heard) return;

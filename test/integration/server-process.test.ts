@@ -63,6 +63,27 @@ describe('burrow serve', () => {
     expect(pidsMatching(s.dataDir)).toEqual([]);
   });
 
+  it('says at start which host loopback ports instances may reach, and how to open one', async () => {
+    const closed = await serve(['--api-key', 'ports-test-key-123']);
+    await eventually(() => /host ports:/.test(closed.output()), 'host ports line');
+    expect(closed.output()).toContain(
+      "host ports: instances may reach none of this machine's loopback ports; open one with --allow-host-port PORT",
+    );
+    closed.child.kill('SIGTERM');
+    const opened = await serve([
+      ...['--api-key', 'ports-test-key-123', '--allow-host-port', '8080'],
+      ...['--allow-host-port', '3000'],
+    ]);
+    await eventually(() => /host ports:/.test(opened.output()), 'host ports line');
+    expect(opened.output()).toContain(
+      "host ports: instances may reach 3000, 8080 on this machine's loopback (--allow-host-port)",
+    );
+    opened.child.kill('SIGTERM');
+    const all = await serve(['--api-key', 'ports-test-key-123', '--allow-host-loopback']);
+    await eventually(() => /host ports:/.test(all.output()), 'host ports line');
+    expect(all.output()).toContain('instances may reach every loopback port of this machine');
+  });
+
   it('SIGKILL of the server leaves no Chromium behind', async () => {
     const s = await serve(['--api-key', 'kill-test-key-123']);
     const id = await startBrowser(s.url, 'kill-test-key-123');

@@ -54,8 +54,22 @@ describe('at the instance cap', () => {
         void client.instances.stop(first.id).then(() => resolve());
       }, 1500),
     );
-    const session = await openSession({ client, startTimeoutMs: 90_000 });
+    // the wait is said at once, with the cap and how to raise it (issue 20)
+    const warnings: { at: number; w: Error }[] = [];
+    const onWarning = (w: Error) => warnings.push({ at: Date.now(), w });
+    process.on('warning', onWarning);
+    const session = await openSession({ client, startTimeoutMs: 90_000 }).finally(() =>
+      process.off('warning', onWarning),
+    );
+    const opened = Date.now();
     try {
+      const ours = warnings.filter(
+        ({ w }) => (w as { code?: string }).code === 'BURROW_AT_CAPACITY',
+      );
+      expect(ours).toHaveLength(1);
+      expect(ours[0]!.at).toBeLessThan(opened); // during the wait, not after it
+      expect(ours[0]!.w.message).toMatch(/1 live instances? \(limit 1\)/);
+      expect(ours[0]!.w.message).toContain('--max-instances');
       await freeing;
       expect(Date.now()).toBeGreaterThanOrEqual(freedAt);
       expect(session.id).not.toBe(first.id);

@@ -106,14 +106,14 @@ describe('openSession (Playwright)', () => {
       expect(session.instance.resolution).toEqual([800, 600]);
       expect(pngSize(await session.screenshot())).toEqual([800, 600]);
       // *.localhost is the host's loopback, where the site listens: only the blocked domain
-      // keeps the request away from it. The instance's egress refuses it with a 403 of its own
-      // (not a DNS failure in Chromium, as before the sandbox), and the site never hears of it.
-      const refused = await session.page.goto(`http://www.blocked.localhost:${names.port}/`);
-      expect(refused?.status()).toBe(403);
-      expect(await refused?.text()).toContain(
-        'blocked_domain: www.blocked.localhost is blocked (blocked.localhost)',
+      // keeps the request away from it. The instance's egress refuses it, and the navigation
+      // fails as blocked (net::ERR_BLOCKED_BY_CLIENT, issue 20); the site never hears of it.
+      const blocked = `http://www.blocked.localhost:${names.port}/`;
+      await expect(session.page.goto(blocked)).rejects.toThrow(
+        `net::ERR_BLOCKED_BY_CLIENT at ${blocked}`,
       );
-      const allowed = await session.page.goto(`http://allowed.localhost:${names.port}/`);
+      const tab = await session.context.newPage(); // the error page may still be committing
+      const allowed = await tab.goto(`http://allowed.localhost:${names.port}/`);
       expect(allowed?.status()).toBe(200);
       // every request the site got (the page, its favicon) named the allowed host
       expect(new Set(names.hosts)).toEqual(new Set([`allowed.localhost:${names.port}`]));

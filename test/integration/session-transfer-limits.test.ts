@@ -1,18 +1,20 @@
 /**
  * The bridge's transfer proxy (src/session/transfer.ts) when an upload is refused: the driver's
- * call fails (Puppeteer with the server's reason; Playwright, which retries, at its timeout, the
- * reason in a process warning) and the input stays empty; and the proxy goes away with the
- * session.
+ * call fails at once with the server's reason (Playwright too, whose retries the proxy ends) and
+ * the input stays empty; and the proxy goes away with the session.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { Burrow, openSession } from 'burrow-sandbox';
 import { TransferProxy, transferSetup } from '../../src/session/transfer.js';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
+import { eventually } from '../helpers/server.js';
 
 const env = sessionServer('bsl-', { maxUploadBytes: 1024 * 1024 });
 const local = mkdtempSync(join(tmpdir(), 'burrow-transfer-limits-'));
@@ -36,7 +38,7 @@ const handshake = (u: string) =>
 const status = async (u: string) => (await handshake(u)).status;
 
 describe('transfer proxy limits', () => {
-  it('a file past the upload limit: Puppeteer gets the reason, Playwright times out with a warning', async () => {
+  it('a file past the upload limit fails at once with the limit and its setting, in Puppeteer and Playwright', async () => {
     const tooBig = join(local, 'too-big.bin');
     writeFileSync(tooBig, randomBytes(2 * 1024 * 1024));
     {
@@ -52,7 +54,8 @@ describe('transfer proxy limits', () => {
       expect(err?.message).toMatch(/too large|larger than|limit/i);
       expect(await page.evaluate(() => document.querySelector('input')!.files!.length)).toBe(0);
     }
-    // Playwright retries a failing DOM.setFileInputFiles until its timeout; the reason is a warning
+    // Playwright retries a failing DOM.setFileInputFiles until its timeout: the proxy ends the
+    // retries at once, with the reason, the limit and the setting that raises it (issue 20)
     const warnings: Error[] = [];
     const onWarning = (w: Error) => warnings.push(w);
     process.on('warning', onWarning);
@@ -60,16 +63,76 @@ describe('transfer proxy limits', () => {
       await using session = await openSession(env.remote);
       const { page } = session;
       await page.setContent('<input type=file id=f>');
-      await expect(page.setInputFiles('#f', tooBig, { timeout: 3_000 })).rejects.toThrow(/Timeout/);
+      const started = Date.now();
+      const err = await page.setInputFiles('#f', tooBig).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(Date.now() - started).toBeLessThan(5_000); // not Playwright's 30 s timeout
+      expect(err?.message).toContain(`burrow could not upload`);
+      expect(err?.message).toContain('Upload larger than 1048576 bytes');
+      expect(err?.message).toContain('BURROW_MAX_UPLOAD_BYTES');
+      expect(err?.message).not.toMatch(/Timeout/);
       expect(await page.evaluate(() => document.querySelector('input')!.files!.length)).toBe(0);
+      // the session goes on: a file under the limit is set right after
+      const small = join(local, 'small.txt');
+      writeFileSync(small, 'small');
+      await page.setInputFiles('#f', small);
+      expect(await page.evaluate(() => document.querySelector('input')!.files![0]!.name)).toBe(
+        'small.txt',
+      );
     } finally {
       process.off('warning', onWarning);
     }
     const ours = warnings.filter((w) => (w as { code?: string }).code === 'BURROW_UPLOAD_FAILED');
-    // the failure is remembered, not retried with every one of Playwright's attempts
     expect(ours).toHaveLength(1);
     expect(ours[0]!.message).toContain(tooBig);
-    expect(ours[0]!.message).toMatch(/too large|larger than|limit/i);
+  });
+
+  it('a download that cannot be saved here ends at once as canceled, and a warning says why', async () => {
+    const site = createServer((req, res) => {
+      if (req.url === '/f.bin') {
+        res.writeHead(200, { 'content-type': 'application/octet-stream' });
+        return void res.end(randomBytes(1000));
+      }
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<a id=dl href="/f.bin" download="f.bin">f</a>');
+    });
+    await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      await using session = await openSession({ ...env.remote, driver: 'puppeteer' });
+      const { page } = session;
+      // a download directory that cannot exist: under a regular file
+      const blocker = join(local, 'a-file');
+      writeFileSync(blocker, 'x');
+      const cdp = await page.browser().target().createCDPSession();
+      const states: string[] = [];
+      cdp.on('Browser.downloadProgress', (e: { state: string }) => states.push(e.state));
+      await cdp.send('Browser.setDownloadBehavior', {
+        behavior: 'allow',
+        downloadPath: join(blocker, 'downloads'),
+        eventsEnabled: true,
+      });
+      const { port } = site.address() as AddressInfo;
+      await page.goto(`http://127.0.0.1:${port}/`);
+      const clicked = Date.now();
+      await page.click('#dl');
+      await eventually(() => states.includes('canceled'), 'the download canceled', 10_000);
+      expect(Date.now() - clicked).toBeLessThan(10_000);
+      expect(states).not.toContain('completed');
+      const ours = warnings.filter(
+        (w) => (w as { code?: string }).code === 'BURROW_DOWNLOAD_FAILED',
+      );
+      expect(ours).toHaveLength(1);
+      expect(ours[0]!.message).toContain('"f.bin"');
+      expect(ours[0]!.message).toMatch(/ENOTDIR|EEXIST/);
+    } finally {
+      process.off('warning', onWarning);
+      site.close();
+    }
   });
 
   it('the proxy refuses other paths and closes with the session', async () => {

@@ -12,6 +12,8 @@ const root = new URL('../..', import.meta.url).pathname;
 const NOT_VARIABLES = new Set([
   'BURROW_INSTANCE', // a marker on the sandbox's command line (sandbox.ts)
   'BURROW_UPLOAD_FAILED', // a process warning code (session/transfer.ts)
+  'BURROW_DOWNLOAD_FAILED', // a process warning code (session/transfer.ts)
+  'BURROW_AT_CAPACITY', // a process warning code (session/session.ts)
 ]);
 
 function files(dir: string): string[] {

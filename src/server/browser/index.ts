@@ -58,6 +58,8 @@ class BrowserRuntime extends InstanceMachine {
       downloads: ctx.artifacts,
       onCrash: (reason) => ctx.failed(reason),
       launch: () => this.#launchOptions(),
+      // a navigation the egress would refuse fails as a local Chromium's would (issue 20)
+      checkNavigation: async (url) => this.egress?.checkNavigation(url),
     });
     this.#computer = this.#newComputer();
     this.#actions = new ComputerRunner(this.#computer);

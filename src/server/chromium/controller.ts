@@ -11,7 +11,7 @@ import { chromiumRefusal } from '../host/requirements.js';
 import type { BrowserAuthData, BrowserCapability, RuntimeContext } from '../instances/runtime.js';
 import type { LaunchOptions } from './chromium.js';
 import type { DownloadSink } from './downloads.js';
-import { ChromiumSession } from './session.js';
+import { ChromiumSession, type ChromiumSessionOptions } from './session.js';
 
 export interface BrowserControllerOptions {
   ctx: RuntimeContext;
@@ -33,6 +33,8 @@ export interface BrowserControllerOptions {
   downloads?: DownloadSink | undefined;
   /** Chromium died on its own while it should have been running. */
   onCrash(reason: string): void;
+  /** How a client's navigation the instance's egress would refuse fails (mux.ts). */
+  checkNavigation?: ChromiumSessionOptions['checkNavigation'];
   /** Options read at each launch, over the ones above (e.g. a sandbox made after construction). */
   launch?: () => Partial<Omit<BrowserControllerOptions, 'launch' | 'onCrash'>>;
 }
@@ -140,6 +142,7 @@ export class BrowserController implements BrowserCapability {
       members,
       onCrash,
       downloads,
+      checkNavigation,
     } = opts;
     const downloadDir = downloads?.downloadDir;
     const env = typeof opts.env === 'function' ? opts.env() : opts.env;
@@ -161,6 +164,7 @@ export class BrowserController implements BrowserCapability {
       ...(processDir !== undefined ? { processDir } : {}),
       ...(mkdir ? { mkdir } : {}),
       ...(members ? { members } : {}),
+      ...(checkNavigation ? { checkNavigation } : {}),
       ...(downloads && downloadDir !== undefined && { downloads, extraDirs: [downloadDir] }),
       relayUrl: `${base}/cdp/${encodeURIComponent(ctx.id)}`,
       token: ctx.token,

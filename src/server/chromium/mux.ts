@@ -54,6 +54,13 @@ export interface CdpMuxOptions {
   onContextCreated?(browserContextId: string): void;
   /** A client went away (Chromium resets what its session overrode, e.g. download behaviour). */
   onClientClosed?(): void;
+  /**
+   * A client's `Page.navigate`, before it reaches Chromium: `undefined` to let it go as it is,
+   * or the `Fetch.failRequest` reason its document request is to fail with (the instance's egress
+   * would refuse it). The client's later commands on that session wait meanwhile, so they keep
+   * their order; its other sessions go on.
+   */
+  checkNavigation?(url: string): Promise<{ reason: string } | undefined>;
 }
 
 /** What a client attaches to: the browser, or one page target (`/devtools/page/<id>`). */
@@ -96,7 +103,21 @@ interface Client {
   queued: number;
   /** Its commands Chromium has not answered yet. */
   inFlight: number;
+  /**
+   * Sessions with a navigation being checked → the client's later messages on them, held so
+   * that they keep their order (its other sessions go on); `heldBytes` counts them all.
+   */
+  readonly held: Map<string, Buffer[]>;
+  heldBytes: number;
   closed: boolean;
+}
+
+/** A navigation being failed: the server's own session on its page, with `Fetch` enabled. */
+interface Trap {
+  /** `host:port` of the refused URL (`URL.host`): its document requests fail. */
+  readonly host: string;
+  readonly reason: string;
+  release(): void;
 }
 
 interface Pending {
@@ -112,6 +133,8 @@ interface Pending {
   activates?: string | undefined;
   /** A client's `Target.createBrowserContext`: the mux hook hears of the context first. */
   createsContext?: boolean | undefined;
+  /** Called when the reply arrives (a navigation's trap is released). */
+  after?: (() => void) | undefined;
 }
 
 /**
@@ -121,6 +144,8 @@ interface Pending {
 export const MAX_IN_FLIGHT = 10_000;
 /** Bytes held for a client that is not connected yet; past them it is dropped. */
 const MAX_QUEUED_BYTES = 64 * 1024 * 1024;
+/** A navigation's trap outlives its `Page.navigate` by this long at most (no reply ever came). */
+const TRAP_MS = 60_000;
 
 /**
  * What the server decodes itself is bounded far below what it only passes on: a message is
@@ -155,6 +180,10 @@ export class CdpMux {
   readonly #clients = new Set<Client>();
   /** Sessions of departed clients, until Chromium has detached them: their events are dropped. */
   readonly #retired = new Set<string>();
+  /** Sessions on which a client enabled `Fetch` → their targets (undefined: the browser's). */
+  readonly #fetching = new Map<string, string | undefined>();
+  /** The server's sessions failing a refused navigation. */
+  readonly #traps = new Map<string, Trap>();
   #lastId = 0;
   #rootReader: CdpTransportReader | undefined;
   #open = true;
@@ -210,6 +239,8 @@ export class CdpMux {
             queue: [],
             queued: 0,
             inFlight: 0,
+            held: new Map(),
+            heldBytes: 0,
             closed: false,
           };
           this.#clients.add(client);
@@ -260,9 +291,15 @@ export class CdpMux {
     client.closed = true;
     client.queue = [];
     client.queued = 0;
+    client.held.clear();
+    client.heldBytes = 0;
     this.#clients.delete(client);
     this.#sessions.delete(client.session);
-    for (const sessionId of client.owned.keys()) this.#sessions.delete(sessionId);
+    this.#fetching.delete(client.session);
+    for (const sessionId of client.owned.keys()) {
+      this.#sessions.delete(sessionId);
+      this.#fetching.delete(sessionId);
+    }
     // replies still on their way are dropped (wire ids count up: none is reused meanwhile)
     for (const [id, p] of this.#pending) if (p.client === client) this.#pending.delete(id);
     if (detach && this.#open) {
@@ -314,6 +351,19 @@ export class CdpMux {
     return sessionId === client.session ? client.targetId : client.owned.get(sessionId);
   }
 
+  /** Go on with what a client sent on `session` while its navigation was checked, in order. */
+  #release(client: Client, session: string): void {
+    const waiting = client.held.get(session) ?? [];
+    client.held.delete(session);
+    while (waiting.length > 0 && !client.held.has(session) && !client.closed) {
+      const data = waiting.shift()!;
+      client.heldBytes -= data.length;
+      this.#fromClient(client, data);
+    }
+    // another navigation on it is being checked: the rest waits for that one
+    if (waiting.length > 0) client.held.get(session)?.push(...waiting);
+  }
+
   /** A command from a client: checked, given a wire id and its session, written anew. */
   #fromClient(client: Client, data: Buffer): void {
     if (client.closed) return;
@@ -350,6 +400,16 @@ export class CdpMux {
       }
       wireSession = sessionId;
     }
+    const held = client.held.get(wireSession);
+    if (held) {
+      held.push(data);
+      client.heldBytes += data.length;
+      if (client.heldBytes > MAX_QUEUED_BYTES) {
+        this.#drop(client, true);
+        client.peer?.close();
+      }
+      return;
+    }
     if (client.inFlight >= MAX_IN_FLIGHT) {
       return this.#deliver(
         client,
@@ -357,12 +417,138 @@ export class CdpMux {
       );
     }
     const sent = this.#opts.rewrite ? this.#opts.rewrite(method, params) : params;
+    if (method === 'Fetch.enable')
+      this.#fetching.set(wireSession, this.#targetOf(client, wireSession));
+    else if (method === 'Fetch.disable') this.#fetching.delete(wireSession);
+    const targetId = this.#targetOf(client, wireSession);
+    if (
+      method === 'Page.navigate' &&
+      this.#opts.checkNavigation &&
+      typeof sent.url === 'string' &&
+      targetId !== undefined
+    ) {
+      client.held.set(wireSession, []);
+      void this.#navigate(client, { id, method, params: sent }, wireSession, targetId);
+      return;
+    }
     try {
       this.#send({ id, method, params: sent }, wireSession, { client });
     } catch (err) {
       if (!(err instanceof CdpMessageTooLarge)) throw err;
       this.#deliver(client, errorReply(id, -32000, err.message));
     }
+  }
+
+  /**
+   * A client's `Page.navigate` to a URL the egress would refuse fails in Chromium itself, with
+   * the `net::ERR_*` a local browser gives for that cause: the server attaches a session of its
+   * own to the page, pauses its document requests (`Fetch`, only while this navigation is under
+   * way) and fails the one to the refused host. Navigations it lets through are never paused.
+   * A client that intercepts requests itself (`page.route`, `setRequestInterception`) keeps
+   * them: its navigations get the proxy's refusal instead.
+   */
+  async #navigate(
+    client: Client,
+    command: CdpCommand,
+    wireSession: string,
+    targetId: string,
+  ): Promise<void> {
+    let trap: Trap | undefined;
+    try {
+      const url = command.params.url as string;
+      const refusal = await this.#opts.checkNavigation!(url);
+      if (refusal && !client.closed && !this.#intercepting(targetId)) {
+        trap = await this.#trap(targetId, url, refusal.reason);
+      }
+    } catch {
+      // no trap: the egress refuses the connection anyway, with its own answer
+    }
+    if (client.closed) trap?.release();
+    else {
+      try {
+        this.#send(command, wireSession, { client, after: trap?.release });
+      } catch (err) {
+        trap?.release();
+        if (!(err instanceof CdpMessageTooLarge)) throw err;
+        this.#deliver(client, errorReply(command.id, -32000, err.message));
+      }
+    }
+    this.#release(client, wireSession);
+  }
+
+  /** Whether a client intercepts requests of `targetId` (or of the whole browser). */
+  #intercepting(targetId: string): boolean {
+    for (const target of this.#fetching.values()) {
+      if (target === undefined || target === targetId) return true;
+    }
+    return false;
+  }
+
+  /** A command of the mux itself, on `sessionId` (or the browser's root session). */
+  #command(method: string, params: CdpParams, sessionId?: string): Promise<Parsed> {
+    return new Promise((resolve, reject) => {
+      this.#send({ id: 0, method, params }, sessionId, {
+        settle: (reply) => {
+          try {
+            if (reply.ok) return resolve(reply.parse());
+          } catch {
+            /* malformed: refused below */
+          }
+          reject(new Error(`${method} failed`));
+        },
+      });
+    });
+  }
+
+  async #trap(targetId: string, url: string, reason: string): Promise<Trap> {
+    const attached = await this.#command('Target.attachToTarget', { targetId, flatten: true });
+    const sessionId = attached.result?.sessionId;
+    if (typeof sessionId !== 'string') throw new Error('Target.attachToTarget failed');
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      clearTimeout(timer);
+      this.#traps.delete(sessionId);
+      this.#retired.add(sessionId);
+      this.#send({ id: 0, method: 'Target.detachFromTarget', params: { sessionId } }, undefined, {
+        settle: () => this.#retired.delete(sessionId),
+      });
+    };
+    const timer = setTimeout(release, TRAP_MS);
+    timer.unref();
+    const trap: Trap = { host: new URL(url).host, reason, release };
+    this.#traps.set(sessionId, trap);
+    try {
+      const patterns = [{ urlPattern: '*', resourceType: 'Document', requestStage: 'Request' }];
+      await this.#command('Fetch.enable', { patterns }, sessionId);
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return trap;
+  }
+
+  /** An event of a trap's session: its paused document requests fail or go on. */
+  #trapped(trap: Trap, sessionId: string, msg: Incoming): void {
+    if (msg.method !== 'Fetch.requestPaused') return;
+    let requestId: unknown;
+    let host: string | undefined;
+    try {
+      const params = msg.parse().params;
+      requestId = params?.requestId;
+      const request = params?.request as { url?: unknown } | undefined;
+      if (typeof request?.url === 'string') host = new URL(request.url).host;
+    } catch {
+      // too large to read: detaching lets every paused request go on
+      return trap.release();
+    }
+    if (typeof requestId !== 'string') return trap.release();
+    const [method, params]: [string, CdpParams] =
+      host === trap.host
+        ? ['Fetch.failRequest', { requestId, errorReason: trap.reason }]
+        : ['Fetch.continueRequest', { requestId }];
+    this.#send({ id: 0, method, params }, sessionId, { settle: () => {} });
   }
 
   // -- incoming ----------------------------------------------------------------------------
@@ -388,6 +574,7 @@ export class CdpMux {
     this.#pending.delete(msg.id!);
     if (p.client) p.client.inFlight--;
     if (p.settle) return p.settle(msg);
+    p.after?.();
     if (p.activates !== undefined && msg.ok) this.#opts.onActivate?.(p.activates);
     const { client } = p;
     if (!client) {
@@ -412,6 +599,8 @@ export class CdpMux {
       this.#ownership(msg);
     }
     const { sessionId } = msg;
+    const trap = sessionId !== undefined ? this.#traps.get(sessionId) : undefined;
+    if (trap) return this.#trapped(trap, sessionId!, msg);
     const client = sessionId !== undefined ? this.#sessions.get(sessionId) : undefined;
     if (client) {
       this.#deliver(client, sessionId === client.session ? msg.rewrite(undefined, true) : data);
@@ -440,6 +629,7 @@ export class CdpMux {
     } else {
       client.owned.delete(child);
       this.#sessions.delete(child);
+      this.#fetching.delete(child);
     }
   }
 

@@ -12,7 +12,7 @@ import { applyAuth, authOrigins, captureAuth, originOf, type AuthScope } from '.
 import { CdpConnection } from './cdp.js';
 import { launchChromium, type LaunchOptions, type LaunchedChromium } from './chromium.js';
 import { DownloadWatch, type DownloadSink } from './downloads.js';
-import { CdpMux } from './mux.js';
+import { CdpMux, type CdpMuxOptions } from './mux.js';
 import { CdpRelay } from './relay.js';
 
 /** How long a closed DevTools pipe waits for Chromium's exit to tell why. */
@@ -33,6 +33,8 @@ export interface ChromiumSessionOptions extends LaunchOptions {
   onExit(reason: string): void;
   /** Where downloads are kept and reported (the instance's artifacts, downloads.ts). */
   downloads?: DownloadSink | undefined;
+  /** How a client's navigation the egress would refuse fails instead (mux.ts `checkNavigation`). */
+  checkNavigation?: CdpMuxOptions['checkNavigation'];
 }
 
 interface TargetInfo {
@@ -86,6 +88,7 @@ export class ChromiumSession implements AuthScope {
     this.#downloads = downloads;
     const mux = new CdpMux(chromium.pipe, {
       onActivate: (targetId) => this.#activated(targetId),
+      ...(opts.checkNavigation && { checkNavigation: opts.checkNavigation }),
       ...(downloads && {
         rewrite: (method, params) => downloads.rewrite(method, params),
         onContextCreated: (id) => downloads.contextCreated(id),

@@ -168,6 +168,11 @@ export abstract class InstanceMachine implements InstanceRuntime {
     return this.#sandbox;
   }
 
+  /** The instance's egress proxy, once open (isolated instances only). */
+  protected get egress(): InstanceEgress | undefined {
+    return this.#egress;
+  }
+
   /** The sandbox once created, whatever the instance's state (for the start's own steps). */
   protected get created(): Sandbox | undefined {
     return this.#sandbox;

@@ -27,7 +27,9 @@ export {
   chromiumProxyArgs,
   EGRESS_PROXY,
   hostLoopbackAllowed,
+  isLoopbackUrl,
   openEgress,
   proxyEnv,
   type InstanceEgress,
+  type NavigationRefusal,
 } from './network.js';

@@ -139,6 +139,7 @@ export class UbuntuRuntime extends InstanceMachine {
           tmp: sandbox.tmp,
           isolated: sandbox.mode === 'isolated',
           hostLoopback: hostLoopbackAllowed(ctx.sandboxHost),
+          checkNavigation: async (url) => this.egress?.checkNavigation(url),
         },
       }),
       files,

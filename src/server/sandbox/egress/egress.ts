@@ -112,6 +112,11 @@ const DEFAULTS: Required<EgressOptions> = {
   maxConnections: 256,
 };
 
+/** How long a name `check` resolved is reused by the connection that follows it, in ms. */
+const CHECKED_TTL_MS = 5_000;
+/** Names remembered so at most. */
+const MAX_CHECKED = 64;
+
 /** Bytes of a tunnel's first flight held back while its ClientHello is read. */
 const MAX_SNIFF_BYTES = 2 * MAX_CLIENT_HELLO_BYTES;
 /** How long a refused client gets to read the answer before its socket is destroyed, in ms. */
@@ -145,7 +150,31 @@ class Refusal extends Error {
   }
 }
 
-type Kind = 'connect' | 'http' | 'upgrade';
+type Kind = 'connect' | 'http' | 'upgrade' | 'navigate';
+
+/** The egress's decision on a target, from `Egress.check`. */
+export interface EgressVerdict {
+  code: EgressRefusalCode;
+  message: string;
+}
+
+/**
+ * The operator's switch behind a refusal, for logs and refusal bodies: a host-local port needs
+ * `--allow-host-port`, a blocked domain was asked for by the instance's `blocked_domains`.
+ */
+export function refusalHint(code: EgressRefusalCode, port: number): string | undefined {
+  switch (code) {
+    case 'host_local':
+      return `burrow serve --allow-host-port ${port} (or --allow-host-loopback) lets instances reach it`;
+    case 'blocked_domain':
+    case 'blocked_sni':
+      return "the instance's blocked_domains refuse it";
+    case 'protected_port':
+      return "burrow's own ports are never reachable from an instance";
+    default:
+      return undefined;
+  }
+}
 
 const bracketed = (host: string) => (host.includes(':') ? `[${host}]` : host);
 /** `host:port` for logs and messages. */
@@ -206,6 +235,10 @@ export class Egress {
   /** Responses in flight per client connection (a parse error then cannot be answered). */
   readonly #inFlight = new WeakMap<net.Socket, number>();
   #closed = false;
+  /** Host-local refusals already logged as warnings. */
+  readonly #warned = new Set<string>();
+  /** Names `check` resolved a moment ago, oldest first: the next connection to each reuses them. */
+  readonly #checked = new Map<string, { at: number; addresses: LookupAddress[] }>();
 
   /**
    * Replace the blocked domains (a warm-pool instance taking its user's `blocked_domains`, before
@@ -277,6 +310,34 @@ export class Egress {
     this.#agent.destroy();
   }
 
+  /**
+   * What the egress would answer a connection to `host:port`, decided before any connection is
+   * made (names checked, resolved, addresses classified): `undefined` when it would be let
+   * through, else why not. The browser's DevTools side uses it to fail a navigation the way
+   * Chromium's own network stack fails for the same cause (see `navigationFailure`). A refusal
+   * is logged like the proxy's own, naming the operator's switch.
+   */
+  async check(host: string, port: number): Promise<EgressVerdict | undefined> {
+    if (this.#closed) return undefined;
+    try {
+      const addresses = await this.#admit('navigate', { host, port });
+      if (net.isIP(host) === 0) {
+        // the navigation's own connection follows at once: it uses these, not a second lookup
+        const key = host.toLowerCase();
+        this.#checked.delete(key);
+        this.#checked.set(key, { at: Date.now(), addresses });
+        if (this.#checked.size > MAX_CHECKED) {
+          this.#checked.delete(this.#checked.keys().next().value!);
+        }
+      }
+      return undefined;
+    } catch (err) {
+      const r = this.#asRefusal(err);
+      this.#logRefusal('navigate', r);
+      return { code: r.code, message: r.message };
+    }
+  }
+
   // ---- policy ----
 
   /**
@@ -289,7 +350,11 @@ export class Egress {
       for (const name of alsoNamed === undefined ? [target.host] : [target.host, alsoNamed]) {
         const hit = this.#blocked(name);
         if (hit !== undefined) {
-          throw new Refusal(403, 'blocked_domain', `${name} is blocked (${hit})`);
+          throw new Refusal(
+            403,
+            'blocked_domain',
+            `${name} is blocked (${hit}); ${refusalHint('blocked_domain', target.port)}`,
+          );
         }
       }
       const family = net.isIP(target.host);
@@ -301,7 +366,14 @@ export class Egress {
         target.port,
         hostAddresses(),
       );
-      if (refused) throw new Refusal(403, refused.code, refused.message);
+      if (refused) {
+        const hint = refusalHint(refused.code, target.port);
+        throw new Refusal(
+          403,
+          refused.code,
+          hint ? `${refused.message}; ${hint}` : refused.message,
+        );
+      }
     } catch (err) {
       throw this.#asRefusal(err);
     }
@@ -317,6 +389,13 @@ export class Egress {
         { address: '127.0.0.1', family: 4 },
         { address: '::1', family: 6 },
       ];
+    }
+    const checked = this.#checked.get(host.toLowerCase());
+    if (checked) {
+      this.#checked.delete(host.toLowerCase());
+      // used once, and only fresh: a later connection asks DNS again (the addresses are checked
+      // again by the caller either way)
+      if (Date.now() - checked.at <= CHECKED_TTL_MS) return checked.addresses;
     }
     const ms = this.#opts.connectTimeoutMs;
     try {
@@ -404,7 +483,13 @@ export class Egress {
 
   /** Log a refusal: its code and message, which name host and port but never a path. */
   #logRefusal(kind: Kind, r: Refusal): void {
-    this.#log.debug({ egress: kind, decision: 'refused', code: r.code, reason: r.message });
+    const entry = { egress: kind, decision: 'refused', code: r.code, reason: r.message };
+    // what only the operator can change is a warning naming the switch (in `reason`), once per
+    // refused reason (address and port) of this instance; repeats go to debug
+    if (r.code === 'host_local' && !this.#warned.has(r.message) && this.#warned.size < 64) {
+      this.#warned.add(r.message);
+      this.#log.warn(entry, 'egress: an instance asked for a host port the operator did not open');
+    } else this.#log.debug(entry);
   }
 
   #refuseRaw(kind: Kind, socket: net.Socket, err: unknown): void {

@@ -13,7 +13,13 @@ import { refuseUpgrade, serverError } from '../../errors.js';
 import type { RuntimeContext, StreamPage } from '../../instances/runtime.js';
 import { vncLiveViewPage } from '../liveview-page.js';
 import { VncServer } from '../vnc.js';
-import { chromiumProxyArgs, connectInside, type SandboxSpawn } from '../../sandbox/index.js';
+import {
+  chromiumProxyArgs,
+  connectInside,
+  isLoopbackUrl,
+  type NavigationRefusal,
+  type SandboxSpawn,
+} from '../../sandbox/index.js';
 import { XComputer } from './computer.js';
 
 export interface DesktopOptions {
@@ -46,6 +52,8 @@ export interface BrowserSandbox {
   isolated: boolean;
   /** The browser's loopback is the host's (operator allowed host loopback ports). */
   hostLoopback: boolean;
+  /** How a navigation the instance's egress would refuse fails instead (network.ts). */
+  checkNavigation?: (url: string) => Promise<NavigationRefusal | undefined>;
   /** The instance's environment as processes in the sandbox get it (HOME, DISPLAY, XAUTHORITY …). */
   env(): Record<string, string>;
   /** HOME inside the sandbox (`/home/user`) and on the host. */
@@ -155,6 +163,13 @@ export class UbuntuDesktop {
         // unisolated as root: Chromium cannot run its own sandbox as root
         ...(!box.isolated && process.getuid?.() === 0 ? ['--no-sandbox'] : []),
       ],
+      // a navigation the egress would refuse fails as a local browser's would (issue 20); without
+      // host loopback, loopback names stay the instance's own and never reach the egress
+      ...(box.isolated &&
+        box.checkNavigation && {
+          checkNavigation: async (url: string) =>
+            !box.hostLoopback && isLoopbackUrl(url) ? undefined : box.checkNavigation!(url),
+        }),
       // a user closing the desktop browser is not an instance failure: browser/start opens it again
       onCrash: (reason) => ctx.log.info({ instance: ctx.id, reason }, 'desktop browser exited'),
     });
