@@ -151,7 +151,7 @@ describe('test/e2e/fixtures/pt-project', () => {
     // a worker each: the setup project, and the files with worker options of their own
     // (authState, instancePerTest) next to the rest
     expectNoLeftovers(run, 4);
-  });
+  }, 180_000); // a whole Playwright Test project, several workers
 
   it('reports failures with one screenshot, the video or a note, and no dead live-view URL', async () => {
     const report = join(dir, 'pt-report.json');
@@ -204,7 +204,7 @@ describe('test/e2e/fixtures/pt-project', () => {
     byTitle('fails naming the option');
     expect(errorOf('fails naming the option')).toMatch(/option \\"locale\\" is not supported/);
     expectNoLeftovers(run, 4); // Playwright Test starts a new worker after each failed test
-  });
+  }, 180_000); // a whole Playwright Test project, several workers
 
   it('--headed shows the live view of each session instead of failing the tests', async () => {
     const run = await project('pt3', { BURROW_OPEN_LIVE_VIEW: '0' }, [
@@ -220,7 +220,7 @@ describe('test/e2e/fixtures/pt-project', () => {
     );
     expect(new Set(lines)).toHaveProperty('size', 2); // instancePerTest: one instance per test
     expectNoLeftovers(run);
-  });
+  }, 180_000); // a whole Playwright Test project, several workers
 });
 
 /** RGB of the centre pixel of a clip's last frame, decoded by the host's ffmpeg. */

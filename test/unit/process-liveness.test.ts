@@ -32,8 +32,9 @@ describe('pidAlive', () => {
   });
 
   it('is false for a zombie (exited, not reaped), which kill(pid, 0) still finds', async () => {
-    // sh starts a short sleep, then becomes a long one that never waits for it
-    const child = start('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60']);
+    // sh starts a short sleep, then becomes a long one that never waits for it (the short one
+    // outlives the exec: one that ended before it could be reaped by the shell itself)
+    const child = start('sh', ['-c', 'sleep 1 & echo $!; exec sleep 60']);
     const [line] = (await once(child.stdout!, 'data')) as [Buffer];
     const zombie = Number(line.toString().trim());
     expect(
