@@ -58,6 +58,9 @@ py 'import pyflakes' || need python3-pyflakes
 have curl || need curl
 have openssl || need openssl
 have pgrep || need procps
+# the upstream-proxy tests start real proxies on loopback: HTTP with basic auth, SOCKS5 with a password
+[ -x /usr/bin/tinyproxy ] || need tinyproxy
+[ -x /usr/bin/microsocks ] || need microsocks
 
 for pkg in ${BURROW_SETUP_ASSUME_MISSING:-}; do need "$pkg"; done
 

@@ -31,6 +31,7 @@ import {
   checkDefaultContextOptions,
   checkWorkerOptions,
   isolatedContextOptions,
+  sameProxy,
   UnsupportedOptionError,
   videoMode,
   type UseContextOptions,
@@ -92,8 +93,8 @@ const recordings = new WeakMap<BrowserContext, TestArtifacts>();
 export interface WorkerSessions {
   /** The worker's session, opened on first use and stopped when the worker ends. */
   shared(): Promise<PlaywrightSession>;
-  /** A session of its own (the caller stops it). */
-  open(): Promise<PlaywrightSession>;
+  /** A session of its own (the caller stops it), with `proxy` instead of the worker's. */
+  open(proxy?: OpenSessionOptions['proxy']): Promise<PlaywrightSession>;
 }
 
 /** Internal worker fixtures (exported only so extended tests can name their types). */
@@ -112,17 +113,18 @@ export const test = base.extend<
 
   _burrowSessions: [
     async ({ authState, sessionOptions, headless }, use) => {
-      const open = async () => {
+      const open = async (proxy?: OpenSessionOptions['proxy']) => {
         const session = await openSession({
           ...sessionOptions,
           ...(authState !== undefined && { authState }),
+          ...(proxy !== undefined && { proxy }),
         });
         if (!headless) await showLiveView(session);
         return session;
       };
       let shared: Promise<PlaywrightSession> | undefined;
       try {
-        await use({ shared: () => (shared ??= open()), open });
+        await use({ shared: () => (shared ??= open()), open: (proxy) => open(proxy) });
       } finally {
         const session = await shared?.catch(() => undefined);
         await session?.stop();
@@ -157,9 +159,13 @@ export const test = base.extend<
   ],
 
   burrowSession: [
-    async ({ _burrowSessions, instancePerTest }, use) => {
-      if (!instancePerTest) return use(await _burrowSessions.shared());
-      const session = await _burrowSessions.open();
+    async ({ _burrowSessions, instancePerTest, proxy, contextOptions, sessionOptions }, use) => {
+      // `use: { proxy }` is the instance's upstream: a test whose proxy is not the worker
+      // session's gets an instance of its own started with it (the egress chains to it)
+      const wanted = proxy ?? contextOptions?.proxy ?? sessionOptions.proxy;
+      const own = instancePerTest || !sameProxy(wanted, sessionOptions.proxy);
+      if (!own) return use(await _burrowSessions.shared());
+      const session = await _burrowSessions.open(wanted);
       try {
         await use(session);
       } finally {

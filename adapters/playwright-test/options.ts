@@ -51,8 +51,6 @@ export type UseContextOptions = {
 const UNSUPPORTED: Partial<
   Record<keyof BrowserContextOptions | 'videosPath' | 'videoSize', string>
 > = {
-  proxy:
-    "the instance's browser reaches the network only through burrow's egress proxy (blocked_domains applies there)",
   clientCertificates:
     'Playwright serves client certificates through a proxy on this machine, which the remote browser cannot reach',
   recordVideo:
@@ -102,9 +100,32 @@ export function combineContextOptions(use: UseContextOptions): BrowserContextOpt
   return { ...use.contextOptions, ...options } as BrowserContextOptions;
 }
 
-/** The options for a fresh context; throws `UnsupportedOptionError` naming the first it cannot honour. */
+/**
+ * Whether two `proxy` options name the same upstream with the same credentials and bypass list
+ * (both unset counts as the same).
+ */
+type ProxyOption = {
+  server: string;
+  username?: string | undefined;
+  password?: string | undefined;
+  bypass?: string | undefined;
+};
+
+export function sameProxy(a: ProxyOption | undefined, b: ProxyOption | undefined): boolean {
+  const key = (p: ProxyOption | undefined) =>
+    p === undefined
+      ? ''
+      : JSON.stringify([p.server.trim(), p.username ?? '', p.password ?? '', p.bypass ?? '']);
+  return key(a) === key(b);
+}
+
+/**
+ * The options for a fresh context; throws `UnsupportedOptionError` naming the first it cannot
+ * honour. `proxy` is not a context option here: the session behind the test was started with it
+ * (its instance's egress chains to it), so the context goes through it without one of its own.
+ */
 export function isolatedContextOptions(use: UseContextOptions): BrowserContextOptions {
-  const options = combineContextOptions(use);
+  const { proxy: _carriedBySession, ...options } = combineContextOptions(use);
   for (const [name, value] of Object.entries(options)) {
     const reason = UNSUPPORTED[name as keyof typeof UNSUPPORTED];
     if (reason !== undefined && value !== undefined) throw new UnsupportedOptionError(name, reason);
@@ -117,7 +138,7 @@ export function isolatedContextOptions(use: UseContextOptions): BrowserContextOp
  * the first one set to anything but Playwright Test's default (for `baseURL`: `''`).
  */
 export function checkDefaultContextOptions(use: UseContextOptions): void {
-  const options = combineContextOptions(use);
+  const { proxy: _carriedBySession, ...options } = combineContextOptions(use);
   for (const [name, value] of Object.entries(options)) {
     if (value === undefined) continue;
     if (name === 'baseURL') {

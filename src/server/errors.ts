@@ -96,6 +96,16 @@ export const SERVER_ERRORS = {
   shutting_down: { status: 503, message: 'Server is shutting down' },
   instance_failed_to_start: { status: 500, message: 'Instance {id} failed to start: {reason}' },
 
+  // --- upstream proxy (start option `proxy`) ---
+  proxy_refused: { status: 400, message: '{reason}' },
+  proxy_unreachable: { status: 400, message: '{reason}' },
+  proxy_auth_failed: { status: 400, message: '{reason}' },
+  proxy_unsupported: {
+    status: 400,
+    message:
+      'proxy needs isolated instances (the egress chains to it); this server runs unisolated',
+  },
+
   // --- browser, CDP relay, live view ---
   browser_not_running: {
     status: 400,

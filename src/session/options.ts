@@ -3,7 +3,7 @@
  * the contract's own schemas (`StartRequest`), so the bounds are never written twice.
  */
 import { z } from 'zod';
-import { StartRequest, type Resolution } from '../api/index.js';
+import { StartRequest, type ProxySettings, type Resolution } from '../api/index.js';
 import { Burrow, ConfigurationError } from '../client/index.js';
 import type { DriverName } from './driver.js';
 
@@ -30,6 +30,14 @@ export interface OpenSessionOptions {
   resolution?: Resolution;
   /** Bare host names (no scheme) the instance's browser refuses, subdomains included. Default none. */
   blockedDomains?: string[];
+  /**
+   * An upstream proxy for everything the instance sends out, Playwright's shape:
+   * `{ server: 'http://host:port' | 'https://…' | 'socks5://…', username?, password?, bypass? }`
+   * (`bypass`: comma-separated hosts reached directly). The instance's egress chains to it after
+   * its own checks (`blockedDomains` still apply); the server keeps the credentials in memory
+   * only. Default none.
+   */
+  proxy?: ProxySettings;
   /**
    * A saved auth state's id or name, applied before `openSession` returns. A name that several
    * states share is an `AmbiguousAuthStateError`. Default none.
@@ -87,6 +95,7 @@ const Options = z
     timeoutHours: StartRequest.shape.timeout_hours.unwrap().optional(), // the server fills its default
     resolution: StartRequest.shape.resolution,
     blockedDomains: StartRequest.shape.blocked_domains,
+    proxy: StartRequest.shape.proxy,
     authState: z.string().min(1).optional(),
     baseUrl: z.url({ protocol: /^https?$/ }).optional(),
     apiKey: z.string().min(1).optional(),
@@ -169,6 +178,7 @@ export function resolveOptions(options: OpenSessionOptions = {}): ResolvedOption
       ...(o.timeoutHours !== undefined && { timeout_hours: o.timeoutHours }),
       ...(o.resolution !== undefined && { resolution: o.resolution }),
       ...(o.blockedDomains !== undefined && { blocked_domains: o.blockedDomains }),
+      ...(o.proxy !== undefined && { proxy: o.proxy }),
     },
     authState: o.authState,
     endpoint: o.client

@@ -11,6 +11,7 @@ import {
   playwrightScreenshots,
   shouldKeepVideo,
   shouldRecord,
+  sameProxy,
   UnsupportedOptionError,
   videoMode,
   type UseContextOptions,
@@ -99,8 +100,28 @@ describe('isolatedContextOptions', () => {
     expect(isolatedContextOptions(use)).toEqual(combineContextOptions(use));
   });
 
+  it('leaves proxy to the session (its instance is started with it), in use or contextOptions', () => {
+    for (const patch of [
+      { proxy: { server: 'http://127.0.0.1:9' } },
+      { contextOptions: { proxy: { server: 'socks5://127.0.0.1:9' } } },
+    ]) {
+      const options = isolatedContextOptions({ ...defaults, locale: 'de-DE', ...patch });
+      expect(Object.keys(options)).not.toContain('proxy');
+      expect(options.locale).toBe('de-DE');
+      expect(() => checkDefaultContextOptions({ ...defaults, ...patch })).not.toThrow();
+    }
+  });
+
+  it('sameProxy compares server, credentials and bypass', () => {
+    const a = { server: 'http://127.0.0.1:9', username: 'u', password: 'p' };
+    expect(sameProxy(undefined, undefined)).toBe(true);
+    expect(sameProxy(a, { ...a })).toBe(true);
+    expect(sameProxy(a, undefined)).toBe(false);
+    expect(sameProxy(a, { ...a, password: 'q' })).toBe(false);
+    expect(sameProxy(a, { ...a, bypass: 'x.test' })).toBe(false);
+  });
+
   it.each([
-    ['proxy', { proxy: { server: 'http://127.0.0.1:9' } }],
     ['clientCertificates', { clientCertificates: [{ origin: 'https://a', pfxPath: 'x.pfx' }] }],
     ['recordVideo', { contextOptions: { recordVideo: { dir: '/tmp' } } }],
   ])('refuses %s, naming it', (name, patch) => {

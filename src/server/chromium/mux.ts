@@ -63,6 +63,15 @@ export interface CdpMuxOptions {
   checkNavigation?(url: string): Promise<{ reason: string } | undefined>;
 }
 
+/**
+ * Why a browser context with a proxy of its own is refused: Chromium would send that context's
+ * traffic to the named proxy itself, around the instance's egress (where `blocked_domains` and the
+ * host-local refusals hold), and the DevTools protocol never carries the proxy's credentials. The
+ * instance's own upstream (`proxy` at start) serves every context instead.
+ */
+export const CONTEXT_PROXY_REFUSED =
+  "burrow: a browser context cannot have a proxy of its own (it would bypass the instance's egress); start the instance with the proxy instead: POST /v1/start { proxy }, openSession({ proxy })";
+
 /** What a client attaches to: the browser, or one page target (`/devtools/page/<id>`). */
 export type MuxTarget = { type: 'browser' } | { type: 'page'; targetId: string };
 
@@ -392,6 +401,9 @@ export class CdpMux {
         client,
         errorReply(id, -32602, "Message has property 'params' but it is not an object"),
       );
+    }
+    if (method === 'Target.createBrowserContext' && params.proxyServer !== undefined) {
+      return this.#deliver(client, errorReply(id, -32000, CONTEXT_PROXY_REFUSED));
     }
     let wireSession = client.session;
     if (sessionId !== undefined) {

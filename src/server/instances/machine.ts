@@ -89,9 +89,11 @@ export abstract class InstanceMachine implements InstanceRuntime {
       // kept as soon as it is open, so that the stop after a failed boot closes it
       const egress =
         sandbox.mode === 'isolated'
-          ? openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log).then((opened) => {
-              this.#egress = opened;
-            })
+          ? openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log, ctx.upstream).then(
+              (opened) => {
+                this.#egress = opened;
+              },
+            )
           : undefined;
       const results = await Promise.allSettled([egress, this.boot(sandbox)]);
       for (const r of results) if (r.status === 'rejected') throw r.reason;
@@ -111,6 +113,7 @@ export abstract class InstanceMachine implements InstanceRuntime {
     if (!sandbox || sandbox.mode !== 'isolated' || !egress || this.#stopping) return false;
     if (!(await this.adopt(req))) return false;
     egress.setBlockedDomains(req.blockedDomains);
+    egress.setUpstream(req.upstream);
     this.ctx.blockedDomains = [...req.blockedDomains];
     await sandbox.foreground();
     return true;

@@ -26,7 +26,13 @@ import type {
   RuntimeContext,
   RuntimeFactory,
 } from './runtime.js';
-import type { SandboxHost } from '../sandbox/index.js';
+import {
+  probeUpstream,
+  upstreamFromSettings,
+  upstreamLabel,
+  type SandboxHost,
+  type UpstreamProxy,
+} from '../sandbox/index.js';
 import type { ProgramPaths } from '../config.js';
 import { WarmPool, type WarmPoolSizes } from './pool.js';
 import { Lifecycle, transition } from './state.js';
@@ -97,6 +103,8 @@ export class InstanceRecord extends Lifecycle {
 
   /** Its limits, kept after its runtime is gone. */
   limits: InstanceLimits | undefined;
+  /** The upstream proxy's address (`scheme://host:port`), never its credentials. */
+  proxyServer: string | undefined;
 
   toJSON(): Instance {
     return { ...this.row() };
@@ -113,6 +121,7 @@ export class InstanceRecord extends Lifecycle {
       resolution: [...this.resolution],
       ...(limits && { limits }),
       ...(this.endReason && { end_reason: this.endReason }),
+      ...(this.proxyServer !== undefined && { proxy: { server: this.proxyServer } }),
     };
   }
 }
@@ -248,9 +257,10 @@ export class Registry {
     if (live >= this.#opts.maxInstances) {
       throw serverError('server_at_capacity', { live, limit: this.#opts.maxInstances });
     }
+    const upstream = await this.#upstream(options);
     const pooled = this.#pool.take(type, options.resolution ?? DEFAULT_RESOLUTION);
     if (pooled) {
-      const rec = await this.#claim(pooled, options);
+      const rec = await this.#claim(pooled, options, upstream);
       this.#pool.refill();
       if (rec) return rec;
       // it could not take these options: start a fresh one instead (the room is still ours)
@@ -259,9 +269,10 @@ export class Registry {
     this.#pool.makeRoom();
     for (let attempt = 1; ; attempt++) {
       const rec = this.#create(type, options.resolution ?? DEFAULT_RESOLUTION);
+      if (upstream) rec.proxyServer = upstreamLabel(upstream);
       this.#admit(rec, options.timeout_hours);
       try {
-        await this.#boot(rec, factory, options.blocked_domains ?? [], false);
+        await this.#boot(rec, factory, options.blocked_domains ?? [], false, upstream);
       } catch (err) {
         this.#move(rec, 'error', 'crashed');
         await this.#teardown(rec);
@@ -280,6 +291,23 @@ export class Registry {
       this.#pool.refill();
       return rec;
     }
+  }
+
+  /**
+   * The start's upstream proxy, checked before anything of the instance exists (the 400s
+   * `proxy_*` naming what is wrong); `undefined` without one. Its credentials stay in this value,
+   * which only the instance's egress holds.
+   */
+  async #upstream(options: StartRequest): Promise<UpstreamProxy | undefined> {
+    if (options.proxy === undefined) return undefined;
+    if (!this.#opts.sandboxHost.isolated) throw serverError('proxy_unsupported');
+    const upstream = upstreamFromSettings(options.proxy);
+    if ('error' in upstream) {
+      throw serverError('bad_request', { detail: `proxy server ${upstream.error}` });
+    }
+    const failure = await probeUpstream(this.#opts.sandboxHost, upstream);
+    if (failure) throw serverError(failure.code, { reason: failure.message });
+    return upstream;
   }
 
   /** A new record with a fresh id, token and directory, not yet listed. */
@@ -313,6 +341,7 @@ export class Registry {
     factory: RuntimeFactory,
     blockedDomains: readonly string[],
     pooled: boolean,
+    upstream?: UpstreamProxy,
   ): Promise<void> {
     const ctx: RuntimeContext = {
       id: rec.id,
@@ -329,6 +358,7 @@ export class Registry {
       failed: (reason) => this.#failed(rec, reason),
       sandboxHost: this.#opts.sandboxHost,
       pooled,
+      ...(upstream && { upstream }),
     };
     await mkdir(rec.dir, { recursive: true, mode: 0o700 });
     rec.runtime = await factory(ctx);
@@ -339,13 +369,18 @@ export class Registry {
    * Hand the pooled `rec` to the caller with `options` applied; undefined when its runtime cannot
    * take them (it is then torn down). Nobody has held its id or token before this moment.
    */
-  async #claim(rec: InstanceRecord, options: StartRequest): Promise<InstanceRecord | undefined> {
+  async #claim(
+    rec: InstanceRecord,
+    options: StartRequest,
+    upstream: UpstreamProxy | undefined,
+  ): Promise<InstanceRecord | undefined> {
     if (!this.#move(rec, 'deploying')) {
       void this.#teardown(rec); // it failed in the pool since it was taken
       return undefined;
     }
     rec.launchTime = new Date();
     rec.resolution = options.resolution ?? rec.resolution;
+    if (upstream) rec.proxyServer = upstreamLabel(upstream);
     this.#admit(rec, options.timeout_hours);
     let ok = false;
     try {
@@ -353,6 +388,7 @@ export class Registry {
         (await rec.runtime?.claim?.({
           resolution: rec.resolution,
           blockedDomains: options.blocked_domains ?? [],
+          upstream,
         })) ?? false;
     } catch (err) {
       this.#opts.log.warn({ err, instance: rec.id }, 'a pooled instance could not be claimed');

@@ -24,7 +24,7 @@ import type {
 } from '../../api/index.js';
 import type { z } from 'zod';
 import type { InstanceArtifacts } from '../artifacts/store.js';
-import type { SandboxHost } from '../sandbox/index.js';
+import type { SandboxHost, UpstreamProxy } from '../sandbox/index.js';
 import type { ProgramPaths } from '../config.js';
 import type { AddCellRequest, ExecuteCellRequest } from '../../api/index.js';
 
@@ -68,12 +68,16 @@ export interface RuntimeContext {
   readonly pooled?: boolean;
   /** The instance's downloads and recordings (artifacts/store.ts); kept past its stop. */
   readonly artifacts?: InstanceArtifacts | undefined;
+  /** The upstream proxy its egress chains to (`proxy` of the start), credentials included. */
+  readonly upstream?: UpstreamProxy | undefined;
 }
 
 /** What `POST /v1/start` asked of an instance taken from the warm pool. */
 export interface ClaimRequest {
   resolution: readonly [number, number];
   blockedDomains: readonly string[];
+  /** The upstream proxy the egress chains to from now on, if any. */
+  upstream?: UpstreamProxy | undefined;
 }
 
 /** Cookies, localStorage, sessionStorage and IndexedDB of a browser, as saved in an auth state. */

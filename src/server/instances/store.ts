@@ -33,6 +33,8 @@ export interface InstanceRow {
   end_reason?: EndReason;
   /** Its sandbox's limits, once started. */
   limits?: InstanceLimits;
+  /** The upstream proxy's address it was started with; never its credentials. */
+  proxy?: { server: string };
 }
 
 export interface InstanceStore {

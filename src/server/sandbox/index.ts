@@ -33,3 +33,10 @@ export {
   type InstanceEgress,
   type NavigationRefusal,
 } from './network.js';
+export { probeUpstream, type UpstreamProbeFailure } from './network.js';
+export {
+  upstreamFromSettings,
+  upstreamLabel,
+  type UpstreamProxy,
+  type UpstreamSettings,
+} from './egress/upstream.js';

@@ -4,9 +4,19 @@
  * at it through the proxy environment variables, Chromium through `--proxy-server`; a process that
  * ignores them reaches nothing (no route, no DNS server).
  */
+import { lookup } from 'node:dns/promises';
+import net from 'node:net';
+import tls from 'node:tls';
 import { background } from '../../internal/background.js';
 import type { Logger } from '../../internal/log.js';
 import { Egress, type EgressRefusalCode } from './egress/egress.js';
+import { checkAddresses, hostAddresses } from './egress/policy.js';
+import {
+  socksCredentialsCheck,
+  UpstreamFailure,
+  upstreamLabel,
+  type UpstreamProxy,
+} from './egress/upstream.js';
 import type { SandboxHost } from './host.js';
 import { SANDBOX_HOSTNAME } from './rootfs.js';
 import type { Sandbox } from './sandbox.js';
@@ -59,7 +69,12 @@ export function hostLoopbackAllowed(host: SandboxHost): boolean {
  * `ERR_BLOCKED_BY_ADMINISTRATOR`). Anything else is left to the proxy's own answer.
  */
 export type NavigationFailureReason =
-  'NameNotResolved' | 'ConnectionRefused' | 'AddressUnreachable' | 'BlockedByClient';
+  | 'NameNotResolved'
+  | 'ConnectionRefused'
+  | 'AddressUnreachable'
+  | 'BlockedByClient'
+  | 'ConnectionFailed'
+  | 'AccessDenied';
 
 export interface NavigationRefusal {
   reason: NavigationFailureReason;
@@ -73,6 +88,13 @@ const FAILURES: Partial<Record<EgressRefusalCode, NavigationFailureReason>> = {
   protected_port: 'ConnectionRefused',
   link_local: 'AddressUnreachable',
   blocked_domain: 'BlockedByClient',
+  // the upstream proxy (`proxy` of the start request): the DevTools protocol has no
+  // ERR_PROXY_* reasons, so the nearest ones: ERR_CONNECTION_FAILED for an upstream that cannot
+  // be reached or does not reach the target, ERR_ACCESS_DENIED for refused credentials
+  proxy_unreachable: 'ConnectionFailed',
+  proxy_refused: 'ConnectionFailed',
+  proxy_failed: 'ConnectionFailed',
+  proxy_auth_failed: 'AccessDenied',
 };
 
 const DEFAULT_PORTS: Record<string, number> = {
@@ -85,6 +107,8 @@ const DEFAULT_PORTS: Record<string, number> = {
 export interface InstanceEgress {
   /** Enforce these blocked domains from now on. */
   setBlockedDomains(domains: readonly string[]): void;
+  /** Chain to this upstream proxy from now on (`undefined`: connect directly). */
+  setUpstream(upstream: UpstreamProxy | undefined): void;
   /**
    * Whether a browser navigation to `url` would be refused by the egress, and how it should
    * fail then; `undefined` for URLs the egress does not see or would let through.
@@ -134,6 +158,7 @@ export async function openEgress(
   host: SandboxHost,
   blockedDomains: readonly string[],
   log: Logger,
+  upstream?: UpstreamProxy,
 ): Promise<InstanceEgress> {
   const listener = await sandbox.listen(EGRESS_PORT);
   const egress = new Egress(
@@ -142,6 +167,7 @@ export async function openEgress(
       allowHostLoopback: host.allowHostLoopback,
       allowHostPorts: host.allowHostPorts,
       protectedPorts: () => host.protectedPorts(),
+      upstream,
     },
     log,
   );
@@ -149,6 +175,7 @@ export async function openEgress(
   listener.on('error', (err) => log.warn({ err }, 'egress listener failed'));
   return {
     setBlockedDomains: (domains) => egress.setBlockedDomains(domains),
+    setUpstream: (u) => egress.setUpstream(u),
     async checkNavigation(url) {
       const target = egressTarget(url);
       if (target === undefined) return undefined;
@@ -161,4 +188,102 @@ export async function openEgress(
       egress.close();
     },
   };
+}
+
+/** Why an upstream proxy cannot be used, from `probeUpstream`. */
+export interface UpstreamProbeFailure {
+  code: 'proxy_refused' | 'proxy_unreachable' | 'proxy_auth_failed';
+  message: string;
+}
+
+/**
+ * What the start of an instance checks of its `proxy`, before anything of the instance exists:
+ * the upstream's address passes the egress's address rules (a host-local upstream only on a port
+ * the operator opened, burrow's own ports and link-local addresses never), a TCP connection (and
+ * TLS for `https://`) is made within `timeoutMs`, and a SOCKS5 upstream accepts the credentials.
+ * An HTTP upstream's credentials are first tried by the instance's first connection (HTTP proxies
+ * judge them per request). `undefined` when usable.
+ */
+export async function probeUpstream(
+  host: SandboxHost,
+  u: UpstreamProxy,
+  timeoutMs = 10_000,
+): Promise<UpstreamProbeFailure | undefined> {
+  const name = upstreamLabel(u);
+  let addresses: string[];
+  try {
+    const family = net.isIP(u.host);
+    const lower = u.host.toLowerCase();
+    addresses =
+      family !== 0
+        ? [u.host]
+        : lower === 'localhost' || lower.endsWith('.localhost')
+          ? ['127.0.0.1', '::1']
+          : (await lookup(u.host, { all: true, verbatim: true })).map((a) => a.address);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'lookup failed';
+    return {
+      code: 'proxy_unreachable',
+      message: `proxy ${name}: cannot resolve ${u.host} (${code})`,
+    };
+  }
+  const refused = checkAddresses(
+    {
+      allowHostLoopback: host.allowHostLoopback,
+      allowHostPorts: host.allowHostPorts,
+      protectedPorts: host.protectedPorts(),
+    },
+    addresses,
+    u.port,
+    hostAddresses(),
+  );
+  if (refused) {
+    const hint =
+      refused.code === 'host_local'
+        ? `; burrow serve --allow-host-port ${u.port} lets instances use it`
+        : '';
+    return { code: 'proxy_refused', message: `proxy ${name}: ${refused.message}${hint}` };
+  }
+  let socket: net.Socket | undefined;
+  const timer = setTimeout(
+    () => socket?.destroy(new Error(`no answer within ${timeoutMs} ms`)),
+    timeoutMs,
+  );
+  try {
+    socket = background(net.connect({ host: addresses[0]!, port: u.port, noDelay: true }));
+    socket.on('error', () => {});
+    const open = socket;
+    await new Promise<void>((resolve, reject) => {
+      open.once('connect', resolve);
+      open.once('error', reject);
+      open.once('close', () => reject(new Error('closed')));
+    });
+    if (u.scheme === 'https') {
+      const secure = tls.connect({
+        socket: open,
+        ...(net.isIP(u.host) === 0 && { servername: u.host }),
+      });
+      socket = secure;
+      secure.on('error', () => {});
+      await new Promise<void>((resolve, reject) => {
+        secure.once('secureConnect', resolve);
+        secure.once('error', reject);
+        secure.once('close', () => reject(new Error('closed')));
+      });
+    }
+    if (u.scheme === 'socks5') await socksCredentialsCheck(socket, u);
+    return undefined;
+  } catch (err) {
+    if (err instanceof UpstreamFailure && err.code === 'proxy_auth_failed') {
+      return { code: 'proxy_auth_failed', message: `proxy ${name}: ${err.message}` };
+    }
+    const e = err as NodeJS.ErrnoException;
+    return {
+      code: 'proxy_unreachable',
+      message: `proxy ${name} cannot be reached (${e.code ?? e.message})`,
+    };
+  } finally {
+    clearTimeout(timer);
+    socket?.destroy();
+  }
 }

@@ -44,6 +44,7 @@ import type { LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import http from 'node:http';
 import net from 'node:net';
+import tls from 'node:tls';
 import { background } from '../../../internal/background.js';
 import { withDeadline } from '../../../internal/deadline.js';
 import type { Logger } from '../../../internal/log.js';
@@ -66,6 +67,13 @@ import {
   type ProxyTarget,
 } from './proxy-http.js';
 import { MAX_CLIENT_HELLO_BYTES, sniffClientHello } from './sni.js';
+import {
+  bypasses,
+  openTunnel,
+  UpstreamFailure,
+  upstreamLabel,
+  type UpstreamProxy,
+} from './upstream.js';
 
 export interface EgressPolicy {
   /**
@@ -85,6 +93,11 @@ export interface EgressPolicy {
    * the flags. Called for each connection and each request, so ports opened later count.
    */
   protectedPorts: () => Iterable<number>;
+  /**
+   * The upstream proxy every connection not on its bypass list is chained to (`proxy` of the
+   * start request). Targets are checked as without one before anything is sent to it.
+   */
+  upstream?: UpstreamProxy | undefined;
 }
 
 export interface EgressOptions {
@@ -116,6 +129,8 @@ const DEFAULTS: Required<EgressOptions> = {
 const CHECKED_TTL_MS = 5_000;
 /** Names remembered so at most. */
 const MAX_CHECKED = 64;
+/** How long a tunnel `check` opened through the upstream waits for its connection, in ms. */
+const PARKED_TTL_MS = 5_000;
 
 /** Bytes of a tunnel's first flight held back while its ClientHello is read. */
 const MAX_SNIFF_BYTES = 2 * MAX_CLIENT_HELLO_BYTES;
@@ -137,7 +152,9 @@ export type EgressRefusalCode =
   | 'upstream_failed'
   | 'timeout'
   | 'busy'
-  | 'internal';
+  | 'internal'
+  | 'proxy_refused'
+  | UpstreamFailure['code'];
 
 /** Why a connection is not served; `status` is what the client is answered. */
 class Refusal extends Error {
@@ -239,6 +256,21 @@ export class Egress {
   readonly #warned = new Set<string>();
   /** Names `check` resolved a moment ago, oldest first: the next connection to each reuses them. */
   readonly #checked = new Map<string, { at: number; addresses: LookupAddress[] }>();
+  #proxy: UpstreamProxy | undefined;
+  /** Tunnels through the upstream that `check` opened, for the navigation's own connection. */
+  readonly #parked = new Map<string, net.Socket>();
+  /** Upstream failure codes already logged as warnings. */
+  readonly #upstreamWarned = new Set<string>();
+
+  /**
+   * Chain to `upstream` from now on (a warm-pool instance taking its user's `proxy`), or connect
+   * directly again with `undefined`. Connections opened earlier keep their way out.
+   */
+  setUpstream(upstream: UpstreamProxy | undefined): void {
+    this.#proxy = upstream;
+    for (const s of this.#parked.values()) s.destroy();
+    this.#parked.clear();
+  }
 
   /**
    * Replace the blocked domains (a warm-pool instance taking its user's `blocked_domains`, before
@@ -253,6 +285,7 @@ export class Egress {
     this.#log = log;
     this.#opts = { ...DEFAULTS, ...options };
     this.#blocked = blockedDomainMatcher(policy.blockedDomains);
+    this.#proxy = policy.upstream;
     this.#server = http.createServer({
       maxHeaderSize: this.#opts.maxHeaderBytes,
       requireHostHeader: false,
@@ -307,6 +340,8 @@ export class Egress {
     if (this.#closed) return;
     this.#closed = true;
     for (const s of [...this.#clients, ...this.#refused, ...this.#upstreams]) s.destroy();
+    for (const s of this.#parked.values()) s.destroy();
+    this.#parked.clear();
     this.#agent.destroy();
   }
 
@@ -330,6 +365,8 @@ export class Egress {
           this.#checked.delete(this.#checked.keys().next().value!);
         }
       }
+      const upstream = this.#chained(host);
+      if (upstream) this.#park({ host, port }, await this.#tunnel(upstream, { host, port }));
       return undefined;
     } catch (err) {
       const r = this.#asRefusal(err);
@@ -375,10 +412,160 @@ export class Egress {
         );
       }
     } catch (err) {
-      throw this.#asRefusal(err);
+      const r = this.#asRefusal(err);
+      // a name this host cannot resolve may still be one the upstream can: it resolves it there
+      if (r.code === 'dns_failed' && this.#chained(target.host)) {
+        this.#log.debug({ egress: kind, target: label(target), decision: 'to upstream' });
+        return [];
+      }
+      throw r;
     }
     this.#log.debug({ egress: kind, target: label(target), decision: 'allowed' });
     return addresses;
+  }
+
+  // ---- the upstream proxy ----
+
+  /** The upstream a connection to `host` goes through, unless none is set or `host` bypasses it. */
+  #chained(host: string): UpstreamProxy | undefined {
+    const u = this.#proxy;
+    return u && !bypasses(u, host) ? u : undefined;
+  }
+
+  /** A connection to a checked target: through the upstream when chained, else direct. */
+  async #open(target: Authority, addresses: readonly LookupAddress[]): Promise<net.Socket> {
+    const upstream = this.#chained(target.host);
+    if (!upstream) return this.#dial(target, addresses);
+    const key = label(target);
+    const parked = this.#parked.get(key);
+    if (parked) {
+      this.#parked.delete(key);
+      if (!parked.destroyed) return parked;
+    }
+    return this.#tunnel(upstream, target);
+  }
+
+  /** Keep a tunnel `check` opened for the connection that follows (or destroy it unused). */
+  #park(target: Authority, socket: net.Socket): void {
+    const key = label(target);
+    this.#parked.get(key)?.destroy();
+    this.#parked.set(key, socket);
+    const timer = setTimeout(() => {
+      if (this.#parked.get(key) === socket) this.#parked.delete(key);
+      socket.destroy();
+    }, PARKED_TTL_MS);
+    timer.unref();
+    socket.once('close', () => {
+      clearTimeout(timer);
+      if (this.#parked.get(key) === socket) this.#parked.delete(key);
+    });
+    // a tunnel of a closed egress, or one replaced by setUpstream meanwhile, is not kept
+    if (this.#closed || this.#proxy === undefined) socket.destroy();
+  }
+
+  /**
+   * A tunnel to `target` through `u`: the upstream's own address is checked like any target (the
+   * host's ports only where the operator allowed them), then the connection, TLS for `https://`,
+   * and the proxy's handshake, all within the connect deadline. Failures are Refusals with the
+   * `proxy_*` codes, logged as a warning once per code.
+   */
+  async #tunnel(u: UpstreamProxy, target: Authority): Promise<net.Socket> {
+    const hop = { host: u.host, port: u.port };
+    let addresses: LookupAddress[];
+    try {
+      addresses = await this.#admitHop(hop);
+    } catch (err) {
+      const r = this.#asRefusal(err);
+      throw this.#upstreamFailed(
+        r.code === 'dns_failed' || r.code === 'timeout'
+          ? new Refusal(
+              502,
+              'proxy_unreachable',
+              `upstream proxy ${upstreamLabel(u)}: ${r.message}`,
+            )
+          : new Refusal(403, 'proxy_refused', `upstream proxy ${upstreamLabel(u)}: ${r.message}`),
+      );
+    }
+    let socket: net.Socket;
+    try {
+      socket = await this.#dial(hop, addresses);
+    } catch (err) {
+      const r = this.#asRefusal(err);
+      throw this.#upstreamFailed(
+        new Refusal(502, 'proxy_unreachable', `upstream proxy ${upstreamLabel(u)}: ${r.message}`),
+      );
+    }
+    const ms = this.#opts.connectTimeoutMs;
+    const timer = setTimeout(() => socket.destroy(new Error(`no answer within ${ms} ms`)), ms);
+    try {
+      if (u.scheme === 'https') socket = await this.#secure(socket, u);
+      await openTunnel(socket, u, target);
+      clearTimeout(timer);
+      if (socket.destroyed) throw new UpstreamFailure('proxy_unreachable', 'closed');
+      this.#log.debug({ egress: 'upstream', target: label(target), via: upstreamLabel(u) });
+      return socket;
+    } catch (err) {
+      clearTimeout(timer);
+      socket.destroy();
+      const r =
+        err instanceof UpstreamFailure
+          ? new Refusal(502, err.code, err.message)
+          : new Refusal(
+              502,
+              'proxy_unreachable',
+              `upstream proxy ${upstreamLabel(u)}: ${errorCode(err)}`,
+            );
+      throw this.#upstreamFailed(r);
+    }
+  }
+
+  /** The upstream's own address, checked and resolved like a target's (no blocked domains). */
+  async #admitHop(hop: Authority): Promise<LookupAddress[]> {
+    const family = net.isIP(hop.host);
+    const addresses = family ? [{ address: hop.host, family }] : await this.#resolve(hop.host);
+    const access = { ...this.#policy, protectedPorts: this.#policy.protectedPorts() };
+    const refused = checkAddresses(
+      access,
+      addresses.map((a) => a.address),
+      hop.port,
+      hostAddresses(),
+    );
+    if (refused) {
+      const hint = refusalHint(refused.code, hop.port);
+      throw new Refusal(403, refused.code, hint ? `${refused.message}; ${hint}` : refused.message);
+    }
+    return addresses;
+  }
+
+  /** TLS to an `https://` upstream, its certificate checked against its name. */
+  #secure(socket: net.Socket, u: UpstreamProxy): Promise<net.Socket> {
+    return new Promise((resolve, reject) => {
+      const secure = tls.connect({
+        socket,
+        ...(net.isIP(u.host) === 0 && { servername: u.host }),
+        ALPNProtocols: ['http/1.1'],
+      });
+      this.#trackUpstream(secure);
+      secure.once('secureConnect', () => resolve(secure));
+      secure.once('error', (err) =>
+        reject(
+          new UpstreamFailure('proxy_unreachable', `${upstreamLabel(u)}: TLS ${errorCode(err)}`),
+        ),
+      );
+      secure.once('close', () =>
+        reject(new UpstreamFailure('proxy_unreachable', `${upstreamLabel(u)}: TLS closed`)),
+      );
+    });
+  }
+
+  /** Log an upstream failure (a warning the first time per code) and hand it back. */
+  #upstreamFailed(r: Refusal): Refusal {
+    const entry = { egress: 'upstream', decision: 'failed', code: r.code, reason: r.message };
+    if (!this.#upstreamWarned.has(r.code)) {
+      this.#upstreamWarned.add(r.code);
+      this.#log.warn(entry, 'egress: the upstream proxy failed');
+    } else this.#log.debug(entry);
+    return r;
   }
 
   async #resolve(host: string): Promise<LookupAddress[]> {
@@ -631,7 +818,7 @@ export class Egress {
     const target = parseAuthority(req.url ?? '');
     if (target === undefined) throw new Refusal(400, 'bad_request', 'CONNECT needs host:port');
     const addresses = await this.#admit('connect', target);
-    const upstream = await this.#dial(target, addresses);
+    const upstream = await this.#open(target, addresses);
     if (socket.destroyed || this.#closed) {
       upstream.destroy();
       return;
@@ -682,7 +869,7 @@ export class Egress {
    * Node would send a GET's body unframed, which the upstream would read as a second request).
    * Upgrades get a connection of their own (it becomes the tunnel); plain requests share the agent.
    */
-  #upstream(
+  #request(
     req: http.IncomingMessage,
     target: ProxyTarget,
     host: Authority | undefined,
@@ -693,8 +880,10 @@ export class Egress {
     const headers = forwardHeaders(req.rawHeaders, upgrade ? { upgrade: true } : {});
     if (host === undefined) headers.push('Host', hostHeader(target));
     if (framing.kind === 'chunked') headers.push('Transfer-Encoding', 'chunked');
+    // through an upstream proxy, each request gets a tunnel of its own (no keep-alive pool)
+    const chained = this.#chained(target.host) !== undefined;
     const up = http.request({
-      agent: upgrade ? false : this.#agent,
+      agent: upgrade || chained ? false : this.#agent,
       host: target.host,
       port: target.port,
       method: req.method ?? 'GET',
@@ -702,6 +891,15 @@ export class Egress {
       headers,
       setHost: false,
       lookup: pinnedLookup(addresses), // Node 20 tries each address (autoSelectFamily)
+      ...(chained && {
+        createConnection: (_opts: unknown, done: (err: Error | null, s: net.Socket) => void) => {
+          this.#open(target, addresses).then(
+            (s) => done(null, s),
+            (err: Error) => done(err, undefined as unknown as net.Socket),
+          );
+          return undefined;
+        },
+      }),
     });
     this.#watchConnect(up, target);
     return up;
@@ -711,7 +909,7 @@ export class Egress {
     const { target, host, framing } = this.#requestTarget(req);
     const addresses = await this.#admit('http', target, host?.host);
     if (res.destroyed || this.#closed) return;
-    const up = this.#upstream(req, target, host, framing, addresses, false);
+    const up = this.#request(req, target, host, framing, addresses, false);
     up.once('response', (upRes) => {
       upRes.on('error', () => res.destroy());
       try {
@@ -761,7 +959,7 @@ export class Egress {
     }
     const addresses = await this.#admit('upgrade', target, host?.host);
     if (socket.destroyed || this.#closed) return;
-    const up = this.#upstream(req, target, host, framing, addresses, true);
+    const up = this.#request(req, target, host, framing, addresses, true);
     let answered = false;
     socket.once('close', () => {
       if (!answered) up.destroy();
