@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { proxyServerProblem } from '../api/index.js';
 import { Burrow } from '../client/index.js';
 import type { McpBackend } from '../server/mcp/backend.js';
 import type { AutoStartOptions } from '../server/mcp/context.js';
@@ -18,6 +19,7 @@ import { clientBackend } from './mcp-backend.js';
 
 export const usage = `burrow mcp [--base-url URL] [--api-key KEY] [--resolution WxH]
            [--blocked-domain DOMAIN]... [--auth-state ID_OR_NAME]
+           [--proxy-server URL] [--proxy-bypass HOSTS]
 
 Serves the Model Context Protocol on stdin/stdout for an agent host (Claude Desktop, Cursor,
 VS Code…). With --base-url or BURROW_BASE_URL it uses that server (key from --api-key or
@@ -26,7 +28,9 @@ session started are stopped when the host disconnects. Logs go to stderr.
 
 A browser_* call made before any instance_start starts a browser instance, as Playwright's MCP
 server launches its browser on first use, with --resolution (e.g. 1280x720), every
---blocked-domain, and the saved auth state --auth-state applied.
+--blocked-domain, the saved auth state --auth-state applied, and the upstream proxy
+--proxy-server (http://, https:// or socks5://host:port; --proxy-bypass: comma-separated hosts
+reached directly). A proxy with credentials is given to instance_start as "proxy" instead.
 
 Tools: instance_start/list/stop/current_url, browser_* (Playwright MCP names: navigate,
 navigate_back, snapshot, click, type, hover, select_option, evaluate, tabs, wait_for,
@@ -45,6 +49,8 @@ export async function run(argv: string[]): Promise<void> {
       resolution: { type: 'string' },
       'blocked-domain': { type: 'string', multiple: true },
       'auth-state': { type: 'string' },
+      'proxy-server': { type: 'string' },
+      'proxy-bypass': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -60,6 +66,16 @@ export async function run(argv: string[]): Promise<void> {
   }
   if (values['blocked-domain']?.length) autoStart.blocked_domains = values['blocked-domain'];
   if (values['auth-state'] !== undefined) autoStart.auth_state = values['auth-state'];
+  if (values['proxy-server'] !== undefined) {
+    const problem = proxyServerProblem(values['proxy-server']);
+    if (problem) throw new UsageError(`--proxy-server ${problem}`);
+    autoStart.proxy = {
+      server: values['proxy-server'],
+      ...(values['proxy-bypass'] !== undefined && { bypass: values['proxy-bypass'] }),
+    };
+  } else if (values['proxy-bypass'] !== undefined) {
+    throw new UsageError('--proxy-bypass needs --proxy-server');
+  }
 
   // anything printed with console.log would corrupt the protocol
   console.log = console.error;

@@ -13,6 +13,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSession } from 'burrow-sandbox';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
@@ -261,5 +264,46 @@ describe('upstream proxy', () => {
     const all = lines.join('');
     for (const secret of [HTTP_PASSWORD, SOCKS_PASSWORD]) expect(all).not.toContain(secret);
     expect(all).toContain('egress');
+  }, 120_000);
+
+  it('the MCP instance_start takes proxy; a refused one is a tool error naming it', async () => {
+    const client = new Client({ name: 'burrow-test', version: '1.0.0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${env.server.url}/mcp`), {
+        requestInit: { headers: { 'x-api-key': env.server.apiKey } },
+      }),
+    );
+    const texts = (r: CallToolResult) =>
+      r.content.flatMap((c) => (c.type === 'text' ? [c.text] : [])).join('\n');
+    try {
+      const bad = (await client.callTool({
+        name: 'instance_start',
+        arguments: {
+          instance_type: 'browser',
+          proxy: { server: `http://127.0.0.1:${refusedPort}` },
+        },
+      })) as CallToolResult;
+      expect(bad.isError).toBe(true);
+      expect(texts(bad)).toContain(`http://127.0.0.1:${refusedPort}`);
+      const started = (await client.callTool({
+        name: 'instance_start',
+        arguments: { instance_type: 'browser', proxy: socksProxy() },
+      })) as CallToolResult;
+      expect(started.isError, texts(started)).toBeFalsy();
+      expect(texts(started)).not.toContain(SOCKS_PASSWORD);
+      const nav = (await client.callTool({
+        name: 'browser_navigate',
+        arguments: { url: `${site.origin}/through-mcp` },
+      })) as CallToolResult;
+      expect(nav.isError, texts(nav)).toBeFalsy();
+      await eventually(
+        () =>
+          (microsocksLog.match(new RegExp(`connected to 127\\.0\\.0\\.1:${site.port}`, 'g')) ?? [])
+            .length >= 2,
+        'the MCP browser through microsocks',
+      );
+    } finally {
+      await client.close();
+    }
   }, 120_000);
 });

@@ -21,6 +21,8 @@ export interface AutoStartOptions {
   blocked_domains?: string[];
   /** A saved auth state (id or unique name) applied once the browser started. */
   auth_state?: string;
+  /** The upstream proxy its egress chains to (`proxy` of the start request). */
+  proxy?: StartRequest['proxy'];
 }
 
 export class McpContext {
