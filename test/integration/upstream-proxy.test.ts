@@ -98,6 +98,8 @@ const env = sessionServer('bups-', {
   logLevel: 'debug',
   logDestination: { write: (line) => void lines.push(line) },
   maxInstances: 3,
+  // the first session takes the pooled instance: its egress gets the upstream at the claim
+  warmPool: { browser: 1 },
   isolation: { allowHostPorts },
 });
 
@@ -132,24 +134,34 @@ async function failure(goto: () => Promise<unknown>): Promise<string> {
 
 describe('upstream proxy', () => {
   it('HTTP upstream with basic auth: traffic goes through it, policy still holds, no credentials out (Playwright)', async () => {
+    await env.server.warmPool.ready();
+    const pooled = env.server.warmPool.ids();
+    expect(pooled.length).toBeGreaterThan(0);
     await using session = await openSession({
       ...env.remote,
       proxy: { ...httpProxy(), bypass: 'direct.localhost' },
-      blockedDomains: ['blocked.localhost'],
+      // a loopback name would need a fresh instance (browser/index.ts adopt())
+      blockedDomains: ['blocked.test'],
     });
+    expect(pooled).toContain(session.instance.id);
     const page = session.page;
     const res = await page.goto(`${site.origin}/through-http-upstream`);
     expect(res?.status()).toBe(200);
     expect(await page.textContent('body')).toContain(`127.0.0.1:${site.port}`);
-    // the upstream's own log has the tunnel to the site
-    await eventually(
-      () => tinyproxyLog().includes(`CONNECT 127.0.0.1:${site.port}`),
-      'the tunnel in tinyproxy log',
+    // the upstream's own log has the tunnel to the site, and one more for a request of the page
+    // (not a navigation: nothing checked it ahead)
+    const tunnels = () => tinyproxyLog().split(`CONNECT 127.0.0.1:${site.port}`).length - 1;
+    await eventually(() => tunnels() > 0, 'the tunnel in tinyproxy log');
+    const seen = tunnels();
+    const sub = await page.evaluate(
+      async () => (await fetch('/sub-request', { cache: 'no-store' })).status,
     );
+    expect(sub).toBe(200);
+    await eventually(() => tunnels() > seen, 'the page request in tinyproxy log');
 
     // a blocked domain and a host port the operator did not open: refused before the upstream
     const before = tinyproxyLog();
-    const blocked = `http://www.blocked.localhost:${site.port}/`;
+    const blocked = `http://www.blocked.test/`;
     expect(await failure(() => page.goto(blocked))).toContain(
       `net::ERR_BLOCKED_BY_CLIENT at ${blocked}`,
     );
@@ -158,7 +170,7 @@ describe('upstream proxy', () => {
       `net::ERR_CONNECTION_REFUSED at ${hostLocal}`,
     );
     const after = tinyproxyLog().slice(before.length);
-    expect(after).not.toContain('blocked.localhost');
+    expect(after).not.toContain('blocked.test');
     expect(after).not.toContain(String(refusedPort));
     expect(seenByRefused).toBe(0);
 
@@ -306,4 +318,45 @@ describe('upstream proxy', () => {
       await client.close();
     }
   }, 120_000);
+
+  it('every process of an ubuntu instance leaves through the upstream (curl in bash)', async () => {
+    const started = await env.server.api('/v1/start', {
+      json: {
+        instance_type: 'ubuntu',
+        proxy: socksProxy(),
+        blocked_domains: ['blocked.localhost'],
+      },
+    });
+    expect(started.status).toBe(200);
+    const { id } = (await started.json()) as { id: string };
+    try {
+      await eventually(
+        async () =>
+          ((await (await env.server.api(`/v1/instance/${id}`)).json()) as { status: string })
+            .status === 'running',
+        'the ubuntu instance running',
+        120_000,
+      );
+      const bash = async (command: string) => {
+        const res = await env.server.api(`/v1/instance/${id}/bash`, { json: { command } });
+        expect(res.status).toBe(200);
+        return ((await res.json()) as { output?: string }).output ?? '';
+      };
+      // the instance's own loopback is direct (NO_PROXY): name the egress explicitly
+      const via = `curl -s --noproxy '' -x "$HTTP_PROXY" -o /dev/null -w '%{http_code}'`;
+      const before = microsocksLog.length;
+      expect(await bash(`${via} http://127.0.0.1:${site.port}/from-bash`)).toContain('200');
+      await eventually(
+        () => microsocksLog.slice(before).includes(`connected to 127.0.0.1:${site.port}`),
+        `curl through microsocks: ${microsocksLog.slice(before)} / ${lines
+          .filter((l) => l.includes('egress'))
+          .slice(-5)
+          .join('')}`,
+      );
+      expect(await bash(`${via} http://blocked.localhost:${site.port}/`)).toContain('403');
+      expect(microsocksLog).not.toContain('blocked.localhost');
+    } finally {
+      await env.server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
+    }
+  }, 180_000);
 });

@@ -883,7 +883,8 @@ export class Egress {
     // through an upstream proxy, each request gets a tunnel of its own (no keep-alive pool)
     const chained = this.#chained(target.host) !== undefined;
     const up = http.request({
-      agent: upgrade || chained ? false : this.#agent,
+      // no agent at all when chained: Node uses `createConnection` only without one
+      agent: chained ? undefined : upgrade ? false : this.#agent,
       host: target.host,
       port: target.port,
       method: req.method ?? 'GET',
@@ -894,7 +895,12 @@ export class Egress {
       ...(chained && {
         createConnection: (_opts: unknown, done: (err: Error | null, s: net.Socket) => void) => {
           this.#open(target, addresses).then(
-            (s) => done(null, s),
+            (s) => {
+              done(null, s);
+              // a tunnel comes paused (nothing of it is lost before its reader is there); the
+              // request attaches its reader on the next tick
+              setImmediate(() => s.resume());
+            },
             (err: Error) => done(err, undefined as unknown as net.Socket),
           );
           return undefined;
