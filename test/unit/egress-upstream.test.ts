@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { proxyServerProblem, StartRequest } from '../../src/api/index.js';
+import { openApiDocument } from '../../src/api/openapi.js';
 import {
   bypasses,
   parseBypass,
@@ -67,5 +68,16 @@ describe('bypass and label', () => {
     const u = upstreamFromSettings({ server: 'socks5://[::1]:9', username: 'me', password: 'pw' });
     if ('error' in u) throw new Error(u.error);
     expect(upstreamLabel(u)).toBe('socks5://[::1]:9');
+  });
+});
+
+describe('/openapi.json', () => {
+  it('documents proxy in the start request and the instance, without credentials in the latter', () => {
+    const doc = JSON.stringify(openApiDocument());
+    for (const field of ['"proxy"', '"bypass"', '"username"', '"password"']) {
+      expect(doc).toContain(field);
+    }
+    // the instance answers the server only
+    expect(doc).toContain('"proxy":{"type":"object","properties":{"server":{"type":"string"}}');
   });
 });
