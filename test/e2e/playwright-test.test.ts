@@ -199,8 +199,8 @@ describe('test/e2e/fixtures/pt-project', () => {
     expect(mp4.subarray(4, 8).toString('latin1')).toBe('ftyp');
 
     const errorOf = (title: string) => JSON.stringify(all.find((r) => r.title === title) ?? {});
-    byTitle('fails naming it');
-    expect(errorOf('fails naming it')).toMatch(/option \\"proxy\\" is not supported/);
+    byTitle('fails naming the proxy');
+    expect(errorOf('fails naming the proxy')).toMatch(/status 400: proxy http:\/\/127\.0\.0\.1:9 /);
     byTitle('fails naming the option');
     expect(errorOf('fails naming the option')).toMatch(/option \\"locale\\" is not supported/);
     expectNoLeftovers(run, 4); // Playwright Test starts a new worker after each failed test
