@@ -52,7 +52,7 @@ export const InstanceLimits = z.looseObject({
 export type InstanceLimits = z.output<typeof InstanceLimits>;
 
 /** burrow extension: why an instance ended. */
-export const EndReason = z.enum(['stopped', 'expired', 'crashed', 'server_restart']);
+export const EndReason = z.enum(['stopped', 'expired', 'crashed', 'server_restart', 'idle']);
 export type EndReason = z.output<typeof EndReason>;
 
 export const Instance = z.looseObject({
@@ -65,6 +65,13 @@ export const Instance = z.looseObject({
   limits: InstanceLimits.optional(),
   /** burrow extension: set once the instance is terminated or in error. */
   end_reason: EndReason.optional(),
+  // --- burrow extension: session time (src/api/session-time.ts) ---
+  /** When the instance expires unless extended (ISO 8601); while it is live. */
+  expires_at: z.string().optional(),
+  /** Whole seconds until `expires_at`, as of the answer; while it is live. */
+  time_left_seconds: z.number().optional(),
+  /** The idle timeout it was started with, if any. */
+  idle_timeout_seconds: z.number().optional(),
 });
 export type Instance = z.output<typeof Instance>;
 
@@ -181,6 +188,12 @@ export const StartRequest = z.object({
   blocked_domains: z.array(BlockedDomain).optional(),
   /** `[width, height]` in pixels; default `[1024, 768]`. */
   resolution: Resolution.optional(),
+  // --- burrow extension: session time (src/api/session-time.ts) ---
+  /**
+   * Seconds without an API call for the instance and without a CDP or live-view client, after
+   * which it is stopped with `end_reason: "idle"`. Absent: no idle timeout.
+   */
+  idle_timeout_seconds: z.int().min(1).max(86_400).optional(),
 });
 export type StartRequest = z.input<typeof StartRequest>;
 
