@@ -104,6 +104,29 @@ describe('hand-off to a person', () => {
     await client.instances.stop(id);
   });
 
+  it('an ubuntu instance: noVNC opens with the hand-off token, the banner sits over it', async () => {
+    const inst = await client.instances.start({ instance_type: 'ubuntu' });
+    const h = await client.instances.handoff(inst.id, { message: 'Over to you' });
+    const url = new URL(h.url!);
+    const tab = await person.newPage({ viewport: { width: 1024, height: 800 } });
+    const failed: string[] = [];
+    tab.on('response', (r) => {
+      if (r.status() >= 400) failed.push(`${r.status()} ${r.url()}`);
+    });
+    await tab.goto(url.href);
+    await tab.waitForSelector('body[data-connected="true"]', { timeout: 30_000 });
+    expect(failed).toEqual([]); // every noVNC module came with the hand-off's token
+    expect(await tab.locator('#burrow-handoff-message').textContent()).toBe('Over to you');
+    const closed = tab.waitForSelector('body:not([data-connected="true"])', { timeout: 20_000 });
+    await tab.locator('#burrow-handoff-done').click();
+    expect((await client.instances.handoffStatus(inst.id, h.handoff_id)).status).toBe('done');
+    await closed; // the VNC socket of the hand-off was closed with it
+    const ws = `ws://${url.host}/stream/${inst.id}/websockify?token=${url.searchParams.get('token')}`;
+    expect(await handshakeStatus(ws)).toBe(401);
+    await tab.close();
+    await client.instances.stop(inst.id);
+  });
+
   it('expires, refuses wrong and missing tokens, and is cancelled by a stop', async () => {
     const { id, page } = await startBrowser();
     page.close();
