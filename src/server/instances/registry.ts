@@ -133,7 +133,7 @@ export class InstanceRecord extends Lifecycle {
 }
 
 /** `row` with the seconds left until its `expires_at`, while it is live. */
-function withTimeLeft(row: Instance): Instance {
+export function withTimeLeft(row: Instance): Instance {
   if (!row.expires_at || !['deploying', 'running', 'paused'].includes(row.status)) return row;
   const left = Math.max(0, Math.round((Date.parse(row.expires_at) - Date.now()) / 1000));
   return { ...row, time_left_seconds: left };
