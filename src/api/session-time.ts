@@ -4,6 +4,7 @@
  * and the time left are fields of the start request and of the instance (schemas.ts).
  */
 import { z } from 'zod';
+import { queryNumber } from './schemas.js';
 
 const pathId = z.string().min(1);
 
@@ -48,15 +49,9 @@ export type Handoff = z.output<typeof Handoff>;
 export const HandoffPath = z.object({ instance_id: pathId, handoff_id: pathId });
 export type HandoffPath = z.input<typeof HandoffPath>;
 
-const queryInt = () =>
-  z.preprocess(
-    (v) => (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v),
-    z.number(),
-  );
-
 export const HandoffWaitQuery = z.object({
   /** Seconds to wait for the hand-off to end (0: answer at once); default 30, at most 60. */
-  wait_seconds: queryInt()
+  wait_seconds: queryNumber()
     .pipe(z.number().min(0).max(MAX_HANDOFF_WAIT_SECONDS))
     .default(DEFAULT_HANDOFF_WAIT_SECONDS),
 });
