@@ -7,10 +7,13 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HandoffError, openSession, type Instance } from 'burrow-sandbox';
+import { Burrow, HandoffError, openSession, type Instance } from 'burrow-sandbox';
+import { clientBackend } from '../../src/cli/mcp-backend.js';
+import { createMcpSession } from '../../src/server/mcp/tools.js';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
 import { LAYOUT, startPlayground, type Playground } from '../helpers/computer.js';
 
@@ -144,6 +147,40 @@ describe('MCP tools', () => {
     } finally {
       await transport.terminateSession();
       await client.close();
+    }
+  });
+
+  it('the same tools over the typed client, as `burrow mcp` on stdio runs them', async () => {
+    const api = new Burrow({ ...env.remote, maxRetries: 0 });
+    const session = createMcpSession({ backend: clientBackend(api), version: 'test' });
+    const [a, b] = InMemoryTransport.createLinkedPair();
+    await session.server.connect(a);
+    const client = new Client({ name: 'burrow-test', version: '1.0.0' });
+    await client.connect(b);
+    try {
+      const call = async (name: string, args: Record<string, unknown> = {}) =>
+        (await client.callTool({ name, arguments: args })) as CallToolResult;
+      expect((await call('instance_start', { instance_type: 'browser' })).isError).toBeFalsy();
+      const asked = texts(await call('handoff_request', { message: 'Check', timeout_seconds: 30 }));
+      const url = new URL(/(http:\/\/\S+token=\S+)/.exec(asked)![1]!);
+      const { handoff_id } = JSON.parse(asked.slice(asked.indexOf('{'))) as { handoff_id: string };
+      const waited = call('handoff_wait', { handoff_id, wait_seconds: 60 });
+      // the person's Done, as the page sends it
+      const done = await fetch(`${url.origin}${url.pathname}handoff/done${url.search}`, {
+        method: 'POST',
+      });
+      expect(done.status).toBe(200);
+      expect(texts(await waited)).toContain(`Hand-off ${handoff_id}: done`);
+      expect(texts(await call('instance_extend', { timeout_hours: 1.5 }))).toMatch(
+        /now expires at/,
+      );
+      const bad = await call('handoff_request', { message: '' });
+      expect(bad.isError).toBe(true);
+      expect(texts(bad)).toContain('message');
+    } finally {
+      await client.close();
+      await session.close();
+      await api.close();
     }
   });
 });
