@@ -6,6 +6,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chromium } from 'playwright-core';
+import { WebSocket } from 'ws';
 import { describe, expect, it } from 'vitest';
 import { Burrow, openSession, type Instance } from 'burrow-sandbox';
 import { sessionServer } from '../e2e/fixtures/session-server.js';
@@ -55,6 +56,18 @@ describe('idle timeout', () => {
       expect((await c.instances.get(inst.id)).status).toBe('running');
     }
     // and then nothing: it goes
+    await eventually(async () => (await peek(inst.id)).end_reason === 'idle', 'idle stop', 20_000);
+  });
+
+  it('keeps an instance while a live-view client is connected', async () => {
+    await using c = client();
+    const inst = await c.instances.start({ instance_type: 'browser', idle_timeout_seconds: 2 });
+    const page = new URL((await c.instance.streamUrl(inst.id)).stream_url);
+    const ws = new WebSocket(`ws://${page.host}${page.pathname}ws${page.search}`);
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    await sleep(5_000);
+    expect((await peek(inst.id)).status).toBe('running');
+    ws.close();
     await eventually(async () => (await peek(inst.id)).end_reason === 'idle', 'idle stop', 20_000);
   });
 
