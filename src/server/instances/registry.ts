@@ -132,9 +132,16 @@ export class InstanceRecord extends Lifecycle {
   }
 }
 
-/** `row` with the seconds left until its `expires_at`, while it is live. */
+/**
+ * `row` with the seconds left until its `expires_at`, while it is live; an ended one shows no
+ * deadline (a row a killed run left in the store may still carry one).
+ */
 export function withTimeLeft(row: Instance): Instance {
-  if (!row.expires_at || !['deploying', 'running', 'paused'].includes(row.status)) return row;
+  if (!['deploying', 'running', 'paused'].includes(row.status)) {
+    const { expires_at: _stale, ...ended } = row;
+    return ended;
+  }
+  if (!row.expires_at) return row;
   const left = Math.max(0, Math.round((Date.parse(row.expires_at) - Date.now()) / 1000));
   return { ...row, time_left_seconds: left };
 }
