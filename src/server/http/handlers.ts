@@ -13,7 +13,7 @@ import type { AuthStore } from '../auth-states/store.js';
 import { artifactHandlers } from './artifact-routes.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
 import { versionInfo } from '../meta.js';
-import { withTimeLeft, type Registry } from '../instances/registry.js';
+import type { Registry } from '../instances/registry.js';
 import type { CapabilityName } from '../instances/runtime.js';
 import { uploadHandler, type UploadHandler } from './upload.js';
 
@@ -54,13 +54,13 @@ export function createHandlers(
   return {
     // burrow extension: downloads and recordings (artifact-routes.ts)
     ...artifactHandlers(registry),
-    start: async ({ body }) => withTimeLeft((await registry.start(body)).toJSON()),
+    start: async ({ body }) => registry.view(await registry.start(body)),
     getInstance: async ({ params }) => registry.row(params.instance_id),
     listInstances: async () => registry.rows(),
     stop: async ({ params }) => ({ status: (await registry.stop(params.instance_id)).status }),
     pause: async ({ params }) => ({ status: (await registry.pause(params.instance_id)).status }),
     resume: async ({ params, query }) =>
-      withTimeLeft((await registry.resume(params.instance_id, query.timeout_hours)).toJSON()),
+      registry.view(await registry.resume(params.instance_id, query.timeout_hours)),
 
     screenshot: async ({ params }) => ({
       base64_image: (await cap(params.instance_id, 'computer', 'screenshot').screenshot()).toString(

@@ -136,7 +136,7 @@ export class InstanceRecord extends Lifecycle {
  * `row` with the seconds left until its `expires_at`, while it is live; an ended one shows no
  * deadline (a row a killed run left in the store may still carry one).
  */
-export function withTimeLeft(row: Instance): Instance {
+function withTimeLeft(row: Instance): Instance {
   if (!['deploying', 'running', 'paused'].includes(row.status)) {
     const { expires_at: _stale, ...ended } = row;
     return ended;
@@ -226,6 +226,11 @@ export class Registry {
     const row = await this.#store.get(id);
     if (!row) throw serverError('instance_not_found', { id });
     return withTimeLeft({ ...row });
+  }
+
+  /** `rec` as the API answers it: its row, with the seconds left while it is live. */
+  view(rec: InstanceView): Instance {
+    return withTimeLeft(rec.toJSON());
   }
 
   /** The record, or 404. */
