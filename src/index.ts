@@ -78,6 +78,8 @@ export type {
   VersionResult,
 } from './client/index.js';
 export type { InstanceStatus, InstanceType, Resolution } from './api/index.js';
+/** burrow extensions: hand-off to a person, and session time. */
+export type { ExtendRequest, Handoff, HandoffRequest, HandoffStatus } from './api/index.js';
 /** Playwright's `storageState` JSON, as `authStates.storageState()` / `import()` move it. */
 export type { ImportAuthStateResult, StorageState, StorageStateInput } from './api/index.js';
 
@@ -86,6 +88,7 @@ export {
   AmbiguousAuthStateError,
   AuthStateNotFoundError,
   embeddedServer,
+  HandoffError,
   openSession,
   PeerDependencyError,
   reapOrphans,
@@ -104,6 +107,8 @@ export type {
   DriverSession,
   EmbeddedServerLease,
   EmbeddedServerOptions,
+  HandoffOptions,
+  HandoffResult,
   OpenSessionOptions,
   PlaywrightSession,
   PuppeteerSession,

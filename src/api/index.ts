@@ -70,6 +70,21 @@ export {
   RecordingPath,
   RecordingStartResult,
 } from './artifacts.js';
+export {
+  DEFAULT_HANDOFF_SECONDS,
+  DEFAULT_HANDOFF_WAIT_SECONDS,
+  ExtendRequest,
+  HANDOFF_STATUSES,
+  Handoff,
+  HandoffPath,
+  HandoffRequest,
+  HandoffStatus,
+  HandoffWaitQuery,
+  MAX_HANDOFF_MESSAGE,
+  MAX_HANDOFF_SECONDS,
+  MAX_HANDOFF_WAIT_SECONDS,
+  MAX_TIMEOUT_HOURS,
+} from './session-time.js';
 export { operationIds, operations } from './operations.js';
 export type {
   BodyKind,

@@ -10,6 +10,7 @@ import * as auth from './auth-states.js';
 import { ComputerAction } from './computer.js';
 import { VersionResult } from './meta.js';
 import * as s from './schemas.js';
+import * as st from './session-time.js';
 
 export type HttpMethod = 'GET' | 'POST';
 export type BodyKind = 'none' | 'json' | 'multipart';
@@ -467,6 +468,41 @@ export const operations = {
     ...none,
     response: z.unknown(),
     responseKind: 'stream',
+    idempotent: true,
+    extension: true,
+  },
+
+  // burrow extensions: hand-off to a person, and session time (src/api/session-time.ts)
+  handoffCreate: {
+    client: ['instances', 'handoff'],
+    method: 'POST',
+    path: '/v1/instance/{instance_id}/handoff',
+    ...inst,
+    body: st.HandoffRequest,
+    bodyKind: 'json',
+    response: st.Handoff,
+    idempotent: false,
+    extension: true,
+  },
+  handoffGet: {
+    client: ['instances', 'handoffStatus'],
+    method: 'GET',
+    path: '/v1/instance/{instance_id}/handoff/{handoff_id}',
+    params: st.HandoffPath,
+    query: st.HandoffWaitQuery,
+    ...none,
+    response: st.Handoff,
+    idempotent: true,
+    extension: true,
+  },
+  extend: {
+    client: ['instances', 'extend'],
+    method: 'POST',
+    path: '/v1/instance/{instance_id}/extend',
+    ...inst,
+    body: st.ExtendRequest,
+    bodyKind: 'json',
+    response: s.Instance,
     idempotent: true,
     extension: true,
   },

@@ -52,7 +52,7 @@ export const InstanceLimits = z.looseObject({
 export type InstanceLimits = z.output<typeof InstanceLimits>;
 
 /** burrow extension: why an instance ended. */
-export const EndReason = z.enum(['stopped', 'expired', 'crashed', 'server_restart']);
+export const EndReason = z.enum(['stopped', 'expired', 'crashed', 'server_restart', 'idle']);
 export type EndReason = z.output<typeof EndReason>;
 
 export const Instance = z.looseObject({
@@ -67,6 +67,13 @@ export const Instance = z.looseObject({
   end_reason: EndReason.optional(),
   /** burrow extension: the upstream proxy it was started with, never with its credentials. */
   proxy: z.looseObject({ server: z.string() }).optional(),
+  // --- burrow extension: session time (src/api/session-time.ts) ---
+  /** When the instance expires unless extended (ISO 8601); while it is live. */
+  expires_at: z.string().optional(),
+  /** Whole seconds until `expires_at`, as of the answer; while it is live. */
+  time_left_seconds: z.number().optional(),
+  /** The idle timeout it was started with, if any. */
+  idle_timeout_seconds: z.number().optional(),
 });
 export type Instance = z.output<typeof Instance>;
 
@@ -244,6 +251,12 @@ export const StartRequest = z.object({
   resolution: Resolution.optional(),
   /** burrow extension: an upstream proxy the instance's egress chains to (isolated mode only). */
   proxy: ProxySettings.optional(),
+  // --- burrow extension: session time (src/api/session-time.ts) ---
+  /**
+   * Seconds without an API call for the instance and without a CDP or live-view client, after
+   * which it is stopped with `end_reason: "idle"`. Absent: no idle timeout.
+   */
+  idle_timeout_seconds: z.int().min(1).max(86_400).optional(),
 });
 export type StartRequest = z.input<typeof StartRequest>;
 

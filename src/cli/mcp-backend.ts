@@ -59,5 +59,10 @@ export function clientBackend(api: Burrow): McpBackend {
       await api.browser.authenticate(id, { auth_state_id: authStateId });
     }),
     listAuthStates: mapped(() => api.authStates.list()),
+    handoff: mapped((id, body) => api.instances.handoff(id, body)),
+    handoffStatus: mapped((id, handoffId, wait) =>
+      api.instances.handoffStatus(id, handoffId, { wait_seconds: wait }),
+    ),
+    extend: mapped((id, body) => api.instances.extend(id, body)),
   };
 }

@@ -36,6 +36,8 @@ export const SESSION_ERROR_CODES = [
   'auth_state_ambiguous',
   'session_stopped',
   'reconnect_failed',
+  'handoff_expired',
+  'handoff_cancelled',
 ] as const;
 export type BurrowErrorCode = (typeof ERROR_CODES)[number] | (typeof SESSION_ERROR_CODES)[number];
 

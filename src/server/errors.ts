@@ -123,6 +123,8 @@ export const SERVER_ERRORS = {
   live_view_not_found: { status: 404, message: 'Unknown live view path' },
   live_view_closed: { status: 410, message: 'The live view is closed' },
   live_view_failed: { status: 502, message: 'The live view is not available' },
+  // --- burrow extension: hand-off to a person (instances/handoffs.ts) ---
+  handoff_not_found: { status: 404, message: 'Hand-off {id} of instance {instance} not found' },
   auth_state_not_found: { status: 404, message: 'Auth state {id} not found' },
   auth_state_name_ambiguous: {
     status: 409,

@@ -114,6 +114,27 @@ export class ReconnectError extends SessionError {
   }
 }
 
+/**
+ * `session.handoff()` ended without the person pressing Done: it expired (`handoff_expired`) or
+ * the instance stopped first (`handoff_cancelled`).
+ */
+export class HandoffError extends SessionError {
+  declare readonly code: 'handoff_expired' | 'handoff_cancelled';
+
+  constructor(
+    code: 'handoff_expired' | 'handoff_cancelled',
+    readonly instanceId: string,
+    readonly handoffId: string,
+  ) {
+    super(
+      code,
+      code === 'handoff_expired'
+        ? `Hand-off ${handoffId} of instance ${instanceId} expired before the person pressed Done`
+        : `Hand-off ${handoffId} was cancelled: instance ${instanceId} stopped`,
+    );
+  }
+}
+
 /** Attaches `secondary` (a cleanup failure) to `primary` and returns `primary`, for rethrowing. */
 export function withCleanupError(primary: unknown, secondary: unknown): unknown {
   if (secondary === undefined || primary === null || typeof primary !== 'object') return primary;

@@ -15,6 +15,7 @@ export type {
 export type { OpenSessionOptions, ReconnectOptions } from './options.js';
 export type { SavedAuthState, SessionAuth } from './auth.js';
 export type { SessionDownloads, SessionRecording } from './artifacts.js';
+export type { HandoffOptions, HandoffResult } from './handoff.js';
 export type { DriverConnectOptions, DriverConnection, DriverModule, DriverName } from './driver.js';
 export { embeddedServer } from './embedded.js';
 export type { EmbeddedServerLease, EmbeddedServerOptions } from './embedded.js';
@@ -23,6 +24,7 @@ export type { ReapOptions, ReapReport } from './reaper.js';
 export {
   AmbiguousAuthStateError,
   AuthStateNotFoundError,
+  HandoffError,
   PeerDependencyError,
   ReconnectError,
   SESSION_ERROR_CODES,

@@ -26,6 +26,12 @@ export interface OpenSessionOptions {
   instanceType?: 'browser' | 'ubuntu';
   /** Hours until the server terminates the instance, 0.01–24. Default: the server's, 1 hour. */
   timeoutHours?: number;
+  /**
+   * Seconds without an API call and without a CDP or live-view client after which the server
+   * stops the instance (`end_reason: "idle"`). The session's own CDP connection counts, so an
+   * open session is never idle. Default none.
+   */
+  idleTimeoutSeconds?: number;
   /** `[width, height]` of the screen in pixels. Default: the server's, `[1024, 768]`. */
   resolution?: Resolution;
   /** Bare host names (no scheme) the instance's browser refuses, subdomains included. Default none. */
@@ -93,6 +99,7 @@ const Options = z
     driver: z.enum(['playwright', 'puppeteer']).optional(),
     instanceType: z.enum(['browser', 'ubuntu']).optional(),
     timeoutHours: StartRequest.shape.timeout_hours.unwrap().optional(), // the server fills its default
+    idleTimeoutSeconds: StartRequest.shape.idle_timeout_seconds,
     resolution: StartRequest.shape.resolution,
     blockedDomains: StartRequest.shape.blocked_domains,
     proxy: StartRequest.shape.proxy,
@@ -176,6 +183,7 @@ export function resolveOptions(options: OpenSessionOptions = {}): ResolvedOption
     start: {
       instance_type: instanceType,
       ...(o.timeoutHours !== undefined && { timeout_hours: o.timeoutHours }),
+      ...(o.idleTimeoutSeconds !== undefined && { idle_timeout_seconds: o.idleTimeoutSeconds }),
       ...(o.resolution !== undefined && { resolution: o.resolution }),
       ...(o.blockedDomains !== undefined && { blocked_domains: o.blockedDomains }),
       ...(o.proxy !== undefined && { proxy: o.proxy }),

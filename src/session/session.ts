@@ -24,6 +24,7 @@ import {
   type SessionRecording,
 } from './artifacts.js';
 import { findAuthState, sessionAuth, type SessionAuth } from './auth.js';
+import { runHandoff, type HandoffOptions, type HandoffResult } from './handoff.js';
 import type { DriverConnection, DriverModule, DriverName } from './driver.js';
 import { embeddedServer } from './embedded.js';
 import {
@@ -118,6 +119,18 @@ export interface SessionBase extends AsyncDisposable {
    * unless `screenshot: false`; `get_cursor_position` answers `X=<x>,Y=<y>` in `output`.
    */
   computer(action: ComputerAction): Promise<ToolResult>;
+  /**
+   * Hands the instance to a person (a login's second factor, a CAPTCHA): a live view with
+   * `message` and a Done button behind a token of its own. Its URL goes to `onUrl` (or to
+   * stderr); resolves once the person pressed Done, rejects with a `HandoffError`
+   * (`handoff_expired`, `handoff_cancelled`) otherwise.
+   */
+  handoff(options: HandoffOptions): Promise<HandoffResult>;
+  /**
+   * Sets the instance to expire `hours` from now (0.01–24; the server's `extend`: it replaces
+   * the time left, it does not add to it). Resolves to the instance with its new `expires_at`.
+   */
+  extend(hours: number): Promise<Instance>;
   /**
    * Connects the driver again, to the same instance, and re-binds `browser`, `page` (and
    * `context`); objects taken from the old connection are dead. Concurrent calls share one
@@ -419,6 +432,16 @@ class BridgeSession<D extends DriverName> extends EventEmitter<SessionEvents> {
   computer(action: ComputerAction): Promise<ToolResult> {
     this.#ready('computer');
     return this.#client.instance.computer(this.instance.id, action);
+  }
+
+  handoff(options: HandoffOptions): Promise<HandoffResult> {
+    this.#ready('handoff');
+    return runHandoff(this.#client, this.instance.id, options);
+  }
+
+  extend(hours: number): Promise<Instance> {
+    this.#ready('extend');
+    return this.#client.instances.extend(this.instance.id, { timeout_hours: hours });
   }
 
   reconnect(): Promise<void> {

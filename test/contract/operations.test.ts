@@ -29,6 +29,7 @@ let cellId = '';
 let authStateId = '';
 let downloadId = '';
 let recordingId = '';
+let handoffId = '';
 
 beforeAll(async () => {
   server = await testServer();
@@ -515,6 +516,62 @@ const cases: Record<OperationId, Case> = {
       await expect(client.recordings.get(browserId, 'rec_missing')).rejects.toBeInstanceOf(
         NotFoundError,
       );
+    },
+  },
+  // burrow extensions: hand-off to a person, and session time (src/api/session-time.ts)
+  handoffCreate: {
+    ok: async () => {
+      const h = await client.instances.handoff(browserId, {
+        message: 'contract',
+        timeout_seconds: 60,
+      });
+      expect(h).toMatchObject({ instance_id: browserId, status: 'pending', message: 'contract' });
+      expect(h.url).toContain(`/stream/${browserId}/`);
+      handoffId = h.handoff_id;
+    },
+    bad: async () => {
+      await pre(client.instances.handoff(browserId, { message: '' }));
+      await raw422(`/v1/instance/${browserId}/handoff`, {
+        body: { message: 'x', timeout_seconds: 0 },
+      });
+      await expect(
+        client.instances.handoff('inst_missing', { message: 'x' }),
+      ).rejects.toBeInstanceOf(NotFoundError);
+    },
+  },
+  handoffGet: {
+    ok: async () => {
+      const h = await client.instances.handoffStatus(browserId, handoffId, { wait_seconds: 0 });
+      expect(h).toMatchObject({ handoff_id: handoffId, status: 'pending' });
+      expect(h.url).toBeUndefined();
+    },
+    bad: async () => {
+      await expect(client.instances.handoffStatus(browserId, 'ho_missing')).rejects.toBeInstanceOf(
+        NotFoundError,
+      );
+      await pre(client.instances.handoffStatus(browserId, handoffId, { wait_seconds: 61 }));
+      await raw422(`/v1/instance/${browserId}/handoff/${handoffId}`, {
+        method: 'GET',
+        query: '?wait_seconds=abc',
+      });
+    },
+  },
+  extend: {
+    ok: async () => {
+      const before = Date.parse((await client.instances.get(browserId)).expires_at!);
+      const inst = await client.instances.extend(browserId, { timeout_hours: 3 });
+      expect(Date.parse(inst.expires_at!)).toBeGreaterThan(before);
+      expect(inst.time_left_seconds).toBeGreaterThan(3 * 3600 - 60);
+    },
+    bad: async () => {
+      await pre(client.instances.extend(browserId, { timeout_hours: 25 }));
+      const detail = await raw422(`/v1/instance/${browserId}/extend`, {
+        body: { timeout_hours: 48 },
+      });
+      expect(JSON.stringify(detail)).toContain('24');
+      await expect(
+        client.instances.extend('inst_missing', { timeout_hours: 1 }),
+      ).rejects.toBeInstanceOf(NotFoundError);
     },
   },
   pause: {

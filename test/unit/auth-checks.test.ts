@@ -137,6 +137,10 @@ function fakeRegistry(recs: Record<string, FakeRec>) {
       if (!rec) throw serverError('instance_not_found', { id });
       return rec;
     },
+    // no hand-offs here (their tokens: test/integration/handoff.test.ts); activity is not counted
+    handoffs: { pending: () => [], attach: () => {} },
+    connected: () => () => {},
+    touch: () => {},
   } as unknown as Registry;
 }
 

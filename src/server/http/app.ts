@@ -27,7 +27,8 @@ import { registerArtifactRoutes } from './artifact-routes.js';
 import type { AuthStore } from '../auth-states/store.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
 import { MULTIPART_LIMITS } from './upload.js';
-import { createHandlers } from './handlers.js';
+import { createHandlers, type Handlers } from './handlers.js';
+import { registerHandoffDone, viewerAccess, withBanner } from './handoff.js';
 import {
   authenticated,
   defaultHttpLimits,
@@ -138,7 +139,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   const guards = guardServer(app.server, limits, opts.logger);
   const { registry } = opts;
-  const handlers = createHandlers(registry, opts.authStore, { chromiumPath: opts.chromiumPath });
+  const handlers = touching(
+    registry,
+    createHandlers(registry, opts.authStore, { chromiumPath: opts.chromiumPath }),
+  );
 
   // Bodies arrive as text and are parsed per route, so malformed JSON becomes a FastAPI 422.
   app.removeAllContentTypeParsers();
@@ -187,6 +191,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler((_req, reply) => sendError(reply, serverError('not_found')));
 
   registerStreamPages(app, registry);
+  registerHandoffDone(app, registry);
   // the byte-stream rows of downloads and recordings (artifact-routes.ts)
   registerArtifactRoutes(app, registry);
   registerApiDocs(app);
@@ -224,6 +229,22 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 }
 
 /**
+ * `handlers` with every call naming an instance counted as its activity (the idle timeout of
+ * `idle_timeout_seconds`): the HTTP routes and the MCP tools both call through these.
+ */
+function touching(registry: Registry, handlers: Handlers): Handlers {
+  const out: Record<string, unknown> = {};
+  for (const [name, handler] of Object.entries(handlers)) {
+    out[name] = (input: { params?: { instance_id?: unknown } }) => {
+      const id = input?.params?.instance_id;
+      if (typeof id === 'string') registry.touch(id);
+      return (handler as (i: unknown) => unknown)(input);
+    };
+  }
+  return out as Handlers;
+}
+
+/**
  * A WebSocket upgrade the instance has not answered in this long is refused with 504 (a browser
  * paused, or stuck, while the handshake waited for it).
  */
@@ -252,7 +273,14 @@ export function handleUpgrade(
   } catch (err) {
     return refuseUpgrade(socket, err instanceof HttpError ? err : serverError('internal_error'));
   }
-  if (!safeEqual(token, rec.token)) {
+  // the live view also opens with a pending hand-off's token (handoff.ts); CDP only with the instance's
+  let access: ReturnType<typeof viewerAccess> | undefined;
+  try {
+    access = kind === 'stream' ? viewerAccess(registry, rec, token) : undefined;
+  } catch {
+    access = undefined;
+  }
+  if (kind === 'cdp' ? !safeEqual(token, rec.token) : !access) {
     return refuseUpgrade(
       socket,
       serverError('token_invalid', { kind: kind === 'cdp' ? 'CDP' : 'live-view' }),
@@ -278,6 +306,9 @@ export function handleUpgrade(
   }, UPGRADE_TIMEOUT_MS);
   deadline.unref();
   socket.once('close', () => clearTimeout(deadline));
+  // an open client keeps the instance from being idle; a hand-off's socket closes as it ends
+  socket.once('close', registry.connected(id));
+  if (access?.handoff) registry.handoffs.attach(access.handoff, socket);
   rec.runtime.upgrade(kind, rest, req, socket, head);
 }
 
@@ -288,13 +319,16 @@ export function registerStreamPages(app: FastifyInstance, registry: Registry): v
     const rest = (req.params as Record<string, string>)['*'] ?? '';
     const url = new URL(req.url, 'http://localhost');
     const rec = registry.get(id);
-    if (!safeEqual(url.searchParams.get('token') ?? '', rec.token)) {
-      throw serverError('token_invalid', { kind: 'live-view' });
-    }
+    const { handoff } = viewerAccess(registry, rec, url.searchParams.get('token') ?? '');
     authenticated(req.raw.socket);
+    registry.touch(id);
     const liveView = rec.live ? rec.runtime?.liveView : undefined;
     if (!liveView) throw serverError('live_view_unavailable');
-    const page = await liveView.page(rest, url.searchParams);
+    let page = await liveView.page(rest, url.searchParams);
+    // a hand-off's page: the message and Done over the live view
+    if (handoff && (rest === '' || rest === 'index.html') && page.status === 200) {
+      page = await withBanner(page, handoff);
+    }
     return reply
       .code(page.status)
       .type(page.type)

@@ -3,7 +3,12 @@
  * returns the response body; the app turns thrown HttpErrors into `{"detail": ...}`.
  */
 import type { z } from 'zod';
-import type { JsonOperationId, OperationId, Operations } from '../../api/index.js';
+import {
+  DEFAULT_HANDOFF_SECONDS,
+  type JsonOperationId,
+  type OperationId,
+  type Operations,
+} from '../../api/index.js';
 import type { AuthStore } from '../auth-states/store.js';
 import { artifactHandlers } from './artifact-routes.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
@@ -49,13 +54,13 @@ export function createHandlers(
   return {
     // burrow extension: downloads and recordings (artifact-routes.ts)
     ...artifactHandlers(registry),
-    start: async ({ body }) => (await registry.start(body)).toJSON(),
+    start: async ({ body }) => registry.view(await registry.start(body)),
     getInstance: async ({ params }) => registry.row(params.instance_id),
     listInstances: async () => registry.rows(),
     stop: async ({ params }) => ({ status: (await registry.stop(params.instance_id)).status }),
     pause: async ({ params }) => ({ status: (await registry.pause(params.instance_id)).status }),
     resume: async ({ params, query }) =>
-      (await registry.resume(params.instance_id, query.timeout_hours)).toJSON(),
+      registry.view(await registry.resume(params.instance_id, query.timeout_hours)),
 
     screenshot: async ({ params }) => ({
       base64_image: (await cap(params.instance_id, 'computer', 'screenshot').screenshot()).toString(
@@ -139,5 +144,34 @@ export function createHandlers(
     },
 
     version: async () => versionInfo(opts.chromiumPath),
+
+    // burrow extensions: hand-off to a person, and session time (instances/handoffs.ts)
+    handoffCreate: async ({ params, body }) => {
+      const id = params.instance_id;
+      const liveView = cap(id, 'liveView', 'Hand-off');
+      const base = new URL(await liveView.url());
+      const h = registry.handoffs.create(
+        id,
+        body.message,
+        body.timeout_seconds ?? DEFAULT_HANDOFF_SECONDS,
+      );
+      // the page of the live view, opened with the hand-off's own token instead of the instance's
+      base.searchParams.set('token', h.token);
+      base.searchParams.set('handoff', h.id);
+      return { ...h.toJSON(), url: base.href };
+    },
+    handoffGet: async ({ params, query }) => {
+      registry.get(params.instance_id); // 404 for an unknown instance first
+      const h = await registry.handoffs.wait(
+        params.instance_id,
+        params.handoff_id,
+        query.wait_seconds,
+      );
+      return h.toJSON();
+    },
+    extend: async ({ params, body }) => {
+      registry.extend(params.instance_id, body.timeout_hours);
+      return registry.row(params.instance_id);
+    },
   };
 }

@@ -138,6 +138,13 @@ export function inProcessBackend(handlers: Handlers, app: FastifyInstance): McpB
     authenticate: async (id, authStateId) => {
       await call('authenticate', { ...inst(id), query: { auth_state_id: authStateId } });
     },
+    handoff: (id, body) => call('handoffCreate', { ...inst(id), body }),
+    handoffStatus: (id, handoffId, wait) =>
+      call('handoffGet', {
+        params: { instance_id: id, handoff_id: handoffId },
+        query: { wait_seconds: String(wait) },
+      }),
+    extend: (id, body) => call('extend', { ...inst(id), body }),
     listAuthStates: () => call('listAuthStates', {}),
   };
 }

@@ -4,7 +4,10 @@
  * goes through `transition` (state.ts holds the table of the life cycle), and the row it leaves
  * is written to the store; the listing and `GET /v1/instance/{id}` read the store back (`rows`,
  * `row`), so another store (a shared table) answers them without the registry changing.
- * Terminated instances stay listed. Expiry after `timeout_hours`; a resume restarts the clock.
+ * Terminated instances stay listed. Expiry after `timeout_hours`; a resume or an `extend` sets
+ * the deadline again, counted from that moment. With `idle_timeout_seconds`, an instance that
+ * has had no API call and no CDP or live-view client for that long is stopped as `idle`; a
+ * paused one is not idle. Hand-offs to a person (handoffs.ts) end with the instance.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
@@ -34,6 +37,7 @@ import {
   type UpstreamProxy,
 } from '../sandbox/index.js';
 import type { ProgramPaths } from '../config.js';
+import { Handoffs } from './handoffs.js';
 import { WarmPool, type WarmPoolSizes } from './pool.js';
 import { Lifecycle, transition } from './state.js';
 import { MemoryInstanceStore, type InstanceRow, type InstanceStore } from './store.js';
@@ -84,6 +88,15 @@ export type { WarmPoolSizes } from './pool.js';
 /** An instance as the registry keeps it; everyone else gets it read-only (`InstanceView`). */
 export class InstanceRecord extends Lifecycle {
   timer: NodeJS.Timeout | undefined;
+  /** When the expiry timer fires (set by every arming of it). */
+  expiresAt: Date | undefined;
+  /** The idle timeout in ms, when it was started with one. */
+  idleMs: number | undefined;
+  idleTimer: NodeJS.Timeout | undefined;
+  /** When the last API call for it was made, or its last client went (ms since the epoch). */
+  lastActivity = Date.now();
+  /** Open CDP and live-view connections. */
+  clients = 0;
   runtime: InstanceRuntime | undefined;
   stopping: Promise<void> | undefined;
 
@@ -122,8 +135,24 @@ export class InstanceRecord extends Lifecycle {
       ...(limits && { limits }),
       ...(this.endReason && { end_reason: this.endReason }),
       ...(this.proxyServer !== undefined && { proxy: { server: this.proxyServer } }),
+      ...(this.live && this.expiresAt && { expires_at: this.expiresAt.toISOString() }),
+      ...(this.idleMs !== undefined && { idle_timeout_seconds: this.idleMs / 1000 }),
     };
   }
+}
+
+/**
+ * `row` with the seconds left until its `expires_at`, while it is live; an ended one shows no
+ * deadline (a row a killed run left in the store may still carry one).
+ */
+function withTimeLeft(row: Instance): Instance {
+  if (!['deploying', 'running', 'paused'].includes(row.status)) {
+    const { expires_at: _stale, ...ended } = row;
+    return ended;
+  }
+  if (!row.expires_at) return row;
+  const left = Math.max(0, Math.round((Date.parse(row.expires_at) - Date.now()) / 1000));
+  return { ...row, time_left_seconds: left };
 }
 
 /** A record as handlers, routes and the server see it: nothing of it can be changed there. */
@@ -138,6 +167,8 @@ export class Registry {
   #closed = false;
 
   readonly #pool: WarmPool<InstanceRecord>;
+  /** Hand-offs to a person (handoffs.ts); one that ends counts as activity of its instance. */
+  readonly handoffs = new Handoffs((h) => this.touch(h.instanceId));
 
   constructor(opts: RegistryOptions) {
     this.#opts = opts;
@@ -195,7 +226,7 @@ export class Registry {
    */
   async rows(): Promise<Instance[]> {
     await this.#writes;
-    return (await this.#store.list()).map((row) => ({ ...row }));
+    return (await this.#store.list()).map((row) => withTimeLeft({ ...row }));
   }
 
   /** Row `id` as the store has it (`GET /v1/instance/{id}`), or 404. */
@@ -203,7 +234,12 @@ export class Registry {
     await this.#writes;
     const row = await this.#store.get(id);
     if (!row) throw serverError('instance_not_found', { id });
-    return { ...row };
+    return withTimeLeft({ ...row });
+  }
+
+  /** `rec` as the API answers it: its row, with the seconds left while it is live. */
+  view(rec: InstanceView): Instance {
+    return withTimeLeft(rec.toJSON());
   }
 
   /** The record, or 404. */
@@ -270,7 +306,7 @@ export class Registry {
     for (let attempt = 1; ; attempt++) {
       const rec = this.#create(type, options.resolution ?? DEFAULT_RESOLUTION);
       if (upstream) rec.proxyServer = upstreamLabel(upstream);
-      this.#admit(rec, options.timeout_hours);
+      this.#admit(rec, options);
       try {
         await this.#boot(rec, factory, options.blocked_domains ?? [], false, upstream);
       } catch (err) {
@@ -288,6 +324,7 @@ export class Registry {
       }
       // stopped or failed while deploying: that move won, and this one is refused
       if (!this.#move(rec, 'running')) await this.#teardown(rec);
+      rec.lastActivity = Date.now(); // the idle clock counts from when it is ready
       this.#pool.refill();
       return rec;
     }
@@ -328,11 +365,16 @@ export class Registry {
     );
   }
 
-  /** List `rec`, write its row to the store and start its expiry clock. */
-  #admit(rec: InstanceRecord, timeoutHours: number | undefined): void {
+  /** List `rec`, start its expiry (and idle) clock and write its row to the store. */
+  #admit(rec: InstanceRecord, options: StartRequest): void {
     this.#instances.set(rec.id, rec);
+    this.#arm(rec, options.timeout_hours ?? DEFAULT_TIMEOUT_HOURS);
+    if (options.idle_timeout_seconds !== undefined) {
+      rec.idleMs = options.idle_timeout_seconds * 1000;
+      rec.lastActivity = Date.now();
+      this.#armIdle(rec, rec.idleMs);
+    }
     this.#save(rec);
-    this.#arm(rec, timeoutHours ?? DEFAULT_TIMEOUT_HOURS);
   }
 
   /** Create the runtime of `rec` and start it; `pooled` starts it for the warm pool. */
@@ -381,7 +423,7 @@ export class Registry {
     rec.launchTime = new Date();
     rec.resolution = options.resolution ?? rec.resolution;
     if (upstream) rec.proxyServer = upstreamLabel(upstream);
-    this.#admit(rec, options.timeout_hours);
+    this.#admit(rec, options);
     let ok = false;
     try {
       ok =
@@ -393,7 +435,10 @@ export class Registry {
     } catch (err) {
       this.#opts.log.warn({ err, instance: rec.id }, 'a pooled instance could not be claimed');
     }
-    if (ok && this.#move(rec, 'running')) return rec;
+    if (ok && this.#move(rec, 'running')) {
+      rec.lastActivity = Date.now();
+      return rec;
+    }
     // never shown to anyone: it leaves no trace in the listing or the store
     this.#unlist(rec);
     this.#move(rec, 'terminated', 'stopped');
@@ -443,7 +488,43 @@ export class Registry {
       throw serverError('instance_not_paused', { id, status: rec.status });
     }
     this.#arm(rec, timeoutHours);
+    this.#save(rec);
     return rec;
+  }
+
+  /**
+   * Set the deadline of a live instance to `hours` from now (as a resume does; it replaces what
+   * was left rather than adding to it, so it can also shorten it). 410 once it has ended.
+   */
+  extend(id: string, hours: number): InstanceView {
+    const rec = this.#get(id);
+    if (!rec.live) throw serverError('instance_gone', { id, state: rec.status });
+    this.#arm(rec, hours);
+    this.#save(rec);
+    return rec;
+  }
+
+  /** An API call for instance `id` (unknown ids are ignored): its idle clock starts again. */
+  touch(id: string): void {
+    const rec = this.#instances.get(id);
+    if (rec) rec.lastActivity = Date.now();
+  }
+
+  /**
+   * A CDP or live-view client of `id` connected: the instance is not idle while it stays.
+   * Returns what to call once it has gone.
+   */
+  connected(id: string): () => void {
+    const rec = this.#instances.get(id);
+    if (!rec) return () => {};
+    rec.clients++;
+    let gone = false;
+    return () => {
+      if (gone) return;
+      gone = true;
+      rec.clients--;
+      rec.lastActivity = Date.now();
+    };
   }
 
   /**
@@ -518,9 +599,34 @@ export class Registry {
     await this.#writes;
   }
 
+  /**
+   * Check `rec` for idleness in `ms`: stopped as `idle` when nothing happened for its idle
+   * timeout; a client connected, or a pause, counts as activity.
+   */
+  #armIdle(rec: InstanceRecord, ms: number): void {
+    clearTimeout(rec.idleTimer);
+    rec.idleTimer = setTimeout(() => {
+      const idleMs = rec.idleMs;
+      if (!rec.live || idleMs === undefined) return;
+      const now = Date.now();
+      // a client, a pause, a start still going or a person's pending hand-off: not idle
+      const busy =
+        rec.clients > 0 || rec.status !== 'running' || this.handoffs.pending(rec.id).length > 0;
+      if (busy) rec.lastActivity = now;
+      const left = rec.lastActivity + idleMs - now;
+      if (left > 0) return this.#armIdle(rec, left);
+      this.#opts.log.info({ instance: rec.id, idle_seconds: idleMs / 1000 }, 'instance idle');
+      this.stop(rec.id, 'idle').catch((err: unknown) =>
+        this.#opts.log.error({ err, instance: rec.id }, 'idle stop failed'),
+      );
+    }, ms);
+    rec.idleTimer.unref();
+  }
+
   #arm(rec: InstanceRecord, hours: number): void {
     clearTimeout(rec.timer);
     const ms = hours * HOUR_MS;
+    rec.expiresAt = new Date(Date.now() + ms);
     rec.timer = setTimeout(() => {
       if (!rec.live) return;
       this.#opts.log.info({ instance: rec.id }, 'instance expired');
@@ -545,6 +651,8 @@ export class Registry {
   /** Kill processes, then remove the directory. Memoised: concurrent callers share one promise. */
   #teardown(rec: InstanceRecord): Promise<void> {
     clearTimeout(rec.timer);
+    clearTimeout(rec.idleTimer);
+    this.handoffs.cancelAll(rec.id);
     rec.stopping ??= (async () => {
       // a pooled instance that was never claimed was never in the store
       const listed = this.#instances.get(rec.id) === rec;

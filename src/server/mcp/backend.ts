@@ -13,7 +13,10 @@ import type {
   CodeExecuteResult,
   ComputerAction,
   EditRequest,
+  ExtendRequest,
   FileRequest,
+  Handoff,
+  HandoffRequest,
   Instance,
   SaveAuthResult,
   StartRequest,
@@ -42,6 +45,11 @@ export interface McpBackend {
   saveAuth(instanceId: string, name: string | undefined): Promise<SaveAuthResult>;
   authenticate(instanceId: string, authStateId: string): Promise<void>;
   listAuthStates(): Promise<AuthState[]>;
+  // burrow extensions: hand-off to a person, and session time
+  handoff(instanceId: string, body: HandoffRequest): Promise<Handoff>;
+  /** The hand-off's status after waiting up to `waitSeconds` for it to end. */
+  handoffStatus(instanceId: string, handoffId: string, waitSeconds: number): Promise<Handoff>;
+  extend(instanceId: string, body: ExtendRequest): Promise<Instance>;
 }
 
 /**

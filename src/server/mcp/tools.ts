@@ -2,7 +2,7 @@
  * One MCP session of burrow: an `McpServer` (from @modelcontextprotocol/sdk) with burrow's tools,
  * over a backend (backend.ts) that is either this server's own handlers or a remote one.
  *
- * - The tools are values, one module per area under tools/ (instances, navigation, input, tabs,
+ * - The tools are values, one module per area under tools/ (instances, hand-off, navigation, input, tabs,
  *   dialogs, browser, computer, ubuntu, auth); this file only lists them and registers them on the server. What
  *   they share for the session (its instances, browser connections) is an `McpContext`.
  * - Browser tools carry the names and argument names of Playwright's MCP server
@@ -27,6 +27,7 @@ import { browserTools } from './tools/browser.js';
 import type { AnyMcpTool } from './tools/common.js';
 import { computerTools } from './tools/computer.js';
 import { dialogTools } from './tools/dialogs.js';
+import { handoffTools } from './tools/handoff.js';
 import { inputTools } from './tools/input.js';
 import { instanceTools } from './tools/instances.js';
 import { navigationTools } from './tools/navigation.js';
@@ -52,6 +53,7 @@ export interface McpSession {
 /** Every tool of a session, in the order `tools/list` answers them. */
 export const mcpTools: readonly AnyMcpTool[] = [
   ...instanceTools,
+  ...handoffTools,
   ...navigationTools,
   ...inputTools,
   ...tabTools,
