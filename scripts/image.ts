@@ -53,7 +53,7 @@ const ULIMITS = ((): string[] => {
   const nofile = Math.min(hard, 65536);
   return ['--ulimit', `nofile=${nofile}:${nofile}`, '--ulimit', 'nproc=32768:32768'];
 })();
-/** The root sandbox level inside the container (README "Running the image" says why each). */
+/** The root sandbox level inside the container (docs/image.md, "Privileges", says why each). */
 const PRIVILEGES = ['--privileged', '--cgroupns=private'];
 /** Inputs of the local base: a change to any of them builds a new one. */
 const BASE_INPUTS = {
