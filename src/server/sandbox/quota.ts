@@ -12,6 +12,7 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, open, readFile, rm, rmdir } from 'node:fs/promises';
 import { promisify } from 'node:util';
+import { stage } from '../../internal/stages.js';
 
 const run = promisify(execFile);
 
@@ -37,26 +38,32 @@ export class DiskQuota {
 
   /** Create a `bytes`-sized file system in `image` and mount it on `mountpoint`. */
   static async create(image: string, mountpoint: string, bytes: number): Promise<DiskQuota> {
-    const fh = await open(image, 'wx', 0o600);
-    try {
-      await fh.truncate(bytes);
-    } finally {
-      await fh.close();
-    }
+    await stage('disk.image', async () => {
+      const fh = await open(image, 'wx', 0o600);
+      try {
+        await fh.truncate(bytes);
+      } finally {
+        await fh.close();
+      }
+    });
     const quota = new DiskQuota(image, mountpoint, bytes);
     try {
       // no reserved blocks (the instance may use all of it), lazy init (fast on a sparse file)
-      await run(MKFS!, [
-        '-q',
-        '-F',
-        '-m',
-        '0',
-        '-E',
-        'nodiscard,lazy_itable_init=1,lazy_journal_init=1',
-        image,
-      ]);
+      await stage('disk.mkfs', () =>
+        run(MKFS!, [
+          '-q',
+          '-F',
+          '-m',
+          '0',
+          '-E',
+          'nodiscard,lazy_itable_init=1,lazy_journal_init=1',
+          image,
+        ]),
+      );
       await mkdir(mountpoint, { recursive: true, mode: 0o700 });
-      await run(MOUNT!, ['-o', 'loop,nosuid,nodev,noatime', image, mountpoint]);
+      await stage('disk.mount', () =>
+        run(MOUNT!, ['-o', 'loop,nosuid,nodev,noatime', image, mountpoint]),
+      );
       // a fresh ext4 has lost+found; the instance's view binds subdirectories only
     } catch (err) {
       await rm(image, { force: true });

@@ -48,6 +48,7 @@ import {
 import type { InstanceLimits } from '../../api/index.js';
 import { background } from '../../internal/background.js';
 import type { Logger } from '../../internal/log.js';
+import { stage } from '../../internal/stages.js';
 import { Cgroup } from './cgroups.js';
 import type { SandboxHost } from './host.js';
 import { DiskQuota } from './quota.js';
@@ -196,10 +197,8 @@ export class Sandbox {
     await mkdir(this.hostRun, { recursive: true, mode: 0o700 });
     const disk = join(this.#diskDir, 'disk');
     if (this.mode === 'isolated' && host.limits.diskBytes > 0 && host.support.quota) {
-      this.#quota = await DiskQuota.create(
-        join(this.#diskDir, 'disk.img'),
-        disk,
-        host.limits.diskBytes,
+      this.#quota = await stage('disk', () =>
+        DiskQuota.create(join(this.#diskDir, 'disk.img'), disk, host.limits.diskBytes),
       );
     } else {
       await mkdir(disk, { recursive: true, mode: 0o700 });
@@ -219,15 +218,14 @@ export class Sandbox {
     if (this.mode === 'none') return;
     // the disk's root stays root-owned 0711: the instance reaches only its three directories
     await chmod(disk, 0o711);
-    if (host.support.cgroups !== undefined) {
-      this.#cgroup = await Cgroup.create(
-        host.support.cgroups,
-        `${process.pid}.${name}`,
-        host.limits,
+    const cgroups = host.support.cgroups;
+    if (cgroups !== undefined) {
+      this.#cgroup = await stage('cgroup', () =>
+        Cgroup.create(cgroups, `${process.pid}.${name}`, host.limits),
       );
       if (this.#background) await this.#cgroup.setCpuWeight('low');
     }
-    await this.#startAnchor();
+    await stage('anchor', () => this.#startAnchor());
   }
 
   /** Give a background (warm-pool) sandbox the normal CPU weight. */
