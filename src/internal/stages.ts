@@ -64,6 +64,11 @@ export async function stage<T>(name: string, work: () => Promise<T> | T): Promis
   }
 }
 
+/** Run `work` outside any traced start (background work a start only set off). */
+export function untraced<T>(work: () => T): T {
+  return current.exit(work);
+}
+
 /** Record a stage that began at `began` (a `performance.now()`) and ends now. */
 export function stageSince(name: string, began: number): void {
   current.getStore()?.record(name, began);
