@@ -7,11 +7,23 @@
  * start launches (`boot`), what its claim must check or change (`adopt`), and how its own
  * processes end (`halt`). The registry sees an `InstanceRuntime` like any other.
  */
+import { dirname } from 'node:path';
 import type { InstanceArtifacts } from '../artifacts/store.js';
 import { openEgress, Sandbox, type InstanceEgress, type SandboxLimits } from '../sandbox/index.js';
 import { serverError } from '../errors.js';
 import { stage, StageTrace, traceStages } from '../../internal/stages.js';
 import type { ClaimRequest, InstanceRuntime, RuntimeContext } from './runtime.js';
+
+/**
+ * The root of an isolated instance's disk on the host: root-owned, never shown inside (the
+ * instance sees only its home, /tmp and /dev/shm on it), and within the disk quota. Where
+ * uploads wait for their path (`FilesCapability.spoolDir`).
+ */
+export function uploadSpoolDir(sandbox: Sandbox | undefined): string | undefined {
+  return sandbox?.mode === 'isolated' && sandbox.limits.disk_bytes !== null
+    ? dirname(sandbox.hostHome)
+    : undefined;
+}
 
 /**
  * The context as the machine keeps it: a claim from the warm pool replaces the blocked domains

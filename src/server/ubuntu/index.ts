@@ -18,7 +18,7 @@ import type {
   RuntimeFactory,
   ToolsCapability,
 } from '../instances/runtime.js';
-import { InstanceMachine } from '../instances/machine.js';
+import { InstanceMachine, uploadSpoolDir } from '../instances/machine.js';
 import { BashSessions } from './tools/bash.js';
 import { UbuntuDesktop } from './desktop/desktop.js';
 import { Display, type DisplayInfo } from './display.js';
@@ -209,6 +209,7 @@ export class UbuntuRuntime extends InstanceMachine {
   readonly files: FilesCapability = {
     upload: async (path, filename, mediaType, file) =>
       upload(this.#get().files, path, filename, mediaType, file, this.ctx.maxUploadBytes),
+    spoolDir: () => uploadSpoolDir(this.created),
   };
 
   /** Code execution and notebooks (`.ipynb` files in the home), on Jupyter kernels (kernels/). */
