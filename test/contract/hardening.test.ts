@@ -5,7 +5,15 @@
  * connections are closed, one client cannot hold every connection, the API key never reaches a
  * log line, and the auth store sweeps the temp files of a killed write.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -164,14 +172,23 @@ describe('malformed multipart uploads', () => {
   const upload = (body: string | Buffer, contentType = multipartType) =>
     raw(request('POST', uploadPath(), body, { 'Content-Type': contentType }));
 
-  /** Spool files of the upload route in the instance's directory on the host. */
+  /**
+   * Spool files of the upload route: on the instance's disk (its root, where only the server
+   * reaches), or in the instance's directory in the data dir (an instance without a disk).
+   */
   function spoolFiles(): string[] {
     const root = join(server.dataDir, 'instances');
-    return readdirSync(root)
+    const dirs = readdirSync(root)
       .filter((run) => run.startsWith('run-'))
-      .flatMap((run) => {
+      .map((run) => join(root, run, ubuntuId));
+    const sandboxes = '/var/lib/burrow/sandboxes';
+    for (const run of existsSync(sandboxes) ? readdirSync(sandboxes) : []) {
+      dirs.push(join(sandboxes, run, ubuntuId, 'disk'));
+    }
+    return dirs
+      .flatMap((dir) => {
         try {
-          return readdirSync(join(root, run, ubuntuId));
+          return readdirSync(dir);
         } catch {
           return [];
         }

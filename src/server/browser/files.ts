@@ -11,6 +11,7 @@ import type { Readable } from 'node:stream';
 import type { UploadResult } from '../../api/index.js';
 import type { Logger } from '../../internal/log.js';
 import { serverError } from '../errors.js';
+import { uploadSpoolDir } from '../instances/machine.js';
 import type { Sandbox } from '../sandbox/index.js';
 import { Toolbox } from '../toolbox/toolbox.js';
 import { InstanceFiles } from '../toolbox/fsops.js';
@@ -42,6 +43,11 @@ export class BrowserFiles {
       throw err;
     }
     return upload(files, path, filename, mediaType, file, this.maxUploadBytes);
+  }
+
+  /** On the instance's disk, within its quota (`FilesCapability.spoolDir`). */
+  spoolDir(): string | undefined {
+    return uploadSpoolDir(this.sandbox());
   }
 
   /** Ends the toolbox (it also dies with the sandbox). */

@@ -22,6 +22,7 @@ import {
   type ExitInfo,
 } from '../../internal/process.js';
 import { LineDecoder } from '../../internal/lines.js';
+import { stage } from '../../internal/stages.js';
 import type { SandboxSpawn } from '../sandbox/index.js';
 import { CdpPipe } from './pipe.js';
 
@@ -135,8 +136,10 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
   const profile = join(seen, 'profile');
   const home = join(seen, 'home');
   const dirs = [profile, join(seen, 'tmp'), home, ...(opts.extraDirs ?? [])];
-  if (opts.mkdir) await opts.mkdir(dirs);
-  else await Promise.all(dirs.map((d) => mkdir(d, { recursive: true })));
+  await stage('chromium.dirs', async () => {
+    if (opts.mkdir) await opts.mkdir(dirs);
+    else await Promise.all(dirs.map((d) => mkdir(d, { recursive: true })));
+  });
   // Chromium binds its singleton socket under TMPDIR, and a Unix socket path must stay under
   // 108 bytes, which deep instance directories exceed: TMPDIR is then a short link to `tmp/` in
   // the system temp dir (when Chromium runs in a sandbox, its own view is short already).
@@ -226,7 +229,7 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
   };
 
   const timeoutMs = opts.startTimeoutMs ?? 20_000;
-  const outcome = await raceDeadline(ready, timeoutMs);
+  const outcome = await stage('chromium.devtools', () => raceDeadline(ready, timeoutMs));
   if (outcome !== true) {
     const reason =
       outcome === TIMED_OUT ? `Chromium did not start within ${timeoutMs} ms` : outcome.message;

@@ -38,8 +38,11 @@ export class CdpPipe {
   readonly #out: Writable;
   readonly #in: Readable;
   readonly #maxMessage: number;
-  /** Pieces of the message being read, before its NUL arrives, and their length. */
-  #partial: Buffer[] = [];
+  /**
+   * The message being read, before its NUL arrives: its first `#partialBytes` bytes, copied out
+   * of the chunks as they come (see `#append`).
+   */
+  #partial: Buffer | undefined;
   #partialBytes = 0;
   /** Messages read while there was no reader, and their length. */
   #held: Buffer[] = [];
@@ -115,7 +118,8 @@ export class CdpPipe {
     this.#open = false;
     this.#out.destroy();
     this.#in.destroy();
-    this.#partial = [];
+    this.#partial = undefined;
+    this.#partialBytes = 0;
     this.#held = [];
     this.#reader?.close();
   }
@@ -128,10 +132,9 @@ export class CdpPipe {
       start = end + 1;
       if (this.#partialBytes + piece.length > this.#maxMessage) return this.#tooLong();
       let message = piece;
-      if (this.#partial.length > 0) {
-        this.#partial.push(piece);
-        message = Buffer.concat(this.#partial, this.#partialBytes + piece.length);
-        this.#partial = [];
+      if (this.#partialBytes > 0) {
+        message = this.#append(piece);
+        this.#partial = undefined;
         this.#partialBytes = 0;
       }
       if (this.#reader) {
@@ -147,9 +150,29 @@ export class CdpPipe {
     if (start < chunk.length) {
       const rest = chunk.subarray(start);
       if (this.#partialBytes + rest.length > this.#maxMessage) return this.#tooLong();
-      this.#partial.push(rest);
-      this.#partialBytes += rest.length;
+      this.#append(rest);
     }
+  }
+
+  /**
+   * Copy `piece` to the end of the message being read; the message so far. The chunks the pipe
+   * delivers (64 KiB each) are let go at once instead of being kept until the NUL and joined: a
+   * long message kept as thousands of small allocations left the server's memory fragmented
+   * (~170 MiB resident after one 200 MiB reply, never given back), where one buffer that grows by
+   * doubling is a single large allocation the allocator returns to the system when it is freed.
+   */
+  #append(piece: Buffer): Buffer {
+    const length = this.#partialBytes + piece.length;
+    let into = this.#partial;
+    if (!into || length > into.length) {
+      const size = Math.min(this.#maxMessage, Math.max(length, 2 * (into?.length ?? 0), 1 << 20));
+      const grown = Buffer.allocUnsafeSlow(size);
+      into?.copy(grown, 0, 0, this.#partialBytes);
+      this.#partial = into = grown;
+    }
+    piece.copy(into, this.#partialBytes);
+    this.#partialBytes = length;
+    return into.subarray(0, length);
   }
 
   #tooLong(): void {

@@ -14,6 +14,7 @@ import { launchChromium, type LaunchOptions, type LaunchedChromium } from './chr
 import { DownloadWatch, type DownloadSink } from './downloads.js';
 import { CdpMux, type CdpMuxOptions } from './mux.js';
 import { CdpRelay } from './relay.js';
+import { stage } from '../../internal/stages.js';
 
 /** How long a closed DevTools pipe waits for Chromium's exit to tell why. */
 const PIPE_EXIT_GRACE_MS = 2000;
@@ -72,7 +73,7 @@ export class ChromiumSession implements AuthScope {
     const chromium = await launchChromium(opts);
     const session = new ChromiumSession(chromium, opts);
     try {
-      await session.#init();
+      await stage('chromium.first-target', () => session.#init());
     } catch (err) {
       await session.close();
       throw err;

@@ -1,7 +1,8 @@
 /**
  * `POST /v1/instance/{id}/upload`: the one operation whose body is multipart. The file part is
- * streamed to the instance as it arrives when `path` came before it, and spooled to the
- * instance's directory first when `path` comes after it. A malformed body answers 4xx (see
+ * streamed to the instance as it arrives when `path` came before it, and spooled first when
+ * `path` comes after it: on the instance's own disk (where only the server reaches it), so that
+ * it counts against the instance's disk quota like the file it becomes. A malformed body answers 4xx (see
  * `multipartError`) and leaves no spool file behind.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
@@ -98,12 +99,22 @@ export function uploadHandler(registry: Registry): UploadHandler {
           const { path } = parseInput(UploadFields, fields, 'body');
           result = await files.upload(path, part.filename, part.mimetype, part.file);
         } else {
+          // on the instance's disk where it has one: the wait counts against its quota
           const file = join(
-            rec.dir,
+            files.spoolDir?.() ?? rec.dir,
             `.upload-spool-${Date.now()}-${Math.random().toString(16).slice(2)}`,
           );
           spooled = { file, filename: part.filename, mimetype: part.mimetype };
-          await pipeline(part.file, createWriteStream(file, { mode: 0o600 }));
+          try {
+            await pipeline(part.file, createWriteStream(file, { flags: 'wx', mode: 0o600 }));
+          } catch (err) {
+            const code = (err as NodeJS.ErrnoException).code;
+            if (code === 'ENOSPC' || code === 'EDQUOT') {
+              part.file.resume(); // let the request finish; the answer names the full disk
+              throw serverError('disk_full', { reason: (err as Error).message });
+            }
+            throw err;
+          }
         }
       }
       if (result === undefined) {

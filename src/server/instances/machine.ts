@@ -7,10 +7,23 @@
  * start launches (`boot`), what its claim must check or change (`adopt`), and how its own
  * processes end (`halt`). The registry sees an `InstanceRuntime` like any other.
  */
+import { dirname } from 'node:path';
 import type { InstanceArtifacts } from '../artifacts/store.js';
 import { openEgress, Sandbox, type InstanceEgress, type SandboxLimits } from '../sandbox/index.js';
 import { serverError } from '../errors.js';
+import { stage, StageTrace, traceStages } from '../../internal/stages.js';
 import type { ClaimRequest, InstanceRuntime, RuntimeContext } from './runtime.js';
+
+/**
+ * The root of an isolated instance's disk on the host: root-owned, never shown inside (the
+ * instance sees only its home, /tmp and /dev/shm on it), and within the disk quota. Where
+ * uploads wait for their path (`FilesCapability.spoolDir`).
+ */
+export function uploadSpoolDir(sandbox: Sandbox | undefined): string | undefined {
+  return sandbox?.mode === 'isolated' && sandbox.limits.disk_bytes !== null
+    ? dirname(sandbox.hostHome)
+    : undefined;
+}
 
 /**
  * The context as the machine keeps it: a claim from the warm pool replaces the blocked domains
@@ -68,34 +81,56 @@ export abstract class InstanceMachine implements InstanceRuntime {
   protected async beforePause(): Promise<void> {}
   protected async afterResume(): Promise<void> {}
 
+  /**
+   * Start the instance. Where the time goes, stage by stage, is logged at debug level
+   * (src/internal/stages.ts).
+   */
   async start(): Promise<void> {
+    const trace = new StageTrace();
+    try {
+      await traceStages(trace, () => this.#start());
+    } finally {
+      const { ctx } = this;
+      ctx.log.debug(
+        { instance: ctx.id, type: ctx.type, pooled: ctx.pooled ?? false, stages: trace.stages },
+        `start of ${ctx.type} ${ctx.id}: ${trace.elapsed().toFixed(0)} ms: ${trace.summary()}`,
+      );
+    }
+  }
+
+  async #start(): Promise<void> {
     const { ctx } = this;
-    const sandbox = await Sandbox.create(ctx.sandboxHost, {
-      dir: ctx.dir,
-      name: ctx.id,
-      log: ctx.log,
-      onCrash: (reason) => ctx.failed(reason),
-      background: ctx.pooled ?? false,
-    });
+    const sandbox = await stage('sandbox', () =>
+      Sandbox.create(ctx.sandboxHost, {
+        dir: ctx.dir,
+        name: ctx.id,
+        log: ctx.log,
+        onCrash: (reason) => ctx.failed(reason),
+        background: ctx.pooled ?? false,
+      }),
+    );
     this.#sandbox = sandbox;
     try {
       const seed = this.seedDirs();
-      if (sandbox.mode === 'isolated' && seed.length > 0) await sandbox.seedHome(seed);
-      await this.artifacts?.attach({
-        host: sandbox.hostHome,
-        inside: sandbox.home,
-        budget: sandbox.limits.disk_bytes,
-      });
+      if (sandbox.mode === 'isolated' && seed.length > 0)
+        await stage('seed', () => sandbox.seedHome(seed));
+      await stage('artifacts', () =>
+        this.artifacts?.attach({
+          host: sandbox.hostHome,
+          inside: sandbox.home,
+          budget: sandbox.limits.disk_bytes,
+        }),
+      );
       // kept as soon as it is open, so that the stop after a failed boot closes it
       const egress =
         sandbox.mode === 'isolated'
-          ? openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log, ctx.upstream).then(
-              (opened) => {
-                this.#egress = opened;
-              },
-            )
+          ? stage('egress', () =>
+              openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log, ctx.upstream),
+            ).then((opened) => {
+              this.#egress = opened;
+            })
           : undefined;
-      const results = await Promise.allSettled([egress, this.boot(sandbox)]);
+      const results = await Promise.allSettled([egress, stage('boot', () => this.boot(sandbox))]);
       for (const r of results) if (r.status === 'rejected') throw r.reason;
     } catch (err) {
       await this.stop();

@@ -139,6 +139,13 @@ export interface FilesCapability {
     mediaType: string | undefined,
     file: Readable,
   ): Promise<UploadResult>;
+  /**
+   * Where an upload whose `path` part comes after its file part waits for it (http/upload.ts): a
+   * host directory on the instance's own disk that only the server reaches, so the bytes count
+   * against the instance's disk quota. Undefined: the instance has no disk of its own (the
+   * registry's instance directory is used).
+   */
+  spoolDir?(): string | undefined;
 }
 
 /** Jupyter kernels: one-off code execution and notebooks. */

@@ -11,7 +11,7 @@ import { basename, dirname, join } from 'node:path';
 import type { Logger } from '../../internal/log.js';
 import { pidAlive } from '../../internal/process.js';
 import { sweepCgroups, type Limits } from './cgroups.js';
-import { unmountAllUnder } from './quota.js';
+import { DiskQuota, DiskStock, unmountAllUnder } from './quota.js';
 import { buildEtc } from './rootfs.js';
 import { buildSpawnPlan, type SpawnPlan } from './plan.js';
 import { buildSeccompFilter } from './seccomp.js';
@@ -67,8 +67,16 @@ export interface SandboxHostOptions {
   allowHostLoopback?: boolean;
   /** Egress: these host loopback ports (`--allow-host-port`). */
   allowHostPorts?: readonly number[];
+  /**
+   * Instance disks kept formatted and mounted ahead of starts (quota.ts `DiskStock`), where disks
+   * have a quota. Default 2; 0 makes every disk at its instance's start.
+   */
+  diskStock?: number;
   log: Logger;
 }
+
+/** Disks made ahead by default: enough for a burst of two starts, ~2 loop devices held. */
+const DEFAULT_DISK_STOCK = 2;
 
 /** Host uids handed to instances: far above any account, below the 32-bit limits. */
 const UID_BASE = 2_100_000_000;
@@ -93,6 +101,7 @@ export class SandboxHost {
   readonly #uids = new Set<number>();
   readonly #sandboxRoot: string;
   #plan: SpawnPlan | undefined;
+  #stock: DiskStock | undefined;
   /** The bubblewrap binary instances are built with (undefined where there is none). */
   readonly bwrap: string | undefined;
 
@@ -143,6 +152,15 @@ export class SandboxHost {
       await mkdirTraversable(host.root);
       await buildEtc(host.etcDir);
       host.#plan = buildSpawnPlan(host.bwrap); // now, not at the first instance's start
+      if (host.limits.diskBytes > 0 && host.support.quota) {
+        host.#stock = new DiskStock(
+          join(host.root, '.stock'),
+          host.limits.diskBytes,
+          opts.diskStock ?? DEFAULT_DISK_STOCK,
+          (err) => log.warn({ err }, 'could not make an instance disk ahead'),
+        );
+        host.#stock.refill();
+      }
     }
     return host;
   }
@@ -168,6 +186,19 @@ export class SandboxHost {
     return dir;
   }
 
+  /**
+   * The disk of the instance directory `dir` (made by `instanceDir`, still empty): one of the
+   * stock's, else made now.
+   */
+  async disk(dir: string): Promise<DiskQuota> {
+    return (await this.#stock?.claim(dir)) ?? DiskQuota.in(dir, this.limits.diskBytes);
+  }
+
+  /** The stock of disks made ahead (undefined without disk quotas). */
+  get diskStock(): DiskStock | undefined {
+    return this.#stock;
+  }
+
   /** Remove the sandbox roots of server runs whose process is gone (their disks unmounted). */
   async #sweep(): Promise<void> {
     let runs: string[] = [];
@@ -187,6 +218,7 @@ export class SandboxHost {
 
   /** Remove this run's sandbox root (after every instance stopped). */
   async close(): Promise<void> {
+    await this.#stock?.close();
     await unmountAllUnder(this.root);
     await rm(this.root, { recursive: true, force: true }).catch(() => {});
   }

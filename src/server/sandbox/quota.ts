@@ -10,8 +10,10 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, open, readFile, rm, rmdir } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, rmdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { stage, untraced } from '../../internal/stages.js';
 
 const run = promisify(execFile);
 
@@ -29,34 +31,45 @@ export function quotaMissing(): string | undefined {
 }
 
 export class DiskQuota {
-  private constructor(
+  constructor(
     readonly image: string,
     readonly mountpoint: string,
     readonly bytes: number,
   ) {}
 
+  /** The disk of instance directory `dir`: `dir/disk.img` mounted on `dir/disk`. */
+  static in(dir: string, bytes: number): Promise<DiskQuota> {
+    return DiskQuota.create(join(dir, 'disk.img'), join(dir, 'disk'), bytes);
+  }
+
   /** Create a `bytes`-sized file system in `image` and mount it on `mountpoint`. */
   static async create(image: string, mountpoint: string, bytes: number): Promise<DiskQuota> {
-    const fh = await open(image, 'wx', 0o600);
-    try {
-      await fh.truncate(bytes);
-    } finally {
-      await fh.close();
-    }
+    await stage('disk.image', async () => {
+      const fh = await open(image, 'wx', 0o600);
+      try {
+        await fh.truncate(bytes);
+      } finally {
+        await fh.close();
+      }
+    });
     const quota = new DiskQuota(image, mountpoint, bytes);
     try {
       // no reserved blocks (the instance may use all of it), lazy init (fast on a sparse file)
-      await run(MKFS!, [
-        '-q',
-        '-F',
-        '-m',
-        '0',
-        '-E',
-        'nodiscard,lazy_itable_init=1,lazy_journal_init=1',
-        image,
-      ]);
+      await stage('disk.mkfs', () =>
+        run(MKFS!, [
+          '-q',
+          '-F',
+          '-m',
+          '0',
+          '-E',
+          'nodiscard,lazy_itable_init=1,lazy_journal_init=1',
+          image,
+        ]),
+      );
       await mkdir(mountpoint, { recursive: true, mode: 0o700 });
-      await run(MOUNT!, ['-o', 'loop,nosuid,nodev,noatime', image, mountpoint]);
+      await stage('disk.mount', () =>
+        run(MOUNT!, ['-o', 'loop,nosuid,nodev,noatime', image, mountpoint]),
+      );
       // a fresh ext4 has lost+found; the instance's view binds subdirectories only
     } catch (err) {
       await rm(image, { force: true });
@@ -98,4 +111,120 @@ export async function unmountAllUnder(dir: string): Promise<void> {
     .filter((m): m is string => !!m && m.startsWith(prefix))
     .sort((a, b) => b.length - a.length);
   for (const m of targets) await unmount(m);
+}
+
+/** How long after a claim the stock is refilled: not while the claiming start still runs. */
+const REFILL_DELAY_MS = 1500;
+
+/**
+ * Instance disks made ahead: a few formatted, mounted, never used disks, each in a directory of
+ * its own under a root-only (0700) directory, where no instance can reach them. A start claims
+ * one by renaming its directory to the instance's (the mount follows the rename), which takes a
+ * fraction of a millisecond where making a disk takes a `mkfs` and a loop mount (~40–100 ms on a
+ * 2-core machine, more under load). The stock is refilled in the background a moment after each
+ * claim; an empty stock only means the start makes its disk itself, as without a stock.
+ *
+ * A stock disk is what a fresh one is: nothing ran with it, its root is root-owned, and the
+ * instance's directories on it are made and given to the instance's uid at its start
+ * (sandbox.ts), exactly as on a disk made then.
+ */
+export class DiskStock {
+  readonly #dir: string;
+  readonly #bytes: number;
+  readonly #size: number;
+  readonly #onError: (err: unknown) => void;
+  /** Directories each holding `disk.img` mounted on `disk/`, ready to be claimed. */
+  readonly #ready: string[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #filling: Promise<void> | undefined;
+  #closed = false;
+  #next = 0;
+
+  /**
+   * `dir`: the stock's directory (created root-only, on the file system of the instance
+   * directories: a claim is a rename); `size` disks of `bytes` each.
+   */
+  constructor(dir: string, bytes: number, size: number, onError: (err: unknown) => void) {
+    this.#dir = dir;
+    this.#bytes = bytes;
+    this.#size = size;
+    this.#onError = onError;
+  }
+
+  /** Disks ready to be claimed now. */
+  get ready(): number {
+    return this.#ready.length;
+  }
+
+  /** Start filling the stock (in the background after `delayMs`). */
+  refill(delayMs = 0): void {
+    if (this.#closed || this.#timer || this.#size === 0) return;
+    // not part of whichever start asked for it (its stages, src/internal/stages.ts)
+    untraced(() => {
+      this.#timer = setTimeout(() => {
+        this.#timer = undefined;
+        this.#filling ??= this.#fill().finally(() => (this.#filling = undefined));
+      }, delayMs);
+      this.#timer.unref();
+    });
+  }
+
+  /** Resolve once the stock is full (or closed): for tests and the first instances' start. */
+  async filled(): Promise<void> {
+    while (!this.#closed && this.#ready.length < this.#size && (this.#filling || this.#timer)) {
+      await (this.#filling ?? new Promise((r) => setTimeout(r, 10)));
+    }
+  }
+
+  /**
+   * Make `dir` (an empty directory, or none) the instance directory of a stock disk: its
+   * `disk.img` mounted on its `disk/`. Undefined when the stock is empty.
+   */
+  async claim(dir: string): Promise<DiskQuota | undefined> {
+    const item = this.#ready.shift();
+    this.refill(REFILL_DELAY_MS);
+    if (!item) return undefined;
+    try {
+      await rename(item, dir); // replaces an empty `dir`
+    } catch (err) {
+      this.#onError(err);
+      await new DiskQuota(join(item, 'disk.img'), join(item, 'disk'), this.#bytes).remove();
+      await rm(item, { recursive: true, force: true });
+      return undefined;
+    }
+    return new DiskQuota(join(dir, 'disk.img'), join(dir, 'disk'), this.#bytes);
+  }
+
+  async #fill(): Promise<void> {
+    await mkdir(this.#dir, { recursive: true, mode: 0o700 });
+    while (!this.#closed && this.#ready.length < this.#size) {
+      const item = join(this.#dir, String(this.#next++));
+      try {
+        await mkdir(item, { mode: 0o711 });
+        const disk = await DiskQuota.in(item, this.#bytes);
+        if (this.#closed) {
+          await disk.remove();
+          await rm(item, { recursive: true, force: true });
+        } else {
+          this.#ready.push(item);
+        }
+      } catch (err) {
+        await rm(item, { recursive: true, force: true }).catch(() => {});
+        this.#onError(err);
+        return; // the next claim tries again
+      }
+    }
+  }
+
+  /** Unmount and delete every disk of the stock; no refill after this. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#filling;
+    for (const item of this.#ready.splice(0)) {
+      await new DiskQuota(join(item, 'disk.img'), join(item, 'disk'), this.#bytes).remove();
+    }
+    await rm(this.#dir, { recursive: true, force: true });
+  }
 }

@@ -48,9 +48,10 @@ import {
 import type { InstanceLimits } from '../../api/index.js';
 import { background } from '../../internal/background.js';
 import type { Logger } from '../../internal/log.js';
+import { stage } from '../../internal/stages.js';
 import { Cgroup } from './cgroups.js';
 import type { SandboxHost } from './host.js';
-import { DiskQuota } from './quota.js';
+import type { DiskQuota } from './quota.js';
 import { mountArgs, SANDBOX_HOME, SANDBOX_HOSTNAME, SANDBOX_PATH, SANDBOX_UID } from './rootfs.js';
 
 export { SANDBOX_HOME, SANDBOX_PATH } from './rootfs.js';
@@ -194,40 +195,49 @@ export class Sandbox {
   async #build(name: string): Promise<void> {
     const host = this.#host;
     await mkdir(this.hostRun, { recursive: true, mode: 0o700 });
+    // the cgroup is made while the disk is (they do not depend on each other); both are kept as
+    // soon as they exist, so that the stop after a failed step releases them
+    const cgroups = this.mode === 'isolated' ? host.support.cgroups : undefined;
+    const cgroup =
+      cgroups &&
+      stage('cgroup', () => Cgroup.create(cgroups, `${process.pid}.${name}`, host.limits)).then(
+        async (made) => {
+          this.#cgroup = made;
+          if (this.#background) await made.setCpuWeight('low');
+        },
+      );
+    const results = await Promise.allSettled([cgroup, this.#makeDisk()]);
+    for (const r of results) if (r.status === 'rejected') throw r.reason;
+    if (this.mode === 'none') return;
+    await stage('anchor', () => this.#startAnchor());
+  }
+
+  /** The instance's disk (its quota, isolated) and its three directories on it. */
+  async #makeDisk(): Promise<void> {
+    const host = this.#host;
     const disk = join(this.#diskDir, 'disk');
     if (this.mode === 'isolated' && host.limits.diskBytes > 0 && host.support.quota) {
-      this.#quota = await DiskQuota.create(
-        join(this.#diskDir, 'disk.img'),
-        disk,
-        host.limits.diskBytes,
-      );
+      this.#quota = await stage('disk', () => host.disk(this.#diskDir));
     } else {
       await mkdir(disk, { recursive: true, mode: 0o700 });
     }
     // Isolated, the three belong to the instance's uid alone (0700): only that uid exists in
     // there, and no other local user may read its home or plant files in its /tmp.
     const shared = this.mode === 'none' ? 0o1777 : 0o700;
-    for (const [path, mode] of [
+    const dirs = [
       [this.hostHome, this.mode === 'none' ? 0o755 : 0o700],
       [this.hostTmp, shared],
       [this.hostShm, shared],
-    ] as const) {
-      await mkdir(path, { recursive: true });
-      await chmod(path, mode);
-      if (this.uid !== undefined) await chown(path, this.uid, this.uid);
-    }
-    if (this.mode === 'none') return;
+    ] as const;
+    await Promise.all(
+      dirs.map(async ([path, mode]) => {
+        await mkdir(path, { recursive: true });
+        await chmod(path, mode);
+        if (this.uid !== undefined) await chown(path, this.uid, this.uid);
+      }),
+    );
     // the disk's root stays root-owned 0711: the instance reaches only its three directories
-    await chmod(disk, 0o711);
-    if (host.support.cgroups !== undefined) {
-      this.#cgroup = await Cgroup.create(
-        host.support.cgroups,
-        `${process.pid}.${name}`,
-        host.limits,
-      );
-      if (this.#background) await this.#cgroup.setCpuWeight('low');
-    }
-    await this.#startAnchor();
+    if (this.mode === 'isolated') await chmod(disk, 0o711);
   }
 
   /** Give a background (warm-pool) sandbox the normal CPU weight. */

@@ -18,7 +18,7 @@ import type {
   RuntimeFactory,
   ToolsCapability,
 } from '../instances/runtime.js';
-import { InstanceMachine } from '../instances/machine.js';
+import { InstanceMachine, uploadSpoolDir } from '../instances/machine.js';
 import { BashSessions } from './tools/bash.js';
 import { UbuntuDesktop } from './desktop/desktop.js';
 import { Display, type DisplayInfo } from './display.js';
@@ -32,6 +32,7 @@ import { InstanceFiles } from '../toolbox/fsops.js';
 import { upload } from '../toolbox/upload.js';
 import { ffmpegIn } from '../artifacts/ffmpeg.js';
 import { recordDisplay } from './desktop/recorder.js';
+import { stage } from '../../internal/stages.js';
 
 interface Started {
   sandbox: Sandbox;
@@ -93,12 +94,14 @@ export class UbuntuRuntime extends InstanceMachine {
     if (sandbox.mode === 'isolated') {
       for (const [k, v] of Object.entries(proxyEnv())) this.env.setBase(k, v);
     }
-    const displayInfo = await Display.start(
-      sandbox,
-      ctx.resolution,
-      this.env.current(),
-      (reason) => ctx.failed(reason),
-      ctx.programs?.xvfb,
+    const displayInfo = await stage('display', () =>
+      Display.start(
+        sandbox,
+        ctx.resolution,
+        this.env.current(),
+        (reason) => ctx.failed(reason),
+        ctx.programs?.xvfb,
+      ),
     );
     for (const [k, v] of Object.entries(displayInfo.sandboxEnv)) this.env.setBase(k, v);
     this.#recorder(sandbox, displayInfo);
@@ -206,6 +209,7 @@ export class UbuntuRuntime extends InstanceMachine {
   readonly files: FilesCapability = {
     upload: async (path, filename, mediaType, file) =>
       upload(this.#get().files, path, filename, mediaType, file, this.ctx.maxUploadBytes),
+    spoolDir: () => uploadSpoolDir(this.created),
   };
 
   /** Code execution and notebooks (`.ipynb` files in the home), on Jupyter kernels (kernels/). */
