@@ -52,6 +52,11 @@ addEventListener('mouseup', () => { held = null; });
 beforeAll(async () => {
   server = await testServer();
   site = createServer((req, res) => {
+    if (req.url === '/plain') {
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      res.end('<!doctype html><title>Plain</title><p>nothing logged here</p>');
+      return;
+    }
     if (req.url?.startsWith('/api/')) {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end('{"ok":true}');
@@ -260,6 +265,14 @@ describe('Playwright MCP tools over Streamable HTTP', () => {
       const requests = await call(client, 'browser_network_requests');
       expect(requests).toContain(`[GET] ${origin}/ => [200] OK`);
       expect(requests).toContain(`[GET] ${origin}/api/data?x=1 => [200] OK`);
+
+      // a navigation starts both lists afresh, as in Playwright MCP: the new page's document
+      // request is listed, nothing of the page before
+      await call(client, 'browser_navigate', { url: `${origin}/plain` });
+      expect(await call(client, 'browser_console_messages')).not.toContain('hello from the page');
+      const after = await call(client, 'browser_network_requests');
+      expect(after).toContain(`[GET] ${origin}/plain => [200] OK`);
+      expect(after).not.toContain('/api/data');
 
       // close stops the instance; the next browser_* call starts another
       expect(await call(client, 'browser_close')).toContain(`stopped instance ${id}`);
