@@ -336,7 +336,12 @@ export class PageTools {
     };
   }
 
+  /** Navigates the tab; a dialog the old page opens (`beforeunload`) ends the wait (`#act`). */
   async navigate(url: string): Promise<void> {
+    await this.#act(() => this.#navigate(url));
+  }
+
+  async #navigate(url: string): Promise<void> {
     const nav = this.#watchNavigation();
     const r = await this.#send<{ errorText?: string; loaderId?: string }>(
       'Page.navigate',
@@ -357,9 +362,11 @@ export class PageTools {
     }>('Page.getNavigationHistory');
     const entry = entries[currentIndex - 1];
     if (!entry) throw fail('There is no previous page in this tab', 'no_history');
-    const nav = this.#watchNavigation();
-    await this.#send('Page.navigateToHistoryEntry', { entryId: entry.id });
-    await nav.settle({ timeoutMs: NAV_TIMEOUT_MS });
+    await this.#act(async () => {
+      const nav = this.#watchNavigation();
+      await this.#send('Page.navigateToHistoryEntry', { entryId: entry.id });
+      await nav.settle({ timeoutMs: NAV_TIMEOUT_MS });
+    });
   }
 
   async state(): Promise<PageState> {
