@@ -58,6 +58,8 @@ py 'import pyflakes' || need python3-pyflakes
 have curl || need curl
 have openssl || need openssl
 have pgrep || need procps
+# the cluster tests start a PostgreSQL 15 of their own (initdb + pg_ctl in a temp directory)
+[ -x /usr/lib/postgresql/15/bin/initdb ] || need postgresql
 
 for pkg in ${BURROW_SETUP_ASSUME_MISSING:-}; do need "$pkg"; done
 
