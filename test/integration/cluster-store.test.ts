@@ -10,6 +10,7 @@ import { PostgresAuthStateBackend } from '../../src/server/cluster/auth-state-ba
 import { Database } from '../../src/server/cluster/database.js';
 import { PostgresInstanceStore } from '../../src/server/cluster/instance-store.js';
 import { MIGRATIONS } from '../../src/server/cluster/migrations.js';
+import { listNodes, NodeLease } from '../../src/server/cluster/nodes.js';
 import { describeAuthStateBackend } from '../helpers/auth-state-backend-contract.js';
 import { describeInstanceStore, row } from '../helpers/instance-store-contract.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
@@ -134,5 +135,85 @@ describe('the cluster database', () => {
     await eventually(() => seen.length === 2, 'two notifications', 5_000);
     expect(seen).toEqual(['auth_one', 'auth_one']);
     stop();
+  });
+});
+
+describe('nodes and their leases', () => {
+  const advert = { url: 'http://10.0.0.1:8787', capacity: 8, freeSlots: 8, warm: {} };
+
+  it('gives each node a slot of its own, kept for its name across restarts', async () => {
+    const db = await open(freshSchema());
+    const a = await NodeLease.join(db, { ...advert, name: 'node-a', run: run() });
+    const b = await NodeLease.join(db, { ...advert, name: 'node-b', run: run() });
+    expect([a.slot, b.slot]).toEqual([1, 2]);
+    await a.leave();
+    await a.leave(); // idempotent
+    const again = await NodeLease.join(db, { ...advert, name: 'node-a', run: run() });
+    expect(again.slot).toBe(1);
+    const c = await NodeLease.join(db, { ...advert, name: 'node-c', run: run() });
+    expect(c.slot).toBe(3);
+    await Promise.all([again.leave(), b.leave(), c.leave()]);
+  });
+
+  it('refuses a second live node under the same name, naming the lease', async () => {
+    const db = await open(freshSchema());
+    const a = await NodeLease.join(db, { ...advert, name: 'twin', run: run() });
+    await expect(NodeLease.join(db, { ...advert, name: 'twin', run: run() })).rejects.toThrow(
+      /node name twin is held by a running node until/,
+    );
+    await expect(NodeLease.join(db, { ...advert, name: '-bad name', run: run() })).rejects.toThrow(
+      /a node name is/,
+    );
+    await a.leave();
+  });
+
+  it('renews its lease and advertises; a lease not renewed runs out by the database clock', async () => {
+    const db = await open(freshSchema());
+    const a = await NodeLease.join(db, { ...advert, name: 'renewing', run: run(), leaseMs: 600 });
+    const quiet = await NodeLease.join(db, { ...advert, name: 'quiet', run: run(), leaseMs: 600 });
+    await quiet.leave(); // stops renewing; its lease ends now
+    a.advertise({ freeSlots: 5, warm: { browser: 2 } });
+    await new Promise((r) => setTimeout(r, 1500)); // over two leases: only renewals keep it
+    const nodes = await listNodes(db);
+    expect(nodes.find((n) => n.name === 'renewing')).toMatchObject({
+      leased: true,
+      state: 'up',
+      freeSlots: 5,
+      warm: { browser: 2 },
+    });
+    expect(nodes.find((n) => n.name === 'quiet')).toMatchObject({ leased: false, state: 'left' });
+    // another run takes the name over once the lease ran out: the first run hears it lost
+    const b = await NodeLease.join(db, { ...advert, name: 'quiet', run: run(), leaseMs: 600 });
+    expect(b.slot).toBe(quiet.slot);
+    await expect(quiet.renew()).rejects.toThrow(/taken by another run/);
+    await Promise.all([a.leave(), b.leave()]);
+  });
+
+  it('a node whose lease another run took hears it at its next renewal', async () => {
+    const db = await open(freshSchema());
+    const lost: string[] = [];
+    const a = await NodeLease.join(db, {
+      ...advert,
+      name: 'usurped',
+      run: run(),
+      leaseMs: 300,
+      onLost: (why) => lost.push(why),
+    });
+    await db.query(`UPDATE nodes SET run = 'someone-else' WHERE name = 'usurped'`);
+    await eventually(() => lost.length === 1, 'the lost lease reported', 5_000);
+    expect(lost[0]).toMatch(/taken by another run/);
+    await a.leave();
+  });
+
+  it('a draining node says so to every node', async () => {
+    const schema = freshSchema();
+    const [dbA, dbB] = await Promise.all([open(schema), open(schema)]);
+    const heard: string[] = [];
+    await dbB.listen('burrow_nodes', (name) => heard.push(name));
+    const a = await NodeLease.join(dbA, { ...advert, name: 'drainer', run: run() });
+    await a.drain();
+    await eventually(() => heard.length >= 2, 'the join and the drain announced', 5_000);
+    expect((await listNodes(dbB)).find((n) => n.name === 'drainer')?.state).toBe('draining');
+    await a.leave();
   });
 });
