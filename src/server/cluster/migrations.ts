@@ -4,7 +4,7 @@
  * change is a new step at the end.
  */
 export const MIGRATIONS: readonly (readonly string[])[] = [
-  // 1: nodes, instance rows, sealed auth states
+  // 1: nodes, instance rows, the id secret, sealed auth states
   [
     `CREATE TABLE nodes (
        name text PRIMARY KEY,
@@ -29,6 +29,11 @@ export const MIGRATIONS: readonly (readonly string[])[] = [
      )`,
     'CREATE INDEX instances_seq ON instances (seq)',
     'CREATE INDEX instances_node ON instances (node, run)',
+    // the secret instance ids are signed with (ids.ts): made by the first node, read by all
+    `CREATE TABLE cluster_secret (
+       one int PRIMARY KEY CHECK (one = 1),
+       secret bytea NOT NULL
+     )`,
     `CREATE TABLE auth_states (
        id text PRIMARY KEY,
        sealed text NOT NULL,
