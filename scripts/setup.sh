@@ -61,6 +61,8 @@ have pgrep || need procps
 # the upstream-proxy tests start real proxies on loopback: HTTP with basic auth, SOCKS5 with a password
 [ -x /usr/bin/tinyproxy ] || need tinyproxy
 [ -x /usr/bin/microsocks ] || need microsocks
+# the cluster tests start a PostgreSQL 15 of their own (initdb + pg_ctl in a temp directory)
+[ -x /usr/lib/postgresql/15/bin/initdb ] || need postgresql
 
 for pkg in ${BURROW_SETUP_ASSUME_MISSING:-}; do need "$pkg"; done
 

@@ -38,6 +38,8 @@ export const Recording = z.looseObject({
   state: z.enum(RECORDING_STATES),
   /** Seconds from start to stop; null while recording. */
   duration_seconds: z.number().nullable(),
+  /** Why a `failed` recording has no file (only on failed ones). */
+  failure_reason: z.string().optional(),
 });
 export type Recording = z.output<typeof Recording>;
 

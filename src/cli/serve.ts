@@ -19,6 +19,7 @@ export const usage = `burrow serve [--host 127.0.0.1] [--port 8787] [--api-key K
             [--allow-host-loopback] [--allow-host-port PORT]... [--insecure-no-isolation]
             [--secret-key-file PATH] [--old-secret-key-file PATH]...
             [--artifact-retention SECONDS]
+            [--cluster postgres://… [--node-name NAME] [--node-url URL]]
 
 Runs the Remote Instance Control Service.
 
@@ -54,7 +55,15 @@ hides it from its command line once started, which leaves a short window).
                                   (also BURROW_OLD_SECRET_KEY, BURROW_OLD_SECRET_KEY_FILE)
   --artifact-retention SECONDS    how long an instance's downloads and recordings stay
                                   fetchable after it stopped (default 3600; 0 = not kept; also
-                                  BURROW_ARTIFACT_RETENTION_SECONDS)`;
+                                  BURROW_ARTIFACT_RETENTION_SECONDS)
+  --cluster URL                   cluster mode: instance rows and auth states live in this
+                                  PostgreSQL (postgres://user:pass@host/db), shared by every
+                                  node; prefer BURROW_DATABASE_URL when the URL has a password.
+                                  Every node needs the same --secret-key-file
+  --node-name NAME                this node's name, the same across restarts (default the host
+                                  name; also BURROW_NODE_NAME)
+  --node-url URL                  where the other nodes reach this one (default the URL it
+                                  listens on; also BURROW_NODE_URL)`;
 
 /** What `burrow serve` passes to `startServer`, and whether the key was generated. */
 export interface ServeConfig {
@@ -139,6 +148,9 @@ export const SERVE_FLAGS = {
   'secret-key-file': { type: 'string' },
   'old-secret-key-file': { type: 'string', multiple: true },
   'artifact-retention': { type: 'string' },
+  cluster: { type: 'string' },
+  'node-name': { type: 'string' },
+  'node-url': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -207,6 +219,23 @@ async function fromFlags(values: ServeValues, env: NodeJS.ProcessEnv): Promise<S
       ),
     }),
   };
+  const databaseUrl = values.cluster ?? (env.BURROW_DATABASE_URL || undefined);
+  if (databaseUrl === undefined && (values['node-name'] ?? values['node-url']) !== undefined) {
+    throw new Error('--node-name and --node-url need --cluster (or BURROW_DATABASE_URL)');
+  }
+  if (values.cluster !== undefined) {
+    options.cluster = {
+      databaseUrl: values.cluster,
+      ...(values['node-name'] !== undefined && { nodeName: values['node-name'] }),
+      ...(values['node-url'] !== undefined && { nodeUrl: values['node-url'] }),
+    };
+  } else if (databaseUrl !== undefined && (values['node-name'] ?? values['node-url'])) {
+    options.cluster = {
+      databaseUrl,
+      ...(values['node-name'] !== undefined && { nodeName: values['node-name'] }),
+      ...(values['node-url'] !== undefined && { nodeUrl: values['node-url'] }),
+    };
+  }
   return { options, generated: key === undefined };
 }
 

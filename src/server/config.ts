@@ -12,7 +12,7 @@
  * docs/configuration.md is its table, and a unit test keeps the two, the schema and `burrow
  * serve`'s flags in step.
  */
-import { homedir } from 'node:os';
+import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 
@@ -104,6 +104,20 @@ export interface ServerOptions {
   sandboxRoot?: string;
   /** bubblewrap binary, when it exists. Default env `BURROW_BWRAP`, else `/usr/bin/bwrap` or `/bin/bwrap`. */
   bwrapPath?: string;
+  /** Cluster mode: state in PostgreSQL shared with other nodes (src/server/cluster/). Default none. */
+  cluster?: ClusterOptions;
+}
+
+/** A node of a cluster (src/server/cluster/). */
+export interface ClusterOptions {
+  /** `postgres://…` of the cluster's database. Env `BURROW_DATABASE_URL`. */
+  databaseUrl: string;
+  /** This node's name, the same across its restarts. Default env `BURROW_NODE_NAME`, else the host name. */
+  nodeName?: string;
+  /** Where the other nodes reach this one. Default env `BURROW_NODE_URL`, else the URL it listens on. */
+  nodeUrl?: string;
+  /** Seconds a node's lease lasts without renewal. Default 15; env `BURROW_LEASE_SECONDS`. */
+  leaseSeconds?: number;
 }
 
 /** The keys of the auth-state keyring that come from the environment (auth-states/secret-key.ts). */
@@ -146,6 +160,15 @@ export interface ServerConfig {
     /** The keyring's variables, read here once; secret-key.ts applies its precedence to them. */
     readonly env: Readonly<SecretKeyEnv>;
   };
+  /** Undefined: a single node with no database. */
+  readonly cluster:
+    | {
+        readonly databaseUrl: string;
+        readonly nodeName: string;
+        readonly nodeUrl: string | undefined;
+        readonly leaseMs: number;
+      }
+    | undefined;
 }
 
 /** Programs of instances (host/requirements.ts checks them, the runtimes start them). */
@@ -268,6 +291,13 @@ const Isolation = z.strictObject({
   diskBytes: count(1).optional(),
 });
 
+const Cluster = z.strictObject({
+  databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
+  nodeName: nonEmpty.optional(),
+  nodeUrl: z.url({ protocol: /^https?$/ }).optional(),
+  leaseSeconds: count(1).optional(),
+});
+
 const Options = z.strictObject({
   host: nonEmpty.optional(),
   port: z.int().min(0).max(65535).optional(),
@@ -298,6 +328,7 @@ const Options = z.strictObject({
   mcpMaxSessions: count(1).optional(),
   sandboxRoot: nonEmpty.optional(),
   bwrapPath: nonEmpty.optional(),
+  cluster: Cluster.optional(),
 });
 
 // Keeps the documented interface and the schema in step, key for key.
@@ -312,6 +343,7 @@ void sameKeys;
 /** The option names of `ServerOptions` (the documentation test walks them). */
 export const OPTION_KEYS: readonly string[] = Object.keys(Options.shape);
 export const ISOLATION_KEYS: readonly string[] = Object.keys(Isolation.shape);
+export const CLUSTER_KEYS: readonly string[] = Object.keys(Cluster.shape);
 
 // ---------------------------------------------------------------------------------------------
 // The table of settings
@@ -549,6 +581,35 @@ export const SETTINGS: readonly SettingDoc[] = [
     default: `\`${DEFAULT_MCP_MAX_SESSIONS}\``,
     meaning: 'MCP sessions open at once; past it `initialize` answers 429',
   },
+  {
+    option: 'cluster.databaseUrl',
+    env: 'BURROW_DATABASE_URL',
+    flags: ['--cluster'],
+    default: 'none (one node, no database)',
+    meaning:
+      'cluster mode: instance rows and auth states live in this PostgreSQL, shared by every node (`postgres://…`); every node needs the same auth-state key (`BURROW_SECRET_KEY_FILE`)',
+  },
+  {
+    option: 'cluster.nodeName',
+    env: 'BURROW_NODE_NAME',
+    flags: ['--node-name'],
+    default: 'the host name',
+    meaning:
+      'this node’s name in the cluster, the same across its restarts (letters, digits, `.`, `_`, `-`)',
+  },
+  {
+    option: 'cluster.nodeUrl',
+    env: 'BURROW_NODE_URL',
+    flags: ['--node-url'],
+    default: 'the URL the node listens on',
+    meaning: 'where the other nodes reach this one',
+  },
+  {
+    option: 'cluster.leaseSeconds',
+    env: 'BURROW_LEASE_SECONDS',
+    default: '`15`',
+    meaning: 'seconds a node’s lease lasts without renewal (renewed every third of it)',
+  },
 ];
 
 /** docs/configuration.md's table, made from `SETTINGS`. */
@@ -656,6 +717,18 @@ export function resolveServerConfig(
     const t = text(name);
     if (t !== undefined) secretEnv[name] = t;
   }
+  const databaseUrl = o.cluster?.databaseUrl ?? text('BURROW_DATABASE_URL');
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError(
+      `BURROW_DATABASE_URL must be a postgres:// URL (postgres://user:password@host:5432/db), not ${JSON.stringify(databaseUrl.replace(/\/\/[^@/]*@/, '//…@'))}`,
+    );
+  }
+  const nodeName = o.cluster?.nodeName ?? text('BURROW_NODE_NAME') ?? hostname();
+  const nodeUrl = o.cluster?.nodeUrl ?? text('BURROW_NODE_URL');
+  if (nodeUrl !== undefined && !/^https?:\/\/[^/]+/.test(nodeUrl)) {
+    throw new ConfigError(`BURROW_NODE_URL must be an http(s) URL, not ${JSON.stringify(nodeUrl)}`);
+  }
+  const leaseSeconds = o.cluster?.leaseSeconds ?? int('BURROW_LEASE_SECONDS', 1) ?? 15;
   const config: ServerConfig = {
     host: o.host ?? text('BURROW_HOST') ?? '127.0.0.1',
     port: o.port ?? int('BURROW_PORT', 0, 65535) ?? 8787,
@@ -697,6 +770,10 @@ export function resolveServerConfig(
       oldSecretKeyFiles: o.oldSecretKeyFiles && [...o.oldSecretKeyFiles],
       env: secretEnv,
     },
+    cluster:
+      databaseUrl === undefined
+        ? undefined
+        : { databaseUrl, nodeName, nodeUrl, leaseMs: leaseSeconds * 1000 },
   };
   return deepFreeze(config);
 }

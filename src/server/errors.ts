@@ -95,6 +95,10 @@ export const SERVER_ERRORS = {
   instance_requirements_missing: { status: 503, message: '{detail}' },
   shutting_down: { status: 503, message: 'Server is shutting down' },
   instance_failed_to_start: { status: 500, message: 'Instance {id} failed to start: {reason}' },
+  node_unreachable: {
+    status: 502,
+    message: 'Instance {id} lives on node {node}, which did not answer: {reason}',
+  },
 
   // --- upstream proxy (start option `proxy`) ---
   proxy_refused: { status: 400, message: '{reason}' },

@@ -6,6 +6,8 @@
  * // server.url, server.apiKey
  * ```
  */
+import { ClusterNode } from './cluster/node.js';
+import { Forwarder } from './http/forward.js';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { totalmem } from 'node:os';
@@ -21,7 +23,13 @@ import { Registry } from './instances/registry.js';
 import { MemoryInstanceStore } from './instances/store.js';
 import type { RuntimeFactory } from './instances/runtime.js';
 import { SandboxHost } from './sandbox/index.js';
-import { resolveServerConfig, type ServerOptions, type WarmPoolSizes } from './config.js';
+import {
+  ConfigError,
+  resolveServerConfig,
+  type ServerConfig,
+  type ServerOptions,
+  type WarmPoolSizes,
+} from './config.js';
 
 export {
   ConfigError,
@@ -108,12 +116,16 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   await writeFile(join(runDir, 'owner.pid'), String(process.pid));
 
   let publicUrl = config.publicUrl ?? '';
+  const cluster = config.cluster && (await openCluster(config));
   const authStore = new AuthStore(dataDir, {
     secretKeyFile: config.secretKeys.secretKeyFile,
     oldSecretKeyFiles: config.secretKeys.oldSecretKeyFiles,
     env: config.secretKeys.env,
+    ...(cluster && { backend: cluster.authStates }),
   });
   await authStore.ready; // states of 0.1 and of rotated-out keys re-encrypted
+  // what another node saves or deletes shows here too
+  await cluster?.authStates.watch((id) => void authStore.refresh(id).catch(() => {}));
   const logger = createLogger(config.logLevel, {
     secrets: [apiKey],
     ...(options.logDestination && { destination: options.logDestination }),
@@ -161,11 +173,13 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     maxUploadBytes,
     log: logger,
     sandboxHost,
-    store: new MemoryInstanceStore({ journal: join(runDir, JOURNAL), earlier }),
+    store: cluster?.store ?? new MemoryInstanceStore({ journal: join(runDir, JOURNAL), earlier }),
+    ...(cluster && { newId: () => cluster.newId() }),
     warmPool,
   });
   await registry.adopt();
   const { maxConnectionsPerClient } = config;
+  const forwarder = cluster && new Forwarder(cluster);
   const app = await buildApp({
     apiKey,
     registry,
@@ -175,8 +189,13 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     chromiumPath,
     mcp: config.mcp,
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
+    forwarder,
   });
-  app.server.on('upgrade', (req, socket, head) => handleUpgrade(registry, req, socket, head));
+  app.server.on('upgrade', (req, socket, head) => {
+    const local = () => handleUpgrade(registry, req, socket, head);
+    if (forwarder) forwarder.upgrade(req, socket, head, local);
+    else local();
+  });
   await app.listen({ host, port: config.port });
   // an embedded server's socket and connections never hold the process alone (background.ts)
   background(app.server);
@@ -186,6 +205,13 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const wildcard = host === '0.0.0.0' || host === '::';
   const url = `http://${urlHost(wildcard ? '127.0.0.1' : host)}:${address.port}`;
   publicUrl ||= url;
+  // a node takes its slot (the ids it mints) once others can reach it
+  await cluster?.join({
+    url: config.cluster?.nodeUrl ?? url,
+    capacity: maxInstances,
+    freeSlots: maxInstances,
+    warm: {},
+  });
   // instances never reach burrow's own port, whatever the operator allows on loopback
   sandboxHost.protectedPorts = () => [address.port];
   registry.startPool();
@@ -197,6 +223,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       await registry.close();
       await artifacts.close();
       await app.close();
+      await forwarder?.close();
+      await cluster?.close();
       await sandboxHost.close();
       await rm(runDir, { recursive: true, force: true });
     })());
@@ -214,6 +242,18 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     close,
     [Symbol.asyncDispose]: close,
   };
+}
+
+/** This server as a node of its cluster (`--cluster`); refuses a node without a shared key. */
+async function openCluster(config: ServerConfig): Promise<ClusterNode> {
+  const c = config.cluster!;
+  const keys = config.secretKeys;
+  if (!keys.secretKeyFile && !keys.env.BURROW_SECRET_KEY && !keys.env.BURROW_SECRET_KEY_FILE) {
+    throw new ConfigError(
+      'cluster mode needs the auth-state key every node shares: give --secret-key-file (or BURROW_SECRET_KEY_FILE) the same 32-byte key on each node',
+    );
+  }
+  return ClusterNode.open({ databaseUrl: c.databaseUrl, nodeName: c.nodeName, leaseMs: c.leaseMs });
 }
 
 /**

@@ -49,9 +49,26 @@ addEventListener('mousemove', (e) => { if (held) { box.style.left = (e.clientX -
 addEventListener('mouseup', () => { held = null; });
 </script></body></html>`;
 
+const DIALOGS = `<!doctype html><html><head><title>Dialogs</title></head><body>
+<button id="ask" onclick="result.textContent = 'confirm: ' + confirm('Sure?')">Confirm</button>
+<p id="result">nothing yet</p>
+<input id="file" type="file" aria-label="Attachment">
+<script>addEventListener('beforeunload', (e) => { e.preventDefault(); e.returnValue = ''; });</script>
+</body></html>`;
+
 beforeAll(async () => {
   server = await testServer();
   site = createServer((req, res) => {
+    if (req.url === '/dialogs') {
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      res.end(DIALOGS);
+      return;
+    }
+    if (req.url === '/plain') {
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      res.end('<!doctype html><title>Plain</title><p>nothing logged here</p>');
+      return;
+    }
     if (req.url?.startsWith('/api/')) {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end('{"ok":true}');
@@ -261,6 +278,14 @@ describe('Playwright MCP tools over Streamable HTTP', () => {
       expect(requests).toContain(`[GET] ${origin}/ => [200] OK`);
       expect(requests).toContain(`[GET] ${origin}/api/data?x=1 => [200] OK`);
 
+      // a navigation starts both lists afresh, as in Playwright MCP: the new page's document
+      // request is listed, nothing of the page before
+      await call(client, 'browser_navigate', { url: `${origin}/plain` });
+      expect(await call(client, 'browser_console_messages')).not.toContain('hello from the page');
+      const after = await call(client, 'browser_network_requests');
+      expect(after).toContain(`[GET] ${origin}/plain => [200] OK`);
+      expect(after).not.toContain('/api/data');
+
       // close stops the instance; the next browser_* call starts another
       expect(await call(client, 'browser_close')).toContain(`stopped instance ${id}`);
       await gone(id);
@@ -270,6 +295,49 @@ describe('Playwright MCP tools over Streamable HTTP', () => {
       expect(next[0]!.id).not.toBe(id);
     } finally {
       await client.close(); // no DELETE: the session must still end and stop what it started
+    }
+    await eventually(async () => (await running()).length === 0, 'no instance left', 40_000);
+  }, 240_000);
+
+  it('a dismissed confirm, a cancelled file chooser and a beforeunload dialog', async () => {
+    const client = await httpClient();
+    try {
+      let snap = await call(client, 'browser_navigate', { url: `${origin}/dialogs` });
+      expect(snap).toContain('Page Title: Dialogs');
+
+      // confirm, dismissed: the page reads false
+      const asked = await call(client, 'browser_click', {
+        element: 'Confirm',
+        ref: refOf(snap, /button "Confirm"/),
+      });
+      expect(asked).toContain('confirm dialog with message "Sure?"');
+      const dismissed = await call(client, 'browser_handle_dialog', { accept: false });
+      expect(dismissed).toContain('Dismissed the dialog');
+      expect(dismissed).not.toContain('### Modal state');
+      expect(await evaluate(client, '() => result.textContent')).toBe('confirm: false');
+
+      // a file chooser cancelled (no paths): the modal state ends, the input has no file
+      snap = await call(client, 'browser_snapshot');
+      const chose = await call(client, 'browser_click', {
+        element: 'Attachment',
+        ref: refOf(snap, /"Attachment"/),
+      });
+      expect(chose).toContain('File chooser');
+      const cancelled = await call(client, 'browser_file_upload', {});
+      expect(cancelled).toContain('Cancelled the file chooser');
+      expect(cancelled).not.toContain('### Modal state');
+      expect(await evaluate(client, '() => file.files.length')).toBe(0);
+
+      // leaving a page that asks before unload (it has had a click): the dialog is the modal
+      // state; accepting it lets the navigation go on
+      const leaving = await call(client, 'browser_navigate', { url: `${origin}/plain` });
+      expect(leaving).toContain('beforeunload dialog');
+      const left = await call(client, 'browser_handle_dialog', { accept: true });
+      expect(left).not.toContain('### Modal state');
+      await call(client, 'browser_wait_for', { text: 'nothing logged here' });
+      expect(await evaluate(client, '() => document.title')).toBe('Plain');
+    } finally {
+      await client.close();
     }
     await eventually(async () => (await running()).length === 0, 'no instance left', 40_000);
   }, 240_000);

@@ -245,6 +245,12 @@ async function ubuntuScenario(client: Client): Promise<string> {
   // the browser tools on an ubuntu instance drive its desktop Chromium (started on demand)
   const nav = await call(client, 'browser_navigate', { url: `${origin}/` });
   expect(texts(nav)).toMatch(/- heading "Greeter" \[level=1\] \[ref=e\d+\]/);
+  // Playwright MCP's tools work there too: resize the desktop browser's page, read it back
+  await call(client, 'browser_resize', { width: 700, height: 500 });
+  const size = await call(client, 'browser_evaluate', {
+    function: '() => [innerWidth, innerHeight]',
+  });
+  expect(JSON.parse(texts(size).split('\nLive view')[0]!)).toEqual([700, 500]);
   const desktop = await call(client, 'computer_take_screenshot');
   expect(desktop.content.some((c) => c.type === 'image')).toBe(true);
   return id!;

@@ -212,8 +212,12 @@ describe('ubuntu instance', () => {
         (await client.recordings.list(id)).find((r) => r.id === recording_id)?.state === 'failed',
       'the killed clip reported failed',
     );
+    // the listing and the refused fetch both say why there is no clip
+    const failed = (await client.recordings.list(id)).find((r) => r.id === recording_id);
+    expect(failed?.failure_reason).toMatch(/ffmpeg|signal|SIGKILL|exited/i);
     const err = await client.recordings.get(id, recording_id).catch((e: unknown) => e);
     expect((err as APIError).status).toBe(409);
+    expect((err as APIError).message).toContain(failed!.failure_reason!);
     await client.recordings.start(id);
     await sleep(1200);
     expect(await client.recordings.stop(id)).toMatchObject({ state: 'completed' });

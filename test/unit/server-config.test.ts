@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { SERVE_FLAGS, serveConfig } from '../../src/cli/serve.js';
 import {
   ConfigError,
+  CLUSTER_KEYS,
   ISOLATION_KEYS,
   OPTION_KEYS,
   resolveServerConfig,
@@ -190,8 +191,9 @@ describe('the table of settings', () => {
   it('has a row for every option, isolation option and serve flag, and no other', () => {
     const options = SETTINGS.map((s) => s.option).filter((o) => o !== '-');
     const expected = [
-      ...OPTION_KEYS.filter((k) => k !== 'isolation'),
+      ...OPTION_KEYS.filter((k) => k !== 'isolation' && k !== 'cluster'),
       ...ISOLATION_KEYS.map((k) => `isolation.${k}`),
+      ...CLUSTER_KEYS.map((k) => `cluster.${k}`),
     ];
     expect([...options].sort()).toEqual([...expected].sort());
     const flags = SETTINGS.flatMap((s) => s.flags ?? []);

@@ -8,6 +8,7 @@
  * Stopping is graceful (stdin closed, or `q` for a grabbing ffmpeg): ffmpeg then writes the MP4
  * index and exits; past a deadline the process is killed and the clip reported failed.
  */
+import { constants } from 'node:os';
 import type { Writable } from 'node:stream';
 import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import type { Supervised } from '../../internal/process.js';
@@ -106,8 +107,7 @@ export class FfmpegProcess {
       await raceDeadline(new Promise((r) => err.once('close', r)), 500, { unref: true });
     }
     if (this.#spawnError) return `ffmpeg could not be started: ${this.#spawnError}`;
-    const how = info.signal ? `signal ${info.signal}` : `status ${info.code}`;
-    return `ffmpeg exited with ${how}${this.stderrTail() ? `: ${this.stderrTail()}` : ''}`;
+    return this.#exited(info);
   }
 
   /** Ask ffmpeg to finish the file; resolve once it exited (killed past the deadline). */
@@ -123,9 +123,21 @@ export class FfmpegProcess {
         return { ok: false, reason: 'ffmpeg did not finish in time' };
       }
       if (done.code === 0) return { ok: true };
-      const why = done.signal ? `signal ${done.signal}` : `status ${done.code}`;
-      return { ok: false, reason: `ffmpeg exited with ${why}: ${this.stderrTail()}` };
+      return { ok: false, reason: this.#exited(done) };
     })());
+  }
+
+  /**
+   * `ffmpeg exited with …` and the end of its error output. Inside the sandbox a signal usually
+   * arrives as the status the pid namespace's init reports for it (128 + its number).
+   */
+  #exited(info: { code: number | null; signal: NodeJS.Signals | null }): string {
+    let how = info.signal ? `signal ${info.signal}` : `status ${info.code}`;
+    const signo = !info.signal && info.code !== null && info.code > 128 ? info.code - 128 : 0;
+    const name = Object.entries(constants.signals).find(([, n]) => n === signo)?.[0];
+    if (name) how += ` (killed by ${name})`;
+    const tail = this.stderrTail();
+    return `ffmpeg exited with ${how}${tail ? `: ${tail}` : ''}`;
   }
 }
 

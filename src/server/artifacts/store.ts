@@ -84,6 +84,8 @@ interface Entry {
   duration: number | null;
   /** The retained copy's size, once retained. */
   retainedSize?: number;
+  /** Why a recording failed. */
+  failure?: string;
 }
 
 export interface OpenedArtifact {
@@ -313,6 +315,7 @@ export class InstanceArtifacts {
       ...(await this.#described(e)),
       state: e.state as RecordingState,
       duration_seconds: e.duration,
+      ...(e.failure !== undefined ? { failure_reason: e.failure } : {}),
     };
   }
 
@@ -343,6 +346,7 @@ export class InstanceArtifacts {
     entry.duration = Math.round((Date.now() - entry.startedMs) / 10) / 100;
     entry.state = result.ok ? 'completed' : 'failed';
     if (!result.ok) {
+      entry.failure = result.reason ?? 'the recorder ended without a clip';
       this.#opts.log.warn({ instance: this.#id, reason: result.reason }, 'recording failed');
     }
   }
@@ -368,7 +372,11 @@ export class InstanceArtifacts {
       throw serverError('artifact_in_progress', { kind, id });
     }
     if (e.state !== 'completed')
-      throw serverError('artifact_unavailable', { kind, id, state: e.state });
+      throw serverError('artifact_unavailable', {
+        kind,
+        id,
+        state: e.failure ? `${e.state} (${e.failure})` : e.state,
+      });
     const fh = await this.#openFile(e);
     if (!fh) throw missing();
     const { size } = await fh.stat();

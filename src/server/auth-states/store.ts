@@ -306,6 +306,23 @@ export class AuthStore {
     });
   }
 
+  /**
+   * Read record `id` again from the backend: another process sharing it (a node of the same
+   * cluster) wrote or deleted it. Resolves once this store shows what the backend holds.
+   */
+  refresh(id: string): Promise<void> {
+    return this.#queue.run(async () => {
+      if (!ID.test(id)) return;
+      const sealed = await this.#backend.read(id);
+      this.#states.delete(id);
+      this.#unreadable.delete(id);
+      if (sealed === undefined) return;
+      const opened = unseal(id, sealed, this.#keyring);
+      if (opened.ok) this.#states.set(id, opened.state);
+      else this.#unreadable.set(id, opened.reason);
+    });
+  }
+
   async #create(name: string, data: BrowserAuthData): Promise<{ id: string; name: string }> {
     this.#writable();
     const now = new Date().toISOString();

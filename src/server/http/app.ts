@@ -6,6 +6,7 @@
  * connections, `CONNECT`, unparseable requests) is in `limits.ts`; how JSON bodies are
  * parsed, in `request-body.ts`; what never reaches a log line, in `logger.ts`.
  */
+import type { Forwarder } from './forward.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -59,6 +60,8 @@ export interface AppOptions {
   chromiumPath?: string | undefined;
   /** The MCP endpoint's idle time and session cap (mcp.ts); defaults there. */
   mcp?: { idleMs?: number; maxSessions?: number } | undefined;
+  /** Cluster mode: requests for other nodes' instances go to them (forward.ts). */
+  forwarder?: Forwarder | undefined;
 }
 
 /** Default of `AppOptions.maxJsonBodyBytes`. */
@@ -165,6 +168,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     }
     authenticated(req.raw.socket);
   });
+  if (opts.forwarder) app.addHook('onRequest', opts.forwarder.hook);
 
   app.setErrorHandler((err: unknown, req, reply) => {
     if (err instanceof RequestInvalid) return reply.code(422).send({ detail: err.detail });

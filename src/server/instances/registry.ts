@@ -81,6 +81,8 @@ export interface RegistryOptions {
    * (`adopt`). Default: a `MemoryInstanceStore` without a journal.
    */
   store?: InstanceStore;
+  /** A new instance id; default `inst_` and 16 random hex digits (a cluster's ids: cluster/ids.ts). */
+  newId?: () => string;
 }
 
 export type { WarmPoolSizes } from './pool.js';
@@ -353,7 +355,7 @@ export class Registry {
     resolution: Resolution,
     status: InstanceStatus = 'deploying',
   ): InstanceRecord {
-    const id = `inst_${randomBytes(8).toString('hex')}`;
+    const id = this.#opts.newId?.() ?? `inst_${randomBytes(8).toString('hex')}`;
     return new InstanceRecord(
       id,
       type,

@@ -52,6 +52,8 @@ export interface NetworkRequest {
   status?: number;
   statusText?: string;
   failure?: string;
+  /** The document load it belongs to (CDP `loaderId`). */
+  loaderId?: string;
 }
 
 /** What is kept per tab of console messages and requests (the oldest go first). */
@@ -59,6 +61,8 @@ const MAX_LOG_ENTRIES = 1000;
 
 /** What a tab has seen since burrow attached to it. */
 interface TabRecord {
+  /** The tab's target id, which is also the id of its main frame. */
+  targetId: string;
   sessionId: string;
   console: ConsoleMessage[];
   requests: Map<string, NetworkRequest>;
@@ -66,6 +70,13 @@ interface TabRecord {
   /** Called when a dialog opens, so an action that opened it stops waiting for itself. */
   onDialog: Set<() => void>;
 }
+
+/** Forget what the tab's earlier pages did; the requests of `keepLoader` (the new page's) stay. */
+const clearRecord = (tab: TabRecord, keepLoader?: string) => {
+  tab.console.length = 0;
+  for (const [id, r] of tab.requests)
+    if (!keepLoader || r.loaderId !== keepLoader) tab.requests.delete(id);
+};
 
 const push = <T>(list: T[], item: T) => {
   list.push(item);
@@ -115,6 +126,7 @@ export class PageTools {
         method: request.method,
         url: request.url,
         resourceType: String(p.type ?? 'Other'),
+        ...(typeof p.loaderId === 'string' ? { loaderId: p.loaderId } : {}),
       });
       if (tab.requests.size > MAX_LOG_ENTRIES) {
         tab.requests.delete(tab.requests.keys().next().value!);
@@ -128,6 +140,15 @@ export class PageTools {
     on('Network.loadingFailed', (p, tab) => {
       const r = tab.requests.get(String(p.requestId));
       if (r) r.failure = String(p.errorText);
+    });
+    // Like Playwright MCP, a tab's console messages and requests are those of the page it shows:
+    // a navigation of its main frame (a new document or a history change) starts them afresh.
+    on('Page.frameNavigated', (p, tab) => {
+      const frame = p.frame as { parentId?: string; loaderId?: string } | undefined;
+      if (frame && !frame.parentId) clearRecord(tab, frame.loaderId);
+    });
+    on('Page.navigatedWithinDocument', (p, tab) => {
+      if (p.frameId === tab.targetId) clearRecord(tab, undefined);
     });
     on('Page.javascriptDialogOpening', (p, tab) => {
       tab.modal.push({
@@ -248,6 +269,7 @@ export class PageTools {
         flatten: true,
       });
       this.#tabs.set(targetId, {
+        targetId,
         sessionId,
         console: [],
         requests: new Map(),
@@ -314,7 +336,12 @@ export class PageTools {
     };
   }
 
+  /** Navigates the tab; a dialog the old page opens (`beforeunload`) ends the wait (`#act`). */
   async navigate(url: string): Promise<void> {
+    await this.#act(() => this.#navigate(url));
+  }
+
+  async #navigate(url: string): Promise<void> {
     const nav = this.#watchNavigation();
     const r = await this.#send<{ errorText?: string; loaderId?: string }>(
       'Page.navigate',
@@ -335,9 +362,11 @@ export class PageTools {
     }>('Page.getNavigationHistory');
     const entry = entries[currentIndex - 1];
     if (!entry) throw fail('There is no previous page in this tab', 'no_history');
-    const nav = this.#watchNavigation();
-    await this.#send('Page.navigateToHistoryEntry', { entryId: entry.id });
-    await nav.settle({ timeoutMs: NAV_TIMEOUT_MS });
+    await this.#act(async () => {
+      const nav = this.#watchNavigation();
+      await this.#send('Page.navigateToHistoryEntry', { entryId: entry.id });
+      await nav.settle({ timeoutMs: NAV_TIMEOUT_MS });
+    });
   }
 
   async state(): Promise<PageState> {
@@ -640,7 +669,7 @@ export class PageTools {
     return this.#tab.console;
   }
 
-  /** Requests of the current tab since burrow attached to it, oldest first. */
+  /** Requests of the page the current tab shows (its document's included), oldest first. */
   networkRequests(): NetworkRequest[] {
     return [...this.#tab.requests.values()];
   }

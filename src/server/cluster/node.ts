@@ -1,0 +1,126 @@
+/**
+ * This server as a node of a cluster: what the composition root (../index.ts) makes of
+ * `--cluster`. Opening it connects to the database (migrating it), reads the cluster's id secret
+ * and gives the stores the registry and the auth-state store use; `join` takes a slot and a
+ * lease once the node listens; `route` says which node owns an instance id, from the id alone
+ * (ids.ts) and the nodes' URLs (kept current by NOTIFY).
+ */
+import { randomBytes } from 'node:crypto';
+import { PostgresAuthStateBackend } from './auth-state-backend.js';
+import { Database } from './database.js';
+import { IdSigner } from './ids.js';
+import { PostgresInstanceStore } from './instance-store.js';
+import { listNodes, NodeLease, NODES_CHANNEL, type NodeAdvert } from './nodes.js';
+
+export interface ClusterNodeOptions {
+  databaseUrl: string;
+  nodeName: string;
+  leaseMs: number;
+  /** The schema of the cluster's tables; default `burrow`. */
+  schema?: string;
+  /** The lease was lost (another run took the name, or renewals failed past the lease). */
+  onLost?: (why: string) => void;
+}
+
+/** Where a request for an instance goes. */
+export type Route = 'local' | 'unknown' | { node: string; url: string };
+
+export class ClusterNode {
+  readonly db: Database;
+  readonly name: string;
+  readonly run = randomBytes(6).toString('hex');
+  readonly store: PostgresInstanceStore;
+  readonly authStates: PostgresAuthStateBackend;
+  readonly #signer: IdSigner;
+  readonly #opts: ClusterNodeOptions;
+  #lease: NodeLease | undefined;
+  /** slot → the node's name and URL, as last read. */
+  #nodes = new Map<number, { name: string; url: string }>();
+  #closed: Promise<void> | undefined;
+
+  private constructor(db: Database, secret: Buffer, opts: ClusterNodeOptions) {
+    this.db = db;
+    this.name = opts.nodeName;
+    this.#opts = opts;
+    this.#signer = new IdSigner(secret);
+    this.store = new PostgresInstanceStore(db, { node: opts.nodeName, run: this.run });
+    this.authStates = new PostgresAuthStateBackend(db);
+  }
+
+  static async open(opts: ClusterNodeOptions): Promise<ClusterNode> {
+    const db = await Database.open({
+      url: opts.databaseUrl,
+      ...(opts.schema && { schema: opts.schema }),
+    });
+    try {
+      await db.query(
+        'INSERT INTO cluster_secret (one, secret) VALUES (1, $1) ON CONFLICT DO NOTHING',
+        [randomBytes(32)],
+      );
+      const r = await db.query<{ secret: Buffer }>('SELECT secret FROM cluster_secret');
+      const node = new ClusterNode(db, r.rows[0]!.secret, opts);
+      await db.listen(NODES_CHANNEL, () => void node.#readNodes().catch(() => {}));
+      return node;
+    } catch (err) {
+      await db.close();
+      throw err;
+    }
+  }
+
+  /** Take this node's slot and lease, advertising `advert`. */
+  async join(advert: NodeAdvert): Promise<void> {
+    this.#lease = await NodeLease.join(this.db, {
+      ...advert,
+      name: this.name,
+      run: this.run,
+      leaseMs: this.#opts.leaseMs,
+      ...(this.#opts.onLost && { onLost: this.#opts.onLost }),
+    });
+    await this.#readNodes();
+  }
+
+  get slot(): number | undefined {
+    return this.#lease?.slot;
+  }
+
+  /** A new instance id owned by this node (after `join`). */
+  newId(): string {
+    if (!this.#lease) throw new Error('the node has not joined its cluster yet');
+    return this.#signer.mint(this.#lease.slot);
+  }
+
+  /** What this node advertises from its next renewal on (free slots, warm-pool counts). */
+  advertise(change: Parameters<NodeLease['advertise']>[0]): void {
+    this.#lease?.advertise(change);
+  }
+
+  /**
+   * Which node answers for `id`: this one (`local`: its own slot, or a single-node id), another
+   * (its URL), or none (`unknown`: a forged or foreign id, or a slot no node has had).
+   */
+  async route(id: string): Promise<Route> {
+    const owner = this.#signer.owner(id);
+    if (owner === undefined) return 'unknown';
+    if (owner === 'local' || owner.slot === this.#lease?.slot) return 'local';
+    let node = this.#nodes.get(owner.slot);
+    if (!node) {
+      await this.#readNodes();
+      node = this.#nodes.get(owner.slot);
+    }
+    return node ? { node: node.name, url: node.url } : 'unknown';
+  }
+
+  async #readNodes(): Promise<void> {
+    const next = new Map<number, { name: string; url: string }>();
+    for (const n of await listNodes(this.db)) next.set(n.slot, { name: n.name, url: n.url });
+    this.#nodes = next;
+  }
+
+  /** Leave the cluster and close the database. Idempotent. */
+  close(): Promise<void> {
+    return (this.#closed ??= (async () => {
+      await this.#lease?.leave();
+      await this.db.close();
+    })());
+  }
+}

@@ -1,0 +1,209 @@
+/**
+ * Cluster mode: a request for an instance of another node goes to that node in one hop. The
+ * instance id says which node owns it (../cluster/ids.ts), so a node forwards without asking the
+ * database, and refuses a forged or foreign id (404) before anything else happens.
+ *
+ * - **HTTP.** Every route under `/v1/instance/{id}` and the live-view pages under
+ *   `/stream/{id}/`, after this node checked the API key: method, path, headers and the body
+ *   stream as they came (an upload is not held here; the owner enforces its limit), and the
+ *   owner's answer streamed back as it comes.
+ * - **WebSockets.** `cdp_url` and live-view upgrades (`/cdp/{id}/…`, `/stream/{id}/…`): the
+ *   handshake goes to the owner, and after its 101 the two sockets are joined byte for byte.
+ * - **One hop.** A forwarded request carries `x-burrow-forwarded-by`; a node never forwards such
+ *   a request again (two nodes that disagree on an owner cannot bounce it between them).
+ */
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Agent, request } from 'undici';
+import type { Route } from '../cluster/node.js';
+import { HttpError, refuseUpgrade, serverError } from '../errors.js';
+
+export const FORWARDED_BY = 'x-burrow-forwarded-by';
+
+/** Which node answers for an instance id (`ClusterNode.route`). */
+export interface InstanceRouter {
+  readonly name: string;
+  route(id: string): Promise<Route>;
+}
+
+/** Headers that belong to one connection, not to the request (RFC 9110 §7.6.1), and `host`. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+]);
+
+const INSTANCE_PATH = /^\/(?:v1\/instance|stream|cdp)\/([^/?#]+)/;
+
+/** The instance id a path names, decoded, or undefined. */
+export function instanceIdOf(url: string): string | undefined {
+  const m = INSTANCE_PATH.exec(url);
+  if (!m) return undefined;
+  try {
+    return decodeURIComponent(m[1]!);
+  } catch {
+    return m[1];
+  }
+}
+
+function forwardHeaders(
+  headers: IncomingMessage['headers'],
+  from: string,
+  client: string | undefined,
+): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    if (v === undefined || HOP_BY_HOP.has(k)) continue;
+    out[k] = v;
+  }
+  out[FORWARDED_BY] = from;
+  if (client) {
+    const before = headers['x-forwarded-for'];
+    out['x-forwarded-for'] = before ? `${String(before)}, ${client}` : client;
+  }
+  return out;
+}
+
+/** Answers for another node's instances; `hook` is an `onRequest` hook of the app. */
+export class Forwarder {
+  readonly #router: InstanceRouter;
+  readonly #agent = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
+
+  constructor(router: InstanceRouter) {
+    this.#router = router;
+  }
+
+  /** Where the request goes: `local`, or the owner's URL; throws 404 for a foreign id. */
+  async #target(
+    url: string,
+    headers: IncomingMessage['headers'],
+  ): Promise<{ node: string; url: string } | 'local'> {
+    const id = instanceIdOf(url);
+    if (id === undefined) return 'local';
+    const route = await this.#router.route(id);
+    if (route === 'unknown') throw serverError('instance_not_found', { id });
+    if (route === 'local') return 'local';
+    if (headers[FORWARDED_BY] !== undefined) {
+      // the node that sent it thinks this one owns it: one hop only
+      throw serverError('instance_not_found', { id });
+    }
+    return route;
+  }
+
+  /** An `onRequest` hook: forwards a request for another node's instance, else does nothing. */
+  hook = async (req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
+    const target = await this.#target(req.url, req.headers);
+    if (target === 'local') return undefined;
+    const id = instanceIdOf(req.url)!;
+    const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+    let answer;
+    try {
+      answer = await request(new URL(req.url, target.url), {
+        method: req.method as 'GET',
+        headers: forwardHeaders(req.headers, this.#router.name, req.raw.socket.remoteAddress),
+        ...(hasBody && { body: req.raw }),
+        dispatcher: this.#agent,
+        headersTimeout: 0, // an instance's long call (a bash command) answers when it is done
+        bodyTimeout: 0,
+      });
+    } catch (err) {
+      throw serverError('node_unreachable', {
+        id,
+        node: target.node,
+        reason: (err as Error).message,
+      });
+    }
+    reply.hijack();
+    const res = reply.raw;
+    const headers: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(answer.headers)) {
+      if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+    }
+    res.writeHead(answer.statusCode, headers);
+    try {
+      await pipeline(answer.body, res);
+    } catch {
+      res.destroy(); // the client or the owner went away mid-body
+    }
+    return reply;
+  };
+
+  /**
+   * Routes a WebSocket upgrade: `local` ones go to `handle`; another node's are joined to it.
+   */
+  upgrade(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    handle: (req: IncomingMessage, socket: Duplex, head: Buffer) => void,
+  ): void {
+    socket.on('error', () => socket.destroy());
+    this.#target(req.url ?? '/', req.headers).then(
+      (target) => {
+        if (target === 'local') return handle(req, socket, head);
+        this.#join(target, req, socket, head);
+      },
+      (err: unknown) =>
+        refuseUpgrade(socket, err instanceof HttpError ? err : serverError('internal_error')),
+    );
+  }
+
+  #join(
+    target: { node: string; url: string },
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+  ): void {
+    const id = instanceIdOf(req.url ?? '/')!;
+    const headers = forwardHeaders(req.headers, this.#router.name, req.socket.remoteAddress);
+    headers.connection = 'Upgrade';
+    headers.upgrade = req.headers.upgrade ?? 'websocket';
+    const out = httpRequest(new URL(req.url ?? '/', target.url), { method: req.method, headers });
+    out.on('upgrade', (res, upstream, upHead) => {
+      const lines = [`HTTP/1.1 ${res.statusCode} ${res.statusMessage}`];
+      for (let i = 0; i < res.rawHeaders.length; i += 2) {
+        lines.push(`${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}`);
+      }
+      socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+      if (upHead.length > 0) socket.write(upHead);
+      if (head.length > 0) upstream.write(head);
+      upstream.on('error', () => socket.destroy());
+      socket.on('close', () => upstream.destroy());
+      upstream.on('close', () => socket.destroy());
+      upstream.pipe(socket);
+      socket.pipe(upstream);
+    });
+    out.on('response', (res) => {
+      // the owner refused the upgrade: its answer goes to the client as it is
+      const lines = [`HTTP/1.1 ${res.statusCode} ${res.statusMessage}`];
+      for (let i = 0; i < res.rawHeaders.length; i += 2) {
+        const name = res.rawHeaders[i]!;
+        if (HOP_BY_HOP.has(name.toLowerCase())) continue;
+        lines.push(`${name}: ${res.rawHeaders[i + 1]}`);
+      }
+      lines.push('connection: close');
+      socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+      res.pipe(socket);
+    });
+    out.on('error', (err) =>
+      refuseUpgrade(
+        socket,
+        serverError('node_unreachable', { id, node: target.node, reason: err.message }),
+      ),
+    );
+    out.end();
+  }
+
+  close(): Promise<void> {
+    return this.#agent.close();
+  }
+}
