@@ -58,6 +58,10 @@ py 'import pyflakes' || need python3-pyflakes
 have curl || need curl
 have openssl || need openssl
 have pgrep || need procps
+# the unprivileged tests give their normal user a subordinate uid range (newuidmap) and
+# simulate a container's root with capabilities dropped (capsh)
+have newuidmap || need uidmap
+[ -x /usr/sbin/capsh ] || have capsh || need libcap2-bin
 
 for pkg in ${BURROW_SETUP_ASSUME_MISSING:-}; do need "$pkg"; done
 
