@@ -75,6 +75,10 @@ try {
     id,
     "curl -sS -m 5 -o /dev/null -w '%{http_code}' http://blocked.example/ 2>&1",
   );
+  found.apiPort = await sh(
+    id,
+    `curl -sS -m 5 --noproxy '' -x http://127.0.0.1:3128 -o /dev/null -w '%{http_code}' http://127.0.0.1:${new URL(lease.url).port}/v1/instances 2>&1`,
+  );
   found.quota = await sh(id, 'df -B1 --output=size,target /home/user /tmp | tail -n +2');
   const pause = await client.instances.pause(id).then(
     () => ({ status: 200 }),

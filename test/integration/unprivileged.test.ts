@@ -14,7 +14,16 @@
  * `--privileged` leaves.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +31,8 @@ import { root } from '../e2e/run.js';
 import { testServer, type TestServer } from '../helpers/server.js';
 
 const USER = 'burrow-ci';
+/** The test user's subordinate uid range, where it has none yet. */
+const SUB_START = 2_000_000;
 let home: string;
 let uid: number;
 
@@ -126,6 +137,21 @@ describe('as a normal user', () => {
     expect(doctor.instance_types.ubuntu.ready).toBe(true);
   });
 
+  it('with a subordinate uid range (uidmap): doctor names it and says it is not used yet', async () => {
+    expect(existsSync('/usr/bin/newuidmap'), 'uidmap is installed (scripts/setup.sh)').toBe(true);
+    for (const file of ['/etc/subuid', '/etc/subgid']) {
+      const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
+      if (!text.split('\n').some((l) => l.startsWith(`${USER}:`))) {
+        appendFileSync(file, `${USER}:${SUB_START}:65536\n`);
+      }
+    }
+    const r = await asUser(['src/cli/main.ts', 'doctor', '--json']);
+    const doctor = JSON.parse(r.stdout) as Doctor;
+    const identity = doctor.isolation.find((g) => g.name === 'identity')!;
+    expect(identity.status).toBe('missing');
+    expect(identity.why).toMatch(/subordinate range in \/etc\/subuid \(\d+:\d+\) is not used yet/);
+  });
+
   it('the embedded default with no flag, an ubuntu bash, and the attacks that apply', async () => {
     const r = await asUser(['test/helpers/as-user.ts'], { OPENS: '3' });
     const line = r.stdout.trim().split('\n').pop() ?? '';
@@ -157,6 +183,8 @@ describe('as a normal user', () => {
     // the host's port is not on the instance's loopback, and the egress refuses blocked domains
     expect(f.hostPort).toMatch(/Failed to connect to 127\.0\.0\.1/);
     expect(f.blocked).toBe('403');
+    // burrow's own API port, even through the egress of a server that opens the host loopback
+    expect(f.apiPort).toBe('403');
     // the disk quota: a tmpfs of the quota's size
     expect(f.quota).toBe('4294967296 /home/user\n4294967296 /tmp\n');
     // no freezer without cgroups: pause says which guarantee is missing
@@ -198,8 +226,36 @@ describe('a simulated unprivileged container (root, no CAP_SYS_ADMIN, read-only 
       expect(t[core], core).toBe('held');
     }
     expect(t.identity).toBe('held');
+    expect(t['disk-quota']).toBe('missing');
     const limits = doctor.isolation.find((g) => g.name === 'limits')!;
-    expect(limits.why).toMatch(/read-only|refuses/);
+    expect(limits.why).toMatch(/read-only/);
+  });
+
+  it('instances start with what holds: no limits or quota, the rest as at the root level', async () => {
+    const r = await contained([
+      'env',
+      `HOME=${home}`,
+      `BURROW_DATA_DIR=${join(home, 'contained')}`,
+      'OPENS=1',
+      process.execPath,
+      '--import',
+      'tsx',
+      'test/helpers/as-user.ts',
+    ]);
+    const f = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as Record<string, unknown>;
+    expect(f.error, r.stderr).toBeUndefined();
+    expect(f.uid).toBe(0);
+    expect(f.title).toBe('local page');
+    expect(f.limits).toEqual({ memory_bytes: null, pids: null, cpus: null, disk_bytes: null });
+    expect(f.bash).toBe('hello from user 1000\nburrow\n');
+    expect(f.fds).toMatch(/^0 1 2 3 \n/);
+    expect(f.setns).toBe('done\n');
+    expect(f.hostTmp).toContain("cannot access '/tmp/bci-host-marker'");
+    expect(f.unshare).toMatch(/exit 1/);
+    expect(f.ptrace).toBe('ptrace=-1 errno=1\n');
+    expect(f.blocked).toBe('403');
+    expect(f.apiPort).toBe('403');
+    expect(f.pause).toMatchObject({ status: 503 });
   });
 });
 

@@ -7,6 +7,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { probeCgroups, type CgroupLayout } from './cgroups.js';
 import { quotaMissing } from './quota.js';
 import { seccompSupported } from './seccomp.js';
@@ -159,7 +160,7 @@ function probe(bwrapPath: string | undefined): HostSupport {
   });
   const uidWhy =
     level === 'unprivileged'
-      ? `the server is a normal user: every instance's processes run as its uid (${process.getuid?.()}), each instance in user, pid and mount namespaces of its own, so they cannot see or signal each other or the server`
+      ? `the server is a normal user: every instance's processes run as its uid (${process.getuid?.()}), each instance in user, pid and mount namespaces of its own, so they cannot see or signal each other or the server${subordinateRange() ? `; its subordinate range in /etc/subuid (${subordinateRange()}) is not used yet` : ''}`
       : 'root without CAP_SETUID/CAP_SETGID';
   const guarantees = [
     g(
@@ -305,6 +306,26 @@ function usernsProbe(): { why?: string; fix?: string } {
     why: `could not open a user namespace${max === '0' ? ' (user.max_user_namespaces=0)' : ''}: ${err || `exit ${r.status}`}`,
     fix: 'sysctl -w user.max_user_namespaces=15000 (and kernel.unprivileged_userns_clone=1 where the kernel has it); in a container, allow unshare(CLONE_NEWUSER) in its seccomp profile',
   };
+}
+
+/** The server user's range in /etc/subuid (`start:count`), where it has one. */
+function subordinateRange(): string | undefined {
+  let user = '';
+  try {
+    user = userInfo().username;
+  } catch {
+    /* no passwd entry */
+  }
+  const uid = String(process.getuid?.());
+  try {
+    for (const line of readFileSync('/etc/subuid', 'utf8').split('\n')) {
+      const [who, start, count] = line.split(':');
+      if ((who === user || who === uid) && start && count) return `${start}:${count}`;
+    }
+  } catch {
+    /* none */
+  }
+  return undefined;
 }
 
 /** Mount a size-limited tmpfs in a user and mount namespace of our own, once. */
