@@ -99,6 +99,8 @@ beforeAll(() => {
     execFileSync('useradd', ['--create-home', '--shell', '/bin/bash', USER], { stdio: 'ignore' });
   }
   uid = Number(execFileSync('id', ['-u', USER]).toString().trim());
+  // the user runs this checkout's sources: it must be able to read them
+  execFileSync('runuser', ['-u', USER, '--', 'test', '-r', join(root, 'package.json')]);
   home = mkdtempSync(join(tmpdir(), 'burrow-ci-'));
   chmodSync(home, 0o700);
   chownSync(home, uid, uid);

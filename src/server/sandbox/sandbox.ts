@@ -25,6 +25,13 @@
  *   setpriv --pdeathsig  →  sh (join cgroup)  →  nsenter --net --ipc --uts --cgroup  →
  *   setpriv --reuid U  →  bwrap --userns --pidns --seccomp … --  command
  *
+ * A server that is not root, or root without CAP_SYS_ADMIN (support.ts finds the level), builds
+ * the same machine through user namespaces it owns (`#outerUserns`, `#joinUserns`):
+ *   anchor:  setpriv --pdeathsig  →  unshare --user --mount [→ sh: mount the tmpfs disk]  →  bwrap
+ *   others:  perl  →  [setpriv --reuid U]  →  nsenter --user(outer) --mount(outer) --net --ipc
+ *            --uts --cgroup  →  setpriv --pdeathsig  →  bwrap --userns --pidns --seccomp …
+ * and every command starts behind a shell that closes bubblewrap's two namespace descriptors.
+ *
  * `none` mode (`--insecure-no-isolation`): processes are plain children of the server with HOME
  * and TMPDIR in the instance directory. Convenience, not isolation.
  */
