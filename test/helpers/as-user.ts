@@ -17,6 +17,7 @@ const client = new Burrow({ baseUrl: lease.url, apiKey: lease.apiKey });
 try {
   // the bridge on the embedded default, a few times: the first result is the page, all are timed
   const opens: number[] = [];
+  let kept: [string, string, string] = ['', '', ''];
   for (let i = 0; i < Number(process.env.OPENS ?? 3); i++) {
     const t0 = performance.now();
     await using session = await openSession();
@@ -29,8 +30,30 @@ try {
       (e: Error) => `failed ${e.message.split('\n')[0]}`,
     );
     found.browserLimits = (await client.instances.get(session.instance.id)).limits;
+    // a download and a recording, read by the server out of the instance's disk (a tmpfs in its
+    // own mount namespace at the unprivileged level)
+    await session.recording.start();
+    const text = `download ${Date.now()}`;
+    await session.page.setContent(
+      `<a id="d" download="notes.txt" href="data:text/plain,${encodeURIComponent(text)}">d</a>`,
+    );
+    await Promise.all([session.page.waitForEvent('download'), session.page.click('#d')]);
+    await new Promise((r) => setTimeout(r, 1500));
+    const clip = await session.recording.stop();
+    const [download] = await session.downloads.list();
+    const res = await client.downloads.get(session.instance.id, download?.id ?? 'none');
+    const chunks: Buffer[] = [];
+    for await (const c of res.body) chunks.push(c as Buffer);
+    found.download = Buffer.concat(chunks).toString() === text ? 'same bytes' : 'different';
+    found.recording = clip.state;
+    kept = [session.instance.id, download?.id ?? 'none', text];
   }
   found.opens = opens;
+  // copied out at stop, while the disk was there: still served after the instance is gone
+  const after = await client.downloads.get(kept[0], kept[1]);
+  const rest: Buffer[] = [];
+  for await (const c of after.body) rest.push(c as Buffer);
+  found.downloadAfterStop = Buffer.concat(rest).toString() === kept[2] ? 'same bytes' : 'different';
 
   // an ubuntu instance: its bash, and what it can reach
   const ubuntu = await client.instances.start({

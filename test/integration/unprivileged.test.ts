@@ -165,6 +165,10 @@ describe('as a normal user', () => {
     // the embedded default opens the host's loopback on purpose (a test suite's own pages)
     expect(f.hostPage).toMatch(/^loaded 200 .*host secret/);
     expect(f.browserLimits).toMatchObject({ memory_bytes: null, disk_bytes: 4 * 1024 ** 3 });
+    // downloads and recordings are read out of the tmpfs disk through the anchor's mount namespace
+    expect(f.download).toBe('same bytes');
+    expect(f.recording).toBe('completed');
+    expect(f.downloadAfterStop).toBe('same bytes');
     console.log(`openSession as a normal user (warm server), ms: ${String(f.opens)}`);
     // the ubuntu instance: bash as the instance's user, its own host name
     expect(f.bash).toBe('hello from user 1000\nburrow\n');
@@ -248,6 +252,9 @@ describe('a simulated unprivileged container (root, no CAP_SYS_ADMIN, read-only 
     expect(f.error, r.stderr).toBeUndefined();
     expect(f.uid).toBe(0);
     expect(f.title).toBe('local page');
+    expect(f.download).toBe('same bytes');
+    expect(f.recording).toBe('completed');
+    expect(f.downloadAfterStop).toBe('same bytes');
     expect(f.limits).toEqual({ memory_bytes: null, pids: null, cpus: null, disk_bytes: null });
     expect(f.bash).toBe('hello from user 1000\nburrow\n');
     expect(f.fds).toMatch(/^0 1 2 3 \n/);
