@@ -79,6 +79,11 @@ try {
     // try to enter whatever descriptor was inherited (setns is 308 on x86_64, 268 on arm64)
     `perl -e 'my $n = $^O eq "linux" && \`uname -m\` =~ /aarch64/ ? 268 : 308; opendir(my $d, "/proc/self/fd"); for my $f (grep { /^\\d+$/ && $_ > 2 } readdir $d) { my $r = syscall($n, 0 + $f, 0); print "fd $f setns=$r\\n" if $r == 0 }; print "done\\n"'`,
   );
+  // every namespace descriptor any process of the instance holds (its own to take by /proc/N/fd)
+  found.nsFdsAnywhere = await sh(
+    id,
+    'for d in /proc/[0-9]*/fd/*; do l=$(readlink "$d" 2>/dev/null) && echo "$d $l"; done | grep -E "(user|pid|net|mnt|ipc|uts|cgroup|time):\\[" || true',
+  );
   found.hostTmp = await sh(id, 'ls -a /tmp; ls /tmp/bci-host-marker 2>&1; ls / ');
   found.procs = await sh(id, 'ls /proc | grep -E "^[0-9]+$" | tr "\\n" " "');
   found.otherPid = otherPid;

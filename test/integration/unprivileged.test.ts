@@ -92,6 +92,10 @@ interface Doctor {
 }
 const table = (d: Doctor) => Object.fromEntries(d.isolation.map((g) => [g.name, g.status]));
 
+/** Every namespace descriptor held by any process an instance can see (`/proc/N/fd`). */
+const NS_FDS_ANYWHERE =
+  'for d in /proc/[0-9]*/fd/*; do l=$(readlink "$d" 2>/dev/null) && echo "$d $l"; done | grep -E "(user|pid|net|mnt|ipc|uts|cgroup|time):\\[" || true';
+
 beforeAll(() => {
   try {
     execFileSync('id', ['-u', USER], { stdio: 'ignore' });
@@ -176,6 +180,7 @@ describe('as a normal user', () => {
     expect(f.fds).toMatch(/^0 1 2 3 \n/);
     expect(f.fds).not.toMatch(/(user|pid|net|mnt|ipc|uts|cgroup):\[/);
     expect(f.setns).toBe('done\n');
+    expect(f.nsFdsAnywhere).toBe('');
     // not the host's /tmp, no host directories
     expect(f.hostTmp).toContain("cannot access '/tmp/bci-host-marker'");
     expect(f.hostTmp).not.toMatch(/^root$|^srv$|^work$/m);
@@ -294,6 +299,9 @@ describe('at the root level', () => {
       `perl -e 'my $n = \`uname -m\` =~ /aarch64/ ? 268 : 308; opendir(my $d, "/proc/self/fd"); for my $f (grep { /^\\d+$/ && $_ > 2 } readdir $d) { my $r = syscall($n, 0 + $f, 0); print "fd $f setns=$r\\n" if $r == 0 }; print "done\\n"'`,
     );
     expect(setns).toBe('done\n');
+    // nor does any process of the instance (Xvfb, the toolbox, …): their descriptors are the
+    // instance's to take, by /proc/N/fd
+    expect(await bash(NS_FDS_ANYWHERE)).toBe('');
     await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
   });
 });
