@@ -63,6 +63,10 @@ have pgrep || need procps
 [ -x /usr/bin/microsocks ] || need microsocks
 # the cluster tests start a PostgreSQL 15 of their own (initdb + pg_ctl in a temp directory)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need postgresql
+# the unprivileged tests give their normal user a subordinate uid range (newuidmap) and
+# simulate a container's root with capabilities dropped (capsh)
+have newuidmap || need uidmap
+[ -x /usr/sbin/capsh ] || have capsh || need libcap2-bin
 
 for pkg in ${BURROW_SETUP_ASSUME_MISSING:-}; do need "$pkg"; done
 

@@ -7,7 +7,12 @@ import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { programPaths, type ServerOptions } from '../server/config.js';
 import { aptLine, present, requirements, type Requirement } from '../server/host/requirements.js';
-import { hostSupport, type Guarantee } from '../server/sandbox/index.js';
+import {
+  CORE_GUARANTEES,
+  hostSupport,
+  type Guarantee,
+  type PrivilegeLevel,
+} from '../server/sandbox/index.js';
 
 export const usage = `burrow doctor [--json]
 
@@ -29,11 +34,18 @@ export interface GuaranteeCheck {
   name: string;
   what: string;
   ok: boolean;
+  /** `held` or `missing`, found by trying it once. */
+  status: 'held' | 'missing';
+  /** Instances refuse to start without it. */
+  core: boolean;
+  why?: string;
   fix?: string;
 }
 
 export interface DoctorReport {
   root: boolean;
+  /** The privilege level the server would run at (`root`, `container-root`, `unprivileged`). */
+  level: PrivilegeLevel;
   programs: ProgramCheck[];
   isolation: GuaranteeCheck[];
   /** Per instance type: whether it can start here, and what stops it. */
@@ -107,9 +119,7 @@ export async function report(
   }));
   const support = hostSupport(options.bwrapPath ?? (env.BURROW_BWRAP || undefined));
   const isolation = support.guarantees.map((g: Guarantee) => ({ ...g }));
-  const coreGaps = isolation.filter(
-    (g) => !g.ok && ['identity', 'egress', 'seccomp', 'chromium-sandbox'].includes(g.name),
-  );
+  const coreGaps = isolation.filter((g) => !g.ok && CORE_GUARANTEES.includes(g.name));
   const typeStatus = (type: 'browser' | 'ubuntu') => {
     const missing = all.filter((r, i) => !ok[i] && r.types.includes(type)).map((r) => r.name);
     if (coreGaps.length > 0) missing.push(`isolation (${coreGaps.map((g) => g.name).join(', ')})`);
@@ -118,6 +128,7 @@ export async function report(
   const missing = all.filter((_, i) => !ok[i]);
   return {
     root: support.root,
+    level: support.level,
     programs: checks,
     isolation,
     instance_types: { browser: typeStatus('browser'), ubuntu: typeStatus('ubuntu') },
@@ -137,12 +148,12 @@ export function formatReport(r: DoctorReport): string[] {
         : `  MISSING  ${p.name} (${p.needed_for}); looked for ${p.paths.join(', ')}; fix: ${sudo(r.root, p.fix!)}`,
     );
   }
-  lines.push('', 'isolation of instances:');
+  lines.push('', `isolation of instances (privilege level: ${r.level}):`);
   for (const g of r.isolation) {
     lines.push(
       g.ok
-        ? `  ok       ${g.name}: ${g.what}`
-        : `  MISSING  ${g.name}: ${g.what}; fix: ${g.fix ?? 'see src/server/sandbox/ISOLATION.md'}`,
+        ? `  ok       ${g.name}: ${g.what}${g.why ? ` (${g.why})` : ''}`
+        : `  MISSING  ${g.name}${g.core ? ' (core)' : ''}: ${g.what}; why: ${g.why ?? 'unknown'}; fix: ${g.fix ?? 'see src/server/sandbox/ISOLATION.md'}`,
     );
   }
   lines.push('', 'instance types:');
@@ -180,10 +191,13 @@ export function formatSummary(r: DoctorReport): string[] {
   for (const p of r.programs.filter((x) => !x.ok)) {
     lines.push(`MISSING ${p.name} (${p.needed_for}); fix: ${sudo(r.root, p.fix!)}`);
   }
+  lines.push(`privilege level: ${r.level}`);
   const held = r.isolation.filter((g) => g.ok).map((g) => g.name);
   if (held.length) lines.push(`isolation guarantees that hold: ${held.join(', ')}`);
   for (const g of r.isolation.filter((x) => !x.ok)) {
-    lines.push(`MISSING isolation guarantee ${g.name}; fix: ${g.fix ?? 'see burrow doctor'}`);
+    lines.push(
+      `MISSING isolation guarantee ${g.name}${g.core ? ' (core)' : ''}: ${g.why ?? 'unknown'}; fix: ${g.fix ?? 'see burrow doctor'}`,
+    );
   }
   const types = Object.entries(r.instance_types).map(([type, s]) =>
     s.ready ? `${type} ready` : `${type} cannot start (missing ${s.missing.join('; ')})`,

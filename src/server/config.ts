@@ -476,7 +476,7 @@ export const SETTINGS: readonly SettingDoc[] = [
   {
     option: 'sandboxRoot',
     env: 'BURROW_SANDBOX_ROOT',
-    default: `\`${DEFAULT_SANDBOX_ROOT}\``,
+    default: `\`${DEFAULT_SANDBOX_ROOT}\` (a normal user: \`sandboxes\` in the data dir)`,
     meaning: 'instance disks and generated `/etc`s; every instance uid must be able to traverse it',
   },
   {

@@ -26,7 +26,17 @@ const stages = instructions.join('\n').split(/^FROM /m);
 const runtime = stages[stages.length - 1]!;
 
 /** The packages setup.sh installs (`need pkg`), without those it installs for the tests. */
-const TEST_ONLY = new Set(['curl', 'openssl', 'procps', 'tinyproxy', 'microsocks', 'postgresql']);
+const TEST_ONLY = new Set([
+  // uidmap: the unprivileged tests' subordinate uid range (the server does not use one yet)
+  'uidmap',
+  'libcap2-bin',
+  'curl',
+  'openssl',
+  'procps',
+  'tinyproxy',
+  'microsocks',
+  'postgresql',
+]);
 const serverPackages = [
   ...new Set([...setup.matchAll(/\bneed ([a-z0-9][a-z0-9.+-]+)/g)].map((m) => m[1]!)),
 ].filter((p) => p !== 'pkg' && !TEST_ONLY.has(p));

@@ -195,7 +195,9 @@ export class InstanceArtifacts {
 
   /** The instance's home exists: artifacts are read from there until `finish`. */
   async attach(home: ArtifactHome): Promise<void> {
-    this.#home = { ...home, real: await realpath(home.host) };
+    // a home reached through another mount namespace (`/proc/<pid>/root/…`: the tmpfs disk of
+    // an unprivileged server's instance) is canonical already, and realpath would leave it
+    this.#home = { ...home, real: viaProc(home.host) ? home.host : await realpath(home.host) };
   }
 
   /** How this instance records (set by its runtime). */
@@ -535,6 +537,11 @@ async function copySparse(source: FileHandle, size: number, dest: string): Promi
  * Open `rel` under `root` (a real path) for reading, refusing links, FIFOs and anything that is
  * not a regular file at exactly that path. Undefined when it is missing or refused.
  */
+/** Whether `path` reaches into another process's mount namespace (`/proc/<pid>/root/…`). */
+function viaProc(path: string): boolean {
+  return /^\/proc\/\d+\/root\//.test(path);
+}
+
 async function safeOpen(root: string, rel: string): Promise<FileHandle | undefined> {
   const path = join(root, rel);
   if (!path.startsWith(`${root}/`)) return undefined;
@@ -547,7 +554,9 @@ async function safeOpen(root: string, rel: string): Promise<FileHandle | undefin
   try {
     const st = await fh.stat();
     const real = await readlink(`/proc/self/fd/${fh.fd}`);
-    if (st.isFile() && real === path) return fh;
+    // through /proc/<pid>/root the descriptor names the path as its own mount namespace sees it
+    const expected = viaProc(path) ? path.replace(/^\/proc\/\d+\/root/, '') : path;
+    if (st.isFile() && real === expected) return fh;
   } catch {
     /* refused below */
   }

@@ -174,6 +174,8 @@ export abstract class InstanceMachine implements InstanceRuntime {
 
   async pause(): Promise<void> {
     const sandbox = this.live();
+    const refusal = sandbox.pauseRefusal;
+    if (refusal) throw serverError('isolation_unavailable', { reason: refusal });
     await this.beforePause();
     await sandbox.pause();
   }

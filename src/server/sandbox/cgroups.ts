@@ -1,24 +1,44 @@
 /**
  * Resource limits of an instance: one cgroup per instance with a memory, process-count and CPU
- * limit, and the freezer for pause. cgroup v2 where the machine mounts it at /sys/fs/cgroup
- * (unified hierarchy), else cgroup v1 with one directory per controller
- * (/sys/fs/cgroup/{memory,pids,cpu,freezer}). Needs root; without it an instance runs unlimited
- * and `burrow doctor` says so.
+ * limit, and the freezer for pause. cgroup v2 where the machine mounts the unified hierarchy at
+ * /sys/fs/cgroup with those controllers, else cgroup v1 with one directory per controller
+ * (/sys/fs/cgroup/{memory,pids,cpu,freezer}).
+ *
+ * The cgroups nest: an instance's cgroup is made under the server's own (read from
+ * `/proc/self/cgroup`, per controller on v1), in `<own>/burrow/<name>`, never at a fixed path at
+ * the hierarchy's root, so instances stay inside whatever limits a pod, a systemd service or a CI
+ * job put the server in. On v2 a cgroup with processes cannot hand controllers to its children,
+ * so the server first moves itself into a leaf of its own (`<own>/burrow-server`) and then enables
+ * the controllers in `<own>/cgroup.subtree_control` (`prepareCgroups`). A normal user gets limits
+ * only where its own v2 subtree is delegated to it (systemd's `user@.service` delegation); the
+ * probe (`probeCgroups`) tries the real thing once and says why when it fails.
  *
  * Every process of the instance is placed in the cgroup before it executes anything (the spawn
  * wrapper writes its own pid into `cgroup.procs`), so nothing it forks can be outside.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmdirSync,
+  writeFileSync,
+} from 'node:fs';
 import { mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { until } from '../../internal/deadline.js';
 import { signalQuietly } from '../../internal/process.js';
 
-const ROOT = '/sys/fs/cgroup';
+/** Where cgroupfs is mounted. */
+export const CGROUP_ROOT = '/sys/fs/cgroup';
 const V1_CONTROLLERS = ['memory', 'pids', 'cpu', 'freezer'] as const;
-/** Directory under each hierarchy holding burrow's instance cgroups. */
+const V2_CONTROLLERS = ['memory', 'pids', 'cpu'] as const;
+/** Directory under the server's own cgroup holding its instance cgroups. */
 const PARENT = 'burrow';
+/** The leaf the server moves itself into on v2 (a cgroup with processes has no children's controllers). */
+export const SERVER_LEAF = 'burrow-server';
 
 export interface Limits {
   /** Memory (RAM, page cache and tmpfs pages the instance touches) in bytes. */
@@ -31,14 +51,149 @@ export interface Limits {
 
 export type CgroupVersion = 1 | 2;
 
-/** Which cgroup version this machine offers to a root process, or undefined. */
-export function cgroupVersion(): CgroupVersion | undefined {
-  if (process.getuid?.() !== 0) return undefined;
-  if (existsSync(join(ROOT, 'cgroup.controllers'))) {
-    const have = readFileSync(join(ROOT, 'cgroup.controllers'), 'utf8').split(/\s+/);
-    return ['memory', 'pids', 'cpu'].every((c) => have.includes(c)) ? 2 : undefined;
+/** Where instance cgroups go: v2 one parent directory; v1 one per controller, in the order memory, pids, cpu, freezer. */
+export interface CgroupLayout {
+  version: CgroupVersion;
+  parents: readonly string[];
+  /** v2: the server's own cgroup directory (it moves into its `SERVER_LEAF` before use). */
+  own?: string;
+}
+
+/** The server's cgroup per controller (v1) and its unified path (v2), from `/proc/self/cgroup` text. */
+export function parseProcCgroup(text: string): { v1: Map<string, string>; v2: string | undefined } {
+  const v1 = new Map<string, string>();
+  let v2: string | undefined;
+  for (const line of text.split('\n')) {
+    const m = /^(\d+):([^:]*):(.*)$/.exec(line.trim());
+    if (!m) continue;
+    const [, id, ctrls, path] = m as unknown as [string, string, string, string];
+    if (id === '0' && ctrls === '') v2 = path;
+    else for (const c of ctrls.split(',')) if (c) v1.set(c, path);
   }
-  return V1_CONTROLLERS.every((c) => existsSync(join(ROOT, c, 'cgroup.procs'))) ? 1 : undefined;
+  return { v1, v2 };
+}
+
+/**
+ * Where this server's instance cgroups would go, from the cgroupfs under `root` and the server's
+ * own `/proc/self/cgroup` text; or why there is no such place. Looks only; `probeCgroups` tries.
+ */
+export function cgroupLayout(
+  root = CGROUP_ROOT,
+  self = readText('/proc/self/cgroup'),
+): { layout: CgroupLayout } | { why: string } {
+  const own = parseProcCgroup(self);
+  if (existsSync(join(root, 'cgroup.controllers'))) {
+    const dir = join(root, own.v2 ?? '/');
+    const have = readText(join(dir, 'cgroup.controllers')).split(/\s+/);
+    const lacking = V2_CONTROLLERS.filter((c) => !have.includes(c));
+    if (lacking.length > 0) {
+      return {
+        why: `the server's cgroup ${own.v2 ?? '/'} (v2) has no ${lacking.join(', ')} controller (run the server in a cgroup delegated to its user, e.g. systemd-run --user --scope -p Delegate=yes, or a service with Delegate=yes)`,
+      };
+    }
+    return { layout: { version: 2, parents: [join(dir, PARENT)], own: dir } };
+  }
+  const parents: string[] = [];
+  for (const c of V1_CONTROLLERS) {
+    if (!existsSync(join(root, c, 'cgroup.procs'))) {
+      return {
+        why: `no cgroup v2 with memory, pids and cpu, and no cgroup v1 ${c} hierarchy at ${join(root, c)}`,
+      };
+    }
+    parents.push(join(root, c, own.v1.get(c) ?? '/', PARENT));
+  }
+  return { layout: { version: 1, parents } };
+}
+
+/**
+ * Find the layout and try it once: create a cgroup under each parent (v2: under the server's own
+ * cgroup, which must be writable by the server's user), set a limit in it, remove it. Returns the
+ * layout, or why limits do not hold here.
+ */
+export function probeCgroups(
+  root = CGROUP_ROOT,
+  self = readText('/proc/self/cgroup'),
+): { layout: CgroupLayout } | { why: string } {
+  const found = cgroupLayout(root, self);
+  if (!('layout' in found)) return found;
+  const { layout } = found;
+  const probe = `probe-${process.pid}`;
+  try {
+    if (layout.version === 2) {
+      // the server's own cgroup must let it make a leaf, move into it and hand down controllers
+      const own = layout.own!;
+      for (const f of ['', 'cgroup.procs', 'cgroup.subtree_control']) {
+        accessSync(join(own, f), constants.W_OK);
+      }
+      return found;
+    }
+    for (const [i, parent] of layout.parents.entries()) {
+      mkdirSyncP(parent);
+      const dir = join(parent, probe);
+      mkdirSync(dir);
+      try {
+        if (i === 1) writeFileSync(join(dir, 'pids.max'), '10'); // the pids controller
+      } finally {
+        rmdirQuiet(dir);
+      }
+    }
+    return found;
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const why =
+      e.code === 'EROFS'
+        ? 'cgroupfs is mounted read-only (a container without cgroup delegation)'
+        : e.code === 'EACCES' || e.code === 'EPERM'
+          ? process.getuid?.() === 0
+            ? 'the cgroup hierarchy refuses the server (no CAP_SYS_ADMIN, or a container without cgroup delegation)'
+            : `the server's user cannot write its cgroup (${e.path ?? ''}); cgroup v1 hierarchies are root's, and a v2 subtree must be delegated to the user (systemd user@.service delegation)`
+          : `could not create a cgroup: ${e.message}`;
+    return { why };
+  }
+}
+
+/**
+ * v2 only: move this process into its leaf (`<own>/burrow-server`) and let `<own>` and
+ * `<own>/burrow` hand memory, pids and cpu to their children. Idempotent. Throws when the
+ * hierarchy refuses (other processes still in `<own>`, say).
+ */
+export async function prepareCgroups(layout: CgroupLayout, pid = process.pid): Promise<void> {
+  if (layout.version !== 2) {
+    for (const p of layout.parents) await mkdir(p, { recursive: true });
+    return;
+  }
+  const own = layout.own!;
+  const enable = V2_CONTROLLERS.map((c) => `+${c}`).join(' ');
+  // the hierarchy's real root has no cgroup.type and may keep processes beside its children
+  if (existsSync(join(own, 'cgroup.type'))) {
+    const leaf = join(own, SERVER_LEAF);
+    await mkdir(leaf, { recursive: true });
+    await writeFile(join(leaf, 'cgroup.procs'), `${pid}\n`);
+  }
+  await writeFile(join(own, 'cgroup.subtree_control'), enable);
+  const parent = layout.parents[0]!;
+  await mkdir(parent, { recursive: true });
+  await writeFile(join(parent, 'cgroup.subtree_control'), enable);
+}
+
+function readText(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+function mkdirSyncP(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+}
+
+function rmdirQuiet(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    /* gone already */
+  }
 }
 
 export class Cgroup {
@@ -55,13 +210,9 @@ export class Cgroup {
   }
 
   /** Create the instance's cgroup `name` with `limits`. */
-  static async create(version: CgroupVersion, name: string, limits: Limits): Promise<Cgroup> {
-    if (version === 2) {
-      const parent = join(ROOT, PARENT);
-      await mkdir(parent, { recursive: true });
-      // children of `burrow` may use these controllers
-      await writeFile(join(parent, 'cgroup.subtree_control'), '+memory +pids +cpu').catch(() => {});
-      const dir = join(parent, name);
+  static async create(layout: CgroupLayout, name: string, limits: Limits): Promise<Cgroup> {
+    if (layout.version === 2) {
+      const dir = join(layout.parents[0]!, name);
       await mkdir(dir);
       const cg = new Cgroup(2, [dir], dir);
       try {
@@ -77,13 +228,13 @@ export class Cgroup {
       return cg;
     }
     const dirs: string[] = [];
-    for (const c of V1_CONTROLLERS) {
-      const dir = join(ROOT, c, PARENT, name);
-      await mkdir(join(ROOT, c, PARENT), { recursive: true });
+    for (const parent of layout.parents) {
+      const dir = join(parent, name);
+      await mkdir(parent, { recursive: true });
       await mkdir(dir); // never share a cgroup with a leftover of the same name
       dirs.push(dir);
     }
-    const cg = new Cgroup(1, dirs, join(ROOT, 'freezer', PARENT, name));
+    const cg = new Cgroup(1, dirs, dirs[3]!);
     try {
       const [memory, pids, cpu] = dirs as [string, string, string, string];
       await writeFile(join(memory, 'memory.limit_in_bytes'), String(limits.memoryBytes));
@@ -204,10 +355,10 @@ export class Cgroup {
  * is left in them, and remove them.
  */
 export async function sweepCgroups(
-  version: CgroupVersion,
+  layout: CgroupLayout,
   live: (name: string) => boolean,
 ): Promise<void> {
-  const parent = version === 2 ? join(ROOT, PARENT) : join(ROOT, 'pids', PARENT);
+  const parent = layout.version === 2 ? layout.parents[0]! : layout.parents[1]!;
   let names: string[] = [];
   try {
     names = (await readdir(parent, { withFileTypes: true }))
@@ -218,14 +369,11 @@ export async function sweepCgroups(
   }
   for (const name of names) {
     if (live(name)) continue;
-    const dirs =
-      version === 2
-        ? [join(ROOT, PARENT, name)]
-        : V1_CONTROLLERS.map((c) => join(ROOT, c, PARENT, name));
+    const dirs = layout.parents.map((p) => join(p, name));
     const cg = new Cgroup(
-      version,
+      layout.version,
       dirs.filter((d) => existsSync(d)),
-      version === 2 ? dirs[0]! : join(ROOT, 'freezer', PARENT, name),
+      layout.version === 2 ? dirs[0]! : dirs[3]!,
     );
     try {
       await cg.kill();

@@ -10,7 +10,7 @@ import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { Logger } from '../../internal/log.js';
 import { pidAlive } from '../../internal/process.js';
-import { sweepCgroups, type Limits } from './cgroups.js';
+import { prepareCgroups, sweepCgroups, type CgroupLayout, type Limits } from './cgroups.js';
 import { DiskQuota, DiskStock, unmountAllUnder } from './quota.js';
 import { buildEtc } from './rootfs.js';
 import { buildSpawnPlan, type SpawnPlan } from './plan.js';
@@ -104,6 +104,8 @@ export class SandboxHost {
   #stock: DiskStock | undefined;
   /** The bubblewrap binary instances are built with (undefined where there is none). */
   readonly bwrap: string | undefined;
+  /** Where instance cgroups go (the probe's layout, once the server is in place), or none. */
+  cgroups: CgroupLayout | undefined;
 
   private constructor(opts: SandboxHostOptions, support: HostSupport) {
     this.support = support;
@@ -118,7 +120,12 @@ export class SandboxHost {
               '; ',
             )}. Run \`burrow doctor\`, or start the server with --insecure-no-isolation to run instances unisolated.`
         : undefined;
-    const sandboxRoot = opts.sandboxRoot ?? DEFAULT_SANDBOX_ROOT;
+    // a normal user cannot write the system default: its sandboxes go beside its data
+    const sandboxRoot =
+      !support.root && (opts.sandboxRoot ?? DEFAULT_SANDBOX_ROOT) === DEFAULT_SANDBOX_ROOT
+        ? join(dirname(dirname(opts.runDir)), 'sandboxes')
+        : (opts.sandboxRoot ?? DEFAULT_SANDBOX_ROOT);
+    this.cgroups = support.cgroups;
     this.#sandboxRoot = sandboxRoot;
     this.bwrap = toolPath('bwrap', opts.bwrapPath);
     this.root = join(sandboxRoot, basename(opts.runDir));
@@ -145,14 +152,23 @@ export class SandboxHost {
     if (host.isolated) {
       // what is left of dead runs' instances dies first, and only then their disks go: a
       // process still running could swap a directory being removed for a link
-      if (host.support.cgroups) {
-        await sweepCgroups(host.support.cgroups, (name) => pidAlive(Number(name.split('.')[0])));
+      if (host.cgroups) {
+        try {
+          // v2: the server moves into a leaf of its cgroup before handing controllers down
+          await prepareCgroups(host.cgroups);
+          await sweepCgroups(host.cgroups, (name) => pidAlive(Number(name.split('.')[0])));
+        } catch (err) {
+          log.warn(
+            `isolation: MISSING limits: could not prepare the server's cgroup (${(err as Error).message}); instances run without memory, process and CPU limits`,
+          );
+          host.cgroups = undefined;
+        }
       }
       await host.#sweep();
       await mkdirTraversable(host.root);
       await buildEtc(host.etcDir);
       host.#plan = buildSpawnPlan(host.bwrap); // now, not at the first instance's start
-      if (host.limits.diskBytes > 0 && host.support.quota) {
+      if (host.limits.diskBytes > 0 && host.support.quotaKind === 'loop') {
         host.#stock = new DiskStock(
           join(host.root, '.stock'),
           host.limits.diskBytes,

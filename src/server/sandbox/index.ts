@@ -21,7 +21,14 @@ export {
   type SandboxResourceLimits,
 } from './host.js';
 export { connectInside, type ConnectSandbox } from './connect.js';
-export { describeSupport, hostSupport, type Guarantee, type HostSupport } from './support.js';
+export {
+  CORE_GUARANTEES,
+  describeSupport,
+  hostSupport,
+  type Guarantee,
+  type HostSupport,
+  type PrivilegeLevel,
+} from './support.js';
 export { buildSeccompFilter, DENIED_SYSCALLS } from './seccomp.js';
 export {
   chromiumProxyArgs,

@@ -13,7 +13,9 @@ import { initMounts, instanceMounts, type MountStep } from './rootfs.js';
 import { toolPath, type Tool } from './support.js';
 
 /** The programs of the root-side chain (sandbox.ts), by absolute path. */
-export type ChainTools = Readonly<Record<'perl' | 'nsenter' | 'setpriv' | 'bwrap', string>>;
+export type ChainTools = Readonly<
+  Record<'perl' | 'nsenter' | 'setpriv' | 'bwrap' | 'unshare' | 'sh', string>
+>;
 
 export interface SpawnPlan {
   readonly tools: ChainTools;
@@ -38,6 +40,9 @@ export function buildSpawnPlan(bwrapPath?: string): SpawnPlan {
     nsenter: need('nsenter'),
     setpriv: need('setpriv'),
     bwrap: need('bwrap'),
+    // the user-namespace chain's anchor (sandbox.ts)
+    unshare: need('unshare'),
+    sh: need('sh'),
   });
   const freeze = (steps: MountStep[]) => Object.freeze(steps.map((s) => Object.freeze(s)));
   return Object.freeze({ tools, instance: freeze(instanceMounts()), init: freeze(initMounts()) });

@@ -25,6 +25,13 @@
  *   setpriv --pdeathsig  →  sh (join cgroup)  →  nsenter --net --ipc --uts --cgroup  →
  *   setpriv --reuid U  →  bwrap --userns --pidns --seccomp … --  command
  *
+ * A server that is not root, or root without CAP_SYS_ADMIN (support.ts finds the level), builds
+ * the same machine through user namespaces it owns (`#outerUserns`, `#joinUserns`):
+ *   anchor:  setpriv --pdeathsig  →  unshare --user --mount [→ sh: mount the tmpfs disk]  →  bwrap
+ *   others:  perl  →  [setpriv --reuid U]  →  nsenter --user(outer) --mount(outer) --net --ipc
+ *            --uts --cgroup  →  setpriv --pdeathsig  →  bwrap --userns --pidns --seccomp …
+ * and every command starts behind a shell that closes bubblewrap's two namespace descriptors.
+ *
  * `none` mode (`--insecure-no-isolation`): processes are plain children of the server with HOME
  * and TMPDIR in the instance directory. Convenience, not isolation.
  */
@@ -122,10 +129,14 @@ export class Sandbox {
   readonly home: string;
   /** /tmp as seen inside. */
   readonly tmp: string;
-  /** Host paths of the instance's home, tmp and /dev/shm (on its disk). */
-  readonly hostHome: string;
-  readonly hostTmp: string;
-  readonly hostShm: string;
+  /**
+   * Host paths of the instance's home, tmp and /dev/shm (on its disk). With a tmpfs quota (the
+   * user-namespace chain) the disk is mounted in the anchor's mount namespace only, and these
+   * reach it through `/proc/<anchor>/root` once the anchor runs.
+   */
+  hostHome: string;
+  hostTmp: string;
+  hostShm: string;
   /** Server-only directory of the instance (root 0700, not visible inside). */
   readonly hostRun: string;
   /** The instance's host uid (isolated mode). */
@@ -149,6 +160,15 @@ export class Sandbox {
   #quota: DiskQuota | undefined;
   /** Host pid of pid 1 of the instance's pid namespace. */
   #init = 0;
+  /**
+   * The user-namespace chain (a server that is not root, or root without CAP_SYS_ADMIN): host pid
+   * of the anchor's outer process, in the user and mount namespaces the instance's wrappers join.
+   */
+  #outer = 0;
+  /** Whether the user-namespace chain builds this instance (`spawnChainKind`). */
+  readonly #userns: boolean;
+  /** The disk is a tmpfs of `diskBytes` mounted by the anchor in its own mount namespace. */
+  #tmpfsBytes = 0;
   #stopping: Promise<void> | undefined;
 
   private constructor(
@@ -167,6 +187,7 @@ export class Sandbox {
     this.#diskDir = diskDir;
     this.#name = opts.name;
     this.#background = opts.background ?? false;
+    this.#userns = mode === 'isolated' && host.support.level !== 'root';
     const disk = join(diskDir, 'disk');
     this.hostHome = join(disk, 'home');
     this.hostTmp = join(disk, 'tmp');
@@ -180,7 +201,7 @@ export class Sandbox {
   static async create(host: SandboxHost, opts: SandboxOptions): Promise<Sandbox> {
     const dir = await realpath(opts.dir);
     const mode: SandboxMode = host.isolated ? 'isolated' : 'none';
-    const uid = mode === 'isolated' ? host.allocateUid() : undefined;
+    const uid = mode === 'isolated' && host.support.ownUid ? host.allocateUid() : undefined;
     const diskDir = mode === 'isolated' ? await host.instanceDir(opts.name) : dir;
     const sandbox = new Sandbox(host, mode, dir, diskDir, uid, opts);
     try {
@@ -197,10 +218,10 @@ export class Sandbox {
     await mkdir(this.hostRun, { recursive: true, mode: 0o700 });
     // the cgroup is made while the disk is (they do not depend on each other); both are kept as
     // soon as they exist, so that the stop after a failed step releases them
-    const cgroups = this.mode === 'isolated' ? host.support.cgroups : undefined;
+    const layout = this.mode === 'isolated' ? host.cgroups : undefined;
     const cgroup =
-      cgroups &&
-      stage('cgroup', () => Cgroup.create(cgroups, `${process.pid}.${name}`, host.limits)).then(
+      layout &&
+      stage('cgroup', () => Cgroup.create(layout, `${process.pid}.${name}`, host.limits)).then(
         async (made) => {
           this.#cgroup = made;
           if (this.#background) await made.setCpuWeight('low');
@@ -216,7 +237,18 @@ export class Sandbox {
   async #makeDisk(): Promise<void> {
     const host = this.#host;
     const disk = join(this.#diskDir, 'disk');
-    if (this.mode === 'isolated' && host.limits.diskBytes > 0 && host.support.quota) {
+    if (this.#userns && host.limits.diskBytes > 0 && host.support.quotaKind === 'tmpfs') {
+      // the anchor mounts it (startAnchor) and makes the three directories in it
+      this.#tmpfsBytes = host.limits.diskBytes;
+      await mkdir(disk, { recursive: true, mode: 0o700 });
+      if (this.uid !== undefined) await chown(disk, this.uid, this.uid);
+      return;
+    }
+    if (
+      this.mode === 'isolated' &&
+      host.limits.diskBytes > 0 &&
+      host.support.quotaKind === 'loop'
+    ) {
       this.#quota = await stage('disk', () => host.disk(this.#diskDir));
     } else {
       await mkdir(disk, { recursive: true, mode: 0o700 });
@@ -278,7 +310,7 @@ export class Sandbox {
       memory_bytes: this.#cgroup ? l.memoryBytes : null,
       pids: this.#cgroup ? l.pids : null,
       cpus: this.#cgroup ? l.cpus : null,
-      disk_bytes: this.#quota ? this.#quota.bytes : null,
+      disk_bytes: this.#quota ? this.#quota.bytes : this.#tmpfsBytes || null,
     };
   }
 
@@ -312,28 +344,27 @@ export class Sandbox {
       env = { ...env, NODE_CHANNEL_FD: String(ipc), NODE_CHANNEL_SERIALIZATION_MODE: 'json' };
     }
     const { tools } = this.#host.plan;
-    return this.#spawnChain(stdio, (pass) => [
-      tools.nsenter,
-      `--net=/proc/${init}/ns/net`,
-      `--ipc=/proc/${init}/ns/ipc`,
-      `--uts=/proc/${init}/ns/uts`,
-      `--cgroup=/proc/${init}/ns/cgroup`,
-      '--',
-      ...this.#dropToUid(),
-      tools.bwrap,
-      // No --die-with-parent: with --pidns, bubblewrap forks a throwaway intermediate process
-      // that exits at once, and the command, when it sets its parent-death signal before that
-      // exit, is SIGKILLed by it (bubblewrap 0.8; a few starts per thousand under load died
-      // so). The command dies with the server anyway: it is in the instance's pid namespace,
-      // whose pid 1 dies with the anchor, and stop kills the cgroup.
-      '--userns',
-      String(pass(openSync(`/proc/${init}/ns/user`, 'r'))),
-      '--pidns',
-      String(pass(openSync(`/proc/${init}/ns/pid`, 'r'))),
-      ...this.#confinement(pass, env, cwd),
-      '--',
-      ...argv,
-    ]);
+    return this.#spawnChain(stdio, (pass) => {
+      const userns = pass(openSync(`/proc/${init}/ns/user`, 'r'));
+      const pidns = pass(openSync(`/proc/${init}/ns/pid`, 'r'));
+      return [
+        ...(this.#userns ? this.#joinUserns(init) : this.#joinRoot(init)),
+        tools.bwrap,
+        // No --die-with-parent: with --pidns, bubblewrap forks a throwaway intermediate process
+        // that exits at once, and the command, when it sets its parent-death signal before that
+        // exit, is SIGKILLed by it (bubblewrap 0.8; a few starts per thousand under load died
+        // so). The command dies with the server anyway: it is in the instance's pid namespace,
+        // whose pid 1 dies with the anchor, and stop kills the cgroup.
+        '--userns',
+        String(userns),
+        '--pidns',
+        String(pidns),
+        ...this.#confinement(pass, env, cwd),
+        '--',
+        ...closeNamespaceFds([userns, pidns], tools.sh),
+        ...argv,
+      ];
+    });
   }
 
   /**
@@ -382,14 +413,63 @@ export class Sandbox {
     }
   }
 
-  /** setpriv to the instance's uid; the parent-death signal after the uid change clears it. */
-  #dropToUid(): string[] {
+  /**
+   * The root chain's way into an instance's namespaces: `nsenter` (as root) into its network,
+   * IPC, UTS and cgroup namespaces, then setpriv to its uid; bubblewrap then joins its user and
+   * pid namespaces as that uid, the owner of the user namespace.
+   */
+  #joinRoot(init: number): string[] {
+    return [
+      this.#host.plan.tools.nsenter,
+      `--net=/proc/${init}/ns/net`,
+      `--ipc=/proc/${init}/ns/ipc`,
+      `--uts=/proc/${init}/ns/uts`,
+      `--cgroup=/proc/${init}/ns/cgroup`,
+      '--',
+      ...this.#dropToUid(),
+    ];
+  }
+
+  /**
+   * The user-namespace chain's way in (no root, or root without CAP_SYS_ADMIN). The anchor is two
+   * user namespaces deep: an outer one (the server's uid, or the instance's, as its root) that
+   * owns the instance's mount namespace with its disk, and inside it the instance's own, which
+   * owns its pid, network, IPC, UTS and cgroup namespaces. `nsenter` joins the outer user
+   * namespace (the server owns it, so it may), which gives it the capabilities there that
+   * joining the instance's network, IPC, UTS, cgroup and mount namespaces needs; bubblewrap, as
+   * root of the outer namespace, then joins the inner user namespace and the pid namespace
+   * (`--userns/--pidns`), exactly as the root chain's does, and drops every capability.
+   */
+  #joinUserns(init: number): string[] {
+    const outer = this.#outer;
+    return [
+      ...(this.uid !== undefined ? this.#dropToUid(false) : []),
+      this.#host.plan.tools.nsenter,
+      '--preserve-credentials',
+      `--user=/proc/${outer}/ns/user`,
+      `--mount=/proc/${outer}/ns/mnt`,
+      `--net=/proc/${init}/ns/net`,
+      `--ipc=/proc/${init}/ns/ipc`,
+      `--uts=/proc/${init}/ns/uts`,
+      `--cgroup=/proc/${init}/ns/cgroup`,
+      '--',
+      this.#host.plan.tools.setpriv,
+      '--pdeathsig=SIGKILL',
+      '--',
+    ];
+  }
+
+  /**
+   * setpriv to the instance's uid; the parent-death signal after the uid change clears it
+   * (`deathSignal` false where a later step sets it).
+   */
+  #dropToUid(deathSignal = true): string[] {
     return [
       this.#host.plan.tools.setpriv,
       `--reuid=${this.uid}`,
       `--regid=${this.uid}`,
       '--clear-groups',
-      '--pdeathsig=SIGKILL',
+      ...(deathSignal ? ['--pdeathsig=SIGKILL'] : []),
       '--',
     ];
   }
@@ -449,7 +529,7 @@ export class Sandbox {
    */
   async #startAnchor(): Promise<void> {
     const anchor = this.#spawnChain(['ignore', 'ignore', 'pipe'], (pass) => [
-      ...this.#dropToUid(),
+      ...(this.#userns ? this.#outerUserns() : this.#dropToUid()),
       this.#host.plan.tools.bwrap,
       '--unshare-user',
       '--uid',
@@ -477,18 +557,64 @@ export class Sandbox {
     this.#procs.add(anchor);
     let stderr = '';
     anchor.child.stderr?.on('data', (c: Buffer) => (stderr = keepTail(stderr, c)));
-    await until(
-      () => !anchor.running || (this.#init = namespaceInit(anchor.pid, this.uid!)) !== 0,
-      { timeoutMs: 10_000, intervalMs: 2 },
-    );
+    const hostUid = this.uid ?? process.getuid?.() ?? 0;
+    await until(() => !anchor.running || (this.#init = namespaceInit(anchor.pid, hostUid)) !== 0, {
+      timeoutMs: 10_000,
+      intervalMs: 2,
+    });
     if (!this.#init) {
       await anchor.kill(0);
       throw new Error(`could not create the instance's namespaces: ${stderr.trim() || 'timeout'}`);
+    }
+    if (this.#userns) {
+      this.#outer = anchor.pid;
+      if (this.#tmpfsBytes) {
+        // the disk exists in the anchor's mount namespace only: the server reaches it from there
+        const disk = `/proc/${anchor.pid}/root${join(this.#diskDir, 'disk')}`;
+        this.hostHome = join(disk, 'home');
+        this.hostTmp = join(disk, 'tmp');
+        this.hostShm = join(disk, 'shm');
+      }
     }
     void anchor.exited.then((e) => {
       this.#procs.delete(anchor);
       if (!this.#stopping) this.#onCrash?.(`the instance's init exited (${describeExit(e)})`);
     });
+  }
+
+  /**
+   * The start of the user-namespace chain's anchor (`#joinUserns` says how the rest join it):
+   * [setpriv to the instance's uid, where the server can give it one] → `unshare` making the
+   * outer user namespace (the caller as its root) with a mount namespace of its own → with a
+   * quota, a shell mounting the instance's disk there as a tmpfs of the quota's size and making
+   * home, tmp and shm on it → the anchor's bubblewrap.
+   */
+  #outerUserns(): string[] {
+    const { tools } = this.#host.plan;
+    const disk = join(this.#diskDir, 'disk');
+    return [
+      ...(this.uid !== undefined
+        ? this.#dropToUid()
+        : [tools.setpriv, '--pdeathsig=SIGKILL', '--']),
+      tools.unshare,
+      '--user',
+      '--map-root-user',
+      '--mount',
+      '--propagation',
+      'private',
+      '--',
+      ...(this.#tmpfsBytes
+        ? [
+            tools.sh,
+            '-c',
+            'set -e; mount -t tmpfs -o "size=$1,mode=0711,nosuid,nodev" burrow-disk "$2"; ' +
+              'cd "$2"; mkdir -m 0700 home tmp shm; shift 2; exec "$@"',
+            'burrow-disk',
+            String(this.#tmpfsBytes),
+            disk,
+          ]
+        : []),
+    ];
   }
 
   /**
@@ -588,6 +714,16 @@ export class Sandbox {
       if (p.pid > 0 && p.running) out.push(p.pid, ...descendants(p.pid));
     }
     return out;
+  }
+
+  /**
+   * Why this instance cannot be paused, or undefined. An isolated instance without a cgroup (a
+   * server without the `limits` guarantee) has no freezer, and stopping its processes one by one
+   * is not a pause its processes could not undo; `none` mode keeps that best effort.
+   */
+  get pauseRefusal(): string | undefined {
+    if (this.mode !== 'isolated' || this.#cgroup) return undefined;
+    return "Pausing needs the cgroup freezer (the 'limits' isolation guarantee), which this server does not hold; run `burrow doctor` for why and the fix";
   }
 
   /** Freeze every process (the cgroup freezer: atomic; else SIGSTOP until all are stopped). */
@@ -707,10 +843,23 @@ function namespaceInit(anchorPid: number, uid: number): number {
     const status = readFileSync(`/proc/${child}/status`, 'utf8');
     const uidLine = /^Uid:\s+(\d+)/m.exec(status)?.[1];
     const comm = /^Name:\s+(\S+)/m.exec(status)?.[1];
-    return Number(uidLine) === uid && comm === 'sh' ? child : 0;
+    if (Number(uidLine) !== uid || comm !== 'sh') return 0;
+    // a shell of the anchor's own (the disk's mount in the user-namespace chain forks one) is
+    // still in the anchor's pid namespace; pid 1 is the first process of a new one
+    const ns = (pid: number) => readlinkSync(`/proc/${pid}/ns/pid`);
+    return ns(child) !== ns(anchorPid) ? child : 0;
   } catch {
     return 0;
   }
+}
+
+/**
+ * bubblewrap closes the descriptors it reads (`--args`, `--seccomp`, `--bind-fd`) but not the two
+ * namespace descriptors of `--userns/--pidns`, which the command would inherit open. A shell
+ * (dash: ~1 ms) closes them and executes the command in its place, same pid, same argv.
+ */
+function closeNamespaceFds(fds: readonly number[], sh: string): string[] {
+  return [sh, '-c', `exec ${fds.map((fd) => `${fd}<&-`).join(' ')} "$@"`, 'burrow-exec'];
 }
 
 /** Error output kept for a message: its last 2 KiB (the process writing it may be hostile). */

@@ -7,7 +7,8 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { cgroupVersion, type CgroupVersion } from './cgroups.js';
+import { userInfo } from 'node:os';
+import { probeCgroups, type CgroupLayout } from './cgroups.js';
 import { quotaMissing } from './quota.js';
 import { seccompSupported } from './seccomp.js';
 
@@ -33,23 +34,44 @@ export function toolPath(tool: Tool, bwrapPath?: string): string | undefined {
   return TOOLS[tool].find((p) => existsSync(p));
 }
 
+/** How much of the machine the server may use, found by probing (never guessed from the uid). */
+export type PrivilegeLevel =
+  /** root with CAP_SYS_ADMIN: every guarantee of ISOLATION.md. */
+  | 'root'
+  /** root without CAP_SYS_ADMIN (an unprivileged container): what the container allows. */
+  | 'container-root'
+  /** a normal user: user namespaces it owns, no host uid of its own per instance. */
+  | 'unprivileged';
+
 export interface Guarantee {
-  /** Short name, e.g. `identity`. */
+  /** Short name, e.g. `namespaces`. */
   name: string;
   /** What it promises. */
   what: string;
   ok: boolean;
-  /** Why it does not hold and how to fix it (when `ok` is false). */
+  /** `held` or `missing` (the same as `ok`, for the table). */
+  status: 'held' | 'missing';
+  /** Whether instances refuse to start without it (unless `--insecure-no-isolation`). */
+  core: boolean;
+  /** What the probe found: why it holds only in part, or why it does not hold. */
+  why?: string;
+  /** How to make it hold (when it does not). */
   fix?: string;
 }
 
 export interface HostSupport {
+  level: PrivilegeLevel;
   root: boolean;
-  /** The namespaces + unprivileged identity sandbox can be built. */
+  /** The instances' namespaces can be built (user, pid, network, IPC, UTS, mount, cgroup). */
   sandbox: boolean;
-  cgroups: CgroupVersion | undefined;
+  /** Where instance cgroups go, when creating one worked. */
+  cgroups: CgroupLayout | undefined;
+  /** Disk quotas: a loop-mounted ext4 image (root) or a size-limited tmpfs in the instance's mount namespace. */
   quota: boolean;
+  quotaKind: 'loop' | 'tmpfs' | undefined;
   seccomp: boolean;
+  /** Whether the server can give each instance a host uid of its own (`setpriv --reuid`). */
+  ownUid: boolean;
   guarantees: Guarantee[];
 }
 
@@ -62,6 +84,9 @@ const APT: Partial<Record<Tool, string>> = {
   perl: 'perl-base',
 };
 
+/** The guarantees without which instances do not start (unless `--insecure-no-isolation`). */
+export const CORE_GUARANTEES = ['namespaces', 'seccomp', 'egress', 'devtools', 'chromium-sandbox'];
+
 const cached = new Map<string, HostSupport>();
 
 /** Probe the machine (cached for the process's life, per bubblewrap override). */
@@ -71,63 +96,139 @@ export function hostSupport(bwrapPath?: string): HostSupport {
   return found;
 }
 
+/** Effective capabilities of this process (bit numbers of capability(7)). */
+function effectiveCaps(): bigint {
+  try {
+    const hex = /^CapEff:\s+([0-9a-f]+)/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    return hex ? BigInt(`0x${hex}`) : 0n;
+  } catch {
+    return 0n;
+  }
+}
+const CAP_SETUID = 7;
+const CAP_SETGID = 6;
+const CAP_SYS_ADMIN = 21;
+const hasCap = (caps: bigint, n: number) => ((caps >> BigInt(n)) & 1n) === 1n;
+
 function probe(bwrapPath: string | undefined): HostSupport {
   const root = process.getuid?.() === 0;
+  const caps = effectiveCaps();
+  const level: PrivilegeLevel = !root
+    ? 'unprivileged'
+    : hasCap(caps, CAP_SYS_ADMIN)
+      ? 'root'
+      : 'container-root';
   const missing = (Object.keys(APT) as Tool[]).filter((t) => !toolPath(t, bwrapPath));
-  const userns = usernsWorks();
-  const cgroups = cgroupVersion();
-  const quotaWhy = quotaMissing();
-  const seccomp = seccompSupported();
   const pkgs = [...new Set(missing.map((t) => APT[t]))].join(' ');
   const installFix = missing.length ? `apt-get install -y ${pkgs}` : undefined;
-  const sandboxWhy = !root
-    ? 'the server is not root: it needs root to give each instance its own host uid and network (it drops to that uid for everything the instance runs); start it as root'
-    : installFix
-      ? `missing tools: ${missing.join(', ')} (${installFix})`
-      : !userns
-        ? 'user namespaces are disabled (sysctl user.max_user_namespaces=0 or kernel.unprivileged_userns_clone=0); enable them'
+  const userns = usernsProbe();
+  const seccomp = seccompSupported();
+  const cg = probeCgroups();
+  const cgroups = 'layout' in cg ? cg.layout : undefined;
+  // a host uid per instance: root drops to it; a container's root only with CAP_SETUID/SETGID
+  const ownUid = level === 'root' || (hasCap(caps, CAP_SETUID) && hasCap(caps, CAP_SETGID));
+  const sandboxWhy = installFix
+    ? `missing tools: ${missing.join(', ')}`
+    : userns.why
+      ? userns.why
+      : level === 'container-root' && !ownUid
+        ? 'root without CAP_SETUID/CAP_SETGID cannot hand instances a uid of their own, and instances as host root are refused'
         : undefined;
+  const sandboxFix =
+    installFix ??
+    userns.fix ??
+    (sandboxWhy
+      ? 'run the server as a normal user, or give the container CAP_SETUID and CAP_SETGID'
+      : undefined);
   const sandbox = !sandboxWhy;
-  const g = (name: string, what: string, ok: boolean, fix?: string): Guarantee =>
-    ok ? { name, what, ok } : { name, what, ok, ...(fix ? { fix } : {}) };
+  // disk quota: root's loop-mounted ext4; else a tmpfs in the instance's own mount namespace
+  const loopWhy =
+    level === 'root' ? quotaMissing() : 'mounting a loop device needs CAP_SYS_ADMIN on the host';
+  // (a container's root hands instances a uid of their own, and the files it writes as host root
+  // could not exist on a tmpfs of the instance's user namespace, where uid 0 is not mapped)
+  const tmpfsOk = sandbox && level === 'unprivileged' && tmpfsProbe();
+  const quotaKind =
+    level === 'root' ? (loopWhy ? undefined : 'loop') : tmpfsOk ? 'tmpfs' : undefined;
+  const g = (name: string, what: string, ok: boolean, why?: string, fix?: string): Guarantee => ({
+    name,
+    what,
+    ok,
+    status: ok ? 'held' : 'missing',
+    core: CORE_GUARANTEES.includes(name),
+    ...(why ? { why } : {}),
+    ...(!ok && fix ? { fix } : {}),
+  });
+  const uidWhy =
+    level === 'unprivileged'
+      ? `the server is a normal user: every instance's processes run as its uid (${process.getuid?.()}), each instance in user, pid and mount namespaces of its own, so they cannot see or signal each other or the server${subordinateRange() ? `; its subordinate range in /etc/subuid (${subordinateRange()}) is not used yet` : ''}`
+      : 'root without CAP_SETUID/CAP_SETGID';
   const guarantees = [
     g(
-      'identity',
-      'each instance runs as its own unprivileged host uid in its own user, mount, pid, network, IPC and UTS namespaces, no capabilities, /proc/sys read-only',
+      'namespaces',
+      'each instance runs in its own user, mount, pid, network, IPC, UTS and cgroup namespaces, no capabilities, no_new_privs, /proc/sys read-only',
       sandbox,
       sandboxWhy,
+      sandboxFix,
+    ),
+    g(
+      'identity',
+      'each instance has a host uid of its own, owning nothing on the host but its disk',
+      sandbox && ownUid,
+      ownUid ? undefined : uidWhy,
+      level === 'unprivileged'
+        ? 'start the server as root for a host uid per instance'
+        : 'give the container CAP_SETUID and CAP_SETGID',
     ),
     g(
       'seccomp',
       'a seccomp filter refuses kernel modules, keyrings, mounts, ptrace, bpf, io_uring and the like',
       sandbox && seccomp,
       !seccomp ? `no filter table for architecture ${process.arch}` : sandboxWhy,
+      !seccomp ? 'run on x86_64 or arm64' : sandboxFix,
     ),
     g(
       'rootfs',
       'its own root file system: host programs read-only, an /etc made for it, nothing of the data dir, other instances or host secrets',
       sandbox,
       sandboxWhy,
+      sandboxFix,
     ),
     g(
       'limits',
       'memory, process-count and CPU limits (cgroups), and the freezer for pause',
       sandbox && cgroups !== undefined,
-      !root
-        ? 'needs a root server'
-        : 'no usable cgroup v1 (memory, pids, cpu, freezer) or v2 hierarchy',
+      'why' in cg ? cg.why : undefined,
+      level === 'unprivileged'
+        ? 'run the server where its cgroup v2 subtree is delegated to its user (systemd user@.service: systemd-run --user --scope -p Delegate=yes burrow serve), or as root'
+        : level === 'container-root'
+          ? 'give the container a writable, delegated cgroup (podman/docker with cgroup v2 and --cgroupns=private), or run it --privileged'
+          : 'mount cgroup v1 (memory, pids, cpu, freezer) or cgroup v2 with those controllers',
     ),
     g(
       'disk-quota',
-      'a disk quota on everything it can write (its own ext4 image)',
-      sandbox && !quotaWhy,
-      quotaWhy,
+      quotaKind === 'tmpfs'
+        ? 'a size limit on everything it can write (a tmpfs of that size in its own mount namespace: memory, not disk)'
+        : 'a disk quota on everything it can write (its own ext4 image)',
+      sandbox && quotaKind !== undefined,
+      quotaKind
+        ? undefined
+        : level === 'root'
+          ? loopWhy
+          : level === 'container-root'
+            ? `${loopWhy}; and a tmpfs in the instance's user namespace cannot hold the files the server writes there as host root (uid 0 is not mapped in it)`
+            : 'could not mount a size-limited tmpfs in a user namespace of its own',
+      level === 'root'
+        ? loopWhy
+        : level === 'container-root'
+          ? 'run the container --privileged (or with CAP_SYS_ADMIN and /dev/loop-control), or run burrow in it as a normal user'
+          : 'enable unprivileged user namespaces',
     ),
     g(
       'egress',
       "network only through burrow's egress proxy: blocked_domains enforced for every process, host loopback and the API never reachable unless allowed",
       sandbox,
       sandboxWhy,
+      sandboxFix,
     ),
     g(
       'devtools',
@@ -139,34 +240,121 @@ function probe(bwrapPath: string | undefined): HostSupport {
       "Chromium runs as the instance's unprivileged user with its own sandbox on",
       sandbox,
       sandboxWhy,
+      sandboxFix,
     ),
   ];
-  return { root, sandbox, cgroups, quota: !quotaWhy, seccomp, guarantees };
+  return {
+    level,
+    root,
+    sandbox,
+    cgroups: sandbox ? cgroups : undefined,
+    quota: sandbox && quotaKind !== undefined,
+    quotaKind: sandbox ? quotaKind : undefined,
+    seccomp,
+    ownUid,
+    guarantees,
+  };
 }
 
-/** Whether an unprivileged user namespace can be created here. */
-function usernsWorks(): boolean {
+const APPARMOR_USERNS = '/proc/sys/kernel/apparmor_restrict_unprivileged_userns';
+
+/**
+ * Open a user namespace with every other namespace an instance gets, once, as the instance would
+ * (a normal user's own; root's too, as root's instances are built in one). Why it failed, and the
+ * fix, where it did.
+ */
+function usernsProbe(): { why?: string; fix?: string } {
   const unshare = toolPath('unshare');
-  if (!unshare) return false;
+  if (!unshare) return { why: 'unshare is missing', fix: 'apt-get install -y util-linux' };
+  const r = spawnSync(
+    unshare,
+    [
+      '--user',
+      '--map-root-user',
+      '--mount',
+      '--net',
+      '--ipc',
+      '--uts',
+      '--cgroup',
+      '--pid',
+      '--fork',
+      '/bin/true',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'], timeout: 5000 },
+  );
+  if (r.status === 0) return {};
+  const err = String(r.stderr ?? '').trim();
+  let restricted = false;
   try {
-    const max = Number(readFileSync('/proc/sys/user/max_user_namespaces', 'utf8'));
-    if (max === 0) return false;
+    restricted = readFileSync(APPARMOR_USERNS, 'utf8').trim() === '1';
+  } catch {
+    /* no AppArmor switch: not Ubuntu 23.10+ */
+  }
+  if (restricted) {
+    return {
+      why: `AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1): ${err}`,
+      fix: 'sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (persist it in /etc/sysctl.d/), or give bwrap and unshare an AppArmor profile with the `userns,` rule (/etc/apparmor.d/bwrap, as Ubuntu ships for bwrap-userns-restrict)',
+    };
+  }
+  let max = '';
+  try {
+    max = readFileSync('/proc/sys/user/max_user_namespaces', 'utf8').trim();
   } catch {
     /* not exposed */
   }
-  const r = spawnSync(unshare, ['--user', '--map-root-user', '/bin/true'], {
-    stdio: 'ignore',
-    timeout: 5000,
-  });
+  return {
+    why: `could not open a user namespace${max === '0' ? ' (user.max_user_namespaces=0)' : ''}: ${err || `exit ${r.status}`}`,
+    fix: 'sysctl -w user.max_user_namespaces=15000 (and kernel.unprivileged_userns_clone=1 where the kernel has it); in a container, allow unshare(CLONE_NEWUSER) in its seccomp profile',
+  };
+}
+
+/** The server user's range in /etc/subuid (`start:count`), where it has one. */
+function subordinateRange(): string | undefined {
+  let user = '';
+  try {
+    user = userInfo().username;
+  } catch {
+    /* no passwd entry */
+  }
+  const uid = String(process.getuid?.());
+  try {
+    for (const line of readFileSync('/etc/subuid', 'utf8').split('\n')) {
+      const [who, start, count] = line.split(':');
+      if ((who === user || who === uid) && start && count) return `${start}:${count}`;
+    }
+  } catch {
+    /* none */
+  }
+  return undefined;
+}
+
+/** Mount a size-limited tmpfs in a user and mount namespace of our own, once. */
+function tmpfsProbe(): boolean {
+  const unshare = toolPath('unshare');
+  if (!unshare) return false;
+  const r = spawnSync(
+    unshare,
+    [
+      '--user',
+      '--map-root-user',
+      '--mount',
+      '/bin/sh',
+      '-c',
+      'mount -t tmpfs -o size=1m,nosuid,nodev tmpfs /tmp',
+    ],
+    { stdio: 'ignore', timeout: 5000 },
+  );
   return r.status === 0;
 }
 
-/** Lines for the start log and `burrow doctor`. */
+/** Lines for the start log and `burrow doctor`: the level, then one line per guarantee. */
 export function describeSupport(s: HostSupport = hostSupport()): string[] {
-  return s.guarantees.map((g) =>
-    g.ok ? `ok       ${g.name}: ${g.what}` : `MISSING  ${g.name}: ${g.what} — ${g.fix ?? ''}`,
-  );
+  return [
+    `privilege level: ${s.level}`,
+    ...s.guarantees.map((g) =>
+      g.ok
+        ? `held     ${g.name}: ${g.what}${g.why ? ` (${g.why})` : ''}`
+        : `MISSING  ${g.name}${g.core ? ' (core)' : ''}: ${g.what}; why: ${g.why ?? 'unknown'}; fix: ${g.fix ?? 'see ISOLATION.md'}`,
+    ),
+  ];
 }
-
-/** The guarantees without which instances do not start (unless `--insecure-no-isolation`). */
-export const CORE_GUARANTEES = ['identity', 'seccomp', 'egress', 'devtools', 'chromium-sandbox'];
