@@ -67,6 +67,14 @@ export {
   RecordingPath,
   RecordingStartResult,
 } from './artifacts.js';
+// browser extensions (burrow extension routes)
+export {
+  DeleteExtensionResult,
+  ExtensionId,
+  ExtensionInfo,
+  ExtensionPath,
+  ExtensionUploadFields,
+} from './extensions.js';
 export { operationIds, operations } from './operations.js';
 export type {
   BodyKind,

@@ -181,6 +181,9 @@ export const StartRequest = z.object({
   blocked_domains: z.array(BlockedDomain).optional(),
   /** `[width, height]` in pixels; default `[1024, 768]`. */
   resolution: Resolution.optional(),
+  // --- burrow extensions of the start request ---
+  /** Ids of uploaded browser extensions (`POST /v1/extensions`) to load; browser instances only. */
+  extensions: z.array(z.string().min(1).max(64)).max(20).optional(),
 });
 export type StartRequest = z.input<typeof StartRequest>;
 

@@ -16,6 +16,7 @@ import { pidAlive } from '../internal/process.js';
 import { buildApp, createLogger, handleUpgrade } from './http/app.js';
 import { ArtifactStore } from './artifacts/store.js';
 import { AuthStore } from './auth-states/store.js';
+import { ExtensionStore } from './extensions/store.js';
 import { startRefusal } from './host/requirements.js';
 import { Registry } from './instances/registry.js';
 import { MemoryInstanceStore } from './instances/store.js';
@@ -114,6 +115,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     env: config.secretKeys.env,
   });
   await authStore.ready; // states of 0.1 and of rotated-out keys re-encrypted
+  // uploaded browser extensions; half-written uploads of an earlier run are removed
+  const extensions = new ExtensionStore(dataDir, { maxBytes: config.maxExtensionBytes });
+  await extensions.ready;
   const logger = createLogger(config.logLevel, {
     secrets: [apiKey],
     ...(options.logDestination && { destination: options.logDestination }),
@@ -173,6 +177,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     maxUploadBytes,
     logger,
     chromiumPath,
+    extensions,
     mcp: config.mcp,
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
   });

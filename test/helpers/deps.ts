@@ -201,7 +201,7 @@ export const SERVER_FLOORS: readonly (readonly string[])[] = [
   ['server'], // the composition root
   ['server/http'], // routes, bodies, limits, the API docs and MCP endpoints
   ['server/browser', 'server/ubuntu', 'server/mcp'], // the instance types, the MCP tools
-  ['server/chromium', 'server/auth-states'],
+  ['server/chromium', 'server/auth-states', 'server/extensions'],
   ['server/instances'], // the runtime contract, registry, pool
   ['server/toolbox', 'server/artifacts'],
   ['server/sandbox'],

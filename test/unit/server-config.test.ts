@@ -47,6 +47,7 @@ describe('resolveServerConfig', () => {
       logLevel: 'warn',
       maxInstances: 8,
       maxUploadBytes: 100 * 2 ** 20,
+      maxExtensionBytes: 50 * 2 ** 20,
       maxConnectionsPerClient: undefined,
       warmPool: {},
       programs: {

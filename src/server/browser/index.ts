@@ -14,6 +14,7 @@ import type {
   RuntimeFactory,
 } from '../instances/runtime.js';
 import { InstanceMachine } from '../instances/machine.js';
+import { createHash } from 'node:crypto';
 import { join, posix } from 'node:path';
 import {
   BrowserController,
@@ -32,6 +33,8 @@ import { browserLiveViewPage } from './liveview-page.js';
 
 /** Chromium's profile, downloads and temp files, under the instance's home. */
 const CHROMIUM_DIR = '.config/burrow-chromium';
+/** Read-only copies of the instance's browser extensions, one folder per id, under its home. */
+const EXTENSIONS_DIR = '.burrow-extensions';
 
 /**
  * - `browser/start` returns the running browser's `cdp_url`.
@@ -118,12 +121,13 @@ class BrowserRuntime extends InstanceMachine {
    */
   #launchOptions(): Partial<BrowserControllerOptions> {
     const sandbox = this.created!;
+    const extensions = extensionArgs(this.#extensionPaths(sandbox));
     if (sandbox.mode === 'none') {
       return {
         ctx: { ...this.ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
         spawn: (argv, o) => sandbox.spawn(argv, o),
         // root cannot run Chromium's sandbox; this mode has no other
-        args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
+        args: [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), ...extensions],
       };
     }
     return {
@@ -139,8 +143,35 @@ class BrowserRuntime extends InstanceMachine {
         });
         if (r.code !== 0) throw new Error(`mkdir failed: ${r.stderr.toString().trim()}`);
       },
-      args: chromiumProxyArgs(true),
+      args: [...chromiumProxyArgs(true), ...extensions],
     };
+  }
+
+  /** Where Chromium finds the instance's extensions, as it sees them. */
+  #extensionPaths(sandbox: Sandbox): string[] {
+    return (this.ctx.extensions ?? []).map((e) => posix.join(sandbox.home, EXTENSIONS_DIR, e.id));
+  }
+
+  /**
+   * The extensions copied onto the fresh disk, read-only to the instance (`_metadata`, where
+   * Chromium writes the indexed rules of `declarativeNetRequest`, stays writable), and Chromium's
+   * preferences allowing each in every context: `browser.newContext()` makes an incognito-like
+   * context, where an extension runs only if allowed there. Chromium names an unpacked extension
+   * after its path, which is known before it starts.
+   */
+  async #seedExtensions(sandbox: Sandbox): Promise<void> {
+    const list = this.ctx.extensions ?? [];
+    if (list.length === 0) return;
+    for (const e of list) {
+      await sandbox.seedReadOnly(`${EXTENSIONS_DIR}/${e.id}`, e.dir, ['_metadata']);
+    }
+    const settings = Object.fromEntries(
+      this.#extensionPaths(sandbox).map((p) => [unpackedExtensionId(p), { incognito: true }]),
+    );
+    await sandbox.seedFile(
+      `${CHROMIUM_DIR}/profile/Default/Preferences`,
+      JSON.stringify({ extensions: { settings } }),
+    );
   }
 
   /** Chromium's directories, so that its launch needs no process inside to make them. */
@@ -158,6 +189,7 @@ class BrowserRuntime extends InstanceMachine {
    */
   protected async boot(sandbox: Sandbox): Promise<void> {
     this.#recorder(sandbox);
+    await this.#seedExtensions(sandbox);
     await this.browser.start();
   }
 
@@ -226,3 +258,19 @@ class BrowserRuntime extends InstanceMachine {
 }
 
 export const createBrowserRuntime: RuntimeFactory = (ctx) => new BrowserRuntime(ctx);
+
+/** Chromium's flags loading exactly these unpacked extensions (none: no flag). */
+export function extensionArgs(paths: readonly string[]): string[] {
+  if (paths.length === 0) return [];
+  const list = paths.join(',');
+  return [`--load-extension=${list}`, `--disable-extensions-except=${list}`];
+}
+
+/**
+ * The id Chromium gives an unpacked extension loaded from `path`: the first 128 bits of the
+ * SHA-256 of the path, each hex digit written as a letter from `a` to `p`.
+ */
+export function unpackedExtensionId(path: string): string {
+  const hex = createHash('sha256').update(path).digest('hex').slice(0, 32);
+  return [...hex].map((c) => String.fromCharCode(97 + parseInt(c, 16))).join('');
+}

@@ -27,7 +27,8 @@ import { registerArtifactRoutes } from './artifact-routes.js';
 import type { AuthStore } from '../auth-states/store.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
 import { MULTIPART_LIMITS } from './upload.js';
-import { createHandlers } from './handlers.js';
+import { createHandlers, type MultipartOperationId } from './handlers.js';
+import type { ExtensionStore } from '../extensions/store.js';
 import {
   authenticated,
   defaultHttpLimits,
@@ -56,6 +57,8 @@ export interface AppOptions {
   httpLimits?: Partial<Omit<HttpLimits, 'maxConnectionsPerClient'>> | undefined;
   /** The Chromium binary of browser instances, reported by `GET /v1/version`. */
   chromiumPath?: string | undefined;
+  /** Uploaded browser extensions (extensions/store.ts); absent, their routes answer 404. */
+  extensions?: ExtensionStore | undefined;
   /** The MCP endpoint's idle time and session cap (mcp.ts); defaults there. */
   mcp?: { idleMs?: number; maxSessions?: number } | undefined;
 }
@@ -138,7 +141,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   const guards = guardServer(app.server, limits, opts.logger);
   const { registry } = opts;
-  const handlers = createHandlers(registry, opts.authStore, { chromiumPath: opts.chromiumPath });
+  const handlers = createHandlers(registry, opts.authStore, {
+    chromiumPath: opts.chromiumPath,
+    extensions: opts.extensions,
+  });
 
   // Bodies arrive as text and are parsed per route, so malformed JSON becomes a FastAPI 422.
   app.removeAllContentTypeParsers();
@@ -205,8 +211,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         if (id === 'upload') {
           return handlers.upload({ params: params as { instance_id: string }, request: req });
         }
+        if (id === 'extensionUpload') return handlers.extensionUpload({ request: req });
         const body = op.body ? parseInput(op.body, parseJsonBody(req.body), 'body') : undefined;
-        const handler = handlers[id as Exclude<JsonOperationId, 'upload'>] as (input: {
+        const handler = handlers[id as Exclude<JsonOperationId, MultipartOperationId>] as (input: {
           params: unknown;
           query: unknown;
           body: unknown;

@@ -5,8 +5,11 @@
 import type { z } from 'zod';
 import type { JsonOperationId, OperationId, Operations } from '../../api/index.js';
 import type { AuthStore } from '../auth-states/store.js';
+import type { ExtensionStore } from '../extensions/store.js';
+import { extensionUploadHandler, type ExtensionUploadHandler } from './extension-routes.js';
 import { artifactHandlers } from './artifact-routes.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
+import { serverError } from '../errors.js';
 import { versionInfo } from '../meta.js';
 import type { Registry } from '../instances/registry.js';
 import type { CapabilityName } from '../instances/runtime.js';
@@ -24,9 +27,16 @@ export type Handler<Op extends OperationId> = (
   input: HandlerInput<Op>,
 ) => Promise<z.input<Operations[Op]['response']>>;
 
-/** Every JSON row; `upload` reads its multipart body itself (upload.ts). */
-export type Handlers = { [Op in Exclude<JsonOperationId, 'upload'>]: Handler<Op> } & {
+/** Rows whose multipart body the handler reads itself. */
+export type MultipartOperationId = 'upload' | 'extensionUpload';
+
+/**
+ * Every JSON row; `upload` (upload.ts) and `extensionUpload` (extension-routes.ts) read their
+ * multipart bodies themselves.
+ */
+export type Handlers = { [Op in Exclude<JsonOperationId, MultipartOperationId>]: Handler<Op> } & {
   upload: UploadHandler;
+  extensionUpload: ExtensionUploadHandler;
 };
 
 const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
@@ -34,6 +44,8 @@ const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
 export interface HandlerOptions {
   /** The Chromium binary of browser instances, for `version`; absent, it is reported as null. */
   chromiumPath?: string | undefined;
+  /** Uploaded browser extensions (extensions/store.ts); absent, their routes answer 404. */
+  extensions?: ExtensionStore | undefined;
 }
 
 export function createHandlers(
@@ -46,10 +58,23 @@ export function createHandlers(
   const browser = (id: string) => cap(id, 'browser', 'The browser');
   const notebooks = (id: string) => cap(id, 'kernels', 'Notebooks').notebooks;
   const env = (id: string) => cap(id, 'env', 'Environment');
+  const extensionStore = () => {
+    if (!opts.extensions) throw serverError('not_found');
+    return opts.extensions;
+  };
   return {
     // burrow extension: downloads and recordings (artifact-routes.ts)
     ...artifactHandlers(registry),
-    start: async ({ body }) => (await registry.start(body)).toJSON(),
+    start: async ({ body }) => {
+      // the extensions named, resolved before anything starts (an unknown id is a 404)
+      const ids = [...new Set(body.extensions ?? [])];
+      if (ids.length > 0 && body.instance_type !== 'browser') {
+        throw serverError('extensions_browser_only', { type: body.instance_type });
+      }
+      const found = ids.length > 0 ? extensionStore().resolve(ids) : [];
+      const extensions = found.map((e) => ({ id: e.id, dir: e.dir }));
+      return (await registry.start(body, { extensions })).toJSON();
+    },
     getInstance: async ({ params }) => registry.row(params.instance_id),
     listInstances: async () => registry.rows(),
     stop: async ({ params }) => ({ status: (await registry.stop(params.instance_id)).status }),
@@ -139,5 +164,13 @@ export function createHandlers(
     },
 
     version: async () => versionInfo(opts.chromiumPath),
+
+    // burrow extensions: browser extensions (extension-routes.ts, extensions/store.ts)
+    extensionUpload: (input) => extensionUploadHandler(extensionStore())(input),
+    extensionList: async () => extensionStore().list(),
+    extensionDelete: async ({ params }) => {
+      await extensionStore().delete(params.extension_id);
+      return { status: 'success' };
+    },
   };
 }

@@ -21,10 +21,12 @@ import type {
 import { serverError } from '../errors.js';
 import type {
   CapabilityName,
+  InstanceExtension,
   InstanceRuntime,
   Logger,
   RuntimeContext,
   RuntimeFactory,
+  StartExtras,
 } from './runtime.js';
 import type { SandboxHost } from '../sandbox/index.js';
 import type { ProgramPaths } from '../config.js';
@@ -233,7 +235,12 @@ export class Registry {
     return cap as NonNullable<InstanceRuntime[K]>;
   }
 
-  async start(options: StartRequest): Promise<InstanceView> {
+  /**
+   * Starts an instance. `extra.extensions` are the browser extensions it loads (resolved by the
+   * caller); an instance with extensions is always started fresh, never taken from the warm pool
+   * (its Chromium reads them at launch).
+   */
+  async start(options: StartRequest, extra: StartExtras = {}): Promise<InstanceView> {
     if (this.#closed) throw serverError('shutting_down');
     const type = options.instance_type ?? 'ubuntu';
     const factory = this.#opts.factories[type];
@@ -248,7 +255,11 @@ export class Registry {
     if (live >= this.#opts.maxInstances) {
       throw serverError('server_at_capacity', { live, limit: this.#opts.maxInstances });
     }
-    const pooled = this.#pool.take(type, options.resolution ?? DEFAULT_RESOLUTION);
+    const extensions = extra.extensions ?? [];
+    const pooled =
+      extensions.length === 0
+        ? this.#pool.take(type, options.resolution ?? DEFAULT_RESOLUTION)
+        : undefined;
     if (pooled) {
       const rec = await this.#claim(pooled, options);
       this.#pool.refill();
@@ -261,7 +272,7 @@ export class Registry {
       const rec = this.#create(type, options.resolution ?? DEFAULT_RESOLUTION);
       this.#admit(rec, options.timeout_hours);
       try {
-        await this.#boot(rec, factory, options.blocked_domains ?? [], false);
+        await this.#boot(rec, factory, options.blocked_domains ?? [], false, extensions);
       } catch (err) {
         this.#move(rec, 'error', 'crashed');
         await this.#teardown(rec);
@@ -313,6 +324,7 @@ export class Registry {
     factory: RuntimeFactory,
     blockedDomains: readonly string[],
     pooled: boolean,
+    extensions: readonly InstanceExtension[] = [],
   ): Promise<void> {
     const ctx: RuntimeContext = {
       id: rec.id,
@@ -329,6 +341,7 @@ export class Registry {
       failed: (reason) => this.#failed(rec, reason),
       sandboxHost: this.#opts.sandboxHost,
       pooled,
+      ...(extensions.length > 0 && { extensions }),
     };
     await mkdir(rec.dir, { recursive: true, mode: 0o700 });
     rec.runtime = await factory(ctx);

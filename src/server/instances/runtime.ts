@@ -68,6 +68,24 @@ export interface RuntimeContext {
   readonly pooled?: boolean;
   /** The instance's downloads and recordings (artifacts/store.ts); kept past its stop. */
   readonly artifacts?: InstanceArtifacts | undefined;
+  /**
+   * Browser extensions the instance's Chromium loads (browser instances only): each is copied
+   * read-only onto the instance's disk before anything runs in it. Default none.
+   */
+  readonly extensions?: readonly InstanceExtension[] | undefined;
+}
+
+/** An uploaded browser extension as an instance gets it (extensions/store.ts). */
+export interface InstanceExtension {
+  /** The store's id, e.g. `ext_0123456789abcdef`. */
+  readonly id: string;
+  /** The unpacked extension on the host; read, never written. */
+  readonly dir: string;
+}
+
+/** What `POST /v1/start` hands the registry besides the request. */
+export interface StartExtras {
+  extensions?: readonly InstanceExtension[];
 }
 
 /** What `POST /v1/start` asked of an instance taken from the warm pool. */

@@ -30,7 +30,7 @@
  */
 import type { StdioOptions } from 'node:child_process';
 import { closeSync, openSync, readFileSync, readlinkSync } from 'node:fs';
-import { chmod, chown, mkdir, realpath, rm } from 'node:fs/promises';
+import { chmod, chown, cp, lstat, mkdir, readdir, realpath, rm, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:net';
 import { join, posix } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
@@ -254,6 +254,68 @@ export class Sandbox {
       }
       this.#seeded.add(posix.join(this.home, rel));
     }
+  }
+
+  /**
+   * Copy the host directory `from` (regular files and directories only, e.g. an unpacked browser
+   * extension) to `rel` under home before anything runs inside. The copy and the directories
+   * leading to it under home are root's (files 0644, directories 0755): the instance's user reads
+   * them and cannot change them, except the directories `writable` (relative to the copy, made
+   * empty and owned by the user). `from` is never visible inside. Refused once the instance ran
+   * anything.
+   */
+  async seedReadOnly(rel: string, from: string, writable: readonly string[] = []): Promise<void> {
+    if (this.#spawned) throw new Error('seedReadOnly: the instance already runs processes');
+    if (rel.split('/').includes('..') || rel.startsWith('/')) throw new Error(`bad path ${rel}`);
+    let at = this.hostHome;
+    for (const part of rel.split('/').filter(Boolean)) {
+      at = join(at, part);
+      if (at !== join(this.hostHome, rel)) {
+        await mkdir(at, { mode: 0o755 }).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'EEXIST') throw err;
+        });
+      }
+    }
+    await cp(from, at, {
+      recursive: true,
+      errorOnExist: true,
+      force: false,
+      // only what the server wrote itself is copied: no link is followed or made
+      filter: async (src) => {
+        const st = await lstat(src);
+        return st.isFile() || st.isDirectory();
+      },
+    });
+    // readable by everyone, writable by root alone, whatever modes the source had
+    const open = async (path: string): Promise<void> => {
+      const st = await lstat(path);
+      await chmod(path, st.isDirectory() ? 0o755 : 0o644);
+      if (st.isDirectory()) {
+        for (const name of await readdir(path)) await open(join(path, name));
+      }
+    };
+    await open(at);
+    for (const sub of writable) {
+      if (sub.split('/').includes('..') || sub.startsWith('/')) throw new Error(`bad path ${sub}`);
+      const dir = join(at, sub);
+      await mkdir(dir, { mode: 0o700 });
+      if (this.uid !== undefined) await chown(dir, this.uid, this.uid);
+    }
+  }
+
+  /**
+   * Write `data` to the file `rel` under home (its directories made as `seedHome` makes them),
+   * owned by the instance's user, before anything runs inside. Refused once the instance ran
+   * anything, and if the file exists.
+   */
+  async seedFile(rel: string, data: string | Buffer): Promise<void> {
+    if (this.#spawned) throw new Error('seedFile: the instance already runs processes');
+    if (rel.split('/').includes('..') || rel.startsWith('/')) throw new Error(`bad path ${rel}`);
+    const parent = posix.dirname(rel);
+    if (parent !== '.') await this.seedHome([parent]);
+    const file = join(this.hostHome, rel);
+    await writeFile(file, data, { flag: 'wx', mode: 0o600 });
+    if (this.uid !== undefined) await chown(file, this.uid, this.uid);
   }
 
   /** Whether every one of `paths` (as seen inside) was made by `seedHome` and nothing ran since. */

@@ -1,0 +1,34 @@
+/**
+ * burrow extensions for browser extensions (not in docs/spec/API.md): upload an unpacked
+ * extension as a zip archive, list and delete what was uploaded; `POST /v1/start` names them in
+ * `extensions` (src/api/schemas.ts). Chromium loads Manifest V3 extensions only.
+ */
+import { z } from 'zod';
+
+/** What the server keeps of an uploaded extension; its fields come from its `manifest.json`. */
+export const ExtensionInfo = z.looseObject({
+  /** `ext_` and 16 hex digits. */
+  id: z.string(),
+  name: z.string(),
+  version: z.string(),
+  manifest_version: z.int(),
+  description: z.string().nullable(),
+  /** The uploaded file's name, when the upload gave one. */
+  filename: z.string().nullable(),
+  /** Unpacked size in bytes. */
+  size_bytes: z.int(),
+  /** ISO 8601 */
+  created_at: z.string(),
+});
+export type ExtensionInfo = z.output<typeof ExtensionInfo>;
+
+/** An extension id as routes and `POST /v1/start` take it. */
+export const ExtensionId = z.string().min(1).max(64);
+
+export const ExtensionPath = z.object({ extension_id: ExtensionId });
+
+/** The multipart fields besides the `file` part (a zip archive): none. */
+export const ExtensionUploadFields = z.object({});
+export type ExtensionUploadFields = z.input<typeof ExtensionUploadFields>;
+
+export const DeleteExtensionResult = z.looseObject({ status: z.literal('success') });
