@@ -59,5 +59,6 @@ export function clientBackend(api: Burrow): McpBackend {
       await api.browser.authenticate(id, { auth_state_id: authStateId });
     }),
     listAuthStates: mapped(() => api.authStates.list()),
+    listExtensions: mapped(() => api.extensions.list()),
   };
 }

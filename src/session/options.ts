@@ -31,6 +31,12 @@ export interface OpenSessionOptions {
   /** Bare host names (no scheme) the instance's browser refuses, subdomains included. Default none. */
   blockedDomains?: string[];
   /**
+   * Ids of browser extensions uploaded with `client.extensions.upload` (`POST /v1/extensions`),
+   * loaded by the instance's Chromium in every context, those the driver creates included.
+   * Browser instances only. Default none.
+   */
+  extensions?: string[];
+  /**
    * A saved auth state's id or name, applied before `openSession` returns. A name that several
    * states share is an `AmbiguousAuthStateError`. Default none.
    */
@@ -87,6 +93,7 @@ const Options = z
     timeoutHours: StartRequest.shape.timeout_hours.unwrap().optional(), // the server fills its default
     resolution: StartRequest.shape.resolution,
     blockedDomains: StartRequest.shape.blocked_domains,
+    extensions: StartRequest.shape.extensions,
     authState: z.string().min(1).optional(),
     baseUrl: z.url({ protocol: /^https?$/ }).optional(),
     apiKey: z.string().min(1).optional(),
@@ -169,6 +176,7 @@ export function resolveOptions(options: OpenSessionOptions = {}): ResolvedOption
       ...(o.timeoutHours !== undefined && { timeout_hours: o.timeoutHours }),
       ...(o.resolution !== undefined && { resolution: o.resolution }),
       ...(o.blockedDomains !== undefined && { blocked_domains: o.blockedDomains }),
+      ...(o.extensions !== undefined && { extensions: o.extensions }),
     },
     authState: o.authState,
     endpoint: o.client

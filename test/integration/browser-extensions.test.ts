@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BadRequestError, Burrow, NotFoundError, ValidationError } from '../../src/client/index.js';
+import { openSession } from '../../src/index.js';
 import { instanceProcesses, testServer, type TestServer } from '../helpers/server.js';
 import { makeZip, testExtension } from '../helpers/zip.js';
 
@@ -102,6 +103,30 @@ describe('extensions', () => {
     expect((err as Error).message).toContain(`Extension "${info.id}" not found`);
   }, 180_000);
 
+  it('load through the bridge, Playwright and Puppeteer, in the contexts they create', async () => {
+    const { id } = await client.extensions.upload(makeZip(testExtension('bridge')));
+    {
+      await using session = await openSession({ client, extensions: [id] });
+      const context = await session.browser.newContext();
+      const page = await context.newPage();
+      await page.goto(`${origin}/playwright`);
+      await expect.poll(() => page.getAttribute('body', 'data-burrow-ext')).toBe('bridge');
+      expect(seen.get('/playwright')).toBe('bridge');
+    }
+    {
+      await using session = await openSession({ client, extensions: [id], driver: 'puppeteer' });
+      const context = await session.browser.createBrowserContext();
+      const page = await context.newPage();
+      await page.goto(`${origin}/puppeteer`);
+      await expect
+        .poll(() => page.evaluate(() => document.body.getAttribute('data-burrow-ext')))
+        .toBe('bridge');
+      expect(seen.get('/puppeteer')).toBe('bridge');
+      await context.close();
+    }
+    await client.extensions.delete(id);
+  }, 180_000);
+
   it('without extensions, the site sees no header and the page is untouched', async () => {
     const inst = await client.instances.start({ instance_type: 'browser' });
     let browser: Browser | undefined;
@@ -137,4 +162,31 @@ describe('extensions', () => {
     expect(await missing.json()).toEqual({ detail: 'Extension "ext_0123456789abcdef" not found' });
     expect((await client.instances.list()).filter((i) => i.status === 'running')).toEqual([]);
   }, 60_000);
+});
+
+describe('extensions and the warm pool', () => {
+  it('a start with extensions is never served by a pooled instance', async () => {
+    await using pooled = await testServer({ warmPool: { browser: 1 }, maxInstances: 3 });
+    const api = new Burrow({ baseUrl: pooled.url, apiKey: pooled.apiKey, maxRetries: 0 });
+    try {
+      await pooled.warmPool.ready();
+      const waiting = pooled.warmPool.ids();
+      expect(waiting).toHaveLength(1);
+      const { id } = await api.extensions.upload(makeZip(testExtension('pool')));
+      const inst = await api.instances.start({ instance_type: 'browser', extensions: [id] });
+      expect(waiting).not.toContain(inst.id);
+      expect(pooled.warmPool.ids()).toEqual(waiting); // still waiting for a start without any
+      const browser = await chromium.connectOverCDP((await api.browser.cdpUrl(inst.id)).cdp_url);
+      try {
+        const page = await browser.contexts()[0]!.newPage();
+        await page.goto(`${origin}/pool`);
+        await expect.poll(() => page.getAttribute('body', 'data-burrow-ext')).toBe('pool');
+      } finally {
+        await browser.close().catch(() => {});
+      }
+      await api.instances.stop(inst.id);
+    } finally {
+      await api.close();
+    }
+  }, 180_000);
 });

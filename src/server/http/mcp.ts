@@ -139,6 +139,7 @@ export function inProcessBackend(handlers: Handlers, app: FastifyInstance): McpB
       await call('authenticate', { ...inst(id), query: { auth_state_id: authStateId } });
     },
     listAuthStates: () => call('listAuthStates', {}),
+    listExtensions: () => call('extensionList', {}),
   };
 }
 

@@ -13,6 +13,7 @@ import type {
   CodeExecuteResult,
   ComputerAction,
   EditRequest,
+  ExtensionInfo,
   FileRequest,
   Instance,
   SaveAuthResult,
@@ -42,6 +43,8 @@ export interface McpBackend {
   saveAuth(instanceId: string, name: string | undefined): Promise<SaveAuthResult>;
   authenticate(instanceId: string, authStateId: string): Promise<void>;
   listAuthStates(): Promise<AuthState[]>;
+  /** Uploaded browser extensions, which `start` loads by id (`extensions`). */
+  listExtensions(): Promise<ExtensionInfo[]>;
 }
 
 /**
