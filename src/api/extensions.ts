@@ -32,3 +32,31 @@ export const ExtensionUploadFields = z.object({});
 export type ExtensionUploadFields = z.input<typeof ExtensionUploadFields>;
 
 export const DeleteExtensionResult = z.looseObject({ status: z.literal('success') });
+
+// ---------------------------------------------------------------------------------------------
+// Persistent browser profiles (`profile` of `POST /v1/start`)
+
+/** A profile's name: letters, digits, `.`, `_`, `-`, at most 64, not starting with a dot. */
+export const ProfileName = z
+  .string()
+  .regex(/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$/, 'letters, digits, ".", "_" and "-", at most 64');
+
+/** `profile` of `POST /v1/start`: the browser's whole profile, restored and maybe saved back. */
+export const StartProfile = z.object({
+  name: ProfileName,
+  /** Write the profile back when the instance stops. Default false. */
+  save_changes: z.boolean().default(false),
+});
+
+export const ProfileInfo = z.looseObject({
+  name: z.string(),
+  /** Size of the sealed file in bytes. */
+  size_bytes: z.int(),
+  /** ISO 8601: when it was last saved. */
+  updated_at: z.string(),
+  /** The live instance holding it, if any. */
+  in_use_by: z.string().nullable(),
+});
+export type ProfileInfo = z.output<typeof ProfileInfo>;
+
+export const ProfilePath = z.object({ profile_name: ProfileName });

@@ -74,6 +74,10 @@ export {
   ExtensionInfo,
   ExtensionPath,
   ExtensionUploadFields,
+  ProfileInfo,
+  ProfileName,
+  ProfilePath,
+  StartProfile,
 } from './extensions.js';
 export { operationIds, operations } from './operations.js';
 export type {

@@ -440,6 +440,27 @@ export const operations = {
     extension: true,
   },
 
+  // burrow extensions: persistent browser profiles, named by `POST /v1/start`'s `profile`
+  profileList: {
+    client: ['profiles', 'list'],
+    method: 'GET',
+    path: '/v1/profiles',
+    ...none,
+    response: z.array(ext.ProfileInfo),
+    idempotent: true,
+    extension: true,
+  },
+  profileDelete: {
+    client: ['profiles', 'delete'],
+    method: 'DELETE',
+    path: '/v1/profiles/{profile_name}',
+    params: ext.ProfilePath,
+    ...none,
+    response: ext.DeleteExtensionResult,
+    idempotent: true,
+    extension: true,
+  },
+
   // burrow extensions: downloads and recordings of an instance (src/api/artifacts.ts)
   listDownloads: {
     client: ['downloads', 'list'],

@@ -54,6 +54,8 @@ export interface ServerOptions {
   maxUploadBytes?: number;
   /** Largest browser extension (its zip, and unpacked) in bytes; past it 413. Default 50 MiB; env `BURROW_MAX_EXTENSION_BYTES`. */
   maxExtensionBytes?: number;
+  /** Largest persistent browser profile (sealed) in bytes; a bigger one is not saved. Default 200 MiB; env `BURROW_MAX_PROFILE_BYTES`. */
+  maxProfileBytes?: number;
   /** Chromium binary. Default env `BURROW_CHROMIUM`, else `/usr/lib/chromium/chromium`. */
   chromiumPath?: string;
   /** Flags added to every Chromium after burrow's own. Default env `BURROW_CHROMIUM_FLAGS` (space-separated), else none. */
@@ -130,6 +132,7 @@ export interface ServerConfig {
   readonly maxInstances: number;
   readonly maxUploadBytes: number;
   readonly maxExtensionBytes: number;
+  readonly maxProfileBytes: number;
   /** Undefined: the HTTP layer's own default (http/limits.ts). */
   readonly maxConnectionsPerClient: number | undefined;
   readonly warmPool: Readonly<WarmPoolSizes>;
@@ -176,6 +179,7 @@ export const DEFAULT_MCP_IDLE_SECONDS = 30 * 60;
 export const DEFAULT_MCP_MAX_SESSIONS = 64;
 const DEFAULT_MAX_UPLOAD_BYTES = 100 * 2 ** 20;
 export const DEFAULT_MAX_EXTENSION_BYTES = 50 * 2 ** 20;
+export const DEFAULT_MAX_PROFILE_BYTES = 200 * 2 ** 20;
 
 /** A bad setting: the message names where the value came from and what a right one looks like. */
 export class ConfigError extends Error {
@@ -280,6 +284,7 @@ const Options = z.strictObject({
   maxInstances: count(1).optional(),
   maxUploadBytes: count(1).optional(),
   maxExtensionBytes: count(1).optional(),
+  maxProfileBytes: count(1).optional(),
   chromiumPath: nonEmpty.optional(),
   chromiumFlags: z.array(nonEmpty).optional(),
   xvfbPath: nonEmpty.optional(),
@@ -387,6 +392,13 @@ export const SETTINGS: readonly SettingDoc[] = [
     env: 'BURROW_MAX_EXTENSION_BYTES',
     default: '50 MiB',
     meaning: 'largest browser extension (its zip, and unpacked) in bytes; past it 413',
+  },
+  {
+    option: 'maxProfileBytes',
+    env: 'BURROW_MAX_PROFILE_BYTES',
+    default: '200 MiB',
+    meaning:
+      'largest persistent browser profile (sealed) in bytes; a bigger one is not saved (the old version stays)',
   },
   {
     option: 'maxConnectionsPerClient',
@@ -680,6 +692,8 @@ export function resolveServerConfig(
       o.maxUploadBytes ?? int('BURROW_MAX_UPLOAD_BYTES', 1) ?? DEFAULT_MAX_UPLOAD_BYTES,
     maxExtensionBytes:
       o.maxExtensionBytes ?? int('BURROW_MAX_EXTENSION_BYTES', 1) ?? DEFAULT_MAX_EXTENSION_BYTES,
+    maxProfileBytes:
+      o.maxProfileBytes ?? int('BURROW_MAX_PROFILE_BYTES', 1) ?? DEFAULT_MAX_PROFILE_BYTES,
     maxConnectionsPerClient:
       o.maxConnectionsPerClient ?? int('BURROW_MAX_CONNECTIONS_PER_CLIENT', 0),
     warmPool,

@@ -136,6 +136,16 @@ export const SERVER_ERRORS = {
     headers: CLOSE,
   },
   extension_not_found: { status: 404, message: 'Extension {id} not found' },
+  profile_in_use: {
+    status: 409,
+    message: 'Profile {name} is in use by {holder}; stop that instance first',
+  },
+  profile_not_found: { status: 404, message: 'Profile {name} not found' },
+  profile_unreadable: { status: 409, message: 'Profile {name} cannot be restored: {reason}' },
+  profiles_browser_only: {
+    status: 400,
+    message: 'profiles are kept by browser instances only, not by {type} instances',
+  },
   extensions_browser_only: {
     status: 400,
     message: 'extensions are loaded by browser instances only, not by {type} instances',

@@ -17,6 +17,7 @@ import { buildApp, createLogger, handleUpgrade } from './http/app.js';
 import { ArtifactStore } from './artifacts/store.js';
 import { AuthStore } from './auth-states/store.js';
 import { ExtensionStore } from './extensions/store.js';
+import { ProfileStore } from './profiles/store.js';
 import { startRefusal } from './host/requirements.js';
 import { Registry } from './instances/registry.js';
 import { MemoryInstanceStore } from './instances/store.js';
@@ -118,6 +119,12 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // uploaded browser extensions; half-written uploads of an earlier run are removed
   const extensions = new ExtensionStore(dataDir, { maxBytes: config.maxExtensionBytes });
   await extensions.ready;
+  // persistent browser profiles, sealed with the auth states' key
+  const profiles = new ProfileStore(dataDir, {
+    keyring: authStore.keyring,
+    maxBytes: config.maxProfileBytes,
+  });
+  await profiles.ready;
   const logger = createLogger(config.logLevel, {
     secrets: [apiKey],
     ...(options.logDestination && { destination: options.logDestination }),
@@ -178,6 +185,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     logger,
     chromiumPath,
     extensions,
+    profiles,
     mcp: config.mcp,
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
   });

@@ -37,6 +37,12 @@ export interface OpenSessionOptions {
    */
   extensions?: string[];
   /**
+   * A persistent browser profile (`{ name, save_changes }`): the instance's whole Chromium
+   * profile is restored from it, and with `save_changes: true` written back when the session
+   * stops. One live instance per profile. Browser instances only. Default none.
+   */
+  profile?: { name: string; save_changes?: boolean };
+  /**
    * A saved auth state's id or name, applied before `openSession` returns. A name that several
    * states share is an `AmbiguousAuthStateError`. Default none.
    */
@@ -94,6 +100,7 @@ const Options = z
     resolution: StartRequest.shape.resolution,
     blockedDomains: StartRequest.shape.blocked_domains,
     extensions: StartRequest.shape.extensions,
+    profile: StartRequest.shape.profile,
     authState: z.string().min(1).optional(),
     baseUrl: z.url({ protocol: /^https?$/ }).optional(),
     apiKey: z.string().min(1).optional(),
@@ -177,6 +184,7 @@ export function resolveOptions(options: OpenSessionOptions = {}): ResolvedOption
       ...(o.resolution !== undefined && { resolution: o.resolution }),
       ...(o.blockedDomains !== undefined && { blocked_domains: o.blockedDomains }),
       ...(o.extensions !== undefined && { extensions: o.extensions }),
+      ...(o.profile !== undefined && { profile: o.profile }),
     },
     authState: o.authState,
     endpoint: o.client

@@ -617,6 +617,37 @@ const cases: Record<OperationId, Case> = {
     },
   },
 
+  // burrow extensions: persistent profiles (test/integration/browser-profiles.test.ts uses them)
+  profileList: {
+    ok: async () => {
+      const inst = await client.instances.start({
+        instance_type: 'browser',
+        profile: { name: 'contract', save_changes: true },
+      });
+      expect((await client.profiles.list()).find((p) => p.name === 'contract')).toBeUndefined();
+      await client.instances.stop(inst.id);
+      await expect
+        .poll(async () => (await client.profiles.list()).find((p) => p.name === 'contract'), {
+          timeout: 60_000,
+        })
+        .toMatchObject({ name: 'contract', in_use_by: null });
+    },
+    bad: async () => {
+      const anon = new Burrow({ baseUrl: server.url, apiKey: 'wrong-key-000', maxRetries: 0 });
+      await expect(anon.profiles.list()).rejects.toBeInstanceOf(AuthenticationError);
+      await anon.close();
+    },
+  },
+  profileDelete: {
+    ok: async () => {
+      expect(await client.profiles.delete('contract')).toEqual({ status: 'success' });
+    },
+    bad: async () => {
+      await expect(client.profiles.delete('contract')).rejects.toBeInstanceOf(NotFoundError);
+      await pre(client.profiles.delete('../up'));
+    },
+  },
+
   // burrow extensions
   version: {
     ok: async () => {

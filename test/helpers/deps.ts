@@ -200,7 +200,7 @@ const isServer = (layer: string) => layer === 'server' || layer.startsWith('serv
 export const SERVER_FLOORS: readonly (readonly string[])[] = [
   ['server'], // the composition root
   ['server/http'], // routes, bodies, limits, the API docs and MCP endpoints
-  ['server/browser', 'server/ubuntu', 'server/mcp'], // the instance types, the MCP tools
+  ['server/browser', 'server/ubuntu', 'server/mcp', 'server/profiles'], // the instance types, the MCP tools, profiles
   ['server/chromium', 'server/auth-states', 'server/extensions'],
   ['server/instances'], // the runtime contract, registry, pool
   ['server/toolbox', 'server/artifacts'],

@@ -33,6 +33,8 @@ import { browserLiveViewPage } from './liveview-page.js';
 
 /** Chromium's profile, downloads and temp files, under the instance's home. */
 const CHROMIUM_DIR = '.config/burrow-chromium';
+/** Chromium's preferences in its profile directory. */
+const PREFERENCES = 'Default/Preferences';
 /** Read-only copies of the instance's browser extensions, one folder per id, under its home. */
 const EXTENSIONS_DIR = '.burrow-extensions';
 
@@ -52,6 +54,8 @@ class BrowserRuntime extends InstanceMachine {
   #screencast: Screencast;
   /** `upload` into the instance's home (./files.ts). */
   readonly #files: BrowserFiles;
+  /** Chromium started at least once: only then is a profile written back. */
+  #launched = false;
 
   constructor(ctx: RuntimeContext) {
     super(ctx);
@@ -161,17 +165,55 @@ class BrowserRuntime extends InstanceMachine {
    */
   async #seedExtensions(sandbox: Sandbox): Promise<void> {
     const list = this.ctx.extensions ?? [];
-    if (list.length === 0) return;
     for (const e of list) {
       await sandbox.seedReadOnly(`${EXTENSIONS_DIR}/${e.id}`, e.dir, ['_metadata']);
     }
-    const settings = Object.fromEntries(
-      this.#extensionPaths(sandbox).map((p) => [unpackedExtensionId(p), { incognito: true }]),
-    );
-    await sandbox.seedFile(
-      `${CHROMIUM_DIR}/profile/Default/Preferences`,
-      JSON.stringify({ extensions: { settings } }),
-    );
+    // the saved profile's files, if any, with the extensions allowed in its preferences
+    const entries = [...(this.ctx.profile?.entries ?? [])];
+    if (list.length > 0) {
+      const at = entries.findIndex((e) => e.path === PREFERENCES && e.data);
+      const prefs = parsePreferences(at >= 0 ? entries[at]!.data! : undefined);
+      const ext = (prefs.extensions ??= {}) as Record<string, unknown>;
+      const settings = (ext.settings ??= {}) as Record<string, Record<string, unknown>>;
+      for (const p of this.#extensionPaths(sandbox)) {
+        const id = unpackedExtensionId(p);
+        settings[id] = { ...settings[id], incognito: true };
+      }
+      const data = Buffer.from(JSON.stringify(prefs));
+      if (at >= 0) entries[at] = { path: PREFERENCES, data };
+      else entries.push({ path: PREFERENCES, data });
+    }
+    if (entries.length > 0) await sandbox.seedFiles(`${CHROMIUM_DIR}/profile`, entries);
+  }
+
+  /**
+   * The persistent profile written back, when asked for: Chromium has exited (its files are
+   * consistent) and nothing of the instance runs that could change them. A profile over its limit
+   * or one that fails to save keeps its previous version; the log says why. The profile is
+   * released in any case.
+   */
+  async #saveProfile(): Promise<void> {
+    const profile = this.ctx.profile;
+    if (!profile) return;
+    try {
+      const sandbox = this.created;
+      if (!profile.save || !sandbox || !this.#launched) return;
+      const entries = await sandbox
+        .readTree(`${CHROMIUM_DIR}/profile`, profile.maxBytes * 4, (name) =>
+          name.startsWith('Singleton'),
+        )
+        .catch((err: Error) => {
+          throw new Error(`profile ${profile.name} not saved: ${err.message}`);
+        });
+      await profile.save(entries);
+    } catch (err) {
+      this.ctx.log.warn(
+        { instance: this.ctx.id, profile: profile.name, err },
+        `profile ${profile.name} not saved; its previous version is kept`,
+      );
+    } finally {
+      profile.release();
+    }
   }
 
   /** Chromium's directories, so that its launch needs no process inside to make them. */
@@ -191,12 +233,14 @@ class BrowserRuntime extends InstanceMachine {
     this.#recorder(sandbox);
     await this.#seedExtensions(sandbox);
     await this.browser.start();
+    this.#launched = true;
   }
 
   protected async halt(): Promise<void> {
     await this.#screencast.close();
     await this.browser.dispose();
     await this.#files.stop();
+    await this.#saveProfile();
   }
 
   /** Downloads land in `~/Downloads`; recordings are the screencast through ffmpeg in the sandbox. */
@@ -258,6 +302,18 @@ class BrowserRuntime extends InstanceMachine {
 }
 
 export const createBrowserRuntime: RuntimeFactory = (ctx) => new BrowserRuntime(ctx);
+
+/** A profile's preferences as an object; empty when absent or not a JSON object. */
+function parsePreferences(data: Buffer | undefined): Record<string, unknown> {
+  try {
+    const v: unknown = data ? JSON.parse(data.toString('utf8')) : {};
+    return typeof v === 'object' && v !== null && !Array.isArray(v)
+      ? (v as Record<string, unknown>)
+      : {};
+  } catch {
+    return {};
+  }
+}
 
 /** Chromium's flags loading exactly these unpacked extensions (none: no flag). */
 export function extensionArgs(paths: readonly string[]): string[] {

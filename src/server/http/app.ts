@@ -29,6 +29,7 @@ import { HttpError, refuseUpgrade, serverError } from '../errors.js';
 import { MULTIPART_LIMITS } from './upload.js';
 import { createHandlers, type MultipartOperationId } from './handlers.js';
 import type { ExtensionStore } from '../extensions/store.js';
+import type { ProfileStore } from '../profiles/store.js';
 import {
   authenticated,
   defaultHttpLimits,
@@ -59,6 +60,8 @@ export interface AppOptions {
   chromiumPath?: string | undefined;
   /** Uploaded browser extensions (extensions/store.ts); absent, their routes answer 404. */
   extensions?: ExtensionStore | undefined;
+  /** Persistent browser profiles (profiles/store.ts); absent, their routes answer 404. */
+  profiles?: ProfileStore | undefined;
   /** The MCP endpoint's idle time and session cap (mcp.ts); defaults there. */
   mcp?: { idleMs?: number; maxSessions?: number } | undefined;
 }
@@ -144,6 +147,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const handlers = createHandlers(registry, opts.authStore, {
     chromiumPath: opts.chromiumPath,
     extensions: opts.extensions,
+    profiles: opts.profiles,
+    log: opts.logger,
   });
 
   // Bodies arrive as text and are parsed per route, so malformed JSON becomes a FastAPI 422.

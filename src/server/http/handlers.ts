@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import type { JsonOperationId, OperationId, Operations } from '../../api/index.js';
 import type { AuthStore } from '../auth-states/store.js';
 import type { ExtensionStore } from '../extensions/store.js';
+import type { ProfileStore } from '../profiles/store.js';
 import { extensionUploadHandler, type ExtensionUploadHandler } from './extension-routes.js';
 import { artifactHandlers } from './artifact-routes.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
@@ -46,6 +47,10 @@ export interface HandlerOptions {
   chromiumPath?: string | undefined;
   /** Uploaded browser extensions (extensions/store.ts); absent, their routes answer 404. */
   extensions?: ExtensionStore | undefined;
+  /** Persistent browser profiles (profiles/store.ts); absent, their routes answer 404. */
+  profiles?: ProfileStore | undefined;
+  /** Where a profile that could not be saved is reported. */
+  log?: { warn(obj: object, msg: string): void } | undefined;
 }
 
 export function createHandlers(
@@ -58,6 +63,11 @@ export function createHandlers(
   const browser = (id: string) => cap(id, 'browser', 'The browser');
   const notebooks = (id: string) => cap(id, 'kernels', 'Notebooks').notebooks;
   const env = (id: string) => cap(id, 'env', 'Environment');
+  const log = opts.log ?? { warn: () => {} };
+  const profileStore = () => {
+    if (!opts.profiles) throw serverError('not_found');
+    return opts.profiles;
+  };
   const extensionStore = () => {
     if (!opts.extensions) throw serverError('not_found');
     return opts.extensions;
@@ -73,7 +83,25 @@ export function createHandlers(
       }
       const found = ids.length > 0 ? extensionStore().resolve(ids) : [];
       const extensions = found.map((e) => ({ id: e.id, dir: e.dir }));
-      return (await registry.start(body, { extensions })).toJSON();
+      if (!body.profile) return (await registry.start(body, { extensions })).toJSON();
+      // the profile is held from here (a second start naming it is a 409) until the instance
+      // has stopped and saved it, or this start failed
+      if (body.instance_type !== 'browser') {
+        throw serverError('profiles_browser_only', { type: body.instance_type });
+      }
+      const { name, save_changes } = body.profile;
+      const profile = await profileStore().open(name, save_changes, log);
+      try {
+        const started = await registry.start(body, {
+          extensions,
+          profile,
+          onCreate: profile.setHolder,
+        });
+        return started.toJSON();
+      } catch (err) {
+        profile.release();
+        throw err;
+      }
     },
     getInstance: async ({ params }) => registry.row(params.instance_id),
     listInstances: async () => registry.rows(),
@@ -170,6 +198,12 @@ export function createHandlers(
     extensionList: async () => extensionStore().list(),
     extensionDelete: async ({ params }) => {
       await extensionStore().delete(params.extension_id);
+      return { status: 'success' };
+    },
+    // burrow extensions: persistent browser profiles (profiles/store.ts)
+    profileList: async () => profileStore().list(),
+    profileDelete: async ({ params }) => {
+      await profileStore().delete(params.profile_name);
       return { status: 'success' };
     },
   };

@@ -21,7 +21,6 @@ import type {
 import { serverError } from '../errors.js';
 import type {
   CapabilityName,
-  InstanceExtension,
   InstanceRuntime,
   Logger,
   RuntimeContext,
@@ -237,7 +236,7 @@ export class Registry {
 
   /**
    * Starts an instance. `extra.extensions` are the browser extensions it loads (resolved by the
-   * caller); an instance with extensions is always started fresh, never taken from the warm pool
+   * caller); an instance with extensions or a profile is always started fresh, never taken from the warm pool
    * (its Chromium reads them at launch).
    */
   async start(options: StartRequest, extra: StartExtras = {}): Promise<InstanceView> {
@@ -257,7 +256,7 @@ export class Registry {
     }
     const extensions = extra.extensions ?? [];
     const pooled =
-      extensions.length === 0
+      extensions.length === 0 && !extra.profile
         ? this.#pool.take(type, options.resolution ?? DEFAULT_RESOLUTION)
         : undefined;
     if (pooled) {
@@ -270,9 +269,10 @@ export class Registry {
     this.#pool.makeRoom();
     for (let attempt = 1; ; attempt++) {
       const rec = this.#create(type, options.resolution ?? DEFAULT_RESOLUTION);
+      extra.onCreate?.(rec.id);
       this.#admit(rec, options.timeout_hours);
       try {
-        await this.#boot(rec, factory, options.blocked_domains ?? [], false, extensions);
+        await this.#boot(rec, factory, options.blocked_domains ?? [], false, extra);
       } catch (err) {
         this.#move(rec, 'error', 'crashed');
         await this.#teardown(rec);
@@ -324,8 +324,9 @@ export class Registry {
     factory: RuntimeFactory,
     blockedDomains: readonly string[],
     pooled: boolean,
-    extensions: readonly InstanceExtension[] = [],
+    extra: StartExtras = {},
   ): Promise<void> {
+    const extensions = extra.extensions ?? [];
     const ctx: RuntimeContext = {
       id: rec.id,
       type: rec.type,
@@ -342,6 +343,7 @@ export class Registry {
       sandboxHost: this.#opts.sandboxHost,
       pooled,
       ...(extensions.length > 0 && { extensions }),
+      ...(extra.profile && { profile: extra.profile }),
     };
     await mkdir(rec.dir, { recursive: true, mode: 0o700 });
     rec.runtime = await factory(ctx);

@@ -29,8 +29,19 @@
  * and TMPDIR in the instance directory. Convenience, not isolation.
  */
 import type { StdioOptions } from 'node:child_process';
-import { closeSync, openSync, readFileSync, readlinkSync } from 'node:fs';
-import { chmod, chown, cp, lstat, mkdir, readdir, realpath, rm, writeFile } from 'node:fs/promises';
+import { closeSync, constants, openSync, readFileSync, readlinkSync } from 'node:fs';
+import {
+  chmod,
+  chown,
+  cp,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  realpath,
+  rm,
+  writeFile,
+} from 'node:fs/promises';
 import type { Server } from 'node:net';
 import { join, posix } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
@@ -304,18 +315,92 @@ export class Sandbox {
   }
 
   /**
-   * Write `data` to the file `rel` under home (its directories made as `seedHome` makes them),
-   * owned by the instance's user, before anything runs inside. Refused once the instance ran
-   * anything, and if the file exists.
+   * Write a tree of files under the directory `rel` of home, owned by the instance's user
+   * (directories 0700, files 0600), before anything runs inside (e.g. a saved browser profile).
+   * Entry paths are relative to `rel`, without `.` or `..`; refused once the instance ran anything.
    */
-  async seedFile(rel: string, data: string | Buffer): Promise<void> {
-    if (this.#spawned) throw new Error('seedFile: the instance already runs processes');
+  async seedFiles(
+    rel: string,
+    entries: readonly { path: string; data?: Buffer | undefined }[],
+  ): Promise<void> {
+    if (this.#spawned) throw new Error('seedFiles: the instance already runs processes');
+    await this.seedHome([rel]);
+    const base = join(this.hostHome, rel);
+    const own = async (p: string) => {
+      if (this.uid !== undefined) await chown(p, this.uid, this.uid);
+    };
+    for (const e of entries) {
+      const parts = e.path.split('/');
+      if (e.path.startsWith('/') || parts.some((p) => p === '' || p === '.' || p === '..')) {
+        throw new Error(`bad path ${e.path}`);
+      }
+      let at = base;
+      for (const part of e.data ? parts.slice(0, -1) : parts) {
+        at = join(at, part);
+        const made = await mkdir(at, { mode: 0o700 }).then(
+          () => true,
+          (err: NodeJS.ErrnoException) => {
+            if (err.code !== 'EEXIST') throw err;
+            return false;
+          },
+        );
+        if (made) await own(at);
+      }
+      if (e.data) {
+        const file = join(base, e.path);
+        await writeFile(file, e.data, { flag: 'wx', mode: 0o600 });
+        await own(file);
+      }
+    }
+  }
+
+  /**
+   * The regular files and directories under the directory `rel` of home (links, sockets and the
+   * like skipped, none followed), read from the host once nothing of the instance runs that could
+   * change them; at most `maxBytes` of file data, else throws saying so. Paths relative to `rel`.
+   */
+  async readTree(
+    rel: string,
+    maxBytes: number,
+    skip: (name: string) => boolean = () => false,
+  ): Promise<{ path: string; data?: Buffer }[]> {
     if (rel.split('/').includes('..') || rel.startsWith('/')) throw new Error(`bad path ${rel}`);
-    const parent = posix.dirname(rel);
-    if (parent !== '.') await this.seedHome([parent]);
-    const file = join(this.hostHome, rel);
-    await writeFile(file, data, { flag: 'wx', mode: 0o600 });
-    if (this.uid !== undefined) await chown(file, this.uid, this.uid);
+    let at = this.hostHome;
+    for (const part of rel.split('/').filter(Boolean)) {
+      at = join(at, part);
+      const st = await lstat(at).catch(() => undefined);
+      if (!st?.isDirectory()) return [];
+    }
+    const out: { path: string; data?: Buffer }[] = [];
+    let total = 0;
+    const walk = async (dir: string, prefix: string): Promise<void> => {
+      for (const name of (await readdir(dir)).sort()) {
+        if (skip(name)) continue;
+        const path = join(dir, name);
+        const shown = prefix ? `${prefix}/${name}` : name;
+        const st = await lstat(path);
+        if (st.isDirectory()) {
+          out.push({ path: shown });
+          await walk(path, shown);
+        } else if (st.isFile()) {
+          const fd = await open(
+            path,
+            constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+          );
+          try {
+            if (!(await fd.stat()).isFile()) continue;
+            const data = await fd.readFile();
+            total += data.length;
+            if (total > maxBytes) throw new Error(`more than ${maxBytes} bytes`);
+            out.push({ path: shown, data });
+          } finally {
+            await fd.close();
+          }
+        }
+      }
+    };
+    await walk(at, '');
+    return out;
   }
 
   /** Whether every one of `paths` (as seen inside) was made by `seedHome` and nothing ran since. */
