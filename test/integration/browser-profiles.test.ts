@@ -5,7 +5,7 @@
  * live instance per profile (two starts at once: exactly one 409, naming the holder); a damaged
  * file is refused by name.
  */
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -175,6 +175,36 @@ describe('profiles', () => {
     await client.instances.stop(((await next.json()) as { id: string }).id);
     await released('race');
   }, 300_000);
+
+  it('a profile over the limit is not saved and nothing of it is written', async () => {
+    await using small = await testServer({ maxProfileBytes: 20_000 });
+    const api = new Burrow({ baseUrl: small.url, apiKey: small.apiKey, maxRetries: 0 });
+    try {
+      const inst = await api.instances.start({
+        instance_type: 'browser',
+        profile: { name: 'big', save_changes: true },
+      });
+      await api.instances.stop(inst.id);
+      // released once the stop tried to save it; nothing was written
+      await expect
+        .poll(
+          async () => {
+            const res = await small.api('/v1/start', {
+              json: { instance_type: 'browser', profile: { name: 'big' } },
+            });
+            if (res.status === 200)
+              await api.instances.stop(((await res.json()) as { id: string }).id);
+            return res.status;
+          },
+          { timeout: 60_000, interval: 1000 },
+        )
+        .toBe(200);
+      expect(await api.profiles.list()).toEqual([]);
+      expect(readdirSync(join(small.dataDir, 'profiles'))).toEqual([]); // no temporary file left
+    } finally {
+      await api.close();
+    }
+  }, 180_000);
 
   it('refuses a damaged profile, an ubuntu instance and a bad name', async () => {
     writeFileSync(join(server.dataDir, 'profiles', 'broken.profile'), 'not sealed at all');
