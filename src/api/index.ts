@@ -85,6 +85,18 @@ export {
   MAX_HANDOFF_WAIT_SECONDS,
   MAX_TIMEOUT_HOURS,
 } from './session-time.js';
+// browser extensions (burrow extension routes)
+export {
+  DeleteExtensionResult,
+  ExtensionId,
+  ExtensionInfo,
+  ExtensionPath,
+  ExtensionUploadFields,
+  ProfileInfo,
+  ProfileName,
+  ProfilePath,
+  StartProfile,
+} from './extensions.js';
 export { operationIds, operations } from './operations.js';
 export type {
   BodyKind,

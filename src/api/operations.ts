@@ -7,12 +7,13 @@
 import { z } from 'zod';
 import * as art from './artifacts.js';
 import * as auth from './auth-states.js';
+import * as ext from './extensions.js';
 import { ComputerAction } from './computer.js';
 import { VersionResult } from './meta.js';
 import * as s from './schemas.js';
 import * as st from './session-time.js';
 
-export type HttpMethod = 'GET' | 'POST';
+export type HttpMethod = 'GET' | 'POST' | 'DELETE';
 export type BodyKind = 'none' | 'json' | 'multipart';
 /**
  * How a successful response travels: `json` (the default when a row says nothing) is a JSON body
@@ -404,6 +405,59 @@ export const operations = {
     params: auth.AuthStatePath,
     ...none,
     response: auth.DeleteAuthStateResult,
+    idempotent: true,
+    extension: true,
+  },
+
+  // burrow extensions: browser extensions, uploaded once and named by `POST /v1/start`'s
+  // `extensions` (src/api/extensions.ts)
+  extensionUpload: {
+    client: ['extensions', 'upload'],
+    method: 'POST',
+    path: '/v1/extensions',
+    body: ext.ExtensionUploadFields,
+    bodyKind: 'multipart',
+    response: ext.ExtensionInfo,
+    idempotent: false,
+    extension: true,
+  },
+  extensionList: {
+    client: ['extensions', 'list'],
+    method: 'GET',
+    path: '/v1/extensions',
+    ...none,
+    response: z.array(ext.ExtensionInfo),
+    idempotent: true,
+    extension: true,
+  },
+  extensionDelete: {
+    client: ['extensions', 'delete'],
+    method: 'DELETE',
+    path: '/v1/extensions/{extension_id}',
+    params: ext.ExtensionPath,
+    ...none,
+    response: ext.DeleteExtensionResult,
+    idempotent: true,
+    extension: true,
+  },
+
+  // burrow extensions: persistent browser profiles, named by `POST /v1/start`'s `profile`
+  profileList: {
+    client: ['profiles', 'list'],
+    method: 'GET',
+    path: '/v1/profiles',
+    ...none,
+    response: z.array(ext.ProfileInfo),
+    idempotent: true,
+    extension: true,
+  },
+  profileDelete: {
+    client: ['profiles', 'delete'],
+    method: 'DELETE',
+    path: '/v1/profiles/{profile_name}',
+    params: ext.ProfilePath,
+    ...none,
+    response: ext.DeleteExtensionResult,
     idempotent: true,
     extension: true,
   },

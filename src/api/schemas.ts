@@ -6,6 +6,7 @@
  * does); response schemas are loose so that a newer server never breaks an older client.
  */
 import { z } from 'zod';
+import { StartProfile } from './extensions.js';
 
 export const INSTANCE_TYPES = ['ubuntu', 'browser', 'windows'] as const;
 export const INSTANCE_STATUSES = [
@@ -257,6 +258,11 @@ export const StartRequest = z.object({
    * which it is stopped with `end_reason: "idle"`. Absent: no idle timeout.
    */
   idle_timeout_seconds: z.int().min(1).max(86_400).optional(),
+  // --- burrow extensions of the start request ---
+  /** Ids of uploaded browser extensions (`POST /v1/extensions`) to load; browser instances only. */
+  extensions: z.array(z.string().min(1).max(64)).max(20).optional(),
+  /** A persistent browser profile by name, restored at start; browser instances only. */
+  profile: StartProfile.optional(),
 });
 export type StartRequest = z.input<typeof StartRequest>;
 

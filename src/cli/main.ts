@@ -36,6 +36,10 @@ const commands: Record<string, Command> = {
     summary: 'saved browser auth states: list, export, import, delete, rotate-key',
     load: () => import('./auth.js'),
   },
+  profiles: {
+    summary: 'persistent browser profiles: list, delete',
+    load: () => import('./profiles.js'),
+  },
   mcp: {
     summary: 'MCP server on stdio for agent hosts (tools over instances)',
     load: () => import('./mcp.js'),

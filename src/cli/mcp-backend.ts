@@ -64,5 +64,6 @@ export function clientBackend(api: Burrow): McpBackend {
       api.instances.handoffStatus(id, handoffId, { wait_seconds: wait }),
     ),
     extend: mapped((id, body) => api.instances.extend(id, body)),
+    listExtensions: mapped(() => api.extensions.list()),
   };
 }

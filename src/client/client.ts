@@ -4,6 +4,8 @@ import { AuthStates } from './resources/auth-states.js';
 import { BrowserTools } from './resources/browser.js';
 import { Code } from './resources/code.js';
 import { Env } from './resources/env.js';
+import { Extensions } from './resources/extensions.js';
+import { Profiles } from './resources/profiles.js';
 import { InstanceTools } from './resources/instance.js';
 import { Instances } from './resources/instances.js';
 import { Meta } from './resources/meta.js';
@@ -29,6 +31,10 @@ export class Burrow implements AsyncDisposable {
   readonly downloads: Downloads;
   /** burrow extension: screen recordings. */
   readonly recordings: Recordings;
+  /** burrow extension: uploaded browser extensions. */
+  readonly extensions: Extensions;
+  /** burrow extension: persistent browser profiles. */
+  readonly profiles: Profiles;
   readonly #core: Core;
 
   constructor(options: BurrowOptions = {}) {
@@ -45,6 +51,8 @@ export class Burrow implements AsyncDisposable {
     this.meta = new Meta(core);
     this.downloads = new Downloads(core);
     this.recordings = new Recordings(core);
+    this.extensions = new Extensions(core);
+    this.profiles = new Profiles(core);
   }
 
   /** Waits for requests in flight, then closes the connection pool. Idempotent. */

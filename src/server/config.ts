@@ -52,6 +52,10 @@ export interface ServerOptions {
   maxInstances?: number;
   /** Largest upload in bytes; past it 413. Default 100 MiB; env `BURROW_MAX_UPLOAD_BYTES`. */
   maxUploadBytes?: number;
+  /** Largest browser extension (its zip, and unpacked) in bytes; past it 413. Default 50 MiB; env `BURROW_MAX_EXTENSION_BYTES`. */
+  maxExtensionBytes?: number;
+  /** Largest persistent browser profile (sealed) in bytes; a bigger one is not saved. Default 200 MiB; env `BURROW_MAX_PROFILE_BYTES`. */
+  maxProfileBytes?: number;
   /** Chromium binary. Default env `BURROW_CHROMIUM`, else `/usr/lib/chromium/chromium`. */
   chromiumPath?: string;
   /** Flags added to every Chromium after burrow's own. Default env `BURROW_CHROMIUM_FLAGS` (space-separated), else none. */
@@ -141,6 +145,8 @@ export interface ServerConfig {
   readonly logLevel: LogLevel;
   readonly maxInstances: number;
   readonly maxUploadBytes: number;
+  readonly maxExtensionBytes: number;
+  readonly maxProfileBytes: number;
   /** Undefined: the HTTP layer's own default (http/limits.ts). */
   readonly maxConnectionsPerClient: number | undefined;
   readonly warmPool: Readonly<WarmPoolSizes>;
@@ -195,6 +201,8 @@ export const DEFAULT_ARTIFACT_RETAIN_MAX_BYTES = 16 * 2 ** 30;
 export const DEFAULT_MCP_IDLE_SECONDS = 30 * 60;
 export const DEFAULT_MCP_MAX_SESSIONS = 64;
 const DEFAULT_MAX_UPLOAD_BYTES = 100 * 2 ** 20;
+export const DEFAULT_MAX_EXTENSION_BYTES = 50 * 2 ** 20;
+export const DEFAULT_MAX_PROFILE_BYTES = 200 * 2 ** 20;
 
 /** A bad setting: the message names where the value came from and what a right one looks like. */
 export class ConfigError extends Error {
@@ -305,6 +313,8 @@ const Options = z.strictObject({
   dataDir: nonEmpty.optional(),
   maxInstances: count(1).optional(),
   maxUploadBytes: count(1).optional(),
+  maxExtensionBytes: count(1).optional(),
+  maxProfileBytes: count(1).optional(),
   chromiumPath: nonEmpty.optional(),
   chromiumFlags: z.array(nonEmpty).optional(),
   xvfbPath: nonEmpty.optional(),
@@ -408,6 +418,19 @@ export const SETTINGS: readonly SettingDoc[] = [
     env: 'BURROW_MAX_UPLOAD_BYTES',
     default: '100 MiB',
     meaning: 'largest upload in bytes; past it 413',
+  },
+  {
+    option: 'maxExtensionBytes',
+    env: 'BURROW_MAX_EXTENSION_BYTES',
+    default: '50 MiB',
+    meaning: 'largest browser extension (its zip, and unpacked) in bytes; past it 413',
+  },
+  {
+    option: 'maxProfileBytes',
+    env: 'BURROW_MAX_PROFILE_BYTES',
+    default: '200 MiB',
+    meaning:
+      'largest persistent browser profile (sealed) in bytes; a bigger one is not saved (the old version stays)',
   },
   {
     option: 'maxConnectionsPerClient',
@@ -740,6 +763,10 @@ export function resolveServerConfig(
     maxInstances: o.maxInstances ?? int('BURROW_MAX_INSTANCES', 1) ?? 8,
     maxUploadBytes:
       o.maxUploadBytes ?? int('BURROW_MAX_UPLOAD_BYTES', 1) ?? DEFAULT_MAX_UPLOAD_BYTES,
+    maxExtensionBytes:
+      o.maxExtensionBytes ?? int('BURROW_MAX_EXTENSION_BYTES', 1) ?? DEFAULT_MAX_EXTENSION_BYTES,
+    maxProfileBytes:
+      o.maxProfileBytes ?? int('BURROW_MAX_PROFILE_BYTES', 1) ?? DEFAULT_MAX_PROFILE_BYTES,
     maxConnectionsPerClient:
       o.maxConnectionsPerClient ?? int('BURROW_MAX_CONNECTIONS_PER_CLIENT', 0),
     warmPool,

@@ -144,6 +144,29 @@ export const SERVER_ERRORS = {
     message: 'The auth state could not be fully applied: {reason}',
   },
 
+  // --- browser extensions (extensions/) ---
+  extension_too_large: {
+    status: 413,
+    message:
+      "Extension larger than {limit} bytes (the server's limit; BURROW_MAX_EXTENSION_BYTES raises it)",
+    headers: CLOSE,
+  },
+  extension_not_found: { status: 404, message: 'Extension {id} not found' },
+  profile_in_use: {
+    status: 409,
+    message: 'Profile {name} is in use by {holder}; stop that instance first',
+  },
+  profile_not_found: { status: 404, message: 'Profile {name} not found' },
+  profile_unreadable: { status: 409, message: 'Profile {name} cannot be restored: {reason}' },
+  profiles_browser_only: {
+    status: 400,
+    message: 'profiles are kept by browser instances only, not by {type} instances',
+  },
+  extensions_browser_only: {
+    status: 400,
+    message: 'extensions are loaded by browser instances only, not by {type} instances',
+  },
+
   // --- environment, files, uploads ---
   invalid_env_name: { status: 400, message: 'Invalid environment variable name: {name}' },
   invalid_env_value: { status: 400, message: 'The value of {name} contains a NUL character' },

@@ -18,6 +18,8 @@ import { pidAlive } from '../internal/process.js';
 import { buildApp, createLogger, handleUpgrade } from './http/app.js';
 import { ArtifactStore } from './artifacts/store.js';
 import { AuthStore } from './auth-states/store.js';
+import { ExtensionStore } from './extensions/store.js';
+import { ProfileStore } from './profiles/store.js';
 import { startRefusal } from './host/requirements.js';
 import { Registry } from './instances/registry.js';
 import { MemoryInstanceStore } from './instances/store.js';
@@ -126,6 +128,15 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   await authStore.ready; // states of 0.1 and of rotated-out keys re-encrypted
   // what another node saves or deletes shows here too
   await cluster?.authStates.watch((id) => void authStore.refresh(id).catch(() => {}));
+  // uploaded browser extensions; half-written uploads of an earlier run are removed
+  const extensions = new ExtensionStore(dataDir, { maxBytes: config.maxExtensionBytes });
+  await extensions.ready;
+  // persistent browser profiles, sealed with the auth states' key
+  const profiles = new ProfileStore(dataDir, {
+    keyring: authStore.keyring,
+    maxBytes: config.maxProfileBytes,
+  });
+  await profiles.ready;
   const logger = createLogger(config.logLevel, {
     secrets: [apiKey],
     ...(options.logDestination && { destination: options.logDestination }),
@@ -187,6 +198,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     maxUploadBytes,
     logger,
     chromiumPath,
+    extensions,
+    profiles,
     mcp: config.mcp,
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
     forwarder,

@@ -45,6 +45,18 @@ export interface OpenSessionOptions {
    */
   proxy?: ProxySettings;
   /**
+   * Ids of browser extensions uploaded with `client.extensions.upload` (`POST /v1/extensions`),
+   * loaded by the instance's Chromium in every context, those the driver creates included.
+   * Browser instances only. Default none.
+   */
+  extensions?: string[];
+  /**
+   * A persistent browser profile (`{ name, save_changes }`): the instance's whole Chromium
+   * profile is restored from it, and with `save_changes: true` written back when the session
+   * stops. One live instance per profile. Browser instances only. Default none.
+   */
+  profile?: { name: string; save_changes?: boolean };
+  /**
    * A saved auth state's id or name, applied before `openSession` returns. A name that several
    * states share is an `AmbiguousAuthStateError`. Default none.
    */
@@ -103,6 +115,8 @@ const Options = z
     resolution: StartRequest.shape.resolution,
     blockedDomains: StartRequest.shape.blocked_domains,
     proxy: StartRequest.shape.proxy,
+    extensions: StartRequest.shape.extensions,
+    profile: StartRequest.shape.profile,
     authState: z.string().min(1).optional(),
     baseUrl: z.url({ protocol: /^https?$/ }).optional(),
     apiKey: z.string().min(1).optional(),
@@ -187,6 +201,8 @@ export function resolveOptions(options: OpenSessionOptions = {}): ResolvedOption
       ...(o.resolution !== undefined && { resolution: o.resolution }),
       ...(o.blockedDomains !== undefined && { blocked_domains: o.blockedDomains }),
       ...(o.proxy !== undefined && { proxy: o.proxy }),
+      ...(o.extensions !== undefined && { extensions: o.extensions }),
+      ...(o.profile !== undefined && { profile: o.profile }),
     },
     authState: o.authState,
     endpoint: o.client

@@ -19,6 +19,7 @@ import {
 } from '../../src/client/index.js';
 import { operationIds, operations, type OperationId } from '../../src/api/index.js';
 import { testServer, type TestServer } from '../helpers/server.js';
+import { makeZip, testExtension } from '../helpers/zip.js';
 
 let server: TestServer;
 let client: Burrow;
@@ -30,6 +31,7 @@ let authStateId = '';
 let downloadId = '';
 let recordingId = '';
 let handoffId = '';
+let extensionId = '';
 
 beforeAll(async () => {
   server = await testServer();
@@ -635,6 +637,71 @@ const cases: Record<OperationId, Case> = {
     },
     bad: async () => {
       await expect(client.authStates.delete('auth_missing')).rejects.toBeInstanceOf(NotFoundError);
+    },
+  },
+
+  // burrow extensions: browser extensions (test/integration/browser-extensions.test.ts loads them)
+  extensionUpload: {
+    ok: async () => {
+      const info = await client.extensions.upload(makeZip(testExtension()));
+      expect(info.id).toMatch(/^ext_[0-9a-f]{16}$/);
+      expect(info).toMatchObject({ name: 'burrow test extension', filename: 'extension.zip' });
+      extensionId = info.id;
+    },
+    bad: async () => {
+      // @ts-expect-error: not a file source
+      await pre(client.extensions.upload(42));
+      await raw422('/v1/extensions', { body: {} }); // JSON, not multipart: no file
+    },
+  },
+  extensionList: {
+    ok: async () => {
+      expect((await client.extensions.list()).map((e) => e.id)).toContain(extensionId);
+    },
+    bad: async () => {
+      const anon = new Burrow({ baseUrl: server.url, apiKey: 'wrong-key-000', maxRetries: 0 });
+      await expect(anon.extensions.list()).rejects.toBeInstanceOf(AuthenticationError);
+      await anon.close();
+    },
+  },
+  extensionDelete: {
+    ok: async () => {
+      expect(await client.extensions.delete(extensionId)).toEqual({ status: 'success' });
+    },
+    bad: async () => {
+      await expect(client.extensions.delete(extensionId)).rejects.toBeInstanceOf(NotFoundError);
+      await pre(client.extensions.delete(''));
+    },
+  },
+
+  // burrow extensions: persistent profiles (test/integration/browser-profiles.test.ts uses them)
+  profileList: {
+    ok: async () => {
+      const inst = await client.instances.start({
+        instance_type: 'browser',
+        profile: { name: 'contract', save_changes: true },
+      });
+      expect((await client.profiles.list()).find((p) => p.name === 'contract')).toBeUndefined();
+      await client.instances.stop(inst.id);
+      await expect
+        .poll(async () => (await client.profiles.list()).find((p) => p.name === 'contract'), {
+          timeout: 60_000,
+        })
+        .toMatchObject({ name: 'contract', in_use_by: null });
+    },
+    bad: async () => {
+      const anon = new Burrow({ baseUrl: server.url, apiKey: 'wrong-key-000', maxRetries: 0 });
+      await expect(anon.profiles.list()).rejects.toBeInstanceOf(AuthenticationError);
+      await anon.close();
+    },
+  },
+  profileDelete: {
+    ok: async () => {
+      expect(await client.profiles.delete('contract')).toEqual({ status: 'success' });
+    },
+    bad: async () => {
+      await expect(client.profiles.delete('contract')).rejects.toBeInstanceOf(NotFoundError);
+      await pre(client.profiles.delete('../up'));
     },
   },
 

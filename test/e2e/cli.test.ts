@@ -1,5 +1,5 @@
 /**
- * The `burrow` command: `start | list | get | stop | auth list | reap` against a server this
+ * The `burrow` command: `start | list | get | stop | auth list | profiles | reap` against a server this
  * test runs, and `demo` — the README's main job — exactly as a user runs it, from dist/.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -76,6 +76,28 @@ describe('burrow start | list | get | stop | auth list', () => {
     const after = await burrow(['list', '--live', ...flags()]);
     expect(after.stdout).toBe('(none)\n');
   });
+
+  it('lists and deletes persistent profiles', async () => {
+    const res = await server.api('/v1/start', {
+      json: { instance_type: 'browser', profile: { name: 'cli-profile', save_changes: true } },
+    });
+    const { id } = (await res.json()) as { id: string };
+    await burrow(['stop', id, ...flags()]);
+    await eventually(
+      async () => (await burrow(['profiles', 'list', ...flags()])).stdout.includes('cli-profile'),
+      'the profile to be saved',
+      60_000,
+    );
+    const listed = await burrow(['profiles', 'list', ...flags()]);
+    expect(listed.stdout).toMatch(
+      /^NAME\s+SIZE\s+UPDATED\s+IN USE BY\ncli-profile\s+\d+\s+\S+\s+-$/m,
+    );
+    const deleted = await burrow(['profiles', 'delete', 'cli-profile', ...flags()]);
+    expect(deleted.stdout).toBe('deleted profile cli-profile\n');
+    const again = await burrow(['profiles', 'delete', 'cli-profile', ...flags()]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/status 404: Profile "cli-profile" not found/);
+  }, 120_000);
 
   it('says clearly what is wrong', async () => {
     const noKey = await burrow(['list', '--base-url', server.url]);

@@ -200,8 +200,8 @@ const isServer = (layer: string) => layer === 'server' || layer.startsWith('serv
 export const SERVER_FLOORS: readonly (readonly string[])[] = [
   ['server'], // the composition root
   ['server/http'], // routes, bodies, limits, the API docs and MCP endpoints
-  ['server/browser', 'server/ubuntu', 'server/mcp', 'server/cluster'], // the instance types, the MCP tools, the cluster's storage
-  ['server/chromium', 'server/auth-states'],
+  ['server/browser', 'server/ubuntu', 'server/mcp', 'server/cluster', 'server/profiles'], // the instance types, the MCP tools, the cluster's storage, profiles
+  ['server/chromium', 'server/auth-states', 'server/extensions'],
   ['server/instances'], // the runtime contract, registry, pool
   ['server/toolbox', 'server/artifacts'],
   ['server/sandbox'],

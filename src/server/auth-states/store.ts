@@ -232,6 +232,14 @@ export class AuthStore {
     }
   }
 
+  /**
+   * The keys states are sealed with, for other sealed records of the server (profiles/store.ts):
+   * one secret key for everything the server keeps encrypted at rest.
+   */
+  get keyring(): Keyring {
+    return this.#keyring;
+  }
+
   /** The id of the key new writes are sealed with (not secret). */
   get keyId(): string {
     return this.#keyring.current.id;

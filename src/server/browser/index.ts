@@ -14,6 +14,7 @@ import type {
   RuntimeFactory,
 } from '../instances/runtime.js';
 import { InstanceMachine } from '../instances/machine.js';
+import { createHash } from 'node:crypto';
 import { join, posix } from 'node:path';
 import {
   BrowserController,
@@ -32,6 +33,10 @@ import { browserLiveViewPage } from './liveview-page.js';
 
 /** Chromium's profile, downloads and temp files, under the instance's home. */
 const CHROMIUM_DIR = '.config/burrow-chromium';
+/** Chromium's preferences in its profile directory. */
+const PREFERENCES = 'Default/Preferences';
+/** Read-only copies of the instance's browser extensions, one folder per id, under its home. */
+const EXTENSIONS_DIR = '.burrow-extensions';
 
 /**
  * - `browser/start` returns the running browser's `cdp_url`.
@@ -49,6 +54,8 @@ class BrowserRuntime extends InstanceMachine {
   #screencast: Screencast;
   /** `upload` into the instance's home (./files.ts). */
   readonly #files: BrowserFiles;
+  /** Chromium started at least once: only then is a profile written back. */
+  #launched = false;
 
   constructor(ctx: RuntimeContext) {
     super(ctx);
@@ -118,12 +125,13 @@ class BrowserRuntime extends InstanceMachine {
    */
   #launchOptions(): Partial<BrowserControllerOptions> {
     const sandbox = this.created!;
+    const extensions = extensionArgs(this.#extensionPaths(sandbox));
     if (sandbox.mode === 'none') {
       return {
         ctx: { ...this.ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
         spawn: (argv, o) => sandbox.spawn(argv, o),
         // root cannot run Chromium's sandbox; this mode has no other
-        args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
+        args: [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), ...extensions],
       };
     }
     return {
@@ -139,8 +147,73 @@ class BrowserRuntime extends InstanceMachine {
         });
         if (r.code !== 0) throw new Error(`mkdir failed: ${r.stderr.toString().trim()}`);
       },
-      args: chromiumProxyArgs(true),
+      args: [...chromiumProxyArgs(true), ...extensions],
     };
+  }
+
+  /** Where Chromium finds the instance's extensions, as it sees them. */
+  #extensionPaths(sandbox: Sandbox): string[] {
+    return (this.ctx.extensions ?? []).map((e) => posix.join(sandbox.home, EXTENSIONS_DIR, e.id));
+  }
+
+  /**
+   * The extensions copied onto the fresh disk, read-only to the instance (`_metadata`, where
+   * Chromium writes the indexed rules of `declarativeNetRequest`, stays writable), and Chromium's
+   * preferences allowing each in every context: `browser.newContext()` makes an incognito-like
+   * context, where an extension runs only if allowed there. Chromium names an unpacked extension
+   * after its path, which is known before it starts.
+   */
+  async #seedExtensions(sandbox: Sandbox): Promise<void> {
+    const list = this.ctx.extensions ?? [];
+    for (const e of list) {
+      await sandbox.seedReadOnly(`${EXTENSIONS_DIR}/${e.id}`, e.dir, ['_metadata']);
+    }
+    // the saved profile's files, if any, with the extensions allowed in its preferences
+    const entries = [...(this.ctx.profile?.entries ?? [])];
+    if (list.length > 0) {
+      const at = entries.findIndex((e) => e.path === PREFERENCES && e.data);
+      const prefs = parsePreferences(at >= 0 ? entries[at]!.data! : undefined);
+      const ext = (prefs.extensions ??= {}) as Record<string, unknown>;
+      const settings = (ext.settings ??= {}) as Record<string, Record<string, unknown>>;
+      for (const p of this.#extensionPaths(sandbox)) {
+        const id = unpackedExtensionId(p);
+        settings[id] = { ...settings[id], incognito: true };
+      }
+      const data = Buffer.from(JSON.stringify(prefs));
+      if (at >= 0) entries[at] = { path: PREFERENCES, data };
+      else entries.push({ path: PREFERENCES, data });
+    }
+    if (entries.length > 0) await sandbox.seedFiles(`${CHROMIUM_DIR}/profile`, entries);
+  }
+
+  /**
+   * The persistent profile written back, when asked for: Chromium has exited (its files are
+   * consistent) and nothing of the instance runs that could change them. A profile over its limit
+   * or one that fails to save keeps its previous version; the log says why. The profile is
+   * released in any case.
+   */
+  async #saveProfile(): Promise<void> {
+    const profile = this.ctx.profile;
+    if (!profile) return;
+    try {
+      const sandbox = this.created;
+      if (!profile.save || !sandbox || !this.#launched) return;
+      const entries = await sandbox
+        .readTree(`${CHROMIUM_DIR}/profile`, profile.maxBytes * 4, (name) =>
+          name.startsWith('Singleton'),
+        )
+        .catch((err: Error) => {
+          throw new Error(`profile ${profile.name} not saved: ${err.message}`);
+        });
+      await profile.save(entries);
+    } catch (err) {
+      this.ctx.log.warn(
+        { instance: this.ctx.id, profile: profile.name, err },
+        `profile ${profile.name} not saved; its previous version is kept`,
+      );
+    } finally {
+      profile.release();
+    }
   }
 
   /** Chromium's directories, so that its launch needs no process inside to make them. */
@@ -158,13 +231,16 @@ class BrowserRuntime extends InstanceMachine {
    */
   protected async boot(sandbox: Sandbox): Promise<void> {
     this.#recorder(sandbox);
+    await this.#seedExtensions(sandbox);
     await this.browser.start();
+    this.#launched = true;
   }
 
   protected async halt(): Promise<void> {
     await this.#screencast.close();
     await this.browser.dispose();
     await this.#files.stop();
+    await this.#saveProfile();
   }
 
   /** Downloads land in `~/Downloads`; recordings are the screencast through ffmpeg in the sandbox. */
@@ -226,3 +302,31 @@ class BrowserRuntime extends InstanceMachine {
 }
 
 export const createBrowserRuntime: RuntimeFactory = (ctx) => new BrowserRuntime(ctx);
+
+/** A profile's preferences as an object; empty when absent or not a JSON object. */
+function parsePreferences(data: Buffer | undefined): Record<string, unknown> {
+  try {
+    const v: unknown = data ? JSON.parse(data.toString('utf8')) : {};
+    return typeof v === 'object' && v !== null && !Array.isArray(v)
+      ? (v as Record<string, unknown>)
+      : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Chromium's flags loading exactly these unpacked extensions (none: no flag). */
+export function extensionArgs(paths: readonly string[]): string[] {
+  if (paths.length === 0) return [];
+  const list = paths.join(',');
+  return [`--load-extension=${list}`, `--disable-extensions-except=${list}`];
+}
+
+/**
+ * The id Chromium gives an unpacked extension loaded from `path`: the first 128 bits of the
+ * SHA-256 of the path, each hex digit written as a letter from `a` to `p`.
+ */
+export function unpackedExtensionId(path: string): string {
+  const hex = createHash('sha256').update(path).digest('hex').slice(0, 32);
+  return [...hex].map((c) => String.fromCharCode(97 + parseInt(c, 16))).join('');
+}

@@ -28,8 +28,10 @@ import { registerArtifactRoutes } from './artifact-routes.js';
 import type { AuthStore } from '../auth-states/store.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
 import { MULTIPART_LIMITS } from './upload.js';
-import { createHandlers, type Handlers } from './handlers.js';
+import { createHandlers, type Handlers, type MultipartOperationId } from './handlers.js';
 import { registerHandoffDone, viewerAccess, withBanner } from './handoff.js';
+import type { ExtensionStore } from '../extensions/store.js';
+import type { ProfileStore } from '../profiles/store.js';
 import {
   authenticated,
   defaultHttpLimits,
@@ -58,6 +60,10 @@ export interface AppOptions {
   httpLimits?: Partial<Omit<HttpLimits, 'maxConnectionsPerClient'>> | undefined;
   /** The Chromium binary of browser instances, reported by `GET /v1/version`. */
   chromiumPath?: string | undefined;
+  /** Uploaded browser extensions (extensions/store.ts); absent, their routes answer 404. */
+  extensions?: ExtensionStore | undefined;
+  /** Persistent browser profiles (profiles/store.ts); absent, their routes answer 404. */
+  profiles?: ProfileStore | undefined;
   /** The MCP endpoint's idle time and session cap (mcp.ts); defaults there. */
   mcp?: { idleMs?: number; maxSessions?: number } | undefined;
   /** Cluster mode: requests for other nodes' instances go to them (forward.ts). */
@@ -144,7 +150,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { registry } = opts;
   const handlers = touching(
     registry,
-    createHandlers(registry, opts.authStore, { chromiumPath: opts.chromiumPath }),
+    createHandlers(registry, opts.authStore, {
+      chromiumPath: opts.chromiumPath,
+      extensions: opts.extensions,
+      profiles: opts.profiles,
+      log: opts.logger,
+    }),
   );
 
   // Bodies arrive as text and are parsed per route, so malformed JSON becomes a FastAPI 422.
@@ -214,8 +225,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         if (id === 'upload') {
           return handlers.upload({ params: params as { instance_id: string }, request: req });
         }
+        if (id === 'extensionUpload') return handlers.extensionUpload({ request: req });
         const body = op.body ? parseInput(op.body, parseJsonBody(req.body), 'body') : undefined;
-        const handler = handlers[id as Exclude<JsonOperationId, 'upload'>] as (input: {
+        const handler = handlers[id as Exclude<JsonOperationId, MultipartOperationId>] as (input: {
           params: unknown;
           query: unknown;
           body: unknown;

@@ -10,8 +10,12 @@ import {
   type Operations,
 } from '../../api/index.js';
 import type { AuthStore } from '../auth-states/store.js';
+import type { ExtensionStore } from '../extensions/store.js';
+import type { ProfileStore } from '../profiles/store.js';
+import { extensionUploadHandler, type ExtensionUploadHandler } from './extension-routes.js';
 import { artifactHandlers } from './artifact-routes.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
+import { serverError } from '../errors.js';
 import { versionInfo } from '../meta.js';
 import type { Registry } from '../instances/registry.js';
 import type { CapabilityName } from '../instances/runtime.js';
@@ -29,9 +33,16 @@ export type Handler<Op extends OperationId> = (
   input: HandlerInput<Op>,
 ) => Promise<z.input<Operations[Op]['response']>>;
 
-/** Every JSON row; `upload` reads its multipart body itself (upload.ts). */
-export type Handlers = { [Op in Exclude<JsonOperationId, 'upload'>]: Handler<Op> } & {
+/** Rows whose multipart body the handler reads itself. */
+export type MultipartOperationId = 'upload' | 'extensionUpload';
+
+/**
+ * Every JSON row; `upload` (upload.ts) and `extensionUpload` (extension-routes.ts) read their
+ * multipart bodies themselves.
+ */
+export type Handlers = { [Op in Exclude<JsonOperationId, MultipartOperationId>]: Handler<Op> } & {
   upload: UploadHandler;
+  extensionUpload: ExtensionUploadHandler;
 };
 
 const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
@@ -39,6 +50,12 @@ const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
 export interface HandlerOptions {
   /** The Chromium binary of browser instances, for `version`; absent, it is reported as null. */
   chromiumPath?: string | undefined;
+  /** Uploaded browser extensions (extensions/store.ts); absent, their routes answer 404. */
+  extensions?: ExtensionStore | undefined;
+  /** Persistent browser profiles (profiles/store.ts); absent, their routes answer 404. */
+  profiles?: ProfileStore | undefined;
+  /** Where a profile that could not be saved is reported. */
+  log?: { warn(obj: object, msg: string): void } | undefined;
 }
 
 export function createHandlers(
@@ -51,10 +68,46 @@ export function createHandlers(
   const browser = (id: string) => cap(id, 'browser', 'The browser');
   const notebooks = (id: string) => cap(id, 'kernels', 'Notebooks').notebooks;
   const env = (id: string) => cap(id, 'env', 'Environment');
+  const log = opts.log ?? { warn: () => {} };
+  const profileStore = () => {
+    if (!opts.profiles) throw serverError('not_found');
+    return opts.profiles;
+  };
+  const extensionStore = () => {
+    if (!opts.extensions) throw serverError('not_found');
+    return opts.extensions;
+  };
   return {
     // burrow extension: downloads and recordings (artifact-routes.ts)
     ...artifactHandlers(registry),
-    start: async ({ body }) => registry.view(await registry.start(body)),
+    start: async ({ body }) => {
+      // the extensions named, resolved before anything starts (an unknown id is a 404)
+      const ids = [...new Set(body.extensions ?? [])];
+      if (ids.length > 0 && body.instance_type !== 'browser') {
+        throw serverError('extensions_browser_only', { type: body.instance_type });
+      }
+      const found = ids.length > 0 ? extensionStore().resolve(ids) : [];
+      const extensions = found.map((e) => ({ id: e.id, dir: e.dir }));
+      if (!body.profile) return registry.view(await registry.start(body, { extensions }));
+      // the profile is held from here (a second start naming it is a 409) until the instance
+      // has stopped and saved it, or this start failed
+      if (body.instance_type !== 'browser') {
+        throw serverError('profiles_browser_only', { type: body.instance_type });
+      }
+      const { name, save_changes } = body.profile;
+      const profile = await profileStore().open(name, save_changes, log);
+      try {
+        const started = await registry.start(body, {
+          extensions,
+          profile,
+          onCreate: profile.setHolder,
+        });
+        return registry.view(started);
+      } catch (err) {
+        profile.release();
+        throw err;
+      }
+    },
     getInstance: async ({ params }) => registry.row(params.instance_id),
     listInstances: async () => registry.rows(),
     stop: async ({ params }) => ({ status: (await registry.stop(params.instance_id)).status }),
@@ -172,6 +225,19 @@ export function createHandlers(
     extend: async ({ params, body }) => {
       registry.extend(params.instance_id, body.timeout_hours);
       return registry.row(params.instance_id);
+    },
+    // burrow extensions: browser extensions (extension-routes.ts, extensions/store.ts)
+    extensionUpload: (input) => extensionUploadHandler(extensionStore())(input),
+    extensionList: async () => extensionStore().list(),
+    extensionDelete: async ({ params }) => {
+      await extensionStore().delete(params.extension_id);
+      return { status: 'success' };
+    },
+    // burrow extensions: persistent browser profiles (profiles/store.ts)
+    profileList: async () => profileStore().list(),
+    profileDelete: async ({ params }) => {
+      await profileStore().delete(params.profile_name);
+      return { status: 'success' };
     },
   };
 }

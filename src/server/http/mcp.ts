@@ -146,6 +146,7 @@ export function inProcessBackend(handlers: Handlers, app: FastifyInstance): McpB
       }),
     extend: (id, body) => call('extend', { ...inst(id), body }),
     listAuthStates: () => call('listAuthStates', {}),
+    listExtensions: () => call('extensionList', {}),
   };
 }
 

@@ -28,6 +28,7 @@ import type {
   Logger,
   RuntimeContext,
   RuntimeFactory,
+  StartExtras,
 } from './runtime.js';
 import {
   probeUpstream,
@@ -280,7 +281,12 @@ export class Registry {
     return cap as NonNullable<InstanceRuntime[K]>;
   }
 
-  async start(options: StartRequest): Promise<InstanceView> {
+  /**
+   * Starts an instance. `extra.extensions` are the browser extensions it loads (resolved by the
+   * caller); an instance with extensions or a profile is always started fresh, never taken from the warm pool
+   * (its Chromium reads them at launch).
+   */
+  async start(options: StartRequest, extra: StartExtras = {}): Promise<InstanceView> {
     if (this.#closed) throw serverError('shutting_down');
     const type = options.instance_type ?? 'ubuntu';
     const factory = this.#opts.factories[type];
@@ -296,7 +302,11 @@ export class Registry {
       throw serverError('server_at_capacity', { live, limit: this.#opts.maxInstances });
     }
     const upstream = await this.#upstream(options);
-    const pooled = this.#pool.take(type, options.resolution ?? DEFAULT_RESOLUTION);
+    const extensions = extra.extensions ?? [];
+    const pooled =
+      extensions.length === 0 && !extra.profile
+        ? this.#pool.take(type, options.resolution ?? DEFAULT_RESOLUTION)
+        : undefined;
     if (pooled) {
       const rec = await this.#claim(pooled, options, upstream);
       this.#pool.refill();
@@ -308,9 +318,10 @@ export class Registry {
     for (let attempt = 1; ; attempt++) {
       const rec = this.#create(type, options.resolution ?? DEFAULT_RESOLUTION);
       if (upstream) rec.proxyServer = upstreamLabel(upstream);
+      extra.onCreate?.(rec.id);
       this.#admit(rec, options);
       try {
-        await this.#boot(rec, factory, options.blocked_domains ?? [], false, upstream);
+        await this.#boot(rec, factory, options.blocked_domains ?? [], false, upstream, extra);
       } catch (err) {
         this.#move(rec, 'error', 'crashed');
         await this.#teardown(rec);
@@ -386,7 +397,9 @@ export class Registry {
     blockedDomains: readonly string[],
     pooled: boolean,
     upstream?: UpstreamProxy,
+    extra: StartExtras = {},
   ): Promise<void> {
+    const extensions = extra.extensions ?? [];
     const ctx: RuntimeContext = {
       id: rec.id,
       type: rec.type,
@@ -403,6 +416,8 @@ export class Registry {
       sandboxHost: this.#opts.sandboxHost,
       pooled,
       ...(upstream && { upstream }),
+      ...(extensions.length > 0 && { extensions }),
+      ...(extra.profile && { profile: extra.profile }),
     };
     await mkdir(rec.dir, { recursive: true, mode: 0o700 });
     rec.runtime = await factory(ctx);

@@ -70,6 +70,53 @@ export interface RuntimeContext {
   readonly artifacts?: InstanceArtifacts | undefined;
   /** The upstream proxy its egress chains to (`proxy` of the start), credentials included. */
   readonly upstream?: UpstreamProxy | undefined;
+  /**
+   * Browser extensions the instance's Chromium loads (browser instances only): each is copied
+   * read-only onto the instance's disk before anything runs in it. Default none.
+   */
+  readonly extensions?: readonly InstanceExtension[] | undefined;
+  /** The persistent profile the instance's Chromium runs with (browser instances only). */
+  readonly profile?: InstanceProfile | undefined;
+}
+
+/** An uploaded browser extension as an instance gets it (extensions/store.ts). */
+export interface InstanceExtension {
+  /** The store's id, e.g. `ext_0123456789abcdef`. */
+  readonly id: string;
+  /** The unpacked extension on the host; read, never written. */
+  readonly dir: string;
+}
+
+/** A file or directory of a browser profile, its path relative to the profile's directory. */
+export interface ProfileEntry {
+  readonly path: string;
+  /** Absent for a directory. */
+  readonly data?: Buffer;
+}
+
+/**
+ * A persistent browser profile an instance runs with (profiles/store.ts): what to restore before
+ * Chromium first starts, and, when changes are saved, where its profile goes once Chromium has
+ * exited. The instance holds the profile until `release`.
+ */
+export interface InstanceProfile {
+  readonly name: string;
+  /** The saved profile's files; empty for a new profile. */
+  readonly entries: readonly ProfileEntry[];
+  /** Largest profile kept, in bytes: a bigger one is not saved. */
+  readonly maxBytes: number;
+  /** Present when `save_changes`: stores the profile as Chromium left it. */
+  readonly save?: (entries: ProfileEntry[]) => Promise<void>;
+  /** Lets another instance take the profile (idempotent). */
+  release(): void;
+}
+
+/** What `POST /v1/start` hands the registry besides the request. */
+export interface StartExtras {
+  extensions?: readonly InstanceExtension[];
+  profile?: InstanceProfile;
+  /** Told each id the start gives the instance (a failed attempt's retry gets a new one). */
+  onCreate?: (id: string) => void;
 }
 
 /** What `POST /v1/start` asked of an instance taken from the warm pool. */

@@ -14,6 +14,7 @@ import type {
   ComputerAction,
   EditRequest,
   ExtendRequest,
+  ExtensionInfo,
   FileRequest,
   Handoff,
   HandoffRequest,
@@ -50,6 +51,8 @@ export interface McpBackend {
   /** The hand-off's status after waiting up to `waitSeconds` for it to end. */
   handoffStatus(instanceId: string, handoffId: string, waitSeconds: number): Promise<Handoff>;
   extend(instanceId: string, body: ExtendRequest): Promise<Instance>;
+  /** Uploaded browser extensions, which `start` loads by id (`extensions`). */
+  listExtensions(): Promise<ExtensionInfo[]>;
 }
 
 /**

@@ -36,8 +36,19 @@
  * and TMPDIR in the instance directory. Convenience, not isolation.
  */
 import type { StdioOptions } from 'node:child_process';
-import { closeSync, openSync, readFileSync, readlinkSync } from 'node:fs';
-import { chmod, chown, mkdir, realpath, rm } from 'node:fs/promises';
+import { closeSync, constants, openSync, readFileSync, readlinkSync } from 'node:fs';
+import {
+  chmod,
+  chown,
+  cp,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  realpath,
+  rm,
+  writeFile,
+} from 'node:fs/promises';
 import type { Server } from 'node:net';
 import { join, posix } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
@@ -296,6 +307,142 @@ export class Sandbox {
       }
       this.#seeded.add(posix.join(this.home, rel));
     }
+  }
+
+  /**
+   * Copy the host directory `from` (regular files and directories only, e.g. an unpacked browser
+   * extension) to `rel` under home before anything runs inside. The copy and the directories
+   * leading to it under home are root's (files 0644, directories 0755): the instance's user reads
+   * them and cannot change them, except the directories `writable` (relative to the copy, made
+   * empty and owned by the user). `from` is never visible inside. Refused once the instance ran
+   * anything.
+   */
+  async seedReadOnly(rel: string, from: string, writable: readonly string[] = []): Promise<void> {
+    if (this.#spawned) throw new Error('seedReadOnly: the instance already runs processes');
+    if (rel.split('/').includes('..') || rel.startsWith('/')) throw new Error(`bad path ${rel}`);
+    let at = this.hostHome;
+    for (const part of rel.split('/').filter(Boolean)) {
+      at = join(at, part);
+      if (at !== join(this.hostHome, rel)) {
+        await mkdir(at, { mode: 0o755 }).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'EEXIST') throw err;
+        });
+      }
+    }
+    await cp(from, at, {
+      recursive: true,
+      errorOnExist: true,
+      force: false,
+      // only what the server wrote itself is copied: no link is followed or made
+      filter: async (src) => {
+        const st = await lstat(src);
+        return st.isFile() || st.isDirectory();
+      },
+    });
+    // readable by everyone, writable by root alone, whatever modes the source had
+    const open = async (path: string): Promise<void> => {
+      const st = await lstat(path);
+      await chmod(path, st.isDirectory() ? 0o755 : 0o644);
+      if (st.isDirectory()) {
+        for (const name of await readdir(path)) await open(join(path, name));
+      }
+    };
+    await open(at);
+    for (const sub of writable) {
+      if (sub.split('/').includes('..') || sub.startsWith('/')) throw new Error(`bad path ${sub}`);
+      const dir = join(at, sub);
+      await mkdir(dir, { mode: 0o700 });
+      if (this.uid !== undefined) await chown(dir, this.uid, this.uid);
+    }
+  }
+
+  /**
+   * Write a tree of files under the directory `rel` of home, owned by the instance's user
+   * (directories 0700, files 0600), before anything runs inside (e.g. a saved browser profile).
+   * Entry paths are relative to `rel`, without `.` or `..`; refused once the instance ran anything.
+   */
+  async seedFiles(
+    rel: string,
+    entries: readonly { path: string; data?: Buffer | undefined }[],
+  ): Promise<void> {
+    if (this.#spawned) throw new Error('seedFiles: the instance already runs processes');
+    await this.seedHome([rel]);
+    const base = join(this.hostHome, rel);
+    const own = async (p: string) => {
+      if (this.uid !== undefined) await chown(p, this.uid, this.uid);
+    };
+    for (const e of entries) {
+      const parts = e.path.split('/');
+      if (e.path.startsWith('/') || parts.some((p) => p === '' || p === '.' || p === '..')) {
+        throw new Error(`bad path ${e.path}`);
+      }
+      let at = base;
+      for (const part of e.data ? parts.slice(0, -1) : parts) {
+        at = join(at, part);
+        const made = await mkdir(at, { mode: 0o700 }).then(
+          () => true,
+          (err: NodeJS.ErrnoException) => {
+            if (err.code !== 'EEXIST') throw err;
+            return false;
+          },
+        );
+        if (made) await own(at);
+      }
+      if (e.data) {
+        const file = join(base, e.path);
+        await writeFile(file, e.data, { flag: 'wx', mode: 0o600 });
+        await own(file);
+      }
+    }
+  }
+
+  /**
+   * The regular files and directories under the directory `rel` of home (links, sockets and the
+   * like skipped, none followed), read from the host once nothing of the instance runs that could
+   * change them; at most `maxBytes` of file data, else throws saying so. Paths relative to `rel`.
+   */
+  async readTree(
+    rel: string,
+    maxBytes: number,
+    skip: (name: string) => boolean = () => false,
+  ): Promise<{ path: string; data?: Buffer }[]> {
+    if (rel.split('/').includes('..') || rel.startsWith('/')) throw new Error(`bad path ${rel}`);
+    let at = this.hostHome;
+    for (const part of rel.split('/').filter(Boolean)) {
+      at = join(at, part);
+      const st = await lstat(at).catch(() => undefined);
+      if (!st?.isDirectory()) return [];
+    }
+    const out: { path: string; data?: Buffer }[] = [];
+    let total = 0;
+    const walk = async (dir: string, prefix: string): Promise<void> => {
+      for (const name of (await readdir(dir)).sort()) {
+        if (skip(name)) continue;
+        const path = join(dir, name);
+        const shown = prefix ? `${prefix}/${name}` : name;
+        const st = await lstat(path);
+        if (st.isDirectory()) {
+          out.push({ path: shown });
+          await walk(path, shown);
+        } else if (st.isFile()) {
+          const fd = await open(
+            path,
+            constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+          );
+          try {
+            if (!(await fd.stat()).isFile()) continue;
+            const data = await fd.readFile();
+            total += data.length;
+            if (total > maxBytes) throw new Error(`more than ${maxBytes} bytes`);
+            out.push({ path: shown, data });
+          } finally {
+            await fd.close();
+          }
+        }
+      }
+    };
+    await walk(at, '');
+    return out;
   }
 
   /** Whether every one of `paths` (as seen inside) was made by `seedHome` and nothing ran since. */

@@ -1,4 +1,7 @@
-/** `auth_*`: save the browser's state as an auth state, apply one, list them. */
+/**
+ * `auth_*`: save the browser's state as an auth state, apply one, list them; `extension_list`: the
+ * uploaded browser extensions `instance_start` can load.
+ */
 import { z } from 'zod';
 import { defineTool, instanceId, json, text } from './common.js';
 
@@ -29,6 +32,16 @@ export const authTools = [
       const id = ctx.target(args.instance_id);
       const stateId = await ctx.applyAuth(id, args.auth_state);
       return ctx.about(id, [text(`Applied auth state ${stateId}`)]);
+    },
+  }),
+  defineTool({
+    name: 'extension_list',
+    description:
+      'List the browser extensions uploaded to the server (POST /v1/extensions); instance_start loads them by id in `extensions`.',
+    input: z.object({}),
+    annotations: { readOnlyHint: true },
+    async handler(ctx) {
+      return { content: [text(json(await ctx.backend.listExtensions()))] };
     },
   }),
   defineTool({
