@@ -61,9 +61,27 @@ function run(argv: string[], env: Record<string, string> = {}, timeoutMs = 300_0
   );
 }
 
+/**
+ * Where the normal user sees this checkout: a bind mount of it, in a mount namespace of the
+ * command's own, at a path every user can traverse (a CI clone may sit under a directory only
+ * root may enter, such as /root; its files themselves are readable).
+ */
+let view: string;
+
 /** `node --import tsx <args>` as the normal user, with a home and a data dir of its own. */
 const asUser = (args: string[], env: Record<string, string> = {}) =>
   run([
+    'unshare',
+    '--mount',
+    '--propagation',
+    'private',
+    '--',
+    'sh',
+    '-c',
+    'mount --bind "$1" "$2" && cd "$2" && shift 2 && exec "$@"',
+    'sh',
+    root,
+    view,
     'runuser',
     '-u',
     USER,
@@ -103,8 +121,8 @@ beforeAll(() => {
     execFileSync('useradd', ['--create-home', '--shell', '/bin/bash', USER], { stdio: 'ignore' });
   }
   uid = Number(execFileSync('id', ['-u', USER]).toString().trim());
-  // the user runs this checkout's sources: it must be able to read them
-  execFileSync('runuser', ['-u', USER, '--', 'test', '-r', join(root, 'package.json')]);
+  view = mkdtempSync(join(tmpdir(), 'burrow-ci-src-'));
+  chmodSync(view, 0o755);
   home = mkdtempSync(join(tmpdir(), 'burrow-ci-'));
   chmodSync(home, 0o700);
   chownSync(home, uid, uid);
@@ -114,6 +132,7 @@ beforeAll(() => {
 
 afterAll(() => {
   rmSync(home, { recursive: true, force: true });
+  if (view) rmSync(view, { recursive: true, force: true });
   rmSync('/tmp/bci-host-marker', { force: true });
 });
 
