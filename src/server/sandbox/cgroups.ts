@@ -141,7 +141,7 @@ export function probeCgroups(
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     const why =
-      e.code === 'EROFS'
+      e.code === 'EROFS' || (e.path !== undefined && mountedReadOnly(e.path))
         ? 'cgroupfs is mounted read-only (a container without cgroup delegation)'
         : e.code === 'EACCES' || e.code === 'EPERM'
           ? process.getuid?.() === 0
@@ -150,6 +150,26 @@ export function probeCgroups(
           : `could not create a cgroup: ${e.message}`;
     return { why };
   }
+}
+
+/**
+ * Whether the file system holding `path` (the mount with the longest mount point above it, in
+ * /proc/self/mountinfo) is mounted read-only. A read-only cgroupfs refuses a new cgroup with
+ * ENOENT as well as EROFS, depending on which directory is missing.
+ */
+function mountedReadOnly(path: string): boolean {
+  let best: { point: string; ro: boolean } | undefined;
+  for (const line of readText('/proc/self/mountinfo').split('\n')) {
+    const f = line.split(' ');
+    const point = f[4];
+    if (!point || !(path === point || path.startsWith(point.endsWith('/') ? point : `${point}/`))) {
+      continue;
+    }
+    if (!best || point.length >= best.point.length) {
+      best = { point, ro: (f[5] ?? '').split(',').includes('ro') };
+    }
+  }
+  return best?.ro ?? false;
 }
 
 /**
