@@ -2,7 +2,7 @@
  * Issue 20, item 2: a navigation the instance's egress refuses fails in the driver the way a
  * local Chromium's network stack fails for the same cause — `net::ERR_NAME_NOT_RESOLVED` for a
  * name that does not resolve, `net::ERR_CONNECTION_REFUSED` for a host port the operator did not
- * open, `net::ERR_BLOCKED_BY_CLIENT` for a blocked domain — over http and https, for Playwright
+ * open (and for an opened one nothing listens on), `net::ERR_BLOCKED_BY_CLIENT` for a blocked domain — over http and https, for Playwright
  * and Puppeteer, and on a warm-pool instance whose blocked domains came with the claim. The
  * server's log names the switch that opens a refused port.
  */
@@ -44,6 +44,8 @@ beforeAll(async () => {
   const probe = await listen();
   freePort = (probe.address() as AddressInfo).port;
   await new Promise((r) => probe.close(r));
+  // opened by the operator, but nothing listens there: refused by the target itself
+  allowHostPorts.push(freePort);
 }, 30_000);
 const env = sessionServer('bnav-', {
   logLevel: 'warn',
@@ -103,6 +105,17 @@ describe('navigation errors through the egress', () => {
         `http://localhost:${refusedPort}/page`,
         'net::ERR_CONNECTION_REFUSED',
         `http://localhost:${freePort}/page`,
+      ],
+      // a port the operator opened where nothing listens: the target refuses, as locally
+      [
+        `http://127.0.0.1:${freePort}/open`,
+        'net::ERR_CONNECTION_REFUSED',
+        `http://127.0.0.1:${freePort}/open`,
+      ],
+      [
+        `https://127.0.0.1:${freePort}/open`,
+        'net::ERR_CONNECTION_REFUSED',
+        `https://127.0.0.1:${freePort}/open`,
       ],
       [`http://www.blocked.localhost:${site.port}/`, 'net::ERR_BLOCKED_BY_CLIENT', undefined],
       ['https://blocked.localhost/', 'net::ERR_BLOCKED_BY_CLIENT', undefined],

@@ -66,11 +66,15 @@ export function hostLoopbackAllowed(host: SandboxHost): boolean {
  * `ERR_NAME_NOT_RESOLVED`, a host port the operator did not open `ERR_CONNECTION_REFUSED` (as a
  * closed port would), a link-local address `ERR_ADDRESS_UNREACHABLE`, a blocked domain
  * `ERR_BLOCKED_BY_CLIENT` (the closest the DevTools protocol offers to Chromium's
- * `ERR_BLOCKED_BY_ADMINISTRATOR`). Anything else is left to the proxy's own answer.
+ * `ERR_BLOCKED_BY_ADMINISTRATOR`). A target that refuses or resets the connection, or never
+ * answers, fails as it would locally too (`ERR_CONNECTION_REFUSED`, `ERR_CONNECTION_RESET`,
+ * `ERR_TIMED_OUT`): the egress makes the navigation's connection while checking it.
  */
 export type NavigationFailureReason =
   | 'NameNotResolved'
   | 'ConnectionRefused'
+  | 'ConnectionReset'
+  | 'TimedOut'
   | 'AddressUnreachable'
   | 'BlockedByClient'
   | 'ConnectionFailed'
@@ -95,7 +99,17 @@ const FAILURES: Partial<Record<EgressRefusalCode, NavigationFailureReason>> = {
   proxy_refused: 'ConnectionFailed',
   proxy_failed: 'ConnectionFailed',
   proxy_auth_failed: 'AccessDenied',
+  // a target that does not answer within the egress's connect deadline
+  timeout: 'TimedOut',
 };
+
+/** How a target that could not be connected to fails a navigation, by the error's code. */
+function connectFailure(message: string): NavigationFailureReason {
+  if (/ECONNREFUSED/.test(message)) return 'ConnectionRefused';
+  if (/ECONNRESET/.test(message)) return 'ConnectionReset';
+  if (/EHOSTUNREACH|ENETUNREACH/.test(message)) return 'AddressUnreachable';
+  return 'ConnectionFailed';
+}
 
 const DEFAULT_PORTS: Record<string, number> = {
   'http:': 80,
@@ -180,7 +194,11 @@ export async function openEgress(
       const target = egressTarget(url);
       if (target === undefined) return undefined;
       const verdict = await egress.check(target.host, target.port);
-      const reason = verdict && FAILURES[verdict.code];
+      if (!verdict) return undefined;
+      const reason =
+        verdict.code === 'connect_failed'
+          ? connectFailure(verdict.message)
+          : FAILURES[verdict.code];
       return reason && { reason, message: verdict.message };
     },
     close() {

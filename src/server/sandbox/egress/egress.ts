@@ -156,6 +156,10 @@ export type EgressRefusalCode =
   | 'proxy_refused'
   | UpstreamFailure['code'];
 
+/** A parked connection's key: its target, and whether it is a tunnel through the upstream. */
+const parkedKey = (target: Authority, via: UpstreamProxy | undefined) =>
+  `${via ? 'upstream' : 'direct'} ${label(target)}`;
+
 /** Why a connection is not served; `status` is what the client is answered. */
 class Refusal extends Error {
   constructor(
@@ -365,8 +369,14 @@ export class Egress {
           this.#checked.delete(this.#checked.keys().next().value!);
         }
       }
+      // the navigation's connection is made now, and kept for it: a target that refuses it (or
+      // never answers) fails the navigation the way it fails in Chromium, not with a 502 page
       const upstream = this.#chained(host);
-      if (upstream) this.#park({ host, port }, await this.#tunnel(upstream, { host, port }));
+      const target = { host, port };
+      const socket = upstream
+        ? await this.#tunnel(upstream, target)
+        : await this.#dial(target, addresses);
+      this.#park(target, socket, upstream);
       return undefined;
     } catch (err) {
       const r = this.#asRefusal(err);
@@ -435,19 +445,23 @@ export class Egress {
   /** A connection to a checked target: through the upstream when chained, else direct. */
   async #open(target: Authority, addresses: readonly LookupAddress[]): Promise<net.Socket> {
     const upstream = this.#chained(target.host);
-    if (!upstream) return this.#dial(target, addresses);
-    const key = label(target);
+    const key = parkedKey(target, upstream);
     const parked = this.#parked.get(key);
     if (parked) {
       this.#parked.delete(key);
       if (!parked.destroyed) return parked;
     }
+    if (!upstream) return this.#dial(target, addresses);
     return this.#tunnel(upstream, target);
   }
 
-  /** Keep a tunnel `check` opened for the connection that follows (or destroy it unused). */
-  #park(target: Authority, socket: net.Socket): void {
-    const key = label(target);
+  /**
+   * Keep a connection `check` opened (direct, or a tunnel through `via`) for the connection that
+   * follows (or destroy it unused). A plain-HTTP request goes through the shared agent and leaves
+   * it unused: it is then only the connection a local browser's preconnect would have made.
+   */
+  #park(target: Authority, socket: net.Socket, via: UpstreamProxy | undefined): void {
+    const key = parkedKey(target, via);
     this.#parked.get(key)?.destroy();
     this.#parked.set(key, socket);
     const timer = setTimeout(() => {
@@ -459,8 +473,8 @@ export class Egress {
       clearTimeout(timer);
       if (this.#parked.get(key) === socket) this.#parked.delete(key);
     });
-    // a tunnel of a closed egress, or one replaced by setUpstream meanwhile, is not kept
-    if (this.#closed || this.#proxy === undefined) socket.destroy();
+    // a connection of a closed egress, or one whose route setUpstream changed meanwhile, is not kept
+    if (this.#closed || this.#chained(target.host) !== via) socket.destroy();
   }
 
   /**
