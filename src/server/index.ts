@@ -227,6 +227,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   });
   // instances never reach burrow's own port, whatever the operator allows on loopback
   sandboxHost.protectedPorts = () => [address.port];
+  // nor the cluster's database and nodes, wherever they are
+  if (cluster) sandboxHost.refusedEndpoints = () => cluster.endpoints();
   registry.startPool();
 
   let closing: Promise<void> | undefined;

@@ -10,6 +10,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -105,6 +107,38 @@ describe('a cluster of two nodes', () => {
       expect(sum.output).toContain(createHash('sha256').update(content).digest('hex'));
     } finally {
       await viaTwo.instances.stop(id).catch(() => {});
+    }
+  }, 120_000);
+
+  it('an instance reaches neither the database nor any node, even where host ports are open', async () => {
+    // the test servers let instances reach every loopback port (tests serve pages there)
+    const site = createServer((_q, s) => s.end('<title>site</title>'));
+    await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
+    const sitePort = (site.address() as AddressInfo).port;
+    const { id } = await viaOne.instances.start({ instance_type: 'browser' });
+    try {
+      const { cdp_url } = await viaOne.browser.cdpUrl(id);
+      const browser = await chromium.connectOverCDP(cdp_url);
+      try {
+        const page = await browser.contexts()[0]!.newPage();
+        await page.goto(`http://127.0.0.1:${sitePort}/`);
+        expect(await page.title()).toBe('site');
+        for (const url of [
+          `${two.url}/v1/instances`, // another node
+          `http://127.0.0.1:${pg.port}/`, // the cluster's database
+        ]) {
+          const failed = await page.goto(url).then(
+            () => 'loaded',
+            (err: Error) => err.message.split('\n')[0]!,
+          );
+          expect(failed, url).toContain('net::ERR_CONNECTION_REFUSED');
+        }
+      } finally {
+        await browser.close();
+      }
+    } finally {
+      await viaOne.instances.stop(id).catch(() => {});
+      site.close();
     }
   }, 120_000);
 

@@ -6,6 +6,8 @@
  * (ids.ts) and the nodes' URLs (kept current by NOTIFY).
  */
 import { randomBytes } from 'node:crypto';
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import { PostgresAuthStateBackend } from './auth-state-backend.js';
 import { Database } from './database.js';
 import { IdSigner } from './ids.js';
@@ -20,6 +22,19 @@ export interface ClusterNodeOptions {
   schema?: string;
   /** The lease was lost (another run took the name, or renewals failed past the lease). */
   onLost?: (why: string) => void;
+}
+
+/** Host and port of a URL (`postgres://…`, `http://…`); undefined for a Unix socket. */
+function endpointOf(url: string, defaultPort: number): { host: string; port: number } | undefined {
+  try {
+    const u = new URL(url);
+    const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
+    if (!host) return undefined;
+    const port = u.port ? Number(u.port) : u.protocol === 'https:' ? 443 : defaultPort;
+    return { host, port };
+  } catch {
+    return undefined;
+  }
 }
 
 /** Where a request for an instance goes. */
@@ -37,6 +52,8 @@ export class ClusterNode {
   /** slot → the node's name and URL, as last read. */
   #nodes = new Map<number, { name: string; url: string }>();
   #closed: Promise<void> | undefined;
+  /** The database's and every node's addresses, for the egress to refuse (`endpoints`). */
+  #endpoints: { address: string; port?: number }[] = [];
 
   private constructor(db: Database, secret: Buffer, opts: ClusterNodeOptions) {
     this.db = db;
@@ -60,6 +77,7 @@ export class ClusterNode {
       const r = await db.query<{ secret: Buffer }>('SELECT secret FROM cluster_secret');
       const node = new ClusterNode(db, r.rows[0]!.secret, opts);
       await db.listen(NODES_CHANNEL, () => void node.#readNodes().catch(() => {}));
+      await node.#resolveEndpoints();
       return node;
     } catch (err) {
       await db.close();
@@ -114,6 +132,44 @@ export class ClusterNode {
     const next = new Map<number, { name: string; url: string }>();
     for (const n of await listNodes(this.db)) next.set(n.slot, { name: n.name, url: n.url });
     this.#nodes = next;
+    await this.#resolveEndpoints();
+  }
+
+  /**
+   * What no instance may reach: the database and every node of the cluster. An address of the
+   * machine's loopback is refused on that port (the rest of loopback follows the operator's
+   * host-port rules); any other address on every port (a node's or the database's machine may
+   * serve more than burrow).
+   */
+  endpoints(): readonly { address: string; port?: number }[] {
+    return this.#endpoints;
+  }
+
+  async #resolveEndpoints(): Promise<void> {
+    const targets: { host: string; port: number }[] = [];
+    const db = endpointOf(this.#opts.databaseUrl, 5432);
+    if (db) targets.push(db);
+    for (const n of this.#nodes.values()) {
+      const node = endpointOf(n.url, 80);
+      if (node) targets.push(node);
+    }
+    const out: { address: string; port?: number }[] = [];
+    for (const t of targets) {
+      let addresses: string[];
+      try {
+        addresses = isIP(t.host)
+          ? [t.host]
+          : (await lookup(t.host, { all: true })).map((a) => a.address);
+      } catch {
+        continue; // a name that does not resolve here is not reachable from here either
+      }
+      for (const address of addresses) {
+        const plain = address.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i, '$1');
+        const loopback = plain === '::1' || /^127\./.test(plain);
+        out.push(loopback ? { address: plain, port: t.port } : { address: plain });
+      }
+    }
+    this.#endpoints = out;
   }
 
   /** Leave the cluster and close the database. Idempotent. */

@@ -11,6 +11,7 @@ import { basename, dirname, join } from 'node:path';
 import type { Logger } from '../../internal/log.js';
 import { pidAlive } from '../../internal/process.js';
 import { prepareCgroups, sweepCgroups, type CgroupLayout, type Limits } from './cgroups.js';
+import type { RefusedEndpoint } from './egress/policy.js';
 import { DiskQuota, DiskStock, unmountAllUnder } from './quota.js';
 import { buildEtc } from './rootfs.js';
 import { buildSpawnPlan, type SpawnPlan } from './plan.js';
@@ -98,6 +99,8 @@ export class SandboxHost {
   readonly allowHostPorts: readonly number[];
   /** burrow's own listening ports, never reachable from an instance (set by the server). */
   protectedPorts: () => Iterable<number> = () => [];
+  /** Endpoints of the server's cluster (database, nodes), never reachable (set by the server). */
+  refusedEndpoints: () => Iterable<RefusedEndpoint> = () => [];
   readonly #uids = new Set<number>();
   readonly #sandboxRoot: string;
   #plan: SpawnPlan | undefined;

@@ -90,6 +90,7 @@ const FAILURES: Partial<Record<EgressRefusalCode, NavigationFailureReason>> = {
   dns_failed: 'NameNotResolved',
   host_local: 'ConnectionRefused',
   protected_port: 'ConnectionRefused',
+  cluster_endpoint: 'ConnectionRefused',
   link_local: 'AddressUnreachable',
   blocked_domain: 'BlockedByClient',
   // the upstream proxy (`proxy` of the start request): the DevTools protocol has no
@@ -181,6 +182,7 @@ export async function openEgress(
       allowHostLoopback: host.allowHostLoopback,
       allowHostPorts: host.allowHostPorts,
       protectedPorts: () => host.protectedPorts(),
+      refusedEndpoints: () => host.refusedEndpoints(),
       upstream,
     },
     log,
@@ -250,6 +252,7 @@ export async function probeUpstream(
       allowHostLoopback: host.allowHostLoopback,
       allowHostPorts: host.allowHostPorts,
       protectedPorts: host.protectedPorts(),
+      refusedEndpoints: host.refusedEndpoints(),
     },
     addresses,
     u.port,

@@ -53,6 +53,8 @@ import {
   checkAddresses,
   hostAddresses,
   type AddressRefusalCode,
+  type HostAccess,
+  type RefusedEndpoint,
 } from './policy.js';
 import {
   forwardHeaders,
@@ -93,6 +95,8 @@ export interface EgressPolicy {
    * the flags. Called for each connection and each request, so ports opened later count.
    */
   protectedPorts: () => Iterable<number>;
+  /** Endpoints of burrow's own cluster (policy.ts `RefusedEndpoint`); called like `protectedPorts`. */
+  refusedEndpoints?: () => Iterable<RefusedEndpoint>;
   /**
    * The upstream proxy every connection not on its bypass list is chained to (`proxy` of the
    * start request). Targets are checked as without one before anything is sent to it.
@@ -387,6 +391,15 @@ export class Egress {
 
   // ---- policy ----
 
+  /** The host-access rules as they are now (ports opened and nodes joined later count). */
+  #access(): HostAccess {
+    return {
+      ...this.#policy,
+      protectedPorts: this.#policy.protectedPorts(),
+      refusedEndpoints: this.#policy.refusedEndpoints?.() ?? [],
+    };
+  }
+
   /**
    * Check the names, resolve, check every address: the addresses to connect to, or a Refusal.
    * `alsoNamed` is the `Host` header's host, which must pass the name rule too.
@@ -406,7 +419,7 @@ export class Egress {
       }
       const family = net.isIP(target.host);
       addresses = family ? [{ address: target.host, family }] : await this.#resolve(target.host);
-      const access = { ...this.#policy, protectedPorts: this.#policy.protectedPorts() };
+      const access = this.#access();
       const refused = checkAddresses(
         access,
         addresses.map((a) => a.address),
@@ -537,7 +550,7 @@ export class Egress {
   async #admitHop(hop: Authority): Promise<LookupAddress[]> {
     const family = net.isIP(hop.host);
     const addresses = family ? [{ address: hop.host, family }] : await this.#resolve(hop.host);
-    const access = { ...this.#policy, protectedPorts: this.#policy.protectedPorts() };
+    const access = this.#access();
     const refused = checkAddresses(
       access,
       addresses.map((a) => a.address),

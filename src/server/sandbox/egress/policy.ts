@@ -183,9 +183,21 @@ export interface HostAccess {
   readonly allowHostLoopback: boolean;
   readonly allowHostPorts: readonly number[];
   readonly protectedPorts: Iterable<number>;
+  /**
+   * Endpoints of burrow's own cluster (its database, its nodes), never reachable from an
+   * instance wherever they are: `address` (canonical) with a port, or every port of it.
+   */
+  readonly refusedEndpoints?: Iterable<RefusedEndpoint>;
 }
 
-export type AddressRefusalCode = 'host_local' | 'protected_port' | 'link_local';
+/** An endpoint no instance reaches (`HostAccess.refusedEndpoints`); no port: every port. */
+export interface RefusedEndpoint {
+  address: string;
+  port?: number;
+}
+
+export type AddressRefusalCode =
+  'host_local' | 'protected_port' | 'link_local' | 'cluster_endpoint';
 
 export interface AddressRefusal {
   code: AddressRefusalCode;
@@ -203,7 +215,18 @@ export function checkAddresses(
   port: number,
   hostAddrs: ReadonlySet<string>,
 ): AddressRefusal | undefined {
+  const refused = [...(access.refusedEndpoints ?? [])];
   for (const address of addresses) {
+    const canonical = canonicalIp(address) ?? address;
+    const hit = refused.find(
+      (e) => e.address === canonical && (e.port === undefined || e.port === port),
+    );
+    if (hit) {
+      return {
+        code: 'cluster_endpoint',
+        message: `${address}${hit.port === undefined ? '' : ` port ${port}`} belongs to this burrow cluster (its database or a node)`,
+      };
+    }
     const kind = classifyAddress(address, hostAddrs);
     if (kind === 'remote') continue;
     if (kind === 'link-local') {
