@@ -60,8 +60,15 @@ describe('burrow start | list | get | stop | auth list', () => {
         ...instance,
         cdp_url: expect.stringContaining(`/cdp/${id}/`),
         stream_url: expect.any(String),
+        // the time left counts down between the two answers
+        time_left_seconds: expect.any(Number),
       },
     ]);
+    const [gotten] = JSON.parse(got.stdout) as Instance[];
+    const left = (i: Instance | undefined) =>
+      (i as { time_left_seconds: number }).time_left_seconds;
+    expect(left(instance) - left(gotten)).toBeGreaterThanOrEqual(0);
+    expect(left(instance) - left(gotten)).toBeLessThan(60);
 
     const saved = await server.api(`/v1/instance/${id}/browser/save_auth?name=cli-state`, {
       method: 'POST',
