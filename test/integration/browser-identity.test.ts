@@ -12,6 +12,7 @@ import { chromium, devices, type Browser, type Page } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Burrow, InvalidRequestError } from '../../src/client/index.js';
+import { openSession } from '../../src/index.js';
 import { instanceProcesses, testServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
@@ -177,6 +178,24 @@ describe('devices and identity', () => {
     } finally {
       await client.instances.stop(inst.id);
     }
+  }, 180_000);
+
+  it('come through the bridge: openSession({ device, locale, timezoneId, geolocation })', async () => {
+    await using session = await openSession({
+      client,
+      device: 'Pixel 5',
+      locale: 'de-DE',
+      timezoneId: 'Europe/Berlin',
+      geolocation: { latitude: 48.1, longitude: 11.6 },
+    });
+    const context = await session.browser.newContext({ viewport: null });
+    const page = await context.newPage();
+    expectIdentity(await report(page, '/bridge'), { metrics: true });
+    const granted = await page.evaluate(async () => {
+      const status = await navigator.permissions.query({ name: 'geolocation' });
+      return status.state;
+    });
+    expect(granted).toBe('granted');
   }, 180_000);
 
   it('refuse an unknown device and a bad time zone with 422s naming them', async () => {
