@@ -86,6 +86,7 @@ async function report(page: Page, path: string): Promise<Seen> {
 /** What every page of an instance started as a Pixel 5 in Berlin speaking German sees. */
 function expectIdentity(seen: Seen, opts: { metrics: boolean }): void {
   expect(seen.userAgent).toBe(pixel.userAgent);
+  expect(seen.platform).toBe('Linux armv81');
   expect(seen.headers['user-agent']).toBe(pixel.userAgent);
   expect(seen.language).toBe('de-DE');
   expect(seen.languages[0]).toBe('de-DE');
@@ -166,6 +167,7 @@ describe('devices and identity', () => {
         const seen = (await page.evaluate('window.seen')) as Seen;
         expect(seen.userAgent).toBe(ua);
         expect(seen.headers['user-agent']).toBe(ua);
+        expect(seen.platform).toBe('Win32');
         expect(seen.uaDataPlatform).toBe('Windows');
         expect(seen.headers['sec-ch-ua-platform']).toBe('"Windows"');
         expect(seen.language).toBe('fr-FR');

@@ -16,6 +16,8 @@
  * `navigator.userAgentData` and the `Sec-CH-UA*` headers tell the same story as the user agent),
  * `Emulation.setLocaleOverride`, `Emulation.setTimezoneOverride`,
  * `Emulation.setGeolocationOverride`; once per context `Browser.grantPermissions` (geolocation).
+ * `navigator.platform` is also set by a script on every new document, since Chromium forgets the
+ * override's `platform` when a page moves to another renderer process.
  * Other targets (workers) are let run and left alone; a client's browser session, which Chromium
  * reports to the auto-attach as well, is not touched.
  */
@@ -153,6 +155,18 @@ export class IdentityOverrides {
           platform: platformOf(ua).navigator,
           ...(locale !== undefined && { acceptLanguage: locale }),
           ...(metadata && { userAgentMetadata: metadata }),
+        }),
+      );
+    }
+    if (userAgent !== undefined) {
+      // Chromium keeps the override's `platform` only until the page's first navigation to
+      // another renderer process (the user agent itself holds): every new document gets it from
+      // a script of this session, which runs only with the Page domain enabled here.
+      const platform = JSON.stringify(platformOf(userAgent).navigator);
+      steps.push(send('Page.enable'));
+      steps.push(
+        send('Page.addScriptToEvaluateOnNewDocument', {
+          source: `Object.defineProperty(Navigator.prototype, 'platform', { get: () => ${platform}, configurable: true });`,
         }),
       );
     }
