@@ -70,7 +70,7 @@ export const DeviceName = z
       code: 'custom',
       message: `unknown device "${name}"; close names: ${closeDeviceNames(name)
         .map((d) => `"${d}"`)
-        .join(', ')} (GET /openapi.json lists them all)`,
+        .join(', ')} (Playwright's device names)`,
     });
   });
 
