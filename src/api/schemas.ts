@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { StartProfile } from './extensions.js';
+import { DeviceName, Geolocation, Locale, TimeZoneId } from './identity.js';
 
 export const INSTANCE_TYPES = ['ubuntu', 'browser', 'windows'] as const;
 export const INSTANCE_STATUSES = [
@@ -263,6 +264,17 @@ export const StartRequest = z.object({
   extensions: z.array(z.string().min(1).max(64)).max(20).optional(),
   /** A persistent browser profile by name, restored at start; browser instances only. */
   profile: StartProfile.optional(),
+  // --- burrow extension: devices and identity (src/api/identity.ts); browser instances only ---
+  /** A Playwright device name, e.g. `"Pixel 5"`: viewport, scale, mobile, touch, user agent. */
+  device: DeviceName.optional(),
+  /** The user agent every page sends and sees (over the device's). */
+  user_agent: z.string().min(1).max(1000).optional(),
+  /** BCP 47 locale: `navigator.language`, `Intl`, the `Accept-Language` header. */
+  locale: Locale.optional(),
+  /** IANA time zone, e.g. `"Europe/Berlin"`. */
+  timezone_id: TimeZoneId.optional(),
+  /** The position pages get; the geolocation permission is granted. */
+  geolocation: Geolocation.optional(),
 });
 export type StartRequest = z.input<typeof StartRequest>;
 

@@ -166,6 +166,12 @@ export const SERVER_ERRORS = {
     status: 400,
     message: 'extensions are loaded by browser instances only, not by {type} instances',
   },
+  // --- devices and identity (chromium/identity.ts) ---
+  identity_browser_only: {
+    status: 400,
+    message:
+      'device, user_agent, locale, timezone_id and geolocation apply to browser instances only, not to {type} instances',
+  },
 
   // --- environment, files, uploads ---
   invalid_env_name: { status: 400, message: 'Invalid environment variable name: {name}' },

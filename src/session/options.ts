@@ -56,6 +56,22 @@ export interface OpenSessionOptions {
    * stops. One live instance per profile. Browser instances only. Default none.
    */
   profile?: { name: string; save_changes?: boolean };
+  // --- devices and identity (src/api/identity.ts); browser instances only ---
+  /**
+   * A Playwright device name (`'Pixel 5'`, `'iPhone 13'`, …): its viewport, scale, mobile, touch
+   * and user agent, applied by the server to every page of every context, those the driver creates
+   * included (a context given its own `viewport` keeps it). An unknown name is refused with close
+   * names. Default none.
+   */
+  device?: string;
+  /** BCP 47 locale of every page: `navigator.language`, `Intl`, `Accept-Language`. Default none. */
+  locale?: string;
+  /** IANA time zone of every page, e.g. `'Europe/Berlin'`. Default none. */
+  timezoneId?: string;
+  /** The position every page gets, the permission granted: `{ latitude, longitude, accuracy? }`. */
+  geolocation?: { latitude: number; longitude: number; accuracy?: number };
+  /** The user agent every page sends and sees (over the device's). Default none. */
+  userAgent?: string;
   /**
    * A saved auth state's id or name, applied before `openSession` returns. A name that several
    * states share is an `AmbiguousAuthStateError`. Default none.
@@ -117,6 +133,11 @@ const Options = z
     proxy: StartRequest.shape.proxy,
     extensions: StartRequest.shape.extensions,
     profile: StartRequest.shape.profile,
+    device: StartRequest.shape.device,
+    locale: StartRequest.shape.locale,
+    timezoneId: StartRequest.shape.timezone_id,
+    geolocation: StartRequest.shape.geolocation,
+    userAgent: StartRequest.shape.user_agent,
     authState: z.string().min(1).optional(),
     baseUrl: z.url({ protocol: /^https?$/ }).optional(),
     apiKey: z.string().min(1).optional(),
@@ -203,6 +224,11 @@ export function resolveOptions(options: OpenSessionOptions = {}): ResolvedOption
       ...(o.proxy !== undefined && { proxy: o.proxy }),
       ...(o.extensions !== undefined && { extensions: o.extensions }),
       ...(o.profile !== undefined && { profile: o.profile }),
+      ...(o.device !== undefined && { device: o.device }),
+      ...(o.locale !== undefined && { locale: o.locale }),
+      ...(o.timezoneId !== undefined && { timezone_id: o.timezoneId }),
+      ...(o.geolocation !== undefined && { geolocation: o.geolocation }),
+      ...(o.userAgent !== undefined && { user_agent: o.userAgent }),
     },
     authState: o.authState,
     endpoint: o.client

@@ -165,6 +165,7 @@ export class BrowserController implements BrowserCapability {
       ...(mkdir ? { mkdir } : {}),
       ...(members ? { members } : {}),
       ...(checkNavigation ? { checkNavigation } : {}),
+      ...(ctx.identity ? { identity: ctx.identity } : {}),
       ...(downloads && downloadDir !== undefined && { downloads, extraDirs: [downloadDir] }),
       relayUrl: `${base}/cdp/${encodeURIComponent(ctx.id)}`,
       token: ctx.token,

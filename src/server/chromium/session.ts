@@ -12,6 +12,8 @@ import { applyAuth, authOrigins, captureAuth, originOf, type AuthScope } from '.
 import { CdpConnection } from './cdp.js';
 import { launchChromium, type LaunchOptions, type LaunchedChromium } from './chromium.js';
 import { DownloadWatch, type DownloadSink } from './downloads.js';
+import { IdentityOverrides } from './identity.js';
+import type { BrowserIdentity } from '../../api/identity.js';
 import { CdpMux, type CdpMuxOptions } from './mux.js';
 import { CdpRelay } from './relay.js';
 import { stage } from '../../internal/stages.js';
@@ -36,6 +38,8 @@ export interface ChromiumSessionOptions extends LaunchOptions {
   downloads?: DownloadSink | undefined;
   /** How a client's navigation the egress would refuse fails instead (mux.ts `checkNavigation`). */
   checkNavigation?: CdpMuxOptions['checkNavigation'];
+  /** Device and identity every page gets before it runs (identity.ts). */
+  identity?: BrowserIdentity | undefined;
 }
 
 interface TargetInfo {
@@ -66,6 +70,7 @@ export class ChromiumSession implements AuthScope {
   readonly #fittedWindows = new Map<number, Promise<unknown>>();
   #defaultContextId = '';
   readonly #downloads: DownloadWatch | undefined;
+  readonly #identity: IdentityOverrides | undefined;
   #closing: Promise<void> | undefined;
 
   /** Launch Chromium and resolve once CDP answers and the first window has its size. */
@@ -87,6 +92,7 @@ export class ChromiumSession implements AuthScope {
     this.#opts = opts;
     const downloads = opts.downloads && new DownloadWatch(opts.downloads);
     this.#downloads = downloads;
+    this.#identity = opts.identity && new IdentityOverrides(opts.identity);
     const mux = new CdpMux(chromium.pipe, {
       onActivate: (targetId) => this.#activated(targetId),
       ...(opts.checkNavigation && { checkNavigation: opts.checkNavigation }),
@@ -164,6 +170,7 @@ export class ChromiumSession implements AuthScope {
     });
     await Promise.all([
       this.#downloads?.start(cdp, defaultBrowserContextId),
+      this.#identity?.start(cdp),
       cdp.send('Target.setDiscoverTargets', { discover: true }), // reports existing targets
     ]);
     if (fit) await Promise.all(this.tabs().map((t) => this.#fitWindow(t.targetId)));

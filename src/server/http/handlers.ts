@@ -2,6 +2,7 @@
  * One handler per operation of the table. Each receives the validated path, query and body and
  * returns the response body; the app turns thrown HttpErrors into `{"detail": ...}`.
  */
+import { identityOf } from '../../api/identity.js';
 import type { z } from 'zod';
 import {
   DEFAULT_HANDOFF_SECONDS,
@@ -85,6 +86,10 @@ export function createHandlers(
       const ids = [...new Set(body.extensions ?? [])];
       if (ids.length > 0 && body.instance_type !== 'browser') {
         throw serverError('extensions_browser_only', { type: body.instance_type });
+      }
+      // devices and identity: applied by the browser instance's Chromium (chromium/identity.ts)
+      if (identityOf(body) && body.instance_type !== 'browser') {
+        throw serverError('identity_browser_only', { type: body.instance_type });
       }
       const found = ids.length > 0 ? extensionStore().resolve(ids) : [];
       const extensions = found.map((e) => ({ id: e.id, dir: e.dir }));

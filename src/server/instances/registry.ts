@@ -9,6 +9,7 @@
  * has had no API call and no CDP or live-view client for that long is stopped as `idle`; a
  * paused one is not idle. Hand-offs to a person (handoffs.ts) end with the instance.
  */
+import { identityOf } from '../../api/identity.js';
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -304,7 +305,7 @@ export class Registry {
     const upstream = await this.#upstream(options);
     const extensions = extra.extensions ?? [];
     const pooled =
-      extensions.length === 0 && !extra.profile
+      extensions.length === 0 && !extra.profile && !identityOf(options)
         ? this.#pool.take(type, options.resolution ?? DEFAULT_RESOLUTION)
         : undefined;
     if (pooled) {
@@ -321,7 +322,11 @@ export class Registry {
       extra.onCreate?.(rec.id);
       this.#admit(rec, options);
       try {
-        await this.#boot(rec, factory, options.blocked_domains ?? [], false, upstream, extra);
+        const identity = identityOf(options);
+        await this.#boot(rec, factory, options.blocked_domains ?? [], false, upstream, {
+          ...extra,
+          ...(identity && { identity }),
+        });
       } catch (err) {
         this.#move(rec, 'error', 'crashed');
         await this.#teardown(rec);
@@ -400,6 +405,7 @@ export class Registry {
     extra: StartExtras = {},
   ): Promise<void> {
     const extensions = extra.extensions ?? [];
+    const identity = extra.identity;
     const ctx: RuntimeContext = {
       id: rec.id,
       type: rec.type,
@@ -418,6 +424,7 @@ export class Registry {
       ...(upstream && { upstream }),
       ...(extensions.length > 0 && { extensions }),
       ...(extra.profile && { profile: extra.profile }),
+      ...(identity && { identity }),
     };
     await mkdir(rec.dir, { recursive: true, mode: 0o700 });
     rec.runtime = await factory(ctx);

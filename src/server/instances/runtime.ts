@@ -5,6 +5,7 @@
  * capability the type lacks is absent, and one lookup (`Registry.capability`)
  * answers the 400 naming the type.
  */
+import type { BrowserIdentity } from '../../api/identity.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import type {
@@ -77,6 +78,8 @@ export interface RuntimeContext {
   readonly extensions?: readonly InstanceExtension[] | undefined;
   /** The persistent profile the instance's Chromium runs with (browser instances only). */
   readonly profile?: InstanceProfile | undefined;
+  /** Device and identity every page of the instance's Chromium gets (browser instances only). */
+  readonly identity?: BrowserIdentity | undefined;
 }
 
 /** An uploaded browser extension as an instance gets it (extensions/store.ts). */
@@ -115,6 +118,8 @@ export interface InstanceProfile {
 export interface StartExtras {
   extensions?: readonly InstanceExtension[];
   profile?: InstanceProfile;
+  /** Device and identity (start options `device`, `locale`, …); set by the registry. */
+  identity?: BrowserIdentity;
   /** Told each id the start gives the instance (a failed attempt's retry gets a new one). */
   onCreate?: (id: string) => void;
 }
