@@ -57,6 +57,17 @@ export type InstanceLimits = z.output<typeof InstanceLimits>;
 export const EndReason = z.enum(['stopped', 'expired', 'crashed', 'server_restart', 'idle']);
 export type EndReason = z.output<typeof EndReason>;
 
+/**
+ * burrow extension: something that happened to an instance that no call answered for (an
+ * upstream proxy failing, a profile not saved at stop): `type` a short code, `message` why.
+ */
+export const InstanceEvent = z.looseObject({
+  at: z.string(),
+  type: z.string(),
+  message: z.string(),
+});
+export type InstanceEvent = z.output<typeof InstanceEvent>;
+
 export const Instance = z.looseObject({
   id: z.string(),
   launch_time: z.string(),
@@ -67,6 +78,8 @@ export const Instance = z.looseObject({
   limits: InstanceLimits.optional(),
   /** burrow extension: set once the instance is terminated or in error. */
   end_reason: EndReason.optional(),
+  /** burrow extension: what happened to it that no call answered for, oldest first (at most 50). */
+  events: z.array(InstanceEvent).optional(),
   /** burrow extension: the upstream proxy it was started with, never with its credentials. */
   proxy: z.looseObject({ server: z.string() }).optional(),
   // --- burrow extension: session time (src/api/session-time.ts) ---

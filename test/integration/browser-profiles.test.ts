@@ -185,6 +185,16 @@ describe('profiles', () => {
         profile: { name: 'big', save_changes: true },
       });
       await api.instances.stop(inst.id);
+      // the instance says why its profile was not saved
+      await expect
+        .poll(
+          async () =>
+            ((await api.instances.get(inst.id)).events ?? []).find(
+              (e) => e.type === 'profile_not_saved',
+            )?.message ?? '',
+          { timeout: 60_000, interval: 500 },
+        )
+        .toMatch(/profile big not saved, its previous version is kept/);
       // released once the stop tried to save it; nothing was written
       await expect
         .poll(

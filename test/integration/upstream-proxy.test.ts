@@ -203,6 +203,13 @@ describe('upstream proxy', () => {
         lines.some((l) => l.includes('proxy_auth_failed') && l.includes('refused the credentials')),
       'the upstream failure in the log',
     );
+    // and among the instance's events, without the credentials
+    const row = (await (await env.server.api(`/v1/instance/${session.instance.id}`)).json()) as {
+      events?: { type: string; message: string }[];
+    };
+    const event = row.events?.find((e) => e.type === 'proxy_auth_failed');
+    expect(event?.message).toMatch(/refused the credentials/);
+    expect(JSON.stringify(row)).not.toContain('wrong-pw');
   }, 120_000);
 
   it('SOCKS5 upstream with username/password (Puppeteer), and its wrong password refused at start', async () => {

@@ -211,6 +211,10 @@ class BrowserRuntime extends InstanceMachine {
         { instance: this.ctx.id, profile: profile.name, err },
         `profile ${profile.name} not saved; its previous version is kept`,
       );
+      this.ctx.event?.(
+        'profile_not_saved',
+        `profile ${profile.name} not saved, its previous version is kept: ${(err as Error).message}`,
+      );
     } finally {
       profile.release();
     }

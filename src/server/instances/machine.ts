@@ -125,7 +125,14 @@ export abstract class InstanceMachine implements InstanceRuntime {
       const egress =
         sandbox.mode === 'isolated'
           ? stage('egress', () =>
-              openEgress(sandbox, ctx.sandboxHost, ctx.blockedDomains, ctx.log, ctx.upstream),
+              openEgress(
+                sandbox,
+                ctx.sandboxHost,
+                ctx.blockedDomains,
+                ctx.log,
+                ctx.upstream,
+                ctx.event && ((type, message) => ctx.event?.(type, message)),
+              ),
             ).then((opened) => {
               this.#egress = opened;
             })

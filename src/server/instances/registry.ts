@@ -90,8 +90,13 @@ export interface RegistryOptions {
 export type { WarmPoolSizes } from './pool.js';
 
 /** An instance as the registry keeps it; everyone else gets it read-only (`InstanceView`). */
+/** Events kept per instance (the oldest go first). */
+const MAX_EVENTS = 50;
+
 export class InstanceRecord extends Lifecycle {
   timer: NodeJS.Timeout | undefined;
+  /** What happened to it that no call answered for (`RuntimeContext.event`), oldest first. */
+  readonly events: { at: string; type: string; message: string }[] = [];
   /** When the expiry timer fires (set by every arming of it). */
   expiresAt: Date | undefined;
   /** The idle timeout in ms, when it was started with one. */
@@ -141,6 +146,7 @@ export class InstanceRecord extends Lifecycle {
       ...(this.proxyServer !== undefined && { proxy: { server: this.proxyServer } }),
       ...(this.live && this.expiresAt && { expires_at: this.expiresAt.toISOString() }),
       ...(this.idleMs !== undefined && { idle_timeout_seconds: this.idleMs / 1000 }),
+      ...(this.events.length > 0 && { events: this.events.map((e) => ({ ...e })) }),
     };
   }
 }
@@ -419,6 +425,7 @@ export class Registry {
       programs: this.#opts.programs,
       maxUploadBytes: this.#opts.maxUploadBytes,
       failed: (reason) => this.#failed(rec, reason),
+      event: (type, message) => this.#event(rec, type, message),
       sandboxHost: this.#opts.sandboxHost,
       pooled,
       ...(upstream && { upstream }),
@@ -579,6 +586,13 @@ export class Registry {
     if (!transition(rec, to, reason)) return false;
     if (this.#instances.get(rec.id) === rec) this.#save(rec);
     return true;
+  }
+
+  /** Keep an event of `rec` (the newest 50) and write its row. */
+  #event(rec: InstanceRecord, type: string, message: string): void {
+    rec.events.push({ at: new Date().toISOString(), type, message });
+    if (rec.events.length > MAX_EVENTS) rec.events.splice(0, rec.events.length - MAX_EVENTS);
+    if (this.#instances.get(rec.id) === rec) this.#save(rec);
   }
 
   /** Write the row of the listed `rec` as it is now (after the writes queued before). */

@@ -60,6 +60,11 @@ export interface RuntimeContext {
   readonly maxUploadBytes: number;
   /** Tell the registry a process died on its own: the instance goes to `error`. */
   failed(reason: string): void;
+  /**
+   * Something happened that no call answers for (an upstream proxy failed, a profile was not
+   * saved): kept with the instance and shown by `GET /v1/instance/{id}` (`events`).
+   */
+  event?(type: string, message: string): void;
   /** The server-wide sandbox layer every instance is built with (src/server/sandbox/). */
   readonly sandboxHost: SandboxHost;
   /**

@@ -35,6 +35,8 @@ export interface InstanceRow {
   limits?: InstanceLimits;
   /** The upstream proxy's address it was started with; never its credentials. */
   proxy?: { server: string };
+  /** What happened to it that no call answered for (registry.ts `event`). */
+  events?: { at: string; type: string; message: string }[];
 }
 
 export interface InstanceStore {

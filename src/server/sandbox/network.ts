@@ -174,10 +174,12 @@ export async function openEgress(
   blockedDomains: readonly string[],
   log: Logger,
   upstream?: UpstreamProxy,
+  onEvent?: (type: string, message: string) => void,
 ): Promise<InstanceEgress> {
   const listener = await sandbox.listen(EGRESS_PORT);
   const egress = new Egress(
     {
+      ...(onEvent && { onEvent }),
       blockedDomains,
       allowHostLoopback: host.allowHostLoopback,
       allowHostPorts: host.allowHostPorts,

@@ -95,6 +95,11 @@ export interface EgressPolicy {
    * the flags. Called for each connection and each request, so ports opened later count.
    */
   protectedPorts: () => Iterable<number>;
+  /**
+   * Told of what the instance should show among its events: an upstream proxy's failure, once
+   * per kind of failure (`proxy_unreachable`, `proxy_auth_failed`, …).
+   */
+  onEvent?: (type: string, message: string) => void;
   /** Endpoints of burrow's own cluster (policy.ts `RefusedEndpoint`); called like `protectedPorts`. */
   refusedEndpoints?: () => Iterable<RefusedEndpoint>;
   /**
@@ -591,6 +596,7 @@ export class Egress {
     if (!this.#upstreamWarned.has(r.code)) {
       this.#upstreamWarned.add(r.code);
       this.#log.warn(entry, 'egress: the upstream proxy failed');
+      this.#policy.onEvent?.(r.code, `the upstream proxy failed: ${r.message}`);
     } else this.#log.debug(entry);
     return r;
   }
