@@ -95,6 +95,12 @@ export const SERVER_ERRORS = {
   instance_requirements_missing: { status: 503, message: '{detail}' },
   shutting_down: { status: 503, message: 'Server is shutting down' },
   instance_failed_to_start: { status: 500, message: 'Instance {id} failed to start: {reason}' },
+  cluster_database_unavailable: {
+    status: 503,
+    message:
+      "The cluster's database does not answer ({reason}); running instances go on, starts wait for it",
+    headers: { 'Retry-After': '5' },
+  },
   node_unreachable: {
     status: 502,
     message: 'Instance {id} lives on node {node}, which did not answer: {reason}',

@@ -185,7 +185,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     log: logger,
     sandboxHost,
     store: cluster?.store ?? new MemoryInstanceStore({ journal: join(runDir, JOURNAL), earlier }),
-    ...(cluster && { newId: () => cluster.newId() }),
+    ...(cluster && { newId: () => cluster.newId(), admission: () => cluster.admit() }),
     warmPool,
   });
   await registry.adopt();

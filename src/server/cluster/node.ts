@@ -6,6 +6,7 @@
  * (ids.ts) and the nodes' URLs (kept current by NOTIFY).
  */
 import { randomBytes } from 'node:crypto';
+import { serverError } from '../errors.js';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { PostgresAuthStateBackend } from './auth-state-backend.js';
@@ -99,6 +100,29 @@ export class ClusterNode {
 
   get slot(): number | undefined {
     return this.#lease?.slot;
+  }
+
+  /**
+   * Whether this node may start an instance now: the database must answer within `timeoutMs`
+   * (its row and its id's owner are written there). Rejects with the 503 for the client.
+   */
+  async admit(timeoutMs = 2000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        this.db.query('SELECT 1'),
+        new Promise((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`no answer within ${timeoutMs} ms`)),
+            timeoutMs,
+          );
+        }),
+      ]);
+    } catch (err) {
+      throw serverError('cluster_database_unavailable', { reason: (err as Error).message });
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** A new instance id owned by this node (after `join`). */

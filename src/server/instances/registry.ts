@@ -85,6 +85,11 @@ export interface RegistryOptions {
   store?: InstanceStore;
   /** A new instance id; default `inst_` and 16 random hex digits (a cluster's ids: cluster/ids.ts). */
   newId?: () => string;
+  /**
+   * Whether this server can take a start now, beyond its own cap: rejects with the answer for
+   * the client (a cluster node whose database does not answer: cluster/node.ts). Default: yes.
+   */
+  admission?: () => Promise<void>;
 }
 
 export type { WarmPoolSizes } from './pool.js';
@@ -304,6 +309,7 @@ export class Registry {
     if (this.#closed) throw serverError('shutting_down');
     const { refusal } = this.#opts.sandboxHost;
     if (refusal) throw serverError('isolation_unavailable', { reason: refusal });
+    await this.#opts.admission?.();
     const live = this.#liveCount();
     if (live >= this.#opts.maxInstances) {
       throw serverError('server_at_capacity', { live, limit: this.#opts.maxInstances });
