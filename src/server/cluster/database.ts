@@ -163,18 +163,9 @@ export class Database {
   }
 
   #listenerClient(): Promise<pg.Client> {
-    const listening = (this.#listening ??= (async () => {
+    return (this.#listening ??= (async () => {
       const client = new pg.Client(this.#config);
-      // a database restart or fail-over ends the connection: listen again on a new one
-      const lost = () => {
-        if (this.#listener !== client && this.#listening !== listening) return;
-        this.#listener = undefined;
-        this.#listening = undefined;
-        client.end().catch(() => {});
-        this.#relisten();
-      };
-      client.on('error', lost);
-      client.on('end', lost);
+      client.on('error', () => {});
       client.on('notification', (n) => {
         for (const fn of this.#channels.get(n.channel) ?? []) fn(n.payload ?? '');
       });
@@ -182,25 +173,6 @@ export class Database {
       this.#listener = client;
       return client;
     })());
-    listening.catch(() => {
-      if (this.#listening === listening) this.#listening = undefined;
-    });
-    return listening;
-  }
-
-  /** Listen on every channel again, retrying every second until the database answers. */
-  #relisten(): void {
-    if (this.#closed || this.#channels.size === 0) return;
-    const retry = setTimeout(async () => {
-      try {
-        const client = await this.#listenerClient();
-        for (const channel of this.#channels.keys()) await client.query(`LISTEN ${channel}`);
-      } catch {
-        this.#listening = undefined;
-        this.#relisten();
-      }
-    }, 1000);
-    retry.unref();
   }
 
   get closed(): boolean {
