@@ -122,6 +122,11 @@ export interface ClusterOptions {
   nodeUrl?: string;
   /** Seconds a node's lease lasts without renewal. Default 15; env `BURROW_LEASE_SECONDS`. */
   leaseSeconds?: number;
+  /**
+   * Live instances the whole cluster runs at most (past it starts answer 429 with a computed
+   * Retry-After). Default none: each node's `maxInstances` only. Env `BURROW_CLUSTER_MAX_INSTANCES`.
+   */
+  maxInstances?: number;
 }
 
 /** The keys of the auth-state keyring that come from the environment (auth-states/secret-key.ts). */
@@ -173,6 +178,7 @@ export interface ServerConfig {
         readonly nodeName: string;
         readonly nodeUrl: string | undefined;
         readonly leaseMs: number;
+        readonly maxInstances: number | undefined;
       }
     | undefined;
 }
@@ -304,6 +310,7 @@ const Cluster = z.strictObject({
   nodeName: nonEmpty.optional(),
   nodeUrl: z.url({ protocol: /^https?$/ }).optional(),
   leaseSeconds: count(1).optional(),
+  maxInstances: count(1).optional(),
 });
 
 const Options = z.strictObject({
@@ -452,7 +459,8 @@ export const SETTINGS: readonly SettingDoc[] = [
     option: 'publicUrl',
     flags: ['--public-url'],
     default: 'the listening URL',
-    meaning: 'base URL put into `cdp_url` and `stream_url`',
+    meaning:
+      'base URL put into `cdp_url` and `stream_url`; in a cluster, the one address of every node (a load balancer), given to each node alike',
   },
   {
     option: 'logLevel',
@@ -633,6 +641,13 @@ export const SETTINGS: readonly SettingDoc[] = [
     default: '`15`',
     meaning: 'seconds a node’s lease lasts without renewal (renewed every third of it)',
   },
+  {
+    option: 'cluster.maxInstances',
+    env: 'BURROW_CLUSTER_MAX_INSTANCES',
+    default: 'none (each node’s `maxInstances`)',
+    meaning:
+      'live instances of the whole cluster at most; past it `start` answers 429 with a `Retry-After` computed from the load',
+  },
 ];
 
 /** docs/configuration.md's table, made from `SETTINGS`. */
@@ -752,6 +767,7 @@ export function resolveServerConfig(
     throw new ConfigError(`BURROW_NODE_URL must be an http(s) URL, not ${JSON.stringify(nodeUrl)}`);
   }
   const leaseSeconds = o.cluster?.leaseSeconds ?? int('BURROW_LEASE_SECONDS', 1) ?? 15;
+  const clusterMax = o.cluster?.maxInstances ?? int('BURROW_CLUSTER_MAX_INSTANCES', 1);
   const config: ServerConfig = {
     host: o.host ?? text('BURROW_HOST') ?? '127.0.0.1',
     port: o.port ?? int('BURROW_PORT', 0, 65535) ?? 8787,
@@ -800,7 +816,13 @@ export function resolveServerConfig(
     cluster:
       databaseUrl === undefined
         ? undefined
-        : { databaseUrl, nodeName, nodeUrl, leaseMs: leaseSeconds * 1000 },
+        : {
+            databaseUrl,
+            nodeName,
+            nodeUrl,
+            leaseMs: leaseSeconds * 1000,
+            maxInstances: clusterMax,
+          },
   };
   return deepFreeze(config);
 }

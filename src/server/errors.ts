@@ -101,6 +101,11 @@ export const SERVER_ERRORS = {
       "The cluster's database does not answer ({reason}); running instances go on, starts wait for it",
     headers: { 'Retry-After': '5' },
   },
+  cluster_at_capacity: {
+    status: 429,
+    message:
+      'Cluster at capacity: {live} live instances on {nodes} nodes (limit {limit}); retry in {seconds} s',
+  },
   node_unreachable: {
     status: 502,
     message: 'Instance {id} lives on node {node}, which did not answer: {reason}',
@@ -254,7 +259,7 @@ export class HttpError extends Error {
   constructor(
     readonly code: ServerErrorCode,
     readonly detail: string,
-    /** The row's status and headers: never passed, always the row's. */
+    /** The row's status and headers: the row's, except a Retry-After computed per answer. */
     readonly status: ErrorStatus = SERVER_ERRORS[code].status,
     readonly headers: Readonly<Record<string, string>> = (SERVER_ERRORS[code] as ServerErrorRow)
       .headers ?? {},

@@ -8,6 +8,8 @@
  */
 import { ClusterNode } from './cluster/node.js';
 import { Forwarder } from './http/forward.js';
+import { ClusterView } from './cluster/placement.js';
+import { StartPlacement } from './http/start-placement.js';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { totalmem } from 'node:os';
@@ -128,6 +130,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   await authStore.ready; // states of 0.1 and of rotated-out keys re-encrypted
   // what another node saves or deletes shows here too
   await cluster?.authStates.watch((id) => void authStore.refresh(id).catch(() => {}));
+  // and what it saved or deleted while this node did not listen (the database restarted)
+  cluster?.db.onRelisten(() => void authStore.refreshAll().catch(() => {}));
   // uploaded browser extensions; half-written uploads of an earlier run are removed
   const extensions = new ExtensionStore(dataDir, { maxBytes: config.maxExtensionBytes });
   await extensions.ready;
@@ -185,12 +189,32 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     log: logger,
     sandboxHost,
     store: cluster?.store ?? new MemoryInstanceStore({ journal: join(runDir, JOURNAL), earlier }),
-    ...(cluster && { newId: () => cluster.newId(), admission: () => cluster.admit() }),
+    ...(cluster && {
+      newId: () => cluster.newId(),
+      admission: () => cluster.admit(),
+      // the others place starts by this node's free slots and warm pool: published on change
+      changed: () => cluster.advertise(advert),
+    }),
     warmPool,
+  });
+  /** What this node can take now: free slots under its cap, and its warm pool. */
+  const advert = () => ({
+    capacity: maxInstances,
+    freeSlots: Math.max(0, maxInstances - registry.liveCount),
+    warm: registry.pooled,
   });
   await registry.adopt();
   const { maxConnectionsPerClient } = config;
   const forwarder = cluster && new Forwarder(cluster);
+  const placement =
+    cluster &&
+    new StartPlacement({
+      name: cluster.name,
+      db: cluster.db,
+      view: await ClusterView.open(cluster.db),
+      local: advert,
+      clusterMax: config.cluster?.maxInstances,
+    });
   const app = await buildApp({
     apiKey,
     registry,
@@ -203,6 +227,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     mcp: config.mcp,
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
     forwarder,
+    placement,
   });
   app.server.on('upgrade', (req, socket, head) => {
     const local = () => handleUpgrade(registry, req, socket, head);
@@ -218,13 +243,15 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const wildcard = host === '0.0.0.0' || host === '::';
   const url = `http://${urlHost(wildcard ? '127.0.0.1' : host)}:${address.port}`;
   publicUrl ||= url;
+  if (cluster && !config.publicUrl) {
+    // any node forwards a cdp_url to its owner, but clients should not need to know the nodes
+    logger.warn(
+      { url },
+      'cluster mode without --public-url: cdp_url and stream_url carry this node’s own address',
+    );
+  }
   // a node takes its slot (the ids it mints) once others can reach it
-  await cluster?.join({
-    url: config.cluster?.nodeUrl ?? url,
-    capacity: maxInstances,
-    freeSlots: maxInstances,
-    warm: {},
-  });
+  await cluster?.join({ url: config.cluster?.nodeUrl ?? url, ...advert() });
   // instances never reach burrow's own port, whatever the operator allows on loopback
   sandboxHost.protectedPorts = () => [address.port];
   // nor the cluster's database and nodes, wherever they are
@@ -239,6 +266,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       await artifacts.close();
       await app.close();
       await forwarder?.close();
+      await placement?.close();
       await cluster?.close();
       await sandboxHost.close();
       await rm(runDir, { recursive: true, force: true });

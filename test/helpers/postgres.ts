@@ -20,6 +20,8 @@ export interface TestPostgres {
   pause(): void;
   /** Start it again after `pause()`. */
   resume(): void;
+  /** Stop it (every connection ends) and start it again, down for about `downMs`. */
+  restart(downMs?: number): Promise<void>;
   stop(): void;
 }
 
@@ -86,6 +88,11 @@ export async function startPostgres(): Promise<TestPostgres> {
     dir,
     pause: stopServer,
     resume: start,
+    async restart(downMs = 0) {
+      stopServer();
+      await new Promise((r) => setTimeout(r, downMs));
+      start();
+    },
     stop() {
       stopServer();
       rmSync(dir, { recursive: true, force: true });

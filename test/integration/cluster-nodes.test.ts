@@ -179,7 +179,8 @@ describe('a cluster of two nodes', () => {
       await db.close();
     }
   });
-  // last: after the restart this node no longer hears NOTIFY (it does not listen again yet)
+  // last: it restarts the database under the nodes (cluster-placement.test.ts checks that
+  // NOTIFY works again after a restart)
   it('with the database stopped, running instances go on and starts answer 503; then starts work again', async () => {
     const { id } = await viaOne.instances.start({ instance_type: 'ubuntu' });
     pg.pause();

@@ -331,6 +331,19 @@ export class AuthStore {
     });
   }
 
+  /**
+   * Read every record again (`refresh` for each the backend or this store has): after this
+   * process missed what the others told (a cluster node's NOTIFY connection was down).
+   */
+  async refreshAll(): Promise<void> {
+    const ids = new Set([
+      ...(await this.#backend.list()),
+      ...this.#states.keys(),
+      ...this.#unreadable.keys(),
+    ]);
+    await Promise.all([...ids].map((id) => this.refresh(id)));
+  }
+
   async #create(name: string, data: BrowserAuthData): Promise<{ id: string; name: string }> {
     this.#writable();
     const now = new Date().toISOString();

@@ -38,9 +38,15 @@ export class Database {
   readonly schema: string;
   readonly #pool: pg.Pool;
   readonly #config: pg.ClientConfig;
+  /** The connection every channel is listened on, while it is up. */
   #listener: pg.Client | undefined;
-  #listening: Promise<pg.Client> | undefined;
+  /** The connection being made (first or again), while it is. */
+  #connecting: Promise<pg.Client> | undefined;
+  /** The one timer of the next attempt to listen again, while one is waiting. */
+  #retry: NodeJS.Timeout | undefined;
+  #backoffMs = 0;
   readonly #channels = new Map<string, Set<Notify>>();
+  readonly #relistened = new Set<() => void>();
   #closed = false;
 
   private constructor(config: pg.ClientConfig, schema: string, max: number) {
@@ -141,15 +147,24 @@ export class Database {
 
   /**
    * Call `fn` with the payload of every notification on `channel` (a SQL name) until the returned
-   * function is called. One connection of its own carries every channel.
+   * function is called. One connection of its own carries every channel; the first call rejects
+   * when the database does not answer.
+   *
+   * That connection ends when the database restarts or fails over. It is then made again by
+   * one timer at a time (after 100 ms, doubling up to 5 s while the database does not answer;
+   * never two attempts at once, and a failed attempt's client is ended), every channel is
+   * listened on again, and the `onRelisten` callbacks run: what was notified while nobody
+   * listened is lost, so they re-read what they keep.
    */
   async listen(channel: string, fn: Notify): Promise<() => void> {
     if (!SCHEMA_NAME.test(channel)) throw new Error(`not a channel name: ${channel}`);
-    const client = await this.#listenerClient();
+    if (this.#closed) throw new Error('the cluster database is closed');
     let fns = this.#channels.get(channel);
     if (!fns) {
       this.#channels.set(channel, (fns = new Set()));
-      await client.query(`LISTEN ${channel}`);
+      // a connection being made listens on every channel, this one included, before it is up
+      if (this.#listener) await this.#listener.query(`LISTEN ${channel}`);
+      else if (!this.#retry) await (this.#connecting ??= this.#connect());
     }
     fns.add(fn);
     return () => {
@@ -157,22 +172,76 @@ export class Database {
     };
   }
 
+  /**
+   * Call `fn` each time the listening connection is up again after it was lost (not on the
+   * first connection), until the returned function is called.
+   */
+  onRelisten(fn: () => void): () => void {
+    this.#relistened.add(fn);
+    return () => {
+      this.#relistened.delete(fn);
+    };
+  }
+
+  /** Whether notifications are being listened for now (false while the connection is down). */
+  get listening(): boolean {
+    return this.#listener !== undefined;
+  }
+
   /** Send `payload` to every listener of `channel`, in the cluster, when the caller's transaction commits. */
   async notify(channel: string, payload: string): Promise<void> {
     await this.query('SELECT pg_notify($1, $2)', [channel, payload]);
   }
 
-  #listenerClient(): Promise<pg.Client> {
-    return (this.#listening ??= (async () => {
-      const client = new pg.Client(this.#config);
-      client.on('error', () => {});
-      client.on('notification', (n) => {
-        for (const fn of this.#channels.get(n.channel) ?? []) fn(n.payload ?? '');
-      });
+  /** A new listening connection with every channel listened on; `#listener` once it is. */
+  async #connect(): Promise<pg.Client> {
+    const client = new pg.Client(this.#config);
+    client.on('error', () => this.#lost(client));
+    client.on('end', () => this.#lost(client));
+    client.on('notification', (n) => {
+      for (const fn of this.#channels.get(n.channel) ?? []) fn(n.payload ?? '');
+    });
+    try {
       await client.connect();
-      this.#listener = client;
-      return client;
-    })());
+      // a channel added meanwhile is in the map's iteration too
+      for (const channel of this.#channels.keys()) await client.query(`LISTEN ${channel}`);
+      if (this.#closed) throw new Error('the cluster database is closed');
+    } catch (err) {
+      this.#connecting = undefined;
+      await client.end().catch(() => {});
+      throw err;
+    }
+    this.#connecting = undefined;
+    this.#listener = client;
+    return client;
+  }
+
+  /** `client`'s connection ended or failed: when it was the listener, listen again later. */
+  #lost(client: pg.Client): void {
+    if (this.#listener !== client) return; // an attempt's client, or one already replaced
+    this.#listener = undefined;
+    client.end().catch(() => {});
+    this.#backoffMs = 0;
+    this.#relisten();
+  }
+
+  /** Schedule the one attempt to listen again (no-op while one waits or runs). */
+  #relisten(): void {
+    if (this.#closed || this.#retry || this.#connecting) return;
+    this.#backoffMs = Math.min(5000, Math.max(100, this.#backoffMs * 2));
+    this.#retry = setTimeout(() => {
+      this.#retry = undefined;
+      if (this.#closed) return;
+      const attempt = (this.#connecting = this.#connect());
+      attempt.then(
+        () => {
+          this.#backoffMs = 0;
+          for (const fn of this.#relistened) fn();
+        },
+        () => this.#relisten(),
+      );
+    }, this.#backoffMs);
+    this.#retry.unref();
   }
 
   get closed(): boolean {
@@ -183,7 +252,12 @@ export class Database {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.#listener?.end().catch(() => {});
+    clearTimeout(this.#retry);
+    this.#retry = undefined;
+    const listener = this.#listener;
+    this.#listener = undefined;
+    await this.#connecting?.catch(() => {}); // an attempt under way ends its own client
+    await listener?.end().catch(() => {});
     await this.#pool.end().catch(() => {});
   }
 }

@@ -38,6 +38,9 @@ function endpointOf(url: string, defaultPort: number): { host: string; port: num
   }
 }
 
+/** How long a changed advert waits for more changes before it is published. */
+const ADVERTISE_DELAY_MS = 50;
+
 /** Where a request for an instance goes. */
 export type Route = 'local' | 'unknown' | { node: string; url: string };
 
@@ -53,6 +56,8 @@ export class ClusterNode {
   /** slot → the node's name and URL, as last read. */
   #nodes = new Map<number, { name: string; url: string }>();
   #closed: Promise<void> | undefined;
+  /** The advert's publication, while one is waiting (`advertise`). */
+  #publish: NodeJS.Timeout | undefined;
   /** The database's and every node's addresses, for the egress to refuse (`endpoints`). */
   #endpoints: { address: string; port?: number }[] = [];
 
@@ -78,6 +83,8 @@ export class ClusterNode {
       const r = await db.query<{ secret: Buffer }>('SELECT secret FROM cluster_secret');
       const node = new ClusterNode(db, r.rows[0]!.secret, opts);
       await db.listen(NODES_CHANNEL, () => void node.#readNodes().catch(() => {}));
+      // what changed while nobody listened was not heard of
+      db.onRelisten(() => void node.#readNodes().catch(() => {}));
       await node.#resolveEndpoints();
       return node;
     } catch (err) {
@@ -131,9 +138,20 @@ export class ClusterNode {
     return this.#signer.mint(this.#lease.slot);
   }
 
-  /** What this node advertises from its next renewal on (free slots, warm-pool counts). */
-  advertise(change: Parameters<NodeLease['advertise']>[0]): void {
-    this.#lease?.advertise(change);
+  /**
+   * What this node advertises (free slots, warm-pool counts), read from `current` when it is
+   * published: within `ADVERTISE_DELAY_MS` of the first change, so changes meanwhile go in the
+   * same write, and again by every renewal after.
+   */
+  advertise(current: () => Parameters<NodeLease['advertise']>[0]): void {
+    const lease = this.#lease;
+    if (!lease) return;
+    this.#publish ??= setTimeout(() => {
+      this.#publish = undefined;
+      lease.advertise(current());
+      lease.renew().catch(() => {}); // the database down: the renewal timer tries again
+    }, ADVERTISE_DELAY_MS);
+    this.#publish.unref();
   }
 
   /**
@@ -199,6 +217,7 @@ export class ClusterNode {
   /** Leave the cluster and close the database. Idempotent. */
   close(): Promise<void> {
     return (this.#closed ??= (async () => {
+      clearTimeout(this.#publish);
       await this.#lease?.leave();
       await this.db.close();
     })());

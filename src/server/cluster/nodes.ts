@@ -175,15 +175,28 @@ export class NodeLease {
     this.#advert = { ...this.#advert, ...change };
   }
 
-  /** Renew now (the timer does it every third of the lease). Rejects when the lease is gone. */
+  /**
+   * Renew now (the timer does it every third of the lease), publishing the advert: the other
+   * nodes hear of it (NOTIFY) and read it. Rejects when the lease is gone.
+   */
   renew(): Promise<void> {
     const next = this.#renewing.then(async () => {
       const a = this.#advert;
       const r = await this.#db.query(
-        `UPDATE nodes SET lease_until = now() + $3 * interval '1 millisecond',
-           capacity = $4, free_slots = $5, warm = $6
-         WHERE name = $1 AND run = $2 AND state <> 'left'`,
-        [this.name, this.#run, this.#leaseMs, a.capacity, a.freeSlots, JSON.stringify(a.warm)],
+        `WITH renewed AS (
+           UPDATE nodes SET lease_until = now() + $3 * interval '1 millisecond',
+             capacity = $4, free_slots = $5, warm = $6
+           WHERE name = $1 AND run = $2 AND state <> 'left' RETURNING name)
+         SELECT pg_notify($7, name) FROM renewed`,
+        [
+          this.name,
+          this.#run,
+          this.#leaseMs,
+          a.capacity,
+          a.freeSlots,
+          JSON.stringify(a.warm),
+          NODES_CHANNEL,
+        ],
       );
       if (r.rowCount === 0) throw new Error(`node ${this.name}'s lease was taken by another run`);
       this.#lastRenewed = Date.now();

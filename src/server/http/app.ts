@@ -7,6 +7,7 @@
  * parsed, in `request-body.ts`; what never reaches a log line, in `logger.ts`.
  */
 import type { Forwarder } from './forward.js';
+import type { StartPlacement } from './start-placement.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -68,6 +69,8 @@ export interface AppOptions {
   mcp?: { idleMs?: number; maxSessions?: number } | undefined;
   /** Cluster mode: requests for other nodes' instances go to them (forward.ts). */
   forwarder?: Forwarder | undefined;
+  /** Cluster mode: where `POST /v1/start` starts its instance (start-placement.ts). */
+  placement?: StartPlacement | undefined;
 }
 
 /** Default of `AppOptions.maxJsonBodyBytes`. */
@@ -180,6 +183,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     authenticated(req.raw.socket);
   });
   if (opts.forwarder) app.addHook('onRequest', opts.forwarder.hook);
+  // after the body is read: a start's body says where it can go
+  if (opts.placement) app.addHook('preHandler', opts.placement.hook);
 
   app.setErrorHandler((err: unknown, req, reply) => {
     if (err instanceof RequestInvalid) return reply.code(422).send({ detail: err.detail });

@@ -55,7 +55,8 @@ export function instanceIdOf(url: string): string | undefined {
   }
 }
 
-function forwardHeaders(
+/** `headers` as a hop sends them on: without hop-by-hop ones, marked forwarded by `from`. */
+export function forwardHeaders(
   headers: IncomingMessage['headers'],
   from: string,
   client: string | undefined,

@@ -90,6 +90,11 @@ export interface RegistryOptions {
    * the client (a cluster node whose database does not answer: cluster/node.ts). Default: yes.
    */
   admission?: () => Promise<void>;
+  /**
+   * Something the cap counts changed: an instance moved (started, claimed, ended) or the warm
+   * pool gained one. Called often; a cluster node publishes its free slots from it, debounced.
+   */
+  changed?: () => void;
 }
 
 export type { WarmPoolSizes } from './pool.js';
@@ -205,6 +210,11 @@ export class Registry {
     return this.#pool.counts();
   }
 
+  /** Live instances, the ones the cap counts (the warm pool's are not). */
+  get liveCount(): number {
+    return this.#liveCount();
+  }
+
   /** Ids of the instances waiting in the warm pool (diagnostics and tests; never listed). */
   pooledIds(): string[] {
     return this.#pool.list().map((r) => r.id);
@@ -228,6 +238,7 @@ export class Registry {
       await this.#teardown(rec); // failed while starting
       throw new Error(`a pooled ${type} instance died while starting`);
     }
+    this.#opts.changed?.(); // the pool takes it right after
     return rec;
   }
 
@@ -405,6 +416,7 @@ export class Registry {
       this.#armIdle(rec, rec.idleMs);
     }
     this.#save(rec);
+    this.#opts.changed?.();
   }
 
   /** Create the runtime of `rec` and start it; `pooled` starts it for the warm pool. */
@@ -591,6 +603,7 @@ export class Registry {
   #move(rec: InstanceRecord, to: InstanceStatus, reason?: EndReason): boolean {
     if (!transition(rec, to, reason)) return false;
     if (this.#instances.get(rec.id) === rec) this.#save(rec);
+    this.#opts.changed?.();
     return true;
   }
 

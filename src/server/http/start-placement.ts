@@ -1,0 +1,185 @@
+/**
+ * Cluster mode: `POST /v1/start` on any node starts the instance where placement says
+ * (../cluster/placement.ts). This node's own choice goes on to the start handler here; another
+ * node's gets the start in one hop, and its answer (the instance, or its error) goes back to
+ * the client as it came.
+ *
+ * - **One hop.** The forwarded start carries `x-burrow-forwarded-by`; the node receiving it
+ *   starts locally and never places again (forward.ts's rule for instance requests too).
+ * - **A race lost.** Two nodes may choose the same node's last slot at once: the loser hears
+ *   its 429, and the start is placed once more without that node (and without one that did not
+ *   answer). A second refusal is the cluster's 429.
+ * - **A full cluster** answers `cluster_at_capacity` (429) with a `Retry-After` computed from
+ *   its instances' deadlines and recent ends (`retryAfterSeconds`).
+ * - **Node-bound starts** stay here: `profile` and `extensions` name what this node's own
+ *   stores hold (profiles/, extensions/). A body that does not validate stays here too, for
+ *   the start handler's 422.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { pipeline } from 'node:stream/promises';
+import { Agent, request } from 'undici';
+import { identityOf } from '../../api/identity.js';
+import { operations } from '../../api/index.js';
+import type { Database } from '../cluster/database.js';
+import type { NodeAdvert } from '../cluster/nodes.js';
+import {
+  choose,
+  clusterLive,
+  readClusterLoad,
+  retryAfterSeconds,
+  type ClusterView,
+  type NodeLoad,
+} from '../cluster/placement.js';
+import { formatMessage, HttpError, SERVER_ERRORS, serverError } from '../errors.js';
+import { FORWARDED_BY, forwardHeaders } from './forward.js';
+import { parseInput, parseJsonBody } from './request-body.js';
+
+export interface StartPlacementOptions {
+  /** This node's name. */
+  name: string;
+  /** Where the Retry-After's load is read (instance rows). */
+  db: Pick<Database, 'query'>;
+  /** The other nodes' adverts (placement.ts). */
+  view: Pick<ClusterView, 'nodes' | 'close'>;
+  /** This node's own numbers, read now (its registry's, not its advert's). */
+  local: () => Omit<NodeAdvert, 'url'>;
+  /** The cluster-wide cap of live instances, if any. */
+  clusterMax?: number | undefined;
+  /** Nodes sampled per placement; default 2. */
+  k?: number;
+}
+
+/** Times a start is placed at most: the first choice, and once more after a refusal. */
+const ATTEMPTS = 2;
+
+export class StartPlacement {
+  readonly #opts: StartPlacementOptions;
+  readonly #agent = new Agent({ keepAliveTimeout: 30_000, connections: 16 });
+
+  constructor(opts: StartPlacementOptions) {
+    this.#opts = opts;
+  }
+
+  /** The nodes as placement sees them: the view, with this node's row made of its own numbers. */
+  nodes(): NodeLoad[] {
+    const { name } = this.#opts;
+    const others = this.#opts.view.nodes();
+    const mine = others.find((n) => n.name === name);
+    const local = this.#opts.local();
+    const self: NodeLoad = {
+      name,
+      url: mine?.url ?? '',
+      capacity: local.capacity,
+      freeSlots: local.freeSlots,
+      warm: local.warm,
+      // draining is written to the database (NodeLease.drain) and read back with the view
+      state: mine?.state ?? 'up',
+      leased: true,
+    };
+    return [self, ...others.filter((n) => n !== mine)];
+  }
+
+  /** A `preHandler` hook of the app: places `POST /v1/start`, else does nothing. */
+  hook = async (req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
+    if (req.method !== 'POST' || req.url.split('?', 1)[0] !== '/v1/start') return undefined;
+    if (req.headers[FORWARDED_BY] !== undefined) return undefined; // placed by the sender
+    let body;
+    try {
+      body = parseInput(operations.start.body, parseJsonBody(req.body), 'body');
+    } catch {
+      return undefined; // the start handler answers the 422
+    }
+    if (body.profile || (body.extensions?.length ?? 0) > 0) return undefined;
+    const type = body.instance_type ?? 'ubuntu';
+    if (type !== 'browser' && type !== 'ubuntu') return undefined; // no node runs it: refused here
+    // what Registry.start takes from a warm pool: no extensions, no profile, no identity
+    const warmEligible = !identityOf(body);
+    const exclude = new Set<string>();
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      const nodes = this.nodes();
+      const choice = choose(nodes, {
+        type,
+        warmEligible,
+        self: this.#opts.name,
+        exclude,
+        clusterMax: this.#opts.clusterMax,
+        ...(this.#opts.k !== undefined && { k: this.#opts.k }),
+      });
+      if (!choice) throw await this.#full(nodes);
+      if (choice.node.name === this.#opts.name) return undefined; // started here
+      const answered = await this.#forward(req, reply, choice.node);
+      if (answered) return reply;
+      exclude.add(choice.node.name);
+    }
+    throw await this.#full(this.nodes());
+  };
+
+  /**
+   * Send the start to `node`; true once its answer went to the client, false when it refused
+   * for lack of room (429) or did not answer, so another node may be tried.
+   */
+  async #forward(req: FastifyRequest, reply: FastifyReply, node: NodeLoad): Promise<boolean> {
+    const headers = forwardHeaders(req.headers, this.#opts.name, req.raw.socket.remoteAddress);
+    delete headers['content-length']; // the body is sent as this node read it
+    let answer;
+    try {
+      answer = await request(new URL(req.url, node.url), {
+        method: 'POST',
+        headers,
+        body: typeof req.body === 'string' ? req.body : '',
+        dispatcher: this.#agent,
+        headersTimeout: 0, // a start answers when its instance is up
+        bodyTimeout: 0,
+      });
+    } catch {
+      return false;
+    }
+    if (answer.statusCode === 429) {
+      await answer.body.dump();
+      return false;
+    }
+    reply.hijack();
+    const res = reply.raw;
+    const out: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(answer.headers)) {
+      if (v === undefined || k === 'connection' || k === 'keep-alive') continue;
+      if (k === 'transfer-encoding') continue;
+      out[k] = v;
+    }
+    res.writeHead(answer.statusCode, out);
+    try {
+      await pipeline(answer.body, res);
+    } catch {
+      res.destroy(); // the client or the node went away mid-answer
+    }
+    return true;
+  }
+
+  /** The 429 of a full cluster, its Retry-After computed from the load (placement.ts). */
+  async #full(nodes: readonly NodeLoad[]): Promise<HttpError> {
+    const live = clusterLive(nodes);
+    const max = this.#opts.clusterMax;
+    const counted = nodes.filter((n) => n.leased && n.state !== 'left');
+    const capacity = counted.reduce((sum, n) => sum + n.capacity, 0);
+    const limit = max === undefined ? capacity : Math.min(max, capacity);
+    let load;
+    try {
+      load = await readClusterLoad(this.#opts.db, Math.max(1, live - limit + 1));
+    } catch (err) {
+      return serverError('cluster_database_unavailable', { reason: (err as Error).message });
+    }
+    const seconds = retryAfterSeconds(load);
+    const detail = formatMessage(SERVER_ERRORS.cluster_at_capacity.message, {
+      live,
+      nodes: counted.length,
+      limit,
+      seconds,
+    });
+    return new HttpError('cluster_at_capacity', detail, 429, { 'Retry-After': String(seconds) });
+  }
+
+  close(): Promise<void> {
+    this.#opts.view.close();
+    return this.#agent.close();
+  }
+}
