@@ -313,5 +313,15 @@ describe('the listening connection', () => {
       await listener.close();
     }
     expect(listener.listening).toBe(false);
+    // closed, it leaves no connection behind
+    await eventually(
+      async () =>
+        (
+          await db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'LISTEN burrow_test'`,
+          )
+        ).rows[0]?.n === 0,
+      'the listening connection to end',
+    );
   }, 120_000);
 });

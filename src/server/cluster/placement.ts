@@ -154,10 +154,12 @@ export async function readClusterLoad(
   db: Pick<Database, 'query'>,
   needed: number,
 ): Promise<ClusterLoad> {
+  // the live rows of running nodes: a dead node's rows wait for its death to be declared
   const live = await db.query<{ left: number | null }>(
-    `SELECT extract(epoch FROM ((row->>'expires_at')::timestamptz - now()))::float8 AS left
-     FROM instances
-     WHERE ended_reason IS NULL AND row->>'status' IN ('deploying', 'running', 'paused')`,
+    `SELECT extract(epoch FROM ((i.row->>'expires_at')::timestamptz - now()))::float8 AS left
+     FROM instances i JOIN nodes n ON n.name = i.node AND n.run = i.run
+     WHERE i.ended_reason IS NULL AND i.row->>'status' IN ('deploying', 'running', 'paused')
+       AND n.lease_until > now() AND n.state <> 'left'`,
   );
   const ended = await db.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM instances
