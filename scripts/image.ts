@@ -53,8 +53,17 @@ const ULIMITS = ((): string[] => {
   const nofile = Math.min(hard, 65536);
   return ['--ulimit', `nofile=${nofile}:${nofile}`, '--ulimit', 'nproc=32768:32768'];
 })();
-/** The root sandbox level inside the container (docs/image.md, "Privileges", says why each). */
-const PRIVILEGES = ['--privileged', '--cgroupns=private'];
+/**
+ * The two ways the image runs, each checked (docs/image.md, "Privileges", says why each flag):
+ * its default user at the sandbox's unprivileged level, and root at the root level.
+ */
+const LEVELS = [
+  {
+    level: 'unprivileged',
+    flags: ['--security-opt', 'seccomp=unconfined', '--security-opt', 'systempaths=unconfined'],
+  },
+  { level: 'root', flags: ['--user', 'root', '--privileged', '--cgroupns=private'] },
+] as const;
 /** Inputs of the local base: a change to any of them builds a new one. */
 const BASE_INPUTS = {
   suite: 'trixie',
@@ -227,6 +236,24 @@ async function main(): Promise<void> {
   );
   say(`${buildMs ? `built in ${secs(buildMs)}; ` : ''}image size ${(size / 1e6).toFixed(0)} MB`);
 
+  try {
+    for (const { level, flags } of LEVELS) await checkLevel(level, flags, { size, buildMs, tAll });
+  } finally {
+    if (!keepImage) spawnSync('podman', ['rmi', IMAGE], { stdio: 'ignore' });
+  }
+}
+
+/**
+ * Run the image at one sandbox level: healthy, the level the server found is that one, a browser
+ * driven through its `cdp_url`, an ubuntu instance's bash, nothing live after the stops, and
+ * SIGTERM through tini ends it with 0.
+ */
+async function checkLevel(
+  level: (typeof LEVELS)[number]['level'],
+  flags: readonly string[],
+  { size, buildMs, tAll }: { size: number; buildMs: number; tAll: number },
+): Promise<void> {
+  say(`-- the ${level} level: podman run ${flags.join(' ')}`);
   const name = `burrow-check-${randomBytes(4).toString('hex')}`;
   const volume = `${name}-data`;
   const port = await freePort();
@@ -246,7 +273,7 @@ async function main(): Promise<void> {
         name,
         ...RUNTIME,
         ...ULIMITS,
-        ...PRIVILEGES,
+        ...flags,
         '--publish',
         `127.0.0.1:${port}:${port}`,
         '--env',
@@ -273,6 +300,10 @@ async function main(): Promise<void> {
     }
     const healthyMs = performance.now() - tRun;
     say(`podman run → healthy: ${secs(healthyMs)}`);
+    // the server found the level these flags are for (it prints it at start)
+    const startLog = spawnSync('podman', ['logs', name], { encoding: 'utf8' });
+    const found = /privilege level: ([\w-]+)/.exec(startLog.stdout + startLog.stderr)?.[1];
+    if (found !== level) fail(`the server found the ${found ?? 'unknown'} level, not ${level}`);
 
     const burrow = new Burrow({ baseUrl, apiKey });
     const version = await burrow.meta.version();
@@ -344,7 +375,7 @@ async function main(): Promise<void> {
     if (code !== '0') fail(`the server exited ${code} on SIGTERM`);
     say(`podman stop → exited 0 in ${secs(performance.now() - tStop)}`);
     say(
-      `summary: image ${(size / 1e6).toFixed(0)} MB, build ${secs(buildMs)}, run → healthy ${secs(healthyMs)}, first browser start ${secs(startMs)}, second ${secs(secondMs)}, whole check ${secs(performance.now() - tAll)}`,
+      `summary (${level}): image ${(size / 1e6).toFixed(0)} MB, build ${secs(buildMs)}, run → healthy ${secs(healthyMs)}, first browser start ${secs(startMs)}, second ${secs(secondMs)}, whole check ${secs(performance.now() - tAll)}`,
     );
   } catch (err) {
     if (started) {
@@ -355,7 +386,6 @@ async function main(): Promise<void> {
   } finally {
     spawnSync('podman', ['rm', '--force', '--time', '10', name], { stdio: 'ignore' });
     spawnSync('podman', ['volume', 'rm', '--force', volume], { stdio: 'ignore' });
-    if (!keepImage) spawnSync('podman', ['rmi', IMAGE], { stdio: 'ignore' });
   }
 }
 
