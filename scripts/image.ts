@@ -237,10 +237,38 @@ async function main(): Promise<void> {
   say(`${buildMs ? `built in ${secs(buildMs)}; ` : ''}image size ${(size / 1e6).toFixed(0)} MB`);
 
   try {
+    doctorWithoutFlags();
     for (const { level, flags } of LEVELS) await checkLevel(level, flags, { size, buildMs, tAll });
   } finally {
     if (!keepImage) spawnSync('podman', ['rmi', IMAGE], { stdio: 'ignore' });
   }
+}
+
+/**
+ * The image run with none of the flags a level needs: `burrow doctor` must not call an instance
+ * type ready (a container's default seccomp profile and masked /proc refuse what bubblewrap does)
+ * and must name the flags that fix it.
+ */
+function doctorWithoutFlags(): void {
+  // doctor exits 1 when no instance type can start: read its report whatever the status
+  const r = spawnSync(
+    'podman',
+    ['run', '--rm', ...RUNTIME, ...ULIMITS, IMAGE, 'burrow', 'doctor', '--json'],
+    { encoding: 'utf8' },
+  );
+  const out = r.stdout ?? '';
+  if (!out.trim().startsWith('{')) fail(`doctor without the flags said: ${out}${r.stderr ?? ''}`);
+  const doctor = JSON.parse(out) as {
+    instance_types: Record<string, { ready: boolean }>;
+    isolation: { name: string; status: string; fix?: string }[];
+  };
+  const ready = Object.entries(doctor.instance_types).filter(([, t]) => t.ready);
+  if (ready.length > 0)
+    fail(`doctor calls ${ready.map(([n]) => n).join(', ')} ready without the flags`);
+  const ns = doctor.isolation.find((g) => g.name === 'namespaces');
+  if (ns?.status !== 'missing' || !ns.fix?.includes('systempaths=unconfined'))
+    fail(`doctor without the flags says of namespaces: ${JSON.stringify(ns)}`);
+  say('without the flags: doctor calls no instance type ready and names the flags');
 }
 
 /**
