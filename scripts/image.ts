@@ -53,8 +53,17 @@ const ULIMITS = ((): string[] => {
   const nofile = Math.min(hard, 65536);
   return ['--ulimit', `nofile=${nofile}:${nofile}`, '--ulimit', 'nproc=32768:32768'];
 })();
-/** The root sandbox level inside the container (docs/image.md, "Privileges", says why each). */
-const PRIVILEGES = ['--privileged', '--cgroupns=private'];
+/**
+ * The two ways the image runs, each checked (docs/image.md, "Privileges", says why each flag):
+ * its default user at the sandbox's unprivileged level, and root at the root level.
+ */
+const LEVELS = [
+  {
+    level: 'unprivileged',
+    flags: ['--security-opt', 'seccomp=unconfined', '--security-opt', 'systempaths=unconfined'],
+  },
+  { level: 'root', flags: ['--user', 'root', '--privileged', '--cgroupns=private'] },
+] as const;
 /** Inputs of the local base: a change to any of them builds a new one. */
 const BASE_INPUTS = {
   suite: 'trixie',
@@ -227,6 +236,52 @@ async function main(): Promise<void> {
   );
   say(`${buildMs ? `built in ${secs(buildMs)}; ` : ''}image size ${(size / 1e6).toFixed(0)} MB`);
 
+  try {
+    doctorWithoutFlags();
+    for (const { level, flags } of LEVELS) await checkLevel(level, flags, { size, buildMs, tAll });
+  } finally {
+    if (!keepImage) spawnSync('podman', ['rmi', IMAGE], { stdio: 'ignore' });
+  }
+}
+
+/**
+ * The image run with none of the flags a level needs: `burrow doctor` must not call an instance
+ * type ready (a container's default seccomp profile and masked /proc refuse what bubblewrap does)
+ * and must name the flags that fix it.
+ */
+function doctorWithoutFlags(): void {
+  // doctor exits 1 when no instance type can start: read its report whatever the status
+  const r = spawnSync(
+    'podman',
+    ['run', '--rm', ...RUNTIME, ...ULIMITS, IMAGE, 'burrow', 'doctor', '--json'],
+    { encoding: 'utf8' },
+  );
+  const out = r.stdout ?? '';
+  if (!out.trim().startsWith('{')) fail(`doctor without the flags said: ${out}${r.stderr ?? ''}`);
+  const doctor = JSON.parse(out) as {
+    instance_types: Record<string, { ready: boolean }>;
+    isolation: { name: string; status: string; fix?: string }[];
+  };
+  const ready = Object.entries(doctor.instance_types).filter(([, t]) => t.ready);
+  if (ready.length > 0)
+    fail(`doctor calls ${ready.map(([n]) => n).join(', ')} ready without the flags`);
+  const ns = doctor.isolation.find((g) => g.name === 'namespaces');
+  if (ns?.status !== 'missing' || !ns.fix?.includes('systempaths=unconfined'))
+    fail(`doctor without the flags says of namespaces: ${JSON.stringify(ns)}`);
+  say('without the flags: doctor calls no instance type ready and names the flags');
+}
+
+/**
+ * Run the image at one sandbox level: healthy, the level the server found is that one, a browser
+ * driven through its `cdp_url`, an ubuntu instance's bash, nothing live after the stops, and
+ * SIGTERM through tini ends it with 0.
+ */
+async function checkLevel(
+  level: (typeof LEVELS)[number]['level'],
+  flags: readonly string[],
+  { size, buildMs, tAll }: { size: number; buildMs: number; tAll: number },
+): Promise<void> {
+  say(`-- the ${level} level: podman run ${flags.join(' ')}`);
   const name = `burrow-check-${randomBytes(4).toString('hex')}`;
   const volume = `${name}-data`;
   const port = await freePort();
@@ -246,7 +301,7 @@ async function main(): Promise<void> {
         name,
         ...RUNTIME,
         ...ULIMITS,
-        ...PRIVILEGES,
+        ...flags,
         '--publish',
         `127.0.0.1:${port}:${port}`,
         '--env',
@@ -273,6 +328,10 @@ async function main(): Promise<void> {
     }
     const healthyMs = performance.now() - tRun;
     say(`podman run → healthy: ${secs(healthyMs)}`);
+    // the server found the level these flags are for (it prints it at start)
+    const startLog = spawnSync('podman', ['logs', name], { encoding: 'utf8' });
+    const found = /privilege level: ([\w-]+)/.exec(startLog.stdout + startLog.stderr)?.[1];
+    if (found !== level) fail(`the server found the ${found ?? 'unknown'} level, not ${level}`);
 
     const burrow = new Burrow({ baseUrl, apiKey });
     const version = await burrow.meta.version();
@@ -344,7 +403,7 @@ async function main(): Promise<void> {
     if (code !== '0') fail(`the server exited ${code} on SIGTERM`);
     say(`podman stop → exited 0 in ${secs(performance.now() - tStop)}`);
     say(
-      `summary: image ${(size / 1e6).toFixed(0)} MB, build ${secs(buildMs)}, run → healthy ${secs(healthyMs)}, first browser start ${secs(startMs)}, second ${secs(secondMs)}, whole check ${secs(performance.now() - tAll)}`,
+      `summary (${level}): image ${(size / 1e6).toFixed(0)} MB, build ${secs(buildMs)}, run → healthy ${secs(healthyMs)}, first browser start ${secs(startMs)}, second ${secs(secondMs)}, whole check ${secs(performance.now() - tAll)}`,
     );
   } catch (err) {
     if (started) {
@@ -355,7 +414,6 @@ async function main(): Promise<void> {
   } finally {
     spawnSync('podman', ['rm', '--force', '--time', '10', name], { stdio: 'ignore' });
     spawnSync('podman', ['volume', 'rm', '--force', volume], { stdio: 'ignore' });
-    if (!keepImage) spawnSync('podman', ['rmi', IMAGE], { stdio: 'ignore' });
   }
 }
 

@@ -27,8 +27,6 @@ const runtime = stages[stages.length - 1]!;
 
 /** The packages setup.sh installs (`need pkg`), without those it installs for the tests. */
 const TEST_ONLY = new Set([
-  // uidmap: the unprivileged tests' subordinate uid range (the server does not use one yet)
-  'uidmap',
   'libcap2-bin',
   'curl',
   'openssl',
@@ -75,6 +73,17 @@ describe('Containerfile', () => {
     }
   });
 
+  it('runs as a normal user who owns the volume and has a subordinate uid and gid range', () => {
+    const users = [...runtime.matchAll(/^USER (\S+)$/gm)].map((m) => m[1]);
+    expect(users.at(-1)).toBe('burrow');
+    const volume = /^VOLUME (\S+)$/m.exec(runtime)?.[1];
+    expect(runtime).toMatch(new RegExp(`useradd .*--home-dir ${volume} .*burrow`));
+    expect(runtime).toMatch(new RegExp(`chown burrow:burrow ${volume}`));
+    expect(runtime).toMatch(/burrow:\d+:65536' > \/etc\/subuid/);
+    expect(runtime).toMatch(/burrow:\d+:65536' > \/etc\/subgid/);
+    expect(aptInstalled(runtime).has('uidmap')).toBe(true);
+  });
+
   it('never passes the API key as an argument', () => {
     expect(containerfile).not.toMatch(/--api-key\b(?!-file)/);
   });
@@ -92,6 +101,7 @@ describe('Containerfile', () => {
 describe('compose.yaml', () => {
   it('builds the Containerfile, publishes on loopback, and gives the root level its privileges', () => {
     expect(compose).toMatch(/dockerfile: Containerfile/);
+    expect(compose).toMatch(/^\s+user: root/m);
     expect(compose).toMatch(/^\s+privileged: true/m);
     expect(compose).toMatch(/^\s+cgroup: private/m);
     expect(compose).toMatch(/- '127\.0\.0\.1:8787:8787'/);

@@ -20,6 +20,8 @@ const run = promisify(execFile);
 const MKFS = ['/usr/sbin/mkfs.ext4', '/sbin/mkfs.ext4'].find((p) => existsSync(p));
 const MOUNT = ['/usr/bin/mount', '/bin/mount'].find((p) => existsSync(p));
 const UMOUNT = ['/usr/bin/umount', '/bin/umount'].find((p) => existsSync(p));
+const LOSETUP = ['/usr/sbin/losetup', '/sbin/losetup'].find((p) => existsSync(p));
+const MKNOD = ['/usr/bin/mknod', '/bin/mknod'].find((p) => existsSync(p));
 
 /** What `burrow doctor` names when quotas are missing. */
 export function quotaMissing(): string | undefined {
@@ -67,9 +69,7 @@ export class DiskQuota {
         ]),
       );
       await mkdir(mountpoint, { recursive: true, mode: 0o700 });
-      await stage('disk.mount', () =>
-        run(MOUNT!, ['-o', 'loop,nosuid,nodev,noatime', image, mountpoint]),
-      );
+      await stage('disk.mount', () => loopMount(image, mountpoint));
       // a fresh ext4 has lost+found; the instance's view binds subdirectories only
     } catch (err) {
       await rm(image, { force: true });
@@ -84,6 +84,42 @@ export class DiskQuota {
     await rmdir(this.mountpoint).catch(() => {});
     await rm(this.image, { force: true });
   }
+}
+
+/**
+ * Loop-mount `image` on `mountpoint`. In a container `/dev` is a copy made when the container
+ * started: the loop devices the kernel adds later (on the host's devtmpfs) have no node there, and
+ * `mount -o loop` fails once the ones that existed are taken. Then the kernel's next free loop
+ * device (what `losetup -f` asks `/dev/loop-control` for) gets its node here (block major 7) and
+ * the mount is tried again. `/dev` is the server's own, never an instance's.
+ */
+async function loopMount(image: string, mountpoint: string): Promise<void> {
+  const mount = () => run(MOUNT!, ['-o', 'loop,nosuid,nodev,noatime', image, mountpoint]);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await mount();
+      return;
+    } catch (err) {
+      if (attempt >= 3 || !(await addLoopNode())) throw err;
+    }
+  }
+}
+
+/** Make the node of the next free loop device when it is missing; true when one was made. */
+async function addLoopNode(): Promise<boolean> {
+  if (!LOSETUP || !MKNOD || !existsSync('/dev/loop-control')) return false;
+  const free = await run(LOSETUP, ['-f']).then(
+    (r) => r.stdout.trim(),
+    () => '',
+  );
+  const index = /^\/dev\/loop(\d+)$/.exec(free)?.[1];
+  if (index === undefined || existsSync(free)) return false;
+  try {
+    await run(MKNOD, ['-m', '0660', free, 'b', '7', index]);
+  } catch {
+    return existsSync(free); // another start made it meanwhile
+  }
+  return true;
 }
 
 /** Unmount `path` if it is a mount point; lazily when it is busy. */

@@ -258,10 +258,15 @@ function probe(bwrapPath: string | undefined): HostSupport {
 
 const APPARMOR_USERNS = '/proc/sys/kernel/apparmor_restrict_unprivileged_userns';
 
+const HOSTNAME = ['/usr/bin/hostname', '/bin/hostname'].find((p) => existsSync(p));
+
 /**
- * Open a user namespace with every other namespace an instance gets, once, as the instance would
- * (a normal user's own; root's too, as root's instances are built in one). Why it failed, and the
- * fix, where it did.
+ * Open a user namespace with every other namespace an instance gets, once, and do in it what
+ * bubblewrap does at every start: mount a `/proc` of the new pid namespace and name the host
+ * (a normal user's own namespaces; root's too, as root's instances are built in one). A
+ * container's default seccomp profile lets the namespaces open but refuses `sethostname`, and its
+ * masked `/proc` paths refuse the mount: only doing both tells the truth there. Why it failed, and
+ * the fix, where it did.
  */
 function usernsProbe(): { why?: string; fix?: string } {
   const unshare = toolPath('unshare');
@@ -278,12 +283,19 @@ function usernsProbe(): { why?: string; fix?: string } {
       '--cgroup',
       '--pid',
       '--fork',
-      '/bin/true',
+      '--mount-proc',
+      ...(HOSTNAME ? [HOSTNAME, 'burrow'] : ['/bin/true']),
     ],
     { stdio: ['ignore', 'ignore', 'pipe'], timeout: 5000 },
   );
   if (r.status === 0) return {};
   const err = String(r.stderr ?? '').trim();
+  if (/mount \/proc|hostname/i.test(err)) {
+    return {
+      why: `a user namespace opens, but what the sandbox does in it is refused (${err}): a container's seccomp profile or masked /proc paths`,
+      fix: 'run the container with --security-opt seccomp=unconfined --security-opt systempaths=unconfined (podman; docker: --security-opt seccomp=unconfined --security-opt systempaths=unconfined --security-opt apparmor=unconfined), or --privileged for the root level (docs/image.md)',
+    };
+  }
   let restricted = false;
   try {
     restricted = readFileSync(APPARMOR_USERNS, 'utf8').trim() === '1';
