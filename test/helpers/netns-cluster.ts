@@ -21,7 +21,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -124,17 +124,26 @@ export function netnsPids(name: string): number[] {
   }
 }
 
-/** The namespaces of harnesses whose test process is gone (a crash before their `close()`). */
+/**
+ * What harnesses whose test process is gone (killed before their `close()`) left: their
+ * namespaces, the processes still in them, their directory.
+ */
 function sweepStale(): void {
+  const stale = (name: string) => {
+    const m = /^burrow-t(\d+)-[0-9a-f]+/.exec(name);
+    return m !== null && !alive(Number(m[1]));
+  };
   for (const name of existsSync(NETNS_DIR) ? readdirSync(NETNS_DIR) : []) {
-    const m = /^burrow-t(\d+)-[0-9a-f]+-/.exec(name);
-    if (!m || alive(Number(m[1]))) continue;
+    if (!stale(name)) continue;
     for (const pid of netnsPids(name)) killQuietly(pid, 'SIGKILL');
     try {
       ip('netns', 'del', name);
     } catch {
       /* another sweeper took it */
     }
+  }
+  for (const name of readdirSync(tmpdir())) {
+    if (stale(name)) rmSync(join(tmpdir(), name), { recursive: true, force: true });
   }
 }
 
@@ -187,7 +196,9 @@ export async function netnsCluster(opts: NetnsClusterOptions = {}): Promise<Netn
   const x = randomBytes(1)[0]!;
   const net = (host: number) => `10.213.${x}.${host}`;
   const subnet = `${net(0)}/24`;
-  const dir = mkdtempSync(join(tmpdir(), 'burrow-netns-'));
+  // everything on disk (data dirs, keys, PostgreSQL's files) is under the tag's name too
+  const dir = join(tmpdir(), tag);
+  mkdirSync(dir, { mode: 0o755 });
   const namespaces: string[] = [];
   const children = new Set<ChildProcess>();
   let pgServer: TestPostgres | undefined;
@@ -212,6 +223,7 @@ export async function netnsCluster(opts: NetnsClusterOptions = {}): Promise<Netn
         /* best effort */
       }
     }
+    rmSync(dir, { recursive: true, force: true });
   };
   process.once('exit', onExit);
 
@@ -306,7 +318,7 @@ export async function netnsCluster(opts: NetnsClusterOptions = {}): Promise<Netn
       nodes.push(node);
     }
 
-    pgServer = await startPostgres({ netns: dbNs, address: net(2), allow: subnet });
+    pgServer = await startPostgres({ netns: dbNs, address: net(2), allow: subnet, parent: dir });
     const db = pgServer;
     pool = new pg.Pool({
       connectionString: db.socketUrl,

@@ -30,6 +30,8 @@ export interface PostgresOptions {
   address?: string;
   /** A CIDR whose clients are trusted besides loopback, e.g. `10.213.7.0/24`. */
   allow?: string;
+  /** The directory its own temp directory is made in; default the system's temp dir. */
+  parent?: string;
 }
 
 export interface TestPostgres {
@@ -71,7 +73,7 @@ export async function startPostgres(opts: PostgresOptions = {}): Promise<TestPos
   if (!existsSync(`${BIN}/initdb`)) {
     throw new Error(`PostgreSQL 15 is not installed (${BIN}): run scripts/setup.sh`);
   }
-  const dir = mkdtempSync(join(tmpdir(), 'burrow-pg-'));
+  const dir = mkdtempSync(join(opts.parent ?? tmpdir(), 'burrow-pg-'));
   const { uid, gid } = pgIds();
   chownSync(dir, uid, gid);
   const data = join(dir, 'data');

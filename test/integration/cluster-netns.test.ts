@@ -406,7 +406,7 @@ describe('a cluster of three nodes in network namespaces of their own', () => {
     expect(seen.refused).toHaveLength(12);
     for (const r of seen.refused) {
       expect(r).toMatchObject({ status: 404, error: 'instance_not_found' });
-      expect(r.ms).toBeLessThan(500);
+      expect(r.ms).toBeLessThan(1000); // a query would have waited for the thaw
     }
     expect(seen.bash.status).toBe(200);
     expect(seen.bash.body).toContain('routed');
