@@ -18,6 +18,14 @@
  * front, PostgreSQL, and anything still inside its namespaces), then deletes every namespace; it
  * runs whatever failed before it, and a harness whose test process died is swept by the next one
  * (its namespaces carry its pid). Only root can make namespaces: the harness refuses otherwise.
+ *
+ * Client jobs run concurrently, so a test can keep a load loop going in the client while it
+ * kills or drains a node:
+ *
+ *     const load = cluster.client(async (_lib, a) => { ...a bounded loop of fetches... }, args);
+ *     await cluster.kill(cluster.nodes[1]!, 'SIGKILL'); // or 'SIGTERM'; node.child, node.pids
+ *     const seen = await load;
+ *     await cluster.restart(cluster.nodes[1]!);
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
