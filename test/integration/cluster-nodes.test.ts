@@ -5,8 +5,8 @@
  * read on node 2, the database holds it sealed, and a forged id is refused by node 2 without
  * reaching node 1.
  *
- * The nodes run in this process on loopback ports; the multi-machine harness (nodes in network
- * namespaces of their own) is not built yet.
+ * The nodes run in this process on loopback ports; cluster-netns.test.ts runs them as separate
+ * processes in network namespaces of their own.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

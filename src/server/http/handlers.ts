@@ -93,7 +93,11 @@ export function createHandlers(
       }
       const found = ids.length > 0 ? extensionStore().resolve(ids) : [];
       const extensions = found.map((e) => ({ id: e.id, dir: e.dir }));
-      if (!body.profile) return registry.view(await registry.start(body, { extensions }));
+      if (!body.profile) {
+        const started = await registry.start(body, { extensions });
+        await registry.flushed(); // its row is where every node lists it
+        return registry.view(started);
+      }
       // the profile is held from here (a second start naming it is a 409) until the instance
       // has stopped and saved it, or this start failed
       if (body.instance_type !== 'browser') {
@@ -107,6 +111,7 @@ export function createHandlers(
           profile,
           onCreate: profile.setHolder,
         });
+        await registry.flushed();
         return registry.view(started);
       } catch (err) {
         profile.release();
@@ -115,7 +120,11 @@ export function createHandlers(
     },
     getInstance: async ({ params }) => registry.row(params.instance_id),
     listInstances: async () => registry.rows(),
-    stop: async ({ params }) => ({ status: (await registry.stop(params.instance_id)).status }),
+    stop: async ({ params }) => {
+      const { status } = await registry.stop(params.instance_id);
+      await registry.flushed();
+      return { status };
+    },
     pause: async ({ params }) => ({ status: (await registry.pause(params.instance_id)).status }),
     resume: async ({ params, query }) =>
       registry.view(await registry.resume(params.instance_id, query.timeout_hours)),

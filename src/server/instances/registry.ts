@@ -56,6 +56,8 @@ export const DEFAULT_RESOLUTION: Resolution = [1024, 768];
 const START_ATTEMPTS = 2;
 export const DEFAULT_TIMEOUT_HOURS = 1;
 const HOUR_MS = 3_600_000;
+/** How long `flushed()` waits at most for a store that does not answer. */
+const FLUSH_WAIT_MS = 2_000;
 
 export interface RegistryOptions {
   /** Directory for this server run's instance directories. */
@@ -624,6 +626,21 @@ export class Registry {
   #unlist(rec: InstanceRecord): void {
     this.#instances.delete(rec.id);
     this.#write(() => this.#store.delete(rec.id));
+  }
+
+  /**
+   * Resolves once the rows queued so far are in the store, or after `FLUSH_WAIT_MS` when the
+   * store does not answer (its database away; the write goes on). The API's answer to a start or
+   * a stop waits for it, so that a client who then lists through another node of a cluster sees
+   * what it was just told.
+   */
+  async flushed(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.#writes,
+      new Promise((resolve) => (timer = setTimeout(resolve, FLUSH_WAIT_MS))),
+    ]);
+    clearTimeout(timer);
   }
 
   #write(op: () => Promise<unknown>): void {

@@ -1,0 +1,486 @@
+/**
+ * Three burrow nodes as if on three machines (issue #22, "Tested for real, on one machine"):
+ * each a `burrow serve --cluster` process in a network namespace of its own, PostgreSQL in
+ * another, a client in a fifth, all on one bridge (test/helpers/netns-cluster.ts). The client's
+ * requests, `cdp_url` and live-view sockets leave from the client's namespace.
+ *
+ * - the three nodes start at the same moment on an empty database and race its migrations;
+ * - an instance is driven through the nodes that do not own it: HTTP with bodies both ways,
+ *   Playwright over `cdp_url`, the live view's WebSocket; every node lists every instance;
+ * - an auth state saved through one node applies to an instance on another, sealed in the
+ *   database;
+ * - forged ids and another cluster's answer 404 while the database cannot answer at all;
+ * - after the harness's teardown no process it started and no namespace it made is left.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IdSigner } from '../../src/server/cluster/ids.js';
+import { MIGRATIONS } from '../../src/server/cluster/migrations.js';
+import { netnsCluster, netnsPids, type NetnsCluster } from '../helpers/netns-cluster.js';
+import { instanceProcesses } from '../helpers/server.js';
+
+/** The advisory lock migrations take (database.ts): "burrow" in ASCII. */
+const MIGRATION_LOCK = 0x6275_7272_6f77n;
+
+let cluster: NetnsCluster;
+/** How many nodes were seen waiting for the migration lock at once. */
+let racers = 0;
+
+beforeAll(async () => {
+  cluster = await netnsCluster({ nodes: 3, leaseSeconds: 10, start: false });
+  // the three nodes meet at the migration lock: held here until all three wait for it, so they
+  // migrate an empty database at the same moment, not one after the other's start
+  const holder = new pg.Client({ connectionString: cluster.pg.socketUrl });
+  await holder.connect();
+  try {
+    await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK.toString()]);
+    const started = Promise.all(cluster.nodes.map((n) => cluster.start(n)));
+    started.catch(() => {}); // awaited below, after the lock is released
+    const deadline = Date.now() + 90_000;
+    while (racers < 3 && Date.now() < deadline) {
+      const r = await holder.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
+      );
+      racers = r.rows[0]!.n;
+      if (racers < 3) await new Promise((r) => setTimeout(r, 100));
+    }
+    await holder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK.toString()]);
+    await started;
+  } finally {
+    await holder.end();
+  }
+}, 180_000);
+
+afterAll(async () => {
+  await cluster?.close();
+}, 60_000);
+
+const nodeUrls = () => cluster.nodes.map((n) => n.url);
+
+describe('a cluster of three nodes in network namespaces of their own', () => {
+  it('three nodes raced the migrations of an empty database: all came up, each step applied once, no error', async () => {
+    expect(racers).toBe(3);
+    const versions = await cluster.query<{ version: number }>(
+      'SELECT version FROM schema_version ORDER BY version',
+    );
+    expect(versions.map((v) => v.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
+    const nodes = await cluster.query<{ name: string; url: string; state: string }>(
+      'SELECT name, url, state FROM nodes ORDER BY name',
+    );
+    expect(nodes).toEqual(cluster.nodes.map((n) => ({ name: n.name, url: n.url, state: 'up' })));
+    for (const n of cluster.nodes) {
+      expect(n.log(), n.name).not.toMatch(/"level":(50|60)|^burrow: (?!warning)|Error:/m);
+    }
+    // each node answers at its own address, from the client's namespace
+    const answers = await cluster.client(
+      async (_lib, a: { urls: string[]; key: string }) =>
+        Promise.all(
+          a.urls.map(
+            async (u) =>
+              (await fetch(`${u}/v1/instances`, { headers: { 'x-api-key': a.key } })).status,
+          ),
+        ),
+      { urls: nodeUrls(), key: cluster.apiKey },
+    );
+    expect(answers).toEqual([200, 200, 200]);
+  });
+
+  it('drives an ubuntu instance started on node 1 through the other two: get, bash, upload, download, stop', async () => {
+    const key = cluster.apiKey;
+    const id = await cluster.client(
+      async ({ Burrow }, a: { url: string; key: string }) => {
+        const b = new Burrow({ baseUrl: a.url, apiKey: a.key });
+        try {
+          return (await b.instances.start({ instance_type: 'ubuntu' })).id;
+        } finally {
+          await b.close();
+        }
+      },
+      { url: cluster.nodes[0]!.url, key },
+    );
+    const owner = await cluster.ownerOf(id);
+    expect(owner.name).toBe('node-1');
+    const others = cluster.nodes.filter((n) => n !== owner).map((n) => n.url);
+    expect(others).toHaveLength(2);
+
+    const seen = await cluster.client(
+      async ({ Burrow }, a: { id: string; others: string[]; all: string[]; key: string }) => {
+        const [two, three] = a.others.map((u) => new Burrow({ baseUrl: u, apiKey: a.key }));
+        try {
+          const got = await two!.instances.get(a.id);
+          const bash = await three!.instance.bash(a.id, {
+            command: 'echo "on $(hostname)"; id -u',
+          });
+          const bytes = new Uint8Array(256 * 1024);
+          for (let i = 0; i < bytes.length; i += 65536) {
+            crypto.getRandomValues(bytes.subarray(i, i + 65536));
+          }
+          const up = await two!.instance.upload(a.id, {
+            file: Buffer.from(bytes),
+            filename: 'blob.bin',
+            path: 'blob.bin',
+          });
+          const down = await three!.instance.file(a.id, {
+            command: 'read',
+            path: up.path,
+            mode: 'binary',
+          });
+          const lists = await Promise.all(
+            a.all.map(async (u) => {
+              const b = new Burrow({ baseUrl: u, apiKey: a.key });
+              try {
+                return (await b.instances.list()).find((i) => i.id === a.id)?.status ?? null;
+              } finally {
+                await b.close();
+              }
+            }),
+          );
+          await three!.instances.stop(a.id);
+          const after = await two!.instances.get(a.id);
+          return {
+            status: got.status,
+            bash: bash.output,
+            same: down.output === Buffer.from(bytes).toString('base64'),
+            downloaded: down.output?.length ?? 0,
+            lists,
+            after: after.status,
+          };
+        } finally {
+          await two!.close();
+          await three!.close();
+        }
+      },
+      { id, others, all: nodeUrls(), key },
+    );
+    expect(seen.status).toBe('running');
+    expect(seen.bash).toMatch(/on burrow\s+1000/);
+    expect(seen.downloaded).toBeGreaterThan(256 * 1024);
+    expect(seen.same).toBe(true);
+    expect(seen.lists).toEqual(['running', 'running', 'running']);
+    expect(seen.after).toBe('terminated');
+  }, 120_000);
+
+  it('Playwright over cdp_url and the live view reach node 1’s browser through another node, from the client namespace', async () => {
+    const key = cluster.apiKey;
+    const id = await cluster.client(
+      async ({ Burrow }, a: { url: string; key: string }) => {
+        const b = new Burrow({ baseUrl: a.url, apiKey: a.key });
+        try {
+          return (await b.instances.start({ instance_type: 'browser' })).id;
+        } finally {
+          await b.close();
+        }
+      },
+      { url: cluster.nodes[0]!.url, key },
+    );
+    const owner = await cluster.ownerOf(id);
+    const [two, three] = cluster.nodes.filter((n) => n !== owner);
+    // the cluster's public address leads to a node that does not own the instance
+    await cluster.front(two!);
+    try {
+      const seen = await cluster.client(
+        async ({ Burrow, chromium, WebSocket }, a: { id: string; via: string; key: string }) => {
+          const b = new Burrow({ baseUrl: a.via, apiKey: a.key });
+          try {
+            const { cdp_url } = await b.browser.cdpUrl(a.id);
+            const browser = await chromium.connectOverCDP(cdp_url);
+            let title: string;
+            let text: string | null;
+            try {
+              const context = browser.contexts()[0]!;
+              const page = context.pages()[0] ?? (await context.newPage());
+              await page.goto('data:text/html,<title>across the bridge</title><p id=x>42</p>');
+              title = await page.title();
+              text = await page.textContent('#x');
+            } finally {
+              await browser.close();
+            }
+            const { stream_url } = await b.instance.streamUrl(a.id);
+            const pageStatus = (await fetch(stream_url)).status;
+            const wsUrl = new URL(`ws${new URL(stream_url).search}`, stream_url);
+            wsUrl.protocol = 'ws:';
+            const frame = await new Promise<string>((resolve, reject) => {
+              const ws = new WebSocket(wsUrl);
+              const timer = setTimeout(() => {
+                ws.terminate();
+                reject(new Error('no frame within 20 s'));
+              }, 20_000);
+              ws.on('message', (data: Buffer, binary: boolean) => {
+                if (!binary) return;
+                clearTimeout(timer);
+                ws.close();
+                resolve(data.subarray(0, 2).toString('hex'));
+              });
+              ws.on('error', reject);
+            });
+            return { cdp_url, stream_url, title, text, pageStatus, frame };
+          } finally {
+            await b.close();
+          }
+        },
+        { id, via: three!.url, key },
+      );
+      // the URLs carry the public address, never a node's
+      expect(seen.cdp_url.startsWith(`${cluster.publicUrl.replace(/^http/, 'ws')}/`)).toBe(true);
+      expect(seen.stream_url.startsWith(`${cluster.publicUrl}/`)).toBe(true);
+      for (const n of cluster.nodes) expect(seen.cdp_url).not.toContain(n.address);
+      expect(seen.title).toBe('across the bridge');
+      expect(seen.text).toBe('42');
+      expect(seen.pageStatus).toBe(200);
+      expect(seen.frame).toBe('ffd8'); // a JPEG of the screencast
+    } finally {
+      await cluster.front(cluster.nodes[0]!);
+      await cluster
+        .client(
+          async (_lib, a: { url: string; key: string; id: string }) => {
+            await fetch(`${a.url}/v1/instance/${a.id}/stop`, {
+              method: 'POST',
+              headers: { 'x-api-key': a.key },
+            });
+          },
+          { url: cluster.nodes[0]!.url, key, id },
+        )
+        .catch(() => {});
+    }
+  }, 120_000);
+
+  it('an auth state saved through node 1 applies to an instance on node 2; the database holds no plaintext', async () => {
+    const secret = `netns-cookie-${randomBytes(8).toString('hex')}`;
+    const [one, two, three] = cluster.nodes;
+    const seen = await cluster.client(
+      async (
+        { Burrow, chromium },
+        a: { one: string; two: string; three: string; key: string; secret: string },
+      ) => {
+        const headers = { 'x-api-key': a.key, 'content-type': 'application/json' };
+        const saved = await fetch(`${a.one}/v1/auth_states/import?name=netns`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify({
+            cookies: [{ name: 'sid', value: a.secret, domain: 'example.test', path: '/' }],
+            origins: [],
+          }),
+        });
+        const { auth_state_id } = (await saved.json()) as { auth_state_id: string };
+        const b = new Burrow({ baseUrl: a.two, apiKey: a.key });
+        try {
+          const { id } = await b.instances.start({ instance_type: 'browser' });
+          // applied through the third node; node 2 learns of the state through NOTIFY
+          let status = 0;
+          for (let tries = 0; tries < 50 && status !== 200; tries++) {
+            if (tries > 0) await new Promise((r) => setTimeout(r, 200));
+            status = (
+              await fetch(
+                `${a.three}/v1/instance/${id}/browser/authenticate?auth_state_id=${auth_state_id}`,
+                { method: 'POST', headers: { 'x-api-key': a.key } },
+              )
+            ).status;
+          }
+          const { cdp_url } = await b.browser.cdpUrl(id);
+          const browser = await chromium.connectOverCDP(cdp_url);
+          let cookies: { name: string; value: string; domain: string }[];
+          try {
+            cookies = await browser.contexts()[0]!.cookies();
+          } finally {
+            await browser.close();
+          }
+          await b.instances.stop(id);
+          return { id, status, saved: saved.status, cookies };
+        } finally {
+          await b.close();
+        }
+      },
+      { one: one!.url, two: two!.url, three: three!.url, key: cluster.apiKey, secret },
+    );
+    expect(seen.saved).toBe(200);
+    expect((await cluster.ownerOf(seen.id)).name).toBe('node-2');
+    expect(seen.status).toBe(200);
+    expect(seen.cookies).toContainEqual(
+      expect.objectContaining({ name: 'sid', value: secret, domain: 'example.test' }),
+    );
+    // every row of every table of the cluster, as text: the cookie is nowhere in it
+    const tables = await cluster.query<{ table_name: string }>(
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = 'burrow'`,
+    );
+    expect(tables.map((t) => t.table_name)).toContain('auth_states');
+    let rows = 0;
+    for (const { table_name } of tables) {
+      for (const r of await cluster.query<{ t: string }>(
+        `SELECT t::text AS t FROM burrow.${table_name} t`,
+      )) {
+        rows++;
+        expect(r.t, table_name).not.toContain(secret);
+      }
+    }
+    expect(rows).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('forged ids and another cluster’s answer 404 at once while the database cannot answer; a real id still reaches its owner', async () => {
+    const key = cluster.apiKey;
+    const one = cluster.nodes[0]!;
+    const id = await cluster.client(
+      async (_lib, a: { url: string; key: string }) => {
+        const res = await fetch(`${a.url}/v1/start`, {
+          method: 'POST',
+          headers: { 'x-api-key': a.key, 'content-type': 'application/json' },
+          body: JSON.stringify({ instance_type: 'ubuntu' }),
+        });
+        return ((await res.json()) as { id: string }).id;
+      },
+      { url: one.url, key },
+    );
+    const owner = await cluster.ownerOf(id);
+    const slot = parseInt(id.slice(6, 9), 16);
+    // an id of the right shape for a real slot, with a made-up tag; and one another cluster
+    // (another secret) made for the same slot
+    const forged = `inst_c${id.slice(6, 9)}${randomBytes(16).toString('hex')}`;
+    const foreign = new IdSigner(randomBytes(32)).mint(slot);
+    // the database stops answering (its processes stopped: connections hang, nothing refused)
+    cluster.pg.freeze();
+    let seen;
+    try {
+      seen = await cluster.client(
+        async (
+          _lib,
+          a: {
+            urls: string[];
+            key: string;
+            forged: string;
+            foreign: string;
+            id: string;
+            via: string;
+          },
+        ) => {
+          const timed = async (url: string, init: RequestInit = {}) => {
+            const t0 = performance.now();
+            const res = await fetch(url, {
+              ...init,
+              headers: { 'x-api-key': a.key, 'content-type': 'application/json' },
+            });
+            const body = await res.text();
+            return {
+              status: res.status,
+              error: res.headers.get('x-burrow-error'),
+              ms: performance.now() - t0,
+              body,
+            };
+          };
+          const refused = [];
+          for (const u of a.urls) {
+            for (const bad of [a.forged, a.foreign]) {
+              refused.push(await timed(`${u}/v1/instance/${bad}`));
+              refused.push(
+                await timed(`${u}/v1/instance/${bad}/bash`, {
+                  method: 'POST',
+                  body: JSON.stringify({ command: 'true' }),
+                }),
+              );
+            }
+          }
+          // routing a real id needs no query either: it goes to its owner, which runs it
+          const bash = await timed(`${a.via}/v1/instance/${a.id}/bash`, {
+            method: 'POST',
+            body: JSON.stringify({ command: 'echo routed' }),
+          });
+          // what does need the database waits for it: a start gives up after its 2 s
+          const start = await timed(`${a.urls[0]}/v1/start`, {
+            method: 'POST',
+            body: JSON.stringify({ instance_type: 'browser' }),
+          });
+          return { refused, bash, start };
+        },
+        {
+          urls: nodeUrls(),
+          key,
+          forged,
+          foreign,
+          id,
+          via: cluster.nodes.find((n) => n !== owner)!.url,
+        },
+      );
+    } finally {
+      cluster.pg.thaw();
+    }
+    expect(seen.refused).toHaveLength(12);
+    for (const r of seen.refused) {
+      expect(r).toMatchObject({ status: 404, error: 'instance_not_found' });
+      expect(r.ms).toBeLessThan(1000); // a query would have waited for the thaw
+    }
+    expect(seen.bash.status).toBe(200);
+    expect(seen.bash.body).toContain('routed');
+    expect(seen.start.status).toBe(503);
+    expect(seen.start.ms).toBeGreaterThan(1500);
+    await cluster.client(
+      async (_lib, a: { url: string; key: string; id: string }) => {
+        await fetch(`${a.url}/v1/instance/${a.id}/stop`, {
+          method: 'POST',
+          headers: { 'x-api-key': a.key },
+        });
+      },
+      { url: one.url, key, id },
+    );
+  }, 120_000);
+
+  it('every node lists every node’s instances', async () => {
+    const seen = await cluster.client(
+      async (_lib, a: { urls: string[]; key: string }) => {
+        const headers = { 'x-api-key': a.key, 'content-type': 'application/json' };
+        const ids = await Promise.all(
+          a.urls.map(async (u) => {
+            const res = await fetch(`${u}/v1/start`, {
+              method: 'POST',
+              headers,
+              body: JSON.stringify({ instance_type: 'browser' }),
+            });
+            return ((await res.json()) as { id: string }).id;
+          }),
+        );
+        const lists = await Promise.all(
+          a.urls.map(async (u) => {
+            const res = await fetch(`${u}/v1/instances`, { headers });
+            return ((await res.json()) as { id: string; status: string }[])
+              .filter((i) => i.status === 'running')
+              .map((i) => i.id)
+              .sort();
+          }),
+        );
+        return { ids, lists };
+      },
+      { urls: nodeUrls(), key: cluster.apiKey },
+    );
+    const owners = await Promise.all(seen.ids.map((id) => cluster.ownerOf(id)));
+    expect(new Set(owners.map((o) => o.name)).size).toBe(3); // one on each node
+    for (const list of seen.lists) expect(list).toEqual(expect.arrayContaining(seen.ids));
+    // left running: the teardown below must end them
+  }, 120_000);
+
+  it('after teardown no process the harness started and no namespace it made is left', async () => {
+    const nodePids = cluster.nodes.map((n) => n.child!.pid!);
+    const instances = nodePids.flatMap((pid) => instanceProcesses(undefined, pid));
+    const inNamespaces = cluster.namespaces.flatMap(netnsPids);
+    expect(instances.length).toBeGreaterThan(0); // the browsers just started
+    // nodes, client, front, PostgreSQL and its backends
+    expect(inNamespaces.length).toBeGreaterThan(cluster.nodes.length + 2);
+    const all = [...new Set([...nodePids, ...instances, ...inNamespaces])];
+
+    await cluster.close();
+
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    // an instance's processes go with their pid namespace's init: give the kernel a moment
+    const deadline = Date.now() + 10_000;
+    while (all.some(alive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(all.filter(alive)).toEqual([]);
+    for (const pid of nodePids) expect(instanceProcesses(undefined, pid)).toEqual([]);
+    for (const ns of cluster.namespaces) expect(existsSync(`/run/netns/${ns}`), ns).toBe(false);
+    expect(existsSync(cluster.pg.dir)).toBe(false);
+  }, 60_000);
+});
