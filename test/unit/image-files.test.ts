@@ -27,7 +27,7 @@ const runtime = stages[stages.length - 1]!;
 
 /** The packages setup.sh installs (`need pkg`), without those it installs for the tests. */
 const TEST_ONLY = new Set([
-  // uidmap: the unprivileged tests' subordinate uid range (the server does not use one yet)
+  // uidmap: a normal user's subordinate range (the image runs the root level, which needs none)
   'uidmap',
   'libcap2-bin',
   'curl',
