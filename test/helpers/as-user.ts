@@ -191,6 +191,9 @@ try {
     `curl -sS -m 5 --noproxy '' -x http://127.0.0.1:3128 -o /dev/null -w '%{http_code}' http://127.0.0.1:${new URL(lease.url).port}/v1/instances 2>&1`,
   );
   found.quota = await sh(id, 'df -B1 --output=size,target /home/user /tmp | tail -n +2');
+  // an upload (the toolbox writes it inside), and who owns it there
+  await client.instance.upload(id, { file: Buffer.from('uploaded bytes'), path: '/tmp/up.txt' });
+  found.upload = await sh(id, 'cat /tmp/up.txt; echo; stat -c %U /tmp/up.txt');
   const pause = await client.instances.pause(id).then(
     () => ({ status: 200 }),
     (e: { status?: number; message?: string }) => ({ status: e.status, message: e.message }),

@@ -230,6 +230,7 @@ describe('as a normal user', () => {
     expect(f.apiPort).toBe('403');
     // the disk quota: a tmpfs of the quota's size
     expect(f.quota).toBe('4294967296 /home/user\n4294967296 /tmp\n');
+    expect(f.upload).toBe('uploaded bytes\nuser\n');
     // no freezer without cgroups: pause says which guarantee is missing
     expect(f.pause).toMatchObject({ status: 503 });
     expect((f.pause as { message: string }).message).toMatch(/'limits' isolation guarantee/);
@@ -267,6 +268,7 @@ describe('as a normal user with a subordinate range in /etc/subuid and /etc/subg
     expect(f.downloadAfterStop).toBe('same bytes');
     expect(f.bash).toBe('hello from user 1000\nburrow\n');
     expect(f.quota).toBe('4294967296 /home/user\n4294967296 /tmp\n');
+    expect(f.upload).toBe('uploaded bytes\nuser\n');
     expect(f.fds).toMatch(/^0 1 2 3 \n/);
     expect(f.nsFdsAnywhere).toBe('');
     expect(f.seeOther).not.toContain('sleep 300');
