@@ -130,6 +130,8 @@ export function anchorSteps(
     tools.unshare,
     '--user',
     '--map-root-user',
+    // outer,inner,count: util-linux 2.38's form, which 2.39 and later still read (their own is
+    // inner:outer:count)
     `--map-users=${ids.uid},${INNER_ID},1`,
     `--map-groups=${ids.gid},${INNER_ID},1`,
     '--mount',
@@ -243,14 +245,21 @@ export function probeSubordinate(tools: {
   const owners = lines.slice(-2).join(' ');
   if (r.status === 0 && mapped && owners === `${INNER_ID} 0`) return { ranges: { uid, gid } };
   const err = `${r.stderr ?? ''}`.trim().split('\n').slice(-3).join('; ');
-  const idmap = /mount_setattr|open_tree|move_mount/.test(err);
+  if (/mount_setattr|open_tree|move_mount/.test(err)) {
+    return {
+      why: `an instance's disk cannot be idmapped for the server (tmpfs needs Linux 6.3 or later): ${err}`,
+      fix: 'run a Linux kernel 6.3 or later, or start the server as root',
+    };
+  }
+  if (/unrecognized option/.test(err)) {
+    return {
+      why: `this unshare cannot map subordinate ids (--map-users came with util-linux 2.38): ${err}`,
+      fix: 'install util-linux 2.38 or later, or start the server as root',
+    };
+  }
   return {
-    why: idmap
-      ? `an instance's disk cannot be idmapped for the server (tmpfs needs Linux 6.3 or later): ${err}`
-      : `mapping ${uid.start} of /etc/subuid (${showRange(uid)}) with newuidmap failed: ${err || `exit ${r.status}`}${mapped ? ` (${owners})` : ''}`,
-    fix: idmap
-      ? 'run a Linux kernel 6.3 or later, or start the server as root'
-      : `check that /etc/subuid and /etc/subgid give ${user} its range and that newuidmap/newgidmap are setuid root (apt-get install --reinstall uidmap)`,
+    why: `mapping ${uid.start} of /etc/subuid (${showRange(uid)}) with newuidmap failed: ${err || `exit ${r.status}`}${mapped ? ` (${owners})` : ''}`,
+    fix: `check that /etc/subuid and /etc/subgid give ${user} its range and that newuidmap/newgidmap are setuid root (apt-get install --reinstall uidmap)`,
   };
 }
 
