@@ -310,13 +310,17 @@ export class SubordinatePool {
   }
 }
 
-/** The uids processes on this host run as (the owners of `/proc/<pid>`). */
+/**
+ * The uids processes on this host run as (every uid of their `Uid:` lines: the owner of
+ * `/proc/<pid>` is root for a process that made itself undumpable, as Chromium's do).
+ */
 function uidsRunning(): Set<number> {
   const uids = new Set<number>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
-      uids.add(statSync(`/proc/${name}`).uid);
+      const line = /^Uid:\s+(.*)$/m.exec(readFileSync(`/proc/${name}/status`, 'utf8'))?.[1];
+      for (const uid of line?.trim().split(/\s+/) ?? []) uids.add(Number(uid));
     } catch {
       /* gone */
     }
