@@ -4,11 +4,75 @@
  * bash, and the attacks that apply to an unprivileged server. Prints one JSON line of findings on
  * stdout; the test asserts them. Nothing here asserts: a finding is what happened.
  */
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Burrow, embeddedServer, openSession } from 'burrow-sandbox';
 
 const found: Record<string, unknown> = { uid: process.getuid?.() };
+
+const status = (pid: number, field: string) =>
+  Number(
+    new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1],
+  );
+
+/** Host pids of an instance's pid 1 (its command line names the instance) and all below it. */
+function instanceProcs(id: string): number[] {
+  const init = readdirSync('/proc')
+    .filter((n) => /^\d+$/.test(n))
+    .find((n) => {
+      try {
+        // (its bubblewrap, outside the pid namespace, names it too)
+        return (
+          readFileSync(`/proc/${n}/comm`, 'utf8') === 'sh\n' &&
+          readFileSync(`/proc/${n}/cmdline`, 'utf8').includes(`burrow-init-${id}`)
+        );
+      } catch {
+        return false;
+      }
+    });
+  const out: number[] = [];
+  const walk = (pid: number) => {
+    out.push(pid);
+    let kids = '';
+    try {
+      kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    } catch {
+      return;
+    }
+    for (const kid of kids.split(' ').filter(Boolean)) walk(Number(kid));
+  };
+  if (init) walk(Number(init));
+  return out;
+}
+
+/**
+ * `command` run as an instance's user that left all its namespaces but the outer user one: in the
+ * host's pid and mount namespaces, as the uid the instance's processes have on the host (1000 of
+ * the user namespace its pid 1's parent is in). What such an escape could reach with that uid.
+ */
+function escaped(init: number, command: string): string {
+  const outer = status(init, 'PPid');
+  const r = spawnSync(
+    'nsenter',
+    [
+      '--preserve-credentials',
+      `--user=/proc/${outer}/ns/user`,
+      '--',
+      'setpriv',
+      '--reuid=1000',
+      '--regid=1000',
+      '--clear-groups',
+      '--',
+      'sh',
+      '-c',
+      command,
+    ],
+    { encoding: 'utf8', timeout: 20_000 },
+  );
+  return `${r.stdout}${r.stderr}`;
+}
 const site = createServer((_req, res) => res.end('host secret'));
 await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
 const hostPort = (site.address() as AddressInfo).port;
@@ -87,6 +151,25 @@ try {
   found.hostTmp = await sh(id, 'ls -a /tmp; ls /tmp/bci-host-marker 2>&1; ls / ');
   found.procs = await sh(id, 'ls /proc | grep -E "^[0-9]+$" | tr "\\n" " "');
   found.otherPid = otherPid;
+  // seen from the host: the uids the two instances' processes run as
+  const mine = instanceProcs(id);
+  const theirs = instanceProcs(other.id);
+  found.hostUids = [
+    [...new Set(mine.map((pid) => status(pid, 'Uid')))],
+    [...new Set(theirs.map((pid) => status(pid, 'Uid')))],
+  ];
+  if (process.env.ESCAPE && mine[0] && theirs[0]) {
+    // signal the other instance's pid 1 (kill, then a pidfd: pidfd_open 434, send_signal 424),
+    // the server's process, read the other's environment and files, the server user's home
+    const target = theirs[0];
+    found.escaped = escaped(
+      mine[0],
+      `kill -0 ${target} 2>/dev/null; echo "kill other $?"; kill -0 ${process.pid} 2>/dev/null; echo "kill server $?"; ` +
+        `perl -e '$! = 0; my $fd = syscall(434, ${target}, 0); my $r = syscall(424, $fd, 0, 0, 0); print "pidfd other $r ", 0 + $!, "\\n"'; ` +
+        `cat /proc/${target}/environ >/dev/null 2>&1; echo "environ other $?"; ls /proc/${target}/root/home/user >/dev/null 2>&1; echo "files other $?"; ` +
+        `ls "${process.env.HOME}" >/dev/null 2>&1; echo "server home $?"`,
+    );
+  }
   found.seeOther = await sh(id, `cat /proc/${otherPid}/cmdline 2>&1 | tr "\\0" " "; echo; ps ax`);
   found.unshare = await sh(id, 'unshare -m true 2>&1; echo "exit $?"');
   found.mount = await sh(id, 'mkdir -p /tmp/m; mount -t tmpfs none /tmp/m 2>&1; echo "exit $?"');
@@ -108,6 +191,9 @@ try {
     `curl -sS -m 5 --noproxy '' -x http://127.0.0.1:3128 -o /dev/null -w '%{http_code}' http://127.0.0.1:${new URL(lease.url).port}/v1/instances 2>&1`,
   );
   found.quota = await sh(id, 'df -B1 --output=size,target /home/user /tmp | tail -n +2');
+  // an upload (the toolbox writes it inside), and who owns it there
+  await client.instance.upload(id, { file: Buffer.from('uploaded bytes'), path: '/tmp/up.txt' });
+  found.upload = await sh(id, 'cat /tmp/up.txt; echo; stat -c %U /tmp/up.txt');
   const pause = await client.instances.pause(id).then(
     () => ({ status: 200 }),
     (e: { status?: number; message?: string }) => ({ status: e.status, message: e.message }),

@@ -4,10 +4,14 @@
  *
  * A normal user (`burrow-ci`, created here idempotently; this file runs as root) runs
  * test/helpers/as-user.ts from this checkout: the embedded default with no flag, an ubuntu
- * instance's bash and the attacks that apply at that level. Those that do not apply: another
- * instance's uid (every instance runs as the user's own uid, each in its own user namespace: the
- * guarantee table says so), cgroup escapes and freezer tricks (there are no cgroups), the disk
- * quota's loop device (the disk is a tmpfs in the instance's own mount namespace).
+ * instance's bash and the attacks that apply at that level: first without a subordinate range
+ * (every instance runs as the user's own uid, each in its own user namespace: the guarantee
+ * table says so), then with one in /etc/subuid and /etc/subgid (each instance a host uid of its
+ * own from it, which a process escaped from every namespace but its user one still has: it cannot
+ * signal or read the other instance or the server). The user's ranges are set here and put back
+ * as they were at the end. Attacks that do not apply: cgroup escapes and freezer tricks (there
+ * are no cgroups), the disk quota's loop device (the disk is a tmpfs in the instance's own mount
+ * namespace).
  *
  * The simulated container is root in a mount namespace whose cgroupfs is read-only, with
  * CAP_SYS_ADMIN dropped from every capability set (capsh): what `docker run` without
@@ -15,7 +19,6 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import {
-  appendFileSync,
   chmodSync,
   chownSync,
   existsSync,
@@ -31,8 +34,22 @@ import { root } from '../e2e/run.js';
 import { testServer, type TestServer } from '../helpers/server.js';
 
 const USER = 'burrow-ci';
-/** The test user's subordinate uid range, where it has none yet. */
+/** The test user's subordinate uid and gid range in the cases that give it one. */
 const SUB_START = 2_000_000;
+const SUB_COUNT = 65_536;
+const SUB_FILES = ['/etc/subuid', '/etc/subgid'];
+/** The two files as they were before this file changed them. */
+const subFiles = new Map<string, string>();
+
+/** Give the test user the range `SUB_START:SUB_COUNT`, or none: its other lines go either way. */
+function subordinateRange(present: boolean): void {
+  for (const file of SUB_FILES) {
+    const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
+    const others = text.split('\n').filter((l) => l && !l.startsWith(`${USER}:`));
+    if (present) others.push(`${USER}:${SUB_START}:${SUB_COUNT}`);
+    writeFileSync(file, others.map((l) => `${l}\n`).join(''));
+  }
+}
 let home: string;
 let uid: number;
 
@@ -121,6 +138,10 @@ beforeAll(() => {
     execFileSync('useradd', ['--create-home', '--shell', '/bin/bash', USER], { stdio: 'ignore' });
   }
   uid = Number(execFileSync('id', ['-u', USER]).toString().trim());
+  // useradd may have given the user a range already: the first cases run without one
+  for (const file of SUB_FILES)
+    subFiles.set(file, existsSync(file) ? readFileSync(file, 'utf8') : '');
+  subordinateRange(false);
   view = mkdtempSync(join(tmpdir(), 'burrow-ci-src-'));
   chmodSync(view, 0o755);
   home = mkdtempSync(join(tmpdir(), 'burrow-ci-'));
@@ -131,6 +152,7 @@ beforeAll(() => {
 });
 
 afterAll(() => {
+  for (const [file, text] of subFiles) writeFileSync(file, text);
   rmSync(home, { recursive: true, force: true });
   if (view) rmSync(view, { recursive: true, force: true });
   rmSync('/tmp/bci-host-marker', { force: true });
@@ -155,26 +177,13 @@ describe('as a normal user', () => {
     });
     const by = Object.fromEntries(doctor.isolation.map((g) => [g.name, g]));
     expect(by.identity!.why).toMatch(new RegExp(`run as its uid \\(${uid}\\)`));
+    expect(by.identity!.why).toMatch(/no range in \/etc\/subuid/);
+    expect(by.identity!.fix).toMatch(/usermod --add-subuids .* --add-subgids .* burrow-ci/);
     expect(by.identity!.core).toBe(false);
     expect(by.limits!.why).toMatch(/cannot write its cgroup.*delegated/);
     expect(by.limits!.fix).toMatch(/Delegate=yes/);
     expect(doctor.instance_types.browser.ready).toBe(true);
     expect(doctor.instance_types.ubuntu.ready).toBe(true);
-  });
-
-  it('with a subordinate uid range (uidmap): doctor names it and says it is not used yet', async () => {
-    expect(existsSync('/usr/bin/newuidmap'), 'uidmap is installed (scripts/setup.sh)').toBe(true);
-    for (const file of ['/etc/subuid', '/etc/subgid']) {
-      const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
-      if (!text.split('\n').some((l) => l.startsWith(`${USER}:`))) {
-        appendFileSync(file, `${USER}:${SUB_START}:65536\n`);
-      }
-    }
-    const r = await asUser(['src/cli/main.ts', 'doctor', '--json']);
-    const doctor = JSON.parse(r.stdout) as Doctor;
-    const identity = doctor.isolation.find((g) => g.name === 'identity')!;
-    expect(identity.status).toBe('missing');
-    expect(identity.why).toMatch(/subordinate range in \/etc\/subuid \(\d+:\d+\) is not used yet/);
   });
 
   it('the embedded default with no flag, an ubuntu bash, and the attacks that apply', async () => {
@@ -208,6 +217,8 @@ describe('as a normal user', () => {
     expect(procs.length, "a few processes, not the host's hundreds").toBeLessThan(40);
     expect(procs).toContain('1');
     expect(f.seeOther).not.toContain('sleep 300');
+    // without a subordinate range both instances run as the user's uid (identity: missing)
+    expect(f.hostUids).toEqual([[uid], [uid]]);
     // seccomp and no capabilities
     expect(f.unshare).toMatch(/Operation not permitted\nexit 1/);
     expect(f.mount).toMatch(/exit 32/);
@@ -219,9 +230,64 @@ describe('as a normal user', () => {
     expect(f.apiPort).toBe('403');
     // the disk quota: a tmpfs of the quota's size
     expect(f.quota).toBe('4294967296 /home/user\n4294967296 /tmp\n');
+    expect(f.upload).toBe('uploaded bytes\nuser\n');
     // no freezer without cgroups: pause says which guarantee is missing
     expect(f.pause).toMatchObject({ status: 503 });
     expect((f.pause as { message: string }).message).toMatch(/'limits' isolation guarantee/);
+  });
+});
+
+describe('as a normal user with a subordinate range in /etc/subuid and /etc/subgid', () => {
+  beforeAll(() => subordinateRange(true));
+  afterAll(() => subordinateRange(false));
+
+  it('doctor says identity held, naming the range, found by mapping a uid of it', async () => {
+    expect(existsSync('/usr/bin/newuidmap'), 'uidmap is installed (scripts/setup.sh)').toBe(true);
+    const r = await asUser(['src/cli/main.ts', 'doctor', '--json']);
+    const doctor = JSON.parse(r.stdout) as Doctor;
+    expect(doctor.level).toBe('unprivileged');
+    const identity = doctor.isolation.find((g) => g.name === 'identity')!;
+    expect(identity.status, identity.why).toBe('held');
+    expect(identity.why).toContain(`subordinate range in /etc/subuid (${SUB_START}:${SUB_COUNT}`);
+    // the rest as without a range
+    expect(table(doctor)).toMatchObject({
+      namespaces: 'held',
+      'disk-quota': 'held',
+      egress: 'held',
+    });
+  });
+
+  it('each instance runs as a host uid of its own from the range; one escaped from its namespaces reaches neither the other instance nor the server', async () => {
+    const r = await asUser(['test/helpers/as-user.ts'], { OPENS: '1', ESCAPE: '1' });
+    const f = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as Record<string, unknown>;
+    expect(f.error, r.stderr).toBeUndefined();
+    // what the server reads and writes on the instances' disks works through its view of them
+    expect(f.title).toBe('local page');
+    expect(f.download).toBe('same bytes');
+    expect(f.recording).toBe('completed');
+    expect(f.downloadAfterStop).toBe('same bytes');
+    expect(f.bash).toBe('hello from user 1000\nburrow\n');
+    expect(f.quota).toBe('4294967296 /home/user\n4294967296 /tmp\n');
+    expect(f.upload).toBe('uploaded bytes\nuser\n');
+    expect(f.fds).toMatch(/^0 1 2 3 \n/);
+    expect(f.nsFdsAnywhere).toBe('');
+    expect(f.seeOther).not.toContain('sleep 300');
+    // seen from the host (/proc/PID/status): every process of an instance has its one uid, the
+    // two differ, both in the range, neither the server's
+    const [mine, theirs] = f.hostUids as number[][];
+    expect(mine).toHaveLength(1);
+    expect(theirs).toHaveLength(1);
+    for (const u of [mine![0]!, theirs![0]!]) {
+      expect(u).toBeGreaterThanOrEqual(SUB_START);
+      expect(u).toBeLessThan(SUB_START + SUB_COUNT);
+      expect(u).not.toBe(uid);
+    }
+    expect(mine![0]).not.toBe(theirs![0]);
+    // as that uid in the host's pid and mount namespaces: no signal to the other instance's pid 1
+    // (kill or pidfd) or the server, no reading its environment or files, nor the user's home
+    expect(f.escaped).toBe(
+      'kill other 1\nkill server 1\npidfd other -1 1\nenviron other 1\nfiles other 2\nserver home 2\n',
+    );
   });
 });
 

@@ -16,6 +16,7 @@ import { DiskQuota, DiskStock, unmountAllUnder } from './quota.js';
 import { buildEtc } from './rootfs.js';
 import { buildSpawnPlan, type SpawnPlan } from './plan.js';
 import { buildSeccompFilter } from './seccomp.js';
+import { SubordinatePool, type SubordinateIds } from './subids.js';
 import { DEFAULT_SANDBOX_ROOT } from '../config.js';
 import {
   CORE_GUARANTEES,
@@ -102,6 +103,8 @@ export class SandboxHost {
   /** Endpoints of the server's cluster (database, nodes), never reachable (set by the server). */
   refusedEndpoints: () => Iterable<RefusedEndpoint> = () => [];
   readonly #uids = new Set<number>();
+  /** A normal user's subordinate ids, where it has them (support.ts `subids`). */
+  readonly #subids: SubordinatePool | undefined;
   readonly #sandboxRoot: string;
   #plan: SpawnPlan | undefined;
   #stock: DiskStock | undefined;
@@ -129,6 +132,7 @@ export class SandboxHost {
         ? join(dirname(dirname(opts.runDir)), 'sandboxes')
         : (opts.sandboxRoot ?? DEFAULT_SANDBOX_ROOT);
     this.cgroups = support.cgroups;
+    this.#subids = support.subids && new SubordinatePool(support.subids);
     this.#sandboxRoot = sandboxRoot;
     this.bwrap = toolPath('bwrap', opts.bwrapPath);
     this.root = join(sandboxRoot, basename(opts.runDir));
@@ -255,6 +259,18 @@ export class SandboxHost {
 
   releaseUid(uid: number): void {
     this.#uids.delete(uid);
+  }
+
+  /**
+   * A normal user's server: a host uid and gid out of the user's subordinate ranges that no live
+   * instance uses (subids.ts), freed with `releaseSubordinate`; undefined without ranges.
+   */
+  allocateSubordinate(): SubordinateIds | undefined {
+    return this.#subids?.take();
+  }
+
+  releaseSubordinate(ids: SubordinateIds): void {
+    this.#subids?.release(ids);
   }
 }
 

@@ -31,6 +31,10 @@
  *   others:  perl  →  [setpriv --reuid U]  →  nsenter --user(outer) --mount(outer) --net --ipc
  *            --uts --cgroup  →  setpriv --pdeathsig  →  bwrap --userns --pidns --seccomp …
  * and every command starts behind a shell that closes bubblewrap's two namespace descriptors.
+ * A normal user with a subordinate range (subids.ts) gives each instance a host uid of it:
+ *   anchor:  setpriv --pdeathsig  →  unshare --user --map-users/--map-groups (newuidmap) --mount
+ *            →  sh: stage, disk, the server's idmapped view  →  setpriv --reuid 1000  →  bwrap
+ *   others:  perl  →  nsenter (as above)  →  setpriv --reuid 1000 --pdeathsig  →  bwrap …
  *
  * `none` mode (`--insecure-no-isolation`): processes are plain children of the server with HOME
  * and TMPDIR in the instance directory. Convenience, not isolation.
@@ -71,6 +75,7 @@ import { Cgroup } from './cgroups.js';
 import type { SandboxHost } from './host.js';
 import type { DiskQuota } from './quota.js';
 import { mountArgs, SANDBOX_HOME, SANDBOX_HOSTNAME, SANDBOX_PATH, SANDBOX_UID } from './rootfs.js';
+import { anchorSteps, dropToInner, STAGE, type SubordinateIds } from './subids.js';
 
 export { SANDBOX_HOME, SANDBOX_PATH } from './rootfs.js';
 
@@ -84,6 +89,9 @@ const CHAIN_START =
   'my $n = shift; for (1 .. $n) { my $f = shift; open(my $h, ">", $f) or exit 125; ' +
   'print $h "$$\\n"; close($h) or exit 125 } my $keep = 0 + shift; ' +
   'syscall(436, $keep, 0xffffffff, 0) == 0 or exit 126; exec { $ARGV[0] } @ARGV; exit 127';
+
+/** open(2)'s O_PATH (the same on x86_64 and arm64), which Node's constants lack. */
+const O_PATH = 0o10000000;
 
 /** The whole environment of the root side of a chain, whatever the instance's is. */
 const ROOT_SIDE_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } as const;
@@ -180,6 +188,16 @@ export class Sandbox {
   readonly #userns: boolean;
   /** The disk is a tmpfs of `diskBytes` mounted by the anchor in its own mount namespace. */
   #tmpfsBytes = 0;
+  /** The anchor mounts the disk as a tmpfs (of `#tmpfsBytes`, or unsized: 0). */
+  #tmpfs = false;
+  /**
+   * A normal user's server with a subordinate range: the instance's host uid and gid (subids.ts).
+   * The server cannot chown to them (`uid` stays undefined); it reaches the disk through the
+   * anchor's idmapped view of it, where the instance's files read as its own.
+   */
+  readonly #subids: SubordinateIds | undefined;
+  /** Where the instance's /etc, home, tmp and shm are bound from, when not the paths above. */
+  #bindFrom: { home: string; tmp: string; shm: string; etc: string } | undefined;
   #stopping: Promise<void> | undefined;
 
   private constructor(
@@ -189,10 +207,12 @@ export class Sandbox {
     diskDir: string,
     uid: number | undefined,
     opts: SandboxOptions,
+    subids?: SubordinateIds,
   ) {
     this.#host = host;
     this.mode = mode;
     this.uid = uid;
+    this.#subids = subids;
     this.#onCrash = opts.onCrash;
     this.#log = opts.log;
     this.#diskDir = diskDir;
@@ -213,8 +233,10 @@ export class Sandbox {
     const dir = await realpath(opts.dir);
     const mode: SandboxMode = host.isolated ? 'isolated' : 'none';
     const uid = mode === 'isolated' && host.support.ownUid ? host.allocateUid() : undefined;
+    const subids =
+      mode === 'isolated' && uid === undefined ? host.allocateSubordinate() : undefined;
     const diskDir = mode === 'isolated' ? await host.instanceDir(opts.name) : dir;
-    const sandbox = new Sandbox(host, mode, dir, diskDir, uid, opts);
+    const sandbox = new Sandbox(host, mode, dir, diskDir, uid, opts, subids);
     try {
       await sandbox.#build(opts.name);
     } catch (err) {
@@ -248,9 +270,12 @@ export class Sandbox {
   async #makeDisk(): Promise<void> {
     const host = this.#host;
     const disk = join(this.#diskDir, 'disk');
-    if (this.#userns && host.limits.diskBytes > 0 && host.support.quotaKind === 'tmpfs') {
-      // the anchor mounts it (startAnchor) and makes the three directories in it
-      this.#tmpfsBytes = host.limits.diskBytes;
+    const quota = host.limits.diskBytes > 0 && host.support.quotaKind === 'tmpfs';
+    if (this.#userns && (quota || this.#subids)) {
+      // the anchor mounts it (startAnchor) and makes the three directories in it; with
+      // subordinate ids always (the server's view of it needs a file system of the namespace's)
+      this.#tmpfs = true;
+      this.#tmpfsBytes = quota ? host.limits.diskBytes : 0;
       await mkdir(disk, { recursive: true, mode: 0o700 });
       if (this.uid !== undefined) await chown(disk, this.uid, this.uid);
       return;
@@ -600,9 +625,10 @@ export class Sandbox {
       `--uts=/proc/${init}/ns/uts`,
       `--cgroup=/proc/${init}/ns/cgroup`,
       '--',
-      this.#host.plan.tools.setpriv,
-      '--pdeathsig=SIGKILL',
-      '--',
+      // with subordinate ids: down to the instance's uid, the owner of its user namespace
+      ...(this.#subids
+        ? dropToInner(this.#host.plan.tools.setpriv, true)
+        : [this.#host.plan.tools.setpriv, '--pdeathsig=SIGKILL', '--']),
     ];
   }
 
@@ -635,14 +661,21 @@ export class Sandbox {
     // the mounts come from the server's plan; this process adds its own descriptors of the
     // instance's directories (pid 1 binds none of them)
     const plan = this.#host.plan;
+    // the instance's own disk, not the server's view of it: by a path descriptor (the server may
+    // not read those directories, only pass them on)
+    const bind = this.#bindFrom;
+    const dir = (path: string, from: string | undefined) =>
+      pass(
+        from === undefined ? openSync(path, 'r') : openSync(from, O_PATH | constants.O_DIRECTORY),
+      );
     const root =
       view === 'init'
         ? mountArgs(plan.init)
         : mountArgs(plan.instance, {
-            etc: pass(openSync(this.#host.etcDir, 'r')),
-            home: pass(openSync(this.hostHome, 'r')),
-            tmp: pass(openSync(this.hostTmp, 'r')),
-            shm: pass(openSync(this.hostShm, 'r')),
+            etc: pass(openSync(bind?.etc ?? this.#host.etcDir, 'r')),
+            home: dir(this.hostHome, bind?.home),
+            tmp: dir(this.hostTmp, bind?.tmp),
+            shm: dir(this.hostShm, bind?.shm),
           });
     const envArgs = ['--clearenv'];
     for (const [k, v] of Object.entries(env)) envArgs.push('--setenv', k, v);
@@ -704,7 +737,7 @@ export class Sandbox {
     this.#procs.add(anchor);
     let stderr = '';
     anchor.child.stderr?.on('data', (c: Buffer) => (stderr = keepTail(stderr, c)));
-    const hostUid = this.uid ?? process.getuid?.() ?? 0;
+    const hostUid = this.#subids?.uid ?? this.uid ?? process.getuid?.() ?? 0;
     await until(() => !anchor.running || (this.#init = namespaceInit(anchor.pid, hostUid)) !== 0, {
       timeoutMs: 10_000,
       intervalMs: 2,
@@ -715,12 +748,21 @@ export class Sandbox {
     }
     if (this.#userns) {
       this.#outer = anchor.pid;
-      if (this.#tmpfsBytes) {
+      if (this.#tmpfs) {
         // the disk exists in the anchor's mount namespace only: the server reaches it from there
-        const disk = `/proc/${anchor.pid}/root${join(this.#diskDir, 'disk')}`;
-        this.hostHome = join(disk, 'home');
-        this.hostTmp = join(disk, 'tmp');
-        this.hostShm = join(disk, 'shm');
+        const root = `/proc/${anchor.pid}/root`;
+        const disk = `${root}${this.#subids ? `${STAGE}/disk` : join(this.#diskDir, 'disk')}`;
+        // with subordinate ids, the server's own files there go through the idmapped view, and
+        // the instance gets the disk itself (subids.ts)
+        const mine = this.#subids ? `${root}${STAGE}/view` : disk;
+        if (this.#subids) {
+          const from = (d: string) => join(disk, d);
+          const etc = `${root}${STAGE}/etc`;
+          this.#bindFrom = { home: from('home'), tmp: from('tmp'), shm: from('shm'), etc };
+        }
+        this.hostHome = join(mine, 'home');
+        this.hostTmp = join(mine, 'tmp');
+        this.hostShm = join(mine, 'shm');
       }
     }
     void anchor.exited.then((e) => {
@@ -739,6 +781,10 @@ export class Sandbox {
   #outerUserns(): string[] {
     const { tools } = this.#host.plan;
     const disk = join(this.#diskDir, 'disk');
+    if (this.#subids) {
+      const steps = anchorSteps(tools, this.#subids, this.#host.etcDir, this.#tmpfsBytes);
+      return [tools.setpriv, '--pdeathsig=SIGKILL', '--', ...steps];
+    }
     return [
       ...(this.uid !== undefined
         ? this.#dropToUid()
@@ -750,7 +796,7 @@ export class Sandbox {
       '--propagation',
       'private',
       '--',
-      ...(this.#tmpfsBytes
+      ...(this.#tmpfs
         ? [
             tools.sh,
             '-c',
@@ -970,6 +1016,7 @@ export class Sandbox {
     await this.#quota?.remove();
     if (this.mode === 'isolated') await rm(this.#diskDir, { recursive: true, force: true });
     if (this.uid !== undefined) this.#host.releaseUid(this.uid);
+    if (this.#subids) this.#host.releaseSubordinate(this.#subids);
   }
 }
 

@@ -7,10 +7,10 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { userInfo } from 'node:os';
 import { probeCgroups, type CgroupLayout } from './cgroups.js';
 import { quotaMissing } from './quota.js';
 import { seccompSupported } from './seccomp.js';
+import { probeSubordinate, showRange, type IdRange } from './subids.js';
 
 export const TOOLS = {
   bwrap: ['/usr/bin/bwrap', '/bin/bwrap'],
@@ -40,7 +40,7 @@ export type PrivilegeLevel =
   | 'root'
   /** root without CAP_SYS_ADMIN (an unprivileged container): what the container allows. */
   | 'container-root'
-  /** a normal user: user namespaces it owns, no host uid of its own per instance. */
+  /** a normal user: user namespaces it owns; a host uid per instance where it has a subordinate range. */
   | 'unprivileged';
 
 export interface Guarantee {
@@ -72,6 +72,11 @@ export interface HostSupport {
   seccomp: boolean;
   /** Whether the server can give each instance a host uid of its own (`setpriv --reuid`). */
   ownUid: boolean;
+  /**
+   * A normal user's subordinate ranges, where mapping them worked (subids.ts): each instance gets
+   * its host uid and gid from these instead (`ownUid` stays false: the server cannot setuid).
+   */
+  subids: { uid: IdRange; gid: IdRange } | undefined;
   guarantees: Guarantee[];
 }
 
@@ -147,6 +152,17 @@ function probe(bwrapPath: string | undefined): HostSupport {
   // (a container's root hands instances a uid of their own, and the files it writes as host root
   // could not exist on a tmpfs of the instance's user namespace, where uid 0 is not mapped)
   const tmpfsOk = sandbox && level === 'unprivileged' && tmpfsProbe();
+  // a normal user's instances: a host uid each from its subordinate range, where mapping one works
+  const sub =
+    sandbox && level === 'unprivileged'
+      ? probeSubordinate({
+          unshare: toolPath('unshare'),
+          sh: toolPath('sh'),
+          perl: toolPath('perl'),
+          setpriv: toolPath('setpriv'),
+        })
+      : undefined;
+  const subids = sub?.ranges;
   const quotaKind =
     level === 'root' ? (loopWhy ? undefined : 'loop') : tmpfsOk ? 'tmpfs' : undefined;
   const g = (name: string, what: string, ok: boolean, why?: string, fix?: string): Guarantee => ({
@@ -158,9 +174,11 @@ function probe(bwrapPath: string | undefined): HostSupport {
     ...(why ? { why } : {}),
     ...(!ok && fix ? { fix } : {}),
   });
-  const uidWhy =
-    level === 'unprivileged'
-      ? `the server is a normal user: every instance's processes run as its uid (${process.getuid?.()}), each instance in user, pid and mount namespaces of its own, so they cannot see or signal each other or the server${subordinateRange() ? `; its subordinate range in /etc/subuid (${subordinateRange()}) is not used yet` : ''}`
+  const uidWhy = subids
+    ? `a normal user's server: each instance runs as a host uid of its own from the user's subordinate range in /etc/subuid (${showRange(subids.uid)}, gids from ${showRange(subids.gid)} in /etc/subgid), mapped by newuidmap`
+    : level === 'unprivileged'
+      ? (sub?.why ??
+        `the server is a normal user: every instance's processes run as its uid (${process.getuid?.()}), each instance in user, pid and mount namespaces of its own, so they cannot see or signal each other or the server`)
       : 'root without CAP_SETUID/CAP_SETGID';
   const guarantees = [
     g(
@@ -173,10 +191,10 @@ function probe(bwrapPath: string | undefined): HostSupport {
     g(
       'identity',
       'each instance has a host uid of its own, owning nothing on the host but its disk',
-      sandbox && ownUid,
+      sandbox && (ownUid || subids !== undefined),
       ownUid ? undefined : uidWhy,
       level === 'unprivileged'
-        ? 'start the server as root for a host uid per instance'
+        ? `${sub?.fix ?? 'give the server user a range in /etc/subuid and /etc/subgid'}; or start the server as root`
         : 'give the container CAP_SETUID and CAP_SETGID',
     ),
     g(
@@ -252,6 +270,7 @@ function probe(bwrapPath: string | undefined): HostSupport {
     quotaKind: sandbox ? quotaKind : undefined,
     seccomp,
     ownUid,
+    subids: sandbox ? subids : undefined,
     guarantees,
   };
 }
@@ -318,26 +337,6 @@ function usernsProbe(): { why?: string; fix?: string } {
     why: `could not open a user namespace${max === '0' ? ' (user.max_user_namespaces=0)' : ''}: ${err || `exit ${r.status}`}`,
     fix: 'sysctl -w user.max_user_namespaces=15000 (and kernel.unprivileged_userns_clone=1 where the kernel has it); in a container, allow unshare(CLONE_NEWUSER) in its seccomp profile',
   };
-}
-
-/** The server user's range in /etc/subuid (`start:count`), where it has one. */
-function subordinateRange(): string | undefined {
-  let user = '';
-  try {
-    user = userInfo().username;
-  } catch {
-    /* no passwd entry */
-  }
-  const uid = String(process.getuid?.());
-  try {
-    for (const line of readFileSync('/etc/subuid', 'utf8').split('\n')) {
-      const [who, start, count] = line.split(':');
-      if ((who === user || who === uid) && start && count) return `${start}:${count}`;
-    }
-  } catch {
-    /* none */
-  }
-  return undefined;
 }
 
 /** Mount a size-limited tmpfs in a user and mount namespace of our own, once. */
