@@ -96,17 +96,17 @@ const CHAIN_START =
  */
 const LISTEN_STEP =
   'my ($setns, $sendmsg, $ipc, $port, @ns) = @ARGV; ' +
-  'for my $fd (@ns) { syscall(0 + $setns, 0 + $fd, 0) == 0 or die "setns: $!\n" } ' +
-  'socket(my $s, 2, 1, 0) or die "socket: $!\n"; ' +
-  'setsockopt($s, 1, 2, pack("i", 1)) or die "setsockopt: $!\n"; ' +
-  'bind($s, pack("S n C4 x8", 2, $port, 127, 0, 0, 1)) or die "bind 127.0.0.1:$port: $!\n"; ' +
-  'listen($s, 511) or die "listen: $!\n"; ' +
-  'fcntl($s, 4, 0x800) or die "fcntl: $!\n"; ' +
-  'my $line = qq({"cmd":"NODE_HANDLE","type":"net.Server","msg":"listening"}\n); ' +
+  'for my $fd (@ns) { syscall(0 + $setns, 0 + $fd, 0) == 0 or die "setns: $!\\n" } ' +
+  'socket(my $s, 2, 1, 0) or die "socket: $!\\n"; ' +
+  'setsockopt($s, 1, 2, pack("i", 1)) or die "setsockopt: $!\\n"; ' +
+  'bind($s, pack("S n C4 x8", 2, $port, 127, 0, 0, 1)) or die "bind 127.0.0.1:$port: $!\\n"; ' +
+  'listen($s, 511) or die "listen: $!\\n"; ' +
+  'fcntl($s, 4, 0x800) or die "fcntl: $!\\n"; ' +
+  'my $line = qq({"cmd":"NODE_HANDLE","type":"net.Server","msg":"listening"}\\n); ' +
   'my $iov = pack("P Q", $line, length $line); ' +
   'my $cmsg = pack("Q i i i x4", 20, 1, 1, fileno $s); ' +
   'my $msg = pack("Q L x4 P Q P Q i x4", 0, 0, $iov, 1, $cmsg, 24, 0); ' +
-  'syscall(0 + $sendmsg, 0 + $ipc, $msg, 0) == length $line or die "sendmsg: $!\n"; ' +
+  'syscall(0 + $sendmsg, 0 + $ipc, $msg, 0) == length $line or die "sendmsg: $!\\n"; ' +
   'close($s); open(my $ch, "<&=", 0 + $ipc) or exit 0; 1 while sysread($ch, my $ack, 4096); exit 0';
 
 /** The system call numbers the listen step needs, by Node's name of the architecture. */
@@ -196,8 +196,6 @@ export class Sandbox {
   readonly #seeded = new Set<string>();
   /** Whether anything of the instance's own was started (burrow's own helpers aside). */
   #spawned = false;
-  /** Set while `listen` starts burrow's helper (which plants nothing). */
-  #helper = false;
   #quota: DiskQuota | undefined;
   /** Host pid of pid 1 of the instance's pid namespace. */
   #init = 0;
@@ -509,7 +507,7 @@ export class Sandbox {
     // to a process the instance can take over (ISOLATION.md, the egress listener)
     if (Array.isArray(stdio) && stdio.includes('ipc')) throw new Error('spawn: no IPC channel');
     const cwd = opts.cwd ?? this.home;
-    if (!this.#helper) this.#spawned = true;
+    this.#spawned = true;
     const proc =
       this.mode === 'none'
         ? new Supervised(cmd, args, { env: opts.env, cwd, stdio })
