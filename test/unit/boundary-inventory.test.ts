@@ -73,9 +73,9 @@ describe('the boundary inventory (ISOLATION.md)', () => {
 
   // A Node IPC channel carries descriptors and messages the runtime acts on (a malformed handle
   // message aborts the process), and every process of an instance is the instance's to rewrite
-  // (/proc/N/mem): only the listen helper, which runs while the instance starts, before any of
-  // its user's code, may have one.
-  it('gives no process of an instance a Node IPC channel but the start-time listen helper', () => {
+  // (/proc/N/mem): no process of an instance has one. Only the listen step, on the root side of
+  // a chain (it joins the instance's network namespace alone), hands the egress socket over one.
+  it('gives no process of an instance a Node IPC channel, only the root-side listen step', () => {
     const users = sources(serverDir).flatMap((file) =>
       readFileSync(file, 'utf8')
         .split('\n')
@@ -83,8 +83,9 @@ describe('the boundary inventory (ISOLATION.md)', () => {
         .map((l) => `${relative(serverDir, file)}: ${l.trim()}`),
     );
     expect(users).toEqual([
-      "sandbox/sandbox.ts: const ipc = Array.isArray(stdio) ? stdio.indexOf('ipc') : -1;",
-      "sandbox/sandbox.ts: stdio: ['ignore', 'ignore', 'pipe', 'ipc'],",
+      // Sandbox.spawn refusing one
+      "sandbox/sandbox.ts: if (Array.isArray(stdio) && stdio.includes('ipc')) throw new Error('spawn: no IPC channel');",
+      "sandbox/sandbox.ts: const proc = this.#spawnChain(['ignore', 'ignore', 'pipe', 'ipc'], (pass) => {",
     ]);
   });
 

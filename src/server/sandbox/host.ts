@@ -4,7 +4,6 @@
  * program, the uids handed out, and the egress policy the operator chose.
  */
 import { randomInt } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
@@ -95,7 +94,6 @@ export class SandboxHost {
   readonly root: string;
   readonly etcDir: string;
   readonly seccomp: Buffer;
-  readonly listenHelper: string;
   readonly allowHostLoopback: boolean;
   readonly allowHostPorts: readonly number[];
   /** burrow's own listening ports, never reachable from an instance (set by the server). */
@@ -138,7 +136,6 @@ export class SandboxHost {
     this.root = join(sandboxRoot, basename(opts.runDir));
     this.etcDir = join(this.root, 'etc');
     this.seccomp = support.seccomp ? buildSeccompFilter() : Buffer.alloc(0);
-    this.listenHelper = readFileSync(new URL('./listen-helper.mjs', import.meta.url), 'utf8');
     this.allowHostLoopback = opts.allowHostLoopback ?? false;
     this.allowHostPorts = opts.allowHostPorts ?? [];
   }

@@ -53,7 +53,7 @@ import {
   rm,
   writeFile,
 } from 'node:fs/promises';
-import type { Server } from 'node:net';
+import { Server as NetServer, type Server } from 'node:net';
 import { join, posix } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { raceDeadline, until } from '../../internal/deadline.js';
@@ -92,6 +92,36 @@ const CHAIN_START =
 
 /** open(2)'s O_PATH (the same on x86_64 and arm64), which Node's constants lack. */
 const O_PATH = 0o10000000;
+
+/**
+ * The listen step (`Sandbox.listen`), on the root side of a chain after CHAIN_START: join the
+ * namespaces whose descriptors are named (`setns`), open a TCP listener on 127.0.0.1:port there
+ * (non-blocking, `SO_REUSEADDR`, as Node opens its own), send it to the server over the Node IPC
+ * channel (one JSON line and the descriptor: Node's own handle message for a `net.Server`), then
+ * wait for the server to close the channel, so that its exit never comes before the message.
+ * Built-ins and `syscall` only: no module to load. The structures are those of 64-bit Linux.
+ * Arguments: the setns and sendmsg numbers, the channel's descriptor, the port, the namespaces.
+ */
+const LISTEN_STEP =
+  'my ($setns, $sendmsg, $ipc, $port, @ns) = @ARGV; ' +
+  'for my $fd (@ns) { syscall(0 + $setns, 0 + $fd, 0) == 0 or die "setns: $!\\n" } ' +
+  'socket(my $s, 2, 1, 0) or die "socket: $!\\n"; ' +
+  'setsockopt($s, 1, 2, pack("i", 1)) or die "setsockopt: $!\\n"; ' +
+  'bind($s, pack("S n C4 x8", 2, $port, 127, 0, 0, 1)) or die "bind 127.0.0.1:$port: $!\\n"; ' +
+  'listen($s, 511) or die "listen: $!\\n"; ' +
+  'fcntl($s, 4, 0x800) or die "fcntl: $!\\n"; ' +
+  'my $line = qq({"cmd":"NODE_HANDLE","type":"net.Server","msg":"listening"}\\n); ' +
+  'my $iov = pack("P Q", $line, length $line); ' +
+  'my $cmsg = pack("Q i i i x4", 20, 1, 1, fileno $s); ' +
+  'my $msg = pack("Q L x4 P Q P Q i x4", 0, 0, $iov, 1, $cmsg, 24, 0); ' +
+  'syscall(0 + $sendmsg, 0 + $ipc, $msg, 0) == length $line or die "sendmsg: $!\\n"; ' +
+  'close($s); open(my $ch, "<&=", 0 + $ipc) or exit 0; 1 while sysread($ch, my $ack, 4096); exit 0';
+
+/** The system call numbers the listen step needs, by Node's name of the architecture. */
+const LISTEN_SYSCALLS: Readonly<Record<string, { setns: number; sendmsg: number }>> = {
+  x64: { setns: 308, sendmsg: 46 },
+  arm64: { setns: 268, sendmsg: 211 },
+};
 
 /** The whole environment of the root side of a chain, whatever the instance's is. */
 const ROOT_SIDE_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } as const;
@@ -174,8 +204,6 @@ export class Sandbox {
   readonly #seeded = new Set<string>();
   /** Whether anything of the instance's own was started (burrow's own helpers aside). */
   #spawned = false;
-  /** Set while `listen` starts burrow's helper (which plants nothing). */
-  #helper = false;
   #quota: DiskQuota | undefined;
   /** Host pid of pid 1 of the instance's pid namespace. */
   #init = 0;
@@ -260,10 +288,18 @@ export class Sandbox {
           if (this.#background) await made.setCpuWeight('low');
         },
       );
-    const results = await Promise.allSettled([cgroup, this.#makeDisk()]);
+    const disk = this.#makeDisk();
+    // the anchor joins the cgroup; at the root level it starts beside the disk, which its pid 1
+    // never sees (it binds none of the instance's directories), while the user-namespace chain's
+    // anchor mounts the disk itself and so waits for its directory
+    const anchor =
+      this.mode === 'isolated'
+        ? Promise.all([cgroup, this.#userns && disk]).then(() =>
+            stage('anchor', () => this.#startAnchor()),
+          )
+        : undefined;
+    const results = await Promise.allSettled([cgroup, disk, anchor]);
     for (const r of results) if (r.status === 'rejected') throw r.reason;
-    if (this.mode === 'none') return;
-    await stage('anchor', () => this.#startAnchor());
   }
 
   /** The instance's disk (its quota, isolated) and its three directories on it. */
@@ -492,8 +528,11 @@ export class Sandbox {
     const [cmd, ...args] = argv;
     if (!cmd) throw new Error('spawn: empty argv');
     const stdio: StdioOptions = opts.stdio ?? ['ignore', 'ignore', 'ignore'];
+    // a Node IPC channel carries descriptors and messages the server's runtime acts on: never
+    // to a process the instance can take over (ISOLATION.md, the egress listener)
+    if (Array.isArray(stdio) && stdio.includes('ipc')) throw new Error('spawn: no IPC channel');
     const cwd = opts.cwd ?? this.home;
-    if (!this.#helper) this.#spawned = true;
+    this.#spawned = true;
     const proc =
       this.mode === 'none'
         ? new Supervised(cmd, args, { env: opts.env, cwd, stdio })
@@ -510,11 +549,6 @@ export class Sandbox {
     cwd: string,
   ): Supervised {
     const init = this.#init;
-    // Node names its IPC channel to the child in the environment, which bubblewrap clears
-    const ipc = Array.isArray(stdio) ? stdio.indexOf('ipc') : -1;
-    if (ipc >= 0) {
-      env = { ...env, NODE_CHANNEL_FD: String(ipc), NODE_CHANNEL_SERIALIZATION_MODE: 'json' };
-    }
     const { tools } = this.#host.plan;
     return this.#spawnChain(stdio, (pass) => {
       const userns = pass(openSync(`/proc/${init}/ns/user`, 'r'));
@@ -812,39 +846,51 @@ export class Sandbox {
 
   /**
    * A TCP listener on `127.0.0.1:port` inside the instance's network namespace, handed to the
-   * server: a tiny Node helper started inside creates it and sends the socket over its IPC
-   * channel, then exits. Connections the instance makes to it arrive in the server process.
+   * server. A perl step on the root side of a chain (`LISTEN_STEP`) joins that namespace alone
+   * (nothing of the instance's file system, uid or processes), opens the socket and sends it over
+   * the Node IPC channel of its spawn, then exits. Connections the instance makes to it arrive in
+   * the server process. No process of the instance holds the channel at any time, and the step
+   * starts in a few ms (a Node helper inside the instance took hundreds under load).
    */
   async listen(port: number): Promise<Server> {
     if (this.mode === 'none') throw new Error('no network namespace in none mode');
-    this.#helper = true;
-    let proc: Supervised;
-    try {
-      proc = this.spawn(
-        [
-          process.execPath,
-          '--input-type=module',
-          '-e',
-          this.#host.listenHelper,
-          '--',
-          String(port),
-        ],
-        {
-          env: { PATH: SANDBOX_PATH, HOME: this.home },
-          stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-        },
-      );
-    } finally {
-      this.#helper = false;
-    }
+    if (this.#stopping) throw new Error('sandbox is stopping');
+    const init = this.#init;
+    const { tools } = this.#host.plan;
+    const calls = LISTEN_SYSCALLS[process.arch];
+    if (!calls) throw new Error(`no listen step for ${process.arch}`);
+    const proc = this.#spawnChain(['ignore', 'ignore', 'pipe', 'ipc'], (pass) => {
+      // joined in this order: the outer user namespace first (the user-namespace chain), whose
+      // capabilities joining the network namespace needs
+      const ns = [
+        ...(this.#userns ? [pass(openSync(`/proc/${this.#outer}/ns/user`, 'r'))] : []),
+        pass(openSync(`/proc/${init}/ns/net`, 'r')),
+      ];
+      return [
+        // a container's root owns nothing of the instance's namespaces: the instance's uid does
+        ...(this.#userns && this.uid !== undefined ? this.#dropToUid(false) : []),
+        tools.perl,
+        '-e',
+        LISTEN_STEP,
+        String(calls.setns),
+        String(calls.sendmsg),
+        '3',
+        String(port),
+        ...ns.map(String),
+      ];
+    });
+    this.#procs.add(proc);
+    void proc.exited.then(() => this.#procs.delete(proc));
     let stderr = '';
     proc.child.stderr?.on('data', (c: Buffer) => (stderr = keepTail(stderr, c)));
     const server = await new Promise<Server | Error>((resolve) => {
-      proc.child.once('message', (_msg, handle) => resolve(handle as Server));
-      void proc.exited.then((e) =>
-        resolve(new Error(stderr.trim() || `listener helper exited (${describeExit(e)})`)),
+      proc.child.once('message', (_msg, handle) =>
+        resolve(handle instanceof NetServer ? handle : new Error('no socket in its message')),
       );
-      setTimeout(() => resolve(new Error('listener helper timed out')), 15_000).unref();
+      void proc.exited.then((e) =>
+        resolve(new Error(stderr.trim() || `the listen step exited (${describeExit(e)})`)),
+      );
+      setTimeout(() => resolve(new Error('the listen step timed out')), 15_000).unref();
     });
     if (server instanceof Error) {
       await proc.kill(0);
