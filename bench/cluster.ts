@@ -13,7 +13,9 @@
  *   (b) CDP: `Runtime.evaluate("1")` round trips on the instance's page, over a `cdp_url`
  *       WebSocket to the owner and one through node 2, N each, interleaved the same way;
  *   (c) starts: `POST /v1/start` of a browser instance through node 2 and through node 1, and
- *       the first `GET /v1/instance/{id}` of each through the node that does not own it;
+ *       the first `GET /v1/instance/{id}` of each through the other node. A node places what it
+ *       is asked to start on itself until placement picks a node (issue 22, item 4); then the
+ *       start through node 2 is the start through a non-owner the issue asks for;
  *   (d) `GET /v1/instances` on node 2 with 500 rows in the instances table: the rows are put
  *       straight into the table through PostgresInstanceStore (copies of the real instance's row
  *       under a node name no node has), not started; p50/p95 of 200 lists.
