@@ -8,6 +8,8 @@
  */
 import { ClusterNode } from './cluster/node.js';
 import { Forwarder } from './http/forward.js';
+import { ProjectKeys } from './cluster/keys.js';
+import { KeyScope } from './http/key-routes.js';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { totalmem } from 'node:os';
@@ -190,7 +192,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   });
   await registry.adopt();
   const { maxConnectionsPerClient } = config;
-  const forwarder = cluster && new Forwarder(cluster);
+  const forwarder = cluster && new Forwarder(cluster, cluster.clientSigner);
+  // keys of projects live in the cluster's database; the server's own key stays the admin's
+  const keys = cluster && new KeyScope(await ProjectKeys.open(cluster.db), authStore);
   const app = await buildApp({
     apiKey,
     registry,
@@ -203,6 +207,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     mcp: config.mcp,
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
     forwarder,
+    keys,
+    ...(cluster && { forwardedClient: (req) => cluster.clientSigner.clientOf(req) }),
   });
   app.server.on('upgrade', (req, socket, head) => {
     const local = () => handleUpgrade(registry, req, socket, head);
