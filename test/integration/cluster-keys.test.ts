@@ -4,7 +4,8 @@
  *
  * - a key of project B can neither see, stop nor get the `cdp_url` of project A's instance, nor
  *   read or delete A's auth states, through either node: the 404 of an unknown id, same body;
- *   the admin key (the server's own) sees every project; a project key cannot manage keys;
+ *   the admin key (the server's own) sees every project; a project key cannot manage keys; the
+ *   MCP tools, which call the same handlers, are scoped alike;
  * - a key revoked through node 1 is refused by node 2 within a second; the keys table holds
  *   digests, never a key; `burrow keys create|list|revoke` against a real node;
  * - the per-client connection cap counts a forwarded request against the client the
@@ -38,6 +39,8 @@ let four: TestServer;
 let admin: Burrow;
 let keyA = '';
 let keyB = '';
+/** Project A's instance (stopped by the end of its case). */
+let instanceA = '';
 
 beforeAll(async () => {
   pg = await startPostgres();
@@ -120,6 +123,7 @@ describe('keys of projects', () => {
     const started = await as(two, keyA, '/v1/start', { json: { instance_type: 'browser' } });
     expect(started.status).toBe(200);
     const { id } = (await started.json()) as { id: string };
+    instanceA = id;
     try {
       // project A, through its own node and the other one
       for (const node of [one, two]) {
@@ -204,6 +208,45 @@ describe('keys of projects', () => {
     expect(((await mine.json()) as { cookies: { value: string }[] }).cookies[0]!.value).toBe(
       'alpha-cookie',
     );
+  });
+
+  it('scopes the MCP tools alike: another project’s instance is not listed, not found', async () => {
+    expect(instanceA).not.toBe('');
+    const mcp = async (key: string, method: string, params: object, sid?: string) => {
+      const res = await one.api('/mcp', {
+        headers: {
+          'x-api-key': key,
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-03-26',
+          ...(sid && { 'mcp-session-id': sid }),
+        },
+        json: { jsonrpc: '2.0', id: 1, method, params },
+      });
+      expect(res.status).toBe(200);
+      return {
+        sid: res.headers.get('mcp-session-id'),
+        body: (await res.json()) as { result: unknown },
+      };
+    };
+    const tool = async (key: string, name: string, args: object = {}) => {
+      const { sid } = await mcp(key, 'initialize', {
+        protocolVersion: '2025-03-26',
+        capabilities: {},
+        clientInfo: { name: 'keys-test', version: '1' },
+      });
+      const { body } = await mcp(key, 'tools/call', { name, arguments: args }, sid!);
+      return body.result as { isError?: boolean; content: { text: string }[] };
+    };
+    const all = await tool(one.apiKey, 'instance_list');
+    expect(JSON.stringify(all)).toContain(instanceA);
+    const mineA = await tool(keyA, 'instance_list');
+    expect(JSON.stringify(mineA)).toContain(instanceA);
+    const listB = await tool(keyB, 'instance_list');
+    expect(listB.isError).not.toBe(true);
+    expect(JSON.stringify(listB)).not.toContain(instanceA);
+    const stopB = await tool(keyB, 'instance_current_url', { instance_id: instanceA });
+    expect(stopB.isError).toBe(true);
+    expect(stopB.content[0]!.text).toContain(`Instance ${instanceA} not found`);
   });
 
   it('leaves keys, profiles and extensions to the admin key', async () => {
