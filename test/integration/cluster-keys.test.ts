@@ -7,7 +7,8 @@
  *   the admin key (the server's own) sees every project; a project key cannot manage keys; the
  *   MCP tools, which call the same handlers, are scoped alike;
  * - a key revoked through node 1 is refused by node 2 within a second; the keys table holds
- *   digests, never a key; `burrow keys create|list|revoke` against a real node;
+ *   digests, never a key; `burrow keys create|list|revoke` against a real node; a key that
+ *   cannot be looked up while the database is away gets a 503, not a 500;
  * - the per-client connection cap counts a forwarded request against the client the
  *   forwarding node saw (signed), and counts a client that forges the forwarding headers by its
  *   socket address. Clients take addresses of their own in 127.0.0.0/8 to tell them apart from
@@ -395,6 +396,22 @@ describe('the per-client connection cap across a hop', () => {
       expect(third.body).toContain('127.0.0.13');
     } finally {
       for (const c of conns) c.close();
+    }
+  });
+});
+
+describe('keys while the database does not answer', () => {
+  // last: after the database's restart the nodes no longer hear NOTIFY
+  it('a key this node cannot look up gets a 503 to retry, not a 500', async () => {
+    const unchecked = `bkp_${randomBytes(32).toString('base64url')}`;
+    pg.pause();
+    try {
+      const res = await as(one, unchecked, '/v1/instances');
+      expect(res.status).toBe(503);
+      expect(res.headers.get('x-burrow-error')).toBe('cluster_database_unavailable');
+      expect(res.headers.get('retry-after')).toBe('5');
+    } finally {
+      pg.resume();
     }
   });
 });

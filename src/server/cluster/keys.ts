@@ -18,7 +18,8 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { KeyInfo } from '../../api/index.js';
-import type { Database } from './database.js';
+import { serverError } from '../errors.js';
+import type { Database, Rows } from './database.js';
 
 /** The channel a revoked key's id is announced on. */
 export const KEYS_CHANNEL = 'burrow_keys';
@@ -77,7 +78,7 @@ export class ProjectKeys {
   async create(project: string, name: string | null): Promise<KeyInfo & { key: string }> {
     const key = `bkp_${randomBytes(32).toString('base64url')}`;
     const id = `key_${randomBytes(8).toString('hex')}`;
-    const r = await this.#db.query<KeyRow>(
+    const r = await this.#query<KeyRow>(
       `INSERT INTO api_keys (id, project, name, digest, last4) VALUES ($1, $2, $3, $4, $5)
        RETURNING id, project, name, created_at, last4, revoked_at`,
       [id, project, name, digestOf(key), key.slice(-4)],
@@ -87,7 +88,7 @@ export class ProjectKeys {
 
   /** Every key, oldest first, revoked ones included. */
   async list(): Promise<KeyInfo[]> {
-    const r = await this.#db.query<KeyRow>(
+    const r = await this.#query<KeyRow>(
       'SELECT id, project, name, created_at, last4, revoked_at FROM api_keys ORDER BY created_at, id',
     );
     return r.rows.map(info);
@@ -98,15 +99,19 @@ export class ProjectKeys {
    * changes nothing and is not an error.
    */
   async revoke(id: string): Promise<boolean> {
-    const found = await this.#db.transaction(async (q) => {
-      const r = await q(
-        'UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1',
-        [id],
-      );
-      if (r.rowCount === 0) return false;
-      await q('SELECT pg_notify($1, $2)', [KEYS_CHANNEL, id]);
-      return true;
-    });
+    const found = await this.#db
+      .transaction(async (q) => {
+        const r = await q(
+          'UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1',
+          [id],
+        );
+        if (r.rowCount === 0) return false;
+        await q('SELECT pg_notify($1, $2)', [KEYS_CHANNEL, id]);
+        return true;
+      })
+      .catch((err: Error) => {
+        throw serverError('cluster_database_unavailable', { reason: err.message });
+      });
     this.#forget(id); // this node at once, before its own notification arrives
     return found;
   }
@@ -119,7 +124,7 @@ export class ProjectKeys {
     const cached = this.#cache.get(hex);
     if (cached && cached.until > now) return cached.principal;
     this.#cache.delete(hex);
-    const r = await this.#db.query<{ id: string; project: string; digest: Buffer }>(
+    const r = await this.#query<{ id: string; project: string; digest: Buffer }>(
       'SELECT id, project, digest FROM api_keys WHERE digest = $1 AND revoked_at IS NULL',
       [digest],
     );
@@ -143,7 +148,7 @@ export class ProjectKeys {
 
   /** Ids of `project`'s instances. */
   async instancesOf(project: string): Promise<Set<string>> {
-    const r = await this.#db.query<{ id: string }>('SELECT id FROM instances WHERE project = $1', [
+    const r = await this.#query<{ id: string }>('SELECT id FROM instances WHERE project = $1', [
       project,
     ]);
     return new Set(r.rows.map((x) => x.id));
@@ -151,16 +156,15 @@ export class ProjectKeys {
 
   /** Ids of `project`'s auth states. */
   async authStatesOf(project: string): Promise<Set<string>> {
-    const r = await this.#db.query<{ id: string }>(
-      'SELECT id FROM auth_states WHERE project = $1',
-      [project],
-    );
+    const r = await this.#query<{ id: string }>('SELECT id FROM auth_states WHERE project = $1', [
+      project,
+    ]);
     return new Set(r.rows.map((x) => x.id));
   }
 
   /** Instance `id` (just started with a key of `project`) is that project's from now on. */
   async claimInstance(id: string, project: string): Promise<void> {
-    await this.#db.query('UPDATE instances SET project = $2 WHERE id = $1 AND project IS NULL', [
+    await this.#query('UPDATE instances SET project = $2 WHERE id = $1 AND project IS NULL', [
       id,
       project,
     ]);
@@ -168,7 +172,7 @@ export class ProjectKeys {
 
   /** Auth state `id` (just saved with a key of `project`) is that project's from now on. */
   async claimAuthState(id: string, project: string): Promise<void> {
-    await this.#db.query('UPDATE auth_states SET project = $2 WHERE id = $1 AND project IS NULL', [
+    await this.#query('UPDATE auth_states SET project = $2 WHERE id = $1 AND project IS NULL', [
       id,
       project,
     ]);
@@ -177,7 +181,7 @@ export class ProjectKeys {
   async #ownerOf(table: 'instances' | 'auth_states', id: string) {
     const known = this.#owners.get(id);
     if (known !== undefined) return known;
-    const r = await this.#db.query<{ project: string | null }>(
+    const r = await this.#query<{ project: string | null }>(
       `SELECT project FROM ${table} WHERE id = $1`,
       [id],
     );
@@ -188,6 +192,15 @@ export class ProjectKeys {
       this.#owners.set(id, row.project);
     }
     return row.project;
+  }
+
+  /** A query whose failure (the database away) is the 503 a client can retry, not a 500. */
+  async #query<T extends object>(text: string, params: readonly unknown[] = []): Promise<Rows<T>> {
+    try {
+      return await this.#db.query<T>(text, params);
+    } catch (err) {
+      throw serverError('cluster_database_unavailable', { reason: (err as Error).message });
+    }
   }
 
   #forget(keyId: string): void {
