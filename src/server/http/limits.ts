@@ -223,7 +223,9 @@ export function guardServer(
       }
       if (counted !== undefined) {
         // a pooled connection of another node, now carrying another client's request
-        clients.get(counted)!.authenticated--;
+        const before = clients.get(counted)!;
+        before.authenticated--;
+        if (before.authenticated < cap) warned.delete(counted);
         release(counted);
       }
       counted = client;
