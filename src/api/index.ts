@@ -97,6 +97,15 @@ export {
   ProfilePath,
   StartProfile,
 } from './extensions.js';
+// API keys of projects, cluster mode (burrow extension routes)
+export {
+  KeyCreateRequest,
+  KeyCreated,
+  KeyInfo,
+  KeyPath,
+  ProjectName,
+  RevokeKeyResult,
+} from './keys.js';
 export { operationIds, operations } from './operations.js';
 export type {
   BodyKind,

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import * as art from './artifacts.js';
 import * as auth from './auth-states.js';
 import * as ext from './extensions.js';
+import * as keys from './keys.js';
 import { ComputerAction } from './computer.js';
 import { VersionResult } from './meta.js';
 import * as s from './schemas.js';
@@ -458,6 +459,38 @@ export const operations = {
     params: ext.ProfilePath,
     ...none,
     response: ext.DeleteExtensionResult,
+    idempotent: true,
+    extension: true,
+  },
+
+  // burrow extensions: API keys of projects, cluster mode, managed with the admin key
+  // (src/api/keys.ts)
+  keyCreate: {
+    client: ['keys', 'create'],
+    method: 'POST',
+    path: '/v1/keys',
+    body: keys.KeyCreateRequest,
+    bodyKind: 'json',
+    response: keys.KeyCreated,
+    idempotent: false,
+    extension: true,
+  },
+  keyList: {
+    client: ['keys', 'list'],
+    method: 'GET',
+    path: '/v1/keys',
+    ...none,
+    response: z.array(keys.KeyInfo),
+    idempotent: true,
+    extension: true,
+  },
+  keyRevoke: {
+    client: ['keys', 'revoke'],
+    method: 'DELETE',
+    path: '/v1/keys/{key_id}',
+    params: keys.KeyPath,
+    ...none,
+    response: keys.RevokeKeyResult,
     idempotent: true,
     extension: true,
   },

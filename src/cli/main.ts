@@ -40,6 +40,10 @@ const commands: Record<string, Command> = {
     summary: 'persistent browser profiles: list, delete',
     load: () => import('./profiles.js'),
   },
+  keys: {
+    summary: 'API keys of projects on a cluster: create, list, revoke',
+    load: () => import('./keys.js'),
+  },
   mcp: {
     summary: 'MCP server on stdio for agent hosts (tools over instances)',
     load: () => import('./mcp.js'),

@@ -5,6 +5,7 @@ import { BrowserTools } from './resources/browser.js';
 import { Code } from './resources/code.js';
 import { Env } from './resources/env.js';
 import { Extensions } from './resources/extensions.js';
+import { Keys } from './resources/keys.js';
 import { Profiles } from './resources/profiles.js';
 import { InstanceTools } from './resources/instance.js';
 import { Instances } from './resources/instances.js';
@@ -35,6 +36,8 @@ export class Burrow implements AsyncDisposable {
   readonly extensions: Extensions;
   /** burrow extension: persistent browser profiles. */
   readonly profiles: Profiles;
+  /** burrow extension, cluster mode: API keys of projects (admin key only). */
+  readonly keys: Keys;
   readonly #core: Core;
 
   constructor(options: BurrowOptions = {}) {
@@ -53,6 +56,7 @@ export class Burrow implements AsyncDisposable {
     this.recordings = new Recordings(core);
     this.extensions = new Extensions(core);
     this.profiles = new Profiles(core);
+    this.keys = new Keys(core);
   }
 
   /** Waits for requests in flight, then closes the connection pool. Idempotent. */

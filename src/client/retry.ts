@@ -41,7 +41,9 @@ export function backoffMs(retry: number, random: number): number {
   return Math.round(base * (0.75 + 0.5 * random));
 }
 
-const RETRY_STATUSES = (status: number) => status === 408 || status === 429 || status >= 500;
+/** 501 is a server without the feature (keys without cluster mode): asking again cannot help. */
+const RETRY_STATUSES = (status: number) =>
+  status === 408 || status === 429 || (status >= 500 && status !== 501);
 
 /** How long to wait before retrying after `error`, or undefined if it must not be retried. */
 export function retryDelayMs(

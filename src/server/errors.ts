@@ -110,6 +110,14 @@ export const SERVER_ERRORS = {
     status: 502,
     message: 'Instance {id} lives on node {node}, which did not answer: {reason}',
   },
+  // --- keys of projects (cluster/keys.ts, http/key-routes.ts) ---
+  keys_need_cluster: {
+    status: 501,
+    message:
+      'API keys of projects need cluster mode (serve --cluster): this server has only its own key',
+  },
+  admin_key_required: { status: 403, message: '{what} needs the admin key (the server’s own)' },
+  key_not_found: { status: 404, message: 'API key {id} not found' },
 
   // --- upstream proxy (start option `proxy`) ---
   proxy_refused: { status: 400, message: '{reason}' },

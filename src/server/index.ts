@@ -8,7 +8,9 @@
  */
 import { ClusterNode } from './cluster/node.js';
 import { Forwarder } from './http/forward.js';
+import { ProjectKeys } from './cluster/keys.js';
 import { ClusterView } from './cluster/placement.js';
+import { KeyScope } from './http/key-routes.js';
 import { StartPlacement } from './http/start-placement.js';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -205,7 +207,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   });
   await registry.adopt();
   const { maxConnectionsPerClient } = config;
-  const forwarder = cluster && new Forwarder(cluster);
+  const forwarder = cluster && new Forwarder(cluster, cluster.clientSigner);
   const placement =
     cluster &&
     new StartPlacement({
@@ -213,8 +215,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       db: cluster.db,
       view: await ClusterView.open(cluster.db),
       local: advert,
+      signer: cluster.clientSigner,
       clusterMax: config.cluster?.maxInstances,
     });
+  // keys of projects live in the cluster's database; the server's own key stays the admin's
+  const keys = cluster && new KeyScope(await ProjectKeys.open(cluster.db), authStore);
   const app = await buildApp({
     apiKey,
     registry,
@@ -228,6 +233,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
     forwarder,
     placement,
+    keys,
+    ...(cluster && { forwardedClient: (req) => cluster.clientSigner.clientOf(req) }),
   });
   app.server.on('upgrade', (req, socket, head) => {
     const local = () => handleUpgrade(registry, req, socket, head);

@@ -705,6 +705,39 @@ const cases: Record<OperationId, Case> = {
     },
   },
 
+  // burrow extensions: keys of projects need cluster mode (test/integration/cluster-keys.test.ts);
+  // a single server says so, and still checks what it is sent
+  keyCreate: {
+    ok: async () => {
+      await expect(client.keys.create({ project: 'contract' })).rejects.toMatchObject({
+        status: 501,
+      });
+    },
+    bad: async () => {
+      await pre(client.keys.create({ project: '../up' }));
+      await raw422('/v1/keys', { body: { project: '' } });
+    },
+  },
+  keyList: {
+    ok: async () => {
+      await expect(client.keys.list()).rejects.toMatchObject({ status: 501 });
+    },
+    bad: async () => {
+      const res = await server.api('/v1/keys', { headers: { 'x-api-key': 'wrong' } });
+      expect(res.status).toBe(401);
+    },
+  },
+  keyRevoke: {
+    ok: async () => {
+      await expect(client.keys.revoke('key_0123456789abcdef')).rejects.toMatchObject({
+        status: 501,
+      });
+    },
+    bad: async () => {
+      await pre(client.keys.revoke(''));
+    },
+  },
+
   // burrow extensions
   version: {
     ok: async () => {

@@ -40,4 +40,20 @@ export const MIGRATIONS: readonly (readonly string[])[] = [
        updated_at timestamptz NOT NULL DEFAULT now()
      )`,
   ],
+  // 2 (keys and projects, keys.ts): API keys stored as digests, each of one project; the
+  // project an instance or an auth state belongs to (NULL: made with the admin key)
+  [
+    `CREATE TABLE api_keys (
+       id text PRIMARY KEY,
+       project text NOT NULL,
+       name text,
+       digest bytea NOT NULL UNIQUE,
+       last4 text NOT NULL,
+       created_at timestamptz NOT NULL DEFAULT now(),
+       revoked_at timestamptz
+     )`,
+    'ALTER TABLE instances ADD COLUMN project text',
+    'CREATE INDEX instances_project ON instances (project)',
+    'ALTER TABLE auth_states ADD COLUMN project text',
+  ],
 ];

@@ -12,6 +12,7 @@ import { isIP } from 'node:net';
 import { PostgresAuthStateBackend } from './auth-state-backend.js';
 import { Database } from './database.js';
 import { IdSigner } from './ids.js';
+import { ClientSigner } from './forwarded-client.js';
 import { PostgresInstanceStore } from './instance-store.js';
 import { listNodes, NodeLease, NODES_CHANNEL, type NodeAdvert } from './nodes.js';
 
@@ -50,6 +51,8 @@ export class ClusterNode {
   readonly run = randomBytes(6).toString('hex');
   readonly store: PostgresInstanceStore;
   readonly authStates: PostgresAuthStateBackend;
+  /** Signs and checks the client address of forwarded requests (forwarded-client.ts). */
+  readonly clientSigner: ClientSigner;
   readonly #signer: IdSigner;
   readonly #opts: ClusterNodeOptions;
   #lease: NodeLease | undefined;
@@ -66,6 +69,7 @@ export class ClusterNode {
     this.name = opts.nodeName;
     this.#opts = opts;
     this.#signer = new IdSigner(secret);
+    this.clientSigner = new ClientSigner(secret);
     this.store = new PostgresInstanceStore(db, { node: opts.nodeName, run: this.run });
     this.authStates = new PostgresAuthStateBackend(db);
   }

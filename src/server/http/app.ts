@@ -41,6 +41,7 @@ import {
   type HttpLimits,
 } from './limits.js';
 import { requestSerializer } from './logger.js';
+import { ADMIN, type KeyScope } from './key-routes.js';
 import { registerMcpRoute } from './mcp.js';
 import type { Registry } from '../instances/registry.js';
 import { parseInput, parseJsonBody, RequestInvalid } from './request-body.js';
@@ -69,6 +70,10 @@ export interface AppOptions {
   mcp?: { idleMs?: number; maxSessions?: number } | undefined;
   /** Cluster mode: requests for other nodes' instances go to them (forward.ts). */
   forwarder?: Forwarder | undefined;
+  /** Cluster mode: keys of projects, and what each may see (key-routes.ts). */
+  keys?: KeyScope | undefined;
+  /** Cluster mode: the client a request forwarded by another node proves it carries (limits.ts). */
+  forwardedClient?: ((req: IncomingMessage) => string | undefined) | undefined;
   /** Cluster mode: where `POST /v1/start` starts its instance (start-placement.ts). */
   placement?: StartPlacement | undefined;
 }
@@ -149,17 +154,22 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         serializers: { ...childOpts.serializers, req: logRequest },
       }),
   });
-  const guards = guardServer(app.server, limits, opts.logger);
+  const guards = guardServer(app.server, limits, opts.logger, {
+    forwardedClient: opts.forwardedClient,
+  });
   const { registry } = opts;
-  const handlers = touching(
+  const touched = touching(
     registry,
     createHandlers(registry, opts.authStore, {
       chromiumPath: opts.chromiumPath,
       extensions: opts.extensions,
       profiles: opts.profiles,
       log: opts.logger,
+      keys: opts.keys?.keys,
     }),
   );
+  // a project key's calls see its project's rows only (key-routes.ts)
+  const handlers = opts.keys ? opts.keys.wrap(touched) : touched;
 
   // Bodies arrive as text and are parsed per route, so malformed JSON becomes a FastAPI 422.
   app.removeAllContentTypeParsers();
@@ -177,21 +187,25 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       if (PUBLIC_PATHS.has(req.url.split('?', 1)[0]!)) return;
     }
     const key = req.headers['x-api-key'];
-    if (typeof key !== 'string' || !safeEqual(key, opts.apiKey)) {
-      throw serverError('unauthorized');
-    }
-    authenticated(req.raw.socket);
+    if (typeof key !== 'string') throw serverError('unauthorized');
+    // the server's own key is the admin; in cluster mode a project's key is looked up
+    const principal = safeEqual(key, opts.apiKey) ? ADMIN : await opts.keys?.authenticate(key);
+    if (!principal) throw serverError('unauthorized');
+    authenticated(req.raw.socket, req.raw);
+    await opts.keys?.admit(req, principal);
   });
   if (opts.forwarder) app.addHook('onRequest', opts.forwarder.hook);
+  if (opts.keys) app.addHook('preHandler', opts.keys.bind);
   // after the body is read: a start's body says where it can go
   if (opts.placement) app.addHook('preHandler', opts.placement.hook);
 
   app.setErrorHandler((err: unknown, req, reply) => {
     if (err instanceof RequestInvalid) return reply.code(422).send({ detail: err.detail });
     if (err instanceof HttpError) {
-      // a 503 is the machine's state (a program missing, no isolation), said in the answer:
-      // a warning without a stack; other 5xx are errors
-      if (err.status === 503) req.log.warn({ code: err.code }, err.detail);
+      // a 503 is the machine's state (a program missing, no isolation), a 501 a feature this
+      // server runs without (keys without a cluster), said in the answer: a warning without a
+      // stack; other 5xx are errors
+      if (err.status === 503 || err.status === 501) req.log.warn({ code: err.code }, err.detail);
       else if (err.status >= 500) req.log.error({ err }, err.detail);
       return sendError(reply, err);
     }
@@ -308,7 +322,7 @@ export function handleUpgrade(
     );
   }
   try {
-    authenticated(socket);
+    authenticated(socket, req);
   } catch (err) {
     return refuseUpgrade(socket, err as HttpError);
   }
@@ -341,7 +355,7 @@ export function registerStreamPages(app: FastifyInstance, registry: Registry): v
     const url = new URL(req.url, 'http://localhost');
     const rec = registry.get(id);
     const { handoff } = viewerAccess(registry, rec, url.searchParams.get('token') ?? '');
-    authenticated(req.raw.socket);
+    authenticated(req.raw.socket, req.raw);
     registry.touch(id);
     const liveView = rec.live ? rec.runtime?.liveView : undefined;
     if (!liveView) throw serverError('live_view_unavailable');

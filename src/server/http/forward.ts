@@ -11,12 +11,17 @@
  *   handshake goes to the owner, and after its 101 the two sockets are joined byte for byte.
  * - **One hop.** A forwarded request carries `x-burrow-forwarded-by`; a node never forwards such
  *   a request again (two nodes that disagree on an owner cannot bounce it between them).
+ * - **The client.** A forwarded request carries the client's address, signed
+ *   (../cluster/forwarded-client.ts), for the owner's per-client connection cap; what the
+ *   client itself sent in that header is dropped. `x-forwarded-for` is kept for logs and
+ *   proxies, never believed.
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, request } from 'undici';
 import type { Route } from '../cluster/node.js';
+import { CLIENT_HEADER, type ClientSigner } from '../cluster/forwarded-client.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
 
 export const FORWARDED_BY = 'x-burrow-forwarded-by';
@@ -54,21 +59,35 @@ export function instanceIdOf(url: string): string | undefined {
   }
 }
 
-/** `headers` as a hop sends them on: without hop-by-hop ones, marked forwarded by `from`. */
+/**
+ * `req`'s headers as a hop to `target` sends them on: without hop-by-hop ones, marked forwarded
+ * by `from`, with the client's address signed for the owner when there is a `signer`.
+ */
 export function forwardHeaders(
-  headers: IncomingMessage['headers'],
+  req: IncomingMessage,
   from: string,
-  client: string | undefined,
+  target: URL,
+  signer: ClientSigner | undefined,
 ): Record<string, string | string[]> {
+  const { headers } = req;
+  const client = req.socket.remoteAddress;
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(headers)) {
-    if (v === undefined || HOP_BY_HOP.has(k)) continue;
+    if (v === undefined || HOP_BY_HOP.has(k) || k === CLIENT_HEADER) continue;
     out[k] = v;
   }
   out[FORWARDED_BY] = from;
   if (client) {
     const before = headers['x-forwarded-for'];
     out['x-forwarded-for'] = before ? `${String(before)}, ${client}` : client;
+    // what the owner counts against the client's connection cap
+    if (signer) {
+      out[CLIENT_HEADER] = signer.sign(
+        client,
+        req.method ?? 'GET',
+        target.pathname + target.search,
+      );
+    }
   }
   return out;
 }
@@ -76,10 +95,13 @@ export function forwardHeaders(
 /** Answers for another node's instances; `hook` is an `onRequest` hook of the app. */
 export class Forwarder {
   readonly #router: InstanceRouter;
+  readonly #signer: ClientSigner | undefined;
   readonly #agent = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
 
-  constructor(router: InstanceRouter) {
+  /** `signer`: signs the client's address for the owner (../cluster/forwarded-client.ts). */
+  constructor(router: InstanceRouter, signer?: ClientSigner) {
     this.#router = router;
+    this.#signer = signer;
   }
 
   /** Where the request goes: `local`, or the owner's URL; throws 404 for a foreign id. */
@@ -106,10 +128,11 @@ export class Forwarder {
     const id = instanceIdOf(req.url)!;
     const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
     let answer;
+    const to = new URL(req.url, target.url);
     try {
-      answer = await request(new URL(req.url, target.url), {
+      answer = await request(to, {
         method: req.method as 'GET',
-        headers: forwardHeaders(req.headers, this.#router.name, req.raw.socket.remoteAddress),
+        headers: forwardHeaders(req.raw, this.#router.name, to, this.#signer),
         ...(hasBody && { body: req.raw }),
         dispatcher: this.#agent,
         headersTimeout: 0, // an instance's long call (a bash command) answers when it is done
@@ -167,10 +190,11 @@ export class Forwarder {
     head: Buffer,
   ): void {
     const id = instanceIdOf(req.url ?? '/')!;
-    const headers = forwardHeaders(req.headers, this.#router.name, req.socket.remoteAddress);
+    const to = new URL(req.url ?? '/', target.url);
+    const headers = forwardHeaders(req, this.#router.name, to, this.#signer);
     headers.connection = 'Upgrade';
     headers.upgrade = req.headers.upgrade ?? 'websocket';
-    const out = httpRequest(new URL(req.url ?? '/', target.url), { method: req.method, headers });
+    const out = httpRequest(to, { method: req.method, headers });
     out.on('upgrade', (res, upstream, upHead) => {
       const lines = [`HTTP/1.1 ${res.statusCode} ${res.statusMessage}`];
       for (let i = 0; i < res.rawHeaders.length; i += 2) {

@@ -14,6 +14,8 @@ import type { AuthStore } from '../auth-states/store.js';
 import type { ExtensionStore } from '../extensions/store.js';
 import type { ProfileStore } from '../profiles/store.js';
 import { extensionUploadHandler, type ExtensionUploadHandler } from './extension-routes.js';
+import { keyHandlers } from './key-handlers.js';
+import type { ProjectKeys } from '../cluster/keys.js';
 import { artifactHandlers } from './artifact-routes.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
 import { serverError } from '../errors.js';
@@ -57,6 +59,8 @@ export interface HandlerOptions {
   profiles?: ProfileStore | undefined;
   /** Where a profile that could not be saved is reported. */
   log?: { warn(obj: object, msg: string): void } | undefined;
+  /** Cluster mode: API keys of projects (key-handlers.ts); absent, their routes answer 501. */
+  keys?: ProjectKeys | undefined;
 }
 
 export function createHandlers(
@@ -81,6 +85,8 @@ export function createHandlers(
   return {
     // burrow extension: downloads and recordings (artifact-routes.ts)
     ...artifactHandlers(registry),
+    // burrow extension: API keys of projects, cluster mode (key-handlers.ts)
+    ...keyHandlers(opts.keys),
     start: async ({ body }) => {
       // the extensions named, resolved before anything starts (an unknown id is a 404)
       const ids = [...new Set(body.extensions ?? [])];

@@ -67,7 +67,7 @@ export function registerHandoffDone(app: FastifyInstance, registry: Registry): v
     );
     // the instance's own token opens the live view, but there is no hand-off to end with it
     if (!handoff) throw serverError('token_invalid', { kind: 'hand-off' });
-    authenticated(req.raw.socket);
+    authenticated(req.raw.socket, req.raw);
     registry.handoffs.end(handoff, 'done');
     return handoff.toJSON();
   });

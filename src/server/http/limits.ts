@@ -18,6 +18,10 @@
  *   a 401, the public docs) have a budget of their own, `maxUnauthenticatedPerClient`: past it the
  *   oldest of them is closed, so idle or half-open sockets can neither fill the cap nor keep a
  *   real client of the same address from getting its request in. Other clients are not affected.
+ *   In cluster mode a request another node forwarded counts against the client that node saw,
+ *   when it says so with a valid signature (../cluster/forwarded-client.ts): a pooled
+ *   connection between nodes counts against the client whose request it carries now. Anything
+ *   else counts the socket's address, whatever headers it sends.
  * - `CONNECT` gets 405 instead of Node's silent close, and requests Node cannot parse (a garbage
  *   method, oversized headers) get `{"detail"}` with 400, 413 or 431 instead of Fastify's shape.
  *
@@ -121,16 +125,22 @@ export interface HttpGuards {
 }
 
 /** Per socket of a guarded server: counts it as authenticated, or throws the 429. */
-const admitters = new WeakMap<object, () => void>();
+const admitters = new WeakMap<object, (req: IncomingMessage | undefined) => void>();
 
 /**
- * `socket` carried an authenticated request (the API key, or a valid token): from now on it counts
- * against its address's cap instead of the unauthenticated budget. Throws the 429 when the
- * address already holds `maxConnectionsPerClient` authenticated connections. No-op for sockets of
- * an unguarded server.
+ * `socket` carried an authenticated request `req` (the API key, or a valid token): from now on
+ * it counts against its client's cap instead of the unauthenticated budget. The client is the
+ * socket's address, or the signed one of a request forwarded by another node (`GuardOptions`).
+ * Throws the 429 when that client already holds `maxConnectionsPerClient` authenticated
+ * connections. No-op for sockets of an unguarded server.
  */
-export function authenticated(socket: object): void {
-  admitters.get(socket)?.();
+export function authenticated(socket: object, req?: IncomingMessage): void {
+  admitters.get(socket)?.(req);
+}
+
+export interface GuardOptions {
+  /** The client a forwarded request proves it carries (../cluster/forwarded-client.ts), if any. */
+  forwardedClient?: ((req: IncomingMessage) => string | undefined) | undefined;
 }
 
 interface ClientConnections {
@@ -148,6 +158,7 @@ export function guardServer(
   server: Server,
   limits: HttpLimits,
   log: FastifyBaseLogger,
+  opts: GuardOptions = {},
 ): HttpGuards {
   const cap = limits.maxConnectionsPerClient;
   const budget = Math.max(1, limits.maxUnauthenticatedPerClient);
@@ -156,16 +167,23 @@ export function guardServer(
   const warned = new Set<string>();
   const evictionLogged = new Set<string>();
   const tooMany = (address: string) => serverError('too_many_connections', { address, limit: cap });
-
-  server.on('connection', (socket: Duplex & { remoteAddress?: string }) => {
-    if (cap <= 0) return;
-    const address = clientAddress(socket);
+  const entry = (address: string): ClientConnections => {
     let client = clients.get(address);
     if (!client) {
       client = { authenticated: 0, pending: new Map() };
       clients.set(address, client);
     }
-    const c = client;
+    return client;
+  };
+  const release = (address: string) => {
+    const c = clients.get(address);
+    if (c && c.authenticated === 0 && c.pending.size === 0) clients.delete(address);
+  };
+
+  server.on('connection', (socket: Duplex & { remoteAddress?: string }) => {
+    if (cap <= 0) return;
+    const address = clientAddress(socket);
+    const c = entry(address);
     const now = performance.now();
     c.pending.set(socket, now);
     // past the budget the oldest unauthenticated connection goes, once it had its chance
@@ -185,28 +203,44 @@ export function guardServer(
       }
       oldest.destroy();
     }
-    let counted = false;
-    admitters.set(socket, () => {
-      if (counted) return;
-      if (overCap.has(socket)) throw tooMany(address);
+    /** The client this socket counts against once authenticated (a forwarded one may change). */
+    let counted: string | undefined;
+    admitters.set(socket, (req) => {
+      const signed = req && opts.forwardedClient?.(req);
+      const client = signed ? clientAddress({ remoteAddress: signed }) : address;
+      if (counted === client) return;
+      if (overCap.has(socket)) throw tooMany(client);
       c.pending.delete(socket);
-      if (c.authenticated >= cap) {
+      const to = entry(client);
+      if (to.authenticated >= cap) {
         overCap.add(socket);
-        if (!warned.has(address)) {
-          warned.add(address);
-          log.warn({ client: address, limit: cap }, 'connection cap reached; refusing with 429');
+        if (!warned.has(client)) {
+          warned.add(client);
+          log.warn({ client, limit: cap }, 'connection cap reached; refusing with 429');
         }
-        throw tooMany(address);
+        release(client);
+        throw tooMany(client);
       }
-      counted = true;
-      c.authenticated++;
+      if (counted !== undefined) {
+        // a pooled connection of another node, now carrying another client's request
+        const before = clients.get(counted)!;
+        before.authenticated--;
+        if (before.authenticated < cap) warned.delete(counted);
+        release(counted);
+      }
+      counted = client;
+      to.authenticated++;
     });
     socket.once('close', () => {
       c.pending.delete(socket);
-      if (counted) c.authenticated--;
-      if (c.authenticated < cap) warned.delete(address);
+      if (counted !== undefined) {
+        const held = clients.get(counted)!;
+        held.authenticated--;
+        if (held.authenticated < cap) warned.delete(counted);
+        release(counted);
+      }
       if (c.pending.size === 0) evictionLogged.delete(address);
-      if (c.authenticated === 0 && c.pending.size === 0) clients.delete(address);
+      release(address);
     });
   });
 

@@ -31,6 +31,7 @@ import {
   type NodeLoad,
 } from '../cluster/placement.js';
 import { formatMessage, HttpError, SERVER_ERRORS, serverError } from '../errors.js';
+import type { ClientSigner } from '../cluster/forwarded-client.js';
 import { FORWARDED_BY, forwardHeaders } from './forward.js';
 import { parseInput, parseJsonBody } from './request-body.js';
 
@@ -43,6 +44,8 @@ export interface StartPlacementOptions {
   view: Pick<ClusterView, 'nodes' | 'close'>;
   /** This node's own numbers, read now (its registry's, not its advert's). */
   local: () => Omit<NodeAdvert, 'url'>;
+  /** Signs the client's address for the node a start goes to (../cluster/forwarded-client.ts). */
+  signer?: ClientSigner | undefined;
   /** The cluster-wide cap of live instances, if any. */
   clusterMax?: number | undefined;
   /** Nodes sampled per placement; default 2. */
@@ -119,11 +122,12 @@ export class StartPlacement {
    * for lack of room (429) or did not answer, so another node may be tried.
    */
   async #forward(req: FastifyRequest, reply: FastifyReply, node: NodeLoad): Promise<boolean> {
-    const headers = forwardHeaders(req.headers, this.#opts.name, req.raw.socket.remoteAddress);
+    const target = new URL(req.url, node.url);
+    const headers = forwardHeaders(req.raw, this.#opts.name, target, this.#opts.signer);
     delete headers['content-length']; // the body is sent as this node read it
     let answer;
     try {
-      answer = await request(new URL(req.url, node.url), {
+      answer = await request(target, {
         method: 'POST',
         headers,
         body: typeof req.body === 'string' ? req.body : '',

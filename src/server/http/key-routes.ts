@@ -1,0 +1,184 @@
+/**
+ * Keys of projects on the HTTP side (the keys themselves: ../cluster/keys.ts).
+ *
+ * - **Who asks.** The app's auth hook resolves `x-api-key` to a principal: the server's own key
+ *   is the admin, any other key is looked up (`KeyScope.authenticate`). A `preHandler` hook runs
+ *   the handler inside that principal (AsyncLocalStorage), so the HTTP routes and the MCP tools,
+ *   which call the same handlers, are scoped alike.
+ * - **Another project's rows do not exist.** A project key naming an instance or an auth state
+ *   of another project (or of the admin) gets the 404 an unknown id gets, same code and body:
+ *   a 403 would tell it the id is real. Instance paths are checked before a request is forwarded
+ *   to the owner node (which checks again); lists show the project's rows only.
+ * - **What stays the admin's.** Keys, browser profiles (they hold logged-in sessions) and
+ *   uploaded extensions are shared by the whole server; a project key is refused them (403).
+ * - **Without a cluster** there is no database for keys: the key routes answer 501 and the
+ *   server's own key is the only one, as before. A file of keys on one machine would be a second
+ *   way to do the same thing, for a setup that has a single key holder anyway.
+ */
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { AuthStore } from '../auth-states/store.js';
+import { fromStorageState } from '../auth-states/storage-state.js';
+import { ADMIN, type Principal, type ProjectKeys } from '../cluster/keys.js';
+import { serverError } from '../errors.js';
+import { instanceIdOf } from './forward.js';
+import { running } from './key-handlers.js';
+import type { Handlers } from './handlers.js';
+
+/** The principal of an authenticated request, from the auth hook to the handler. */
+const principals = new WeakMap<object, Principal>();
+
+/** What a project key looks like (`ProjectKeys.create`): anything else is not looked up. */
+const PROJECT_KEY = /^bkp_[A-Za-z0-9_-]{43}$/;
+
+/** Handlers a project key may not call: what the whole server shares. */
+const ADMIN_ONLY: Partial<Record<keyof Handlers, string>> = {
+  profileList: 'Browser profiles',
+  profileDelete: 'Browser profiles',
+  extensionUpload: 'Uploading extensions',
+  extensionList: 'Browser extensions',
+  extensionDelete: 'Deleting extensions',
+};
+
+type AnyInput = {
+  params?: { instance_id?: unknown; auth_state_id?: unknown };
+  query?: { auth_state_id?: unknown; name?: string };
+  body?: unknown;
+};
+
+/** Project scoping of a cluster node's API (see the file's comment). */
+export class KeyScope {
+  readonly #keys: ProjectKeys;
+  readonly #auth: AuthStore;
+
+  constructor(keys: ProjectKeys, auth: AuthStore) {
+    this.#keys = keys;
+    this.#auth = auth;
+  }
+
+  /** The keys themselves (their routes' handlers). */
+  get keys(): ProjectKeys {
+    return this.#keys;
+  }
+
+  /** The principal of a key that is not the server's own: a live project key, or undefined. */
+  async authenticate(key: string): Promise<Principal | undefined> {
+    if (!PROJECT_KEY.test(key)) return undefined;
+    return this.#keys.principal(key);
+  }
+
+  /**
+   * After the auth hook: remembers who `req` is, and refuses a project key an instance path of
+   * another project with the unknown id's 404 (before any forwarding).
+   */
+  async admit(req: FastifyRequest, principal: Principal): Promise<void> {
+    principals.set(req.raw, principal);
+    if (principal.admin || !req.url.startsWith('/v1/instance/')) return;
+    const id = instanceIdOf(req.url);
+    if (id !== undefined) await this.#ownInstance(id, principal);
+  }
+
+  /** A `preHandler` hook: the handler runs as the request's principal. */
+  bind = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    const principal = principals.get(req.raw);
+    if (principal) running.run(principal, done);
+    else done();
+  };
+
+  /** `handlers` scoped to the principal they run for. */
+  wrap(handlers: Handlers): Handlers {
+    const out: Record<string, unknown> = {};
+    for (const [name, handler] of Object.entries(handlers)) {
+      const call = handler as (input: unknown) => Promise<unknown>;
+      const what = ADMIN_ONLY[name as keyof Handlers];
+      out[name] = async (input: AnyInput) => {
+        const who = running.getStore();
+        if (!who) throw serverError('unauthorized');
+        if (who.admin) return call(input);
+        if (what) throw serverError('admin_key_required', { what });
+        const instanceId = input?.params?.instance_id;
+        if (typeof instanceId === 'string') await this.#ownInstance(instanceId, who);
+        const stateId = input?.params?.auth_state_id ?? input?.query?.auth_state_id;
+        if (typeof stateId === 'string') await this.#ownAuthState(stateId, who);
+        return call(input);
+      };
+    }
+    const scoped = out as Handlers;
+    const project = () => {
+      const who = running.getStore();
+      return who && !who.admin ? who.project : undefined;
+    };
+    const keys = this.#keys;
+    return {
+      ...scoped,
+      start: async (input) => {
+        const started = await scoped.start(input);
+        const p = project();
+        if (p !== undefined) {
+          try {
+            await keys.claimInstance(started.id, p);
+          } catch (err) {
+            // an instance nobody of the project could see again: not left running
+            await handlers.stop({ params: { instance_id: started.id } } as never).catch(() => {});
+            throw err;
+          }
+        }
+        return started;
+      },
+      listInstances: async (input) => {
+        const rows = await scoped.listInstances(input);
+        const p = project();
+        if (p === undefined) return rows;
+        const mine = await keys.instancesOf(p);
+        return rows.filter((r) => mine.has(r.id));
+      },
+      listAuthStates: async (input) => {
+        const states = await scoped.listAuthStates(input);
+        const p = project();
+        if (p === undefined) return states;
+        const mine = await keys.authStatesOf(p);
+        return states.filter((s) => mine.has(s.id));
+      },
+      saveAuth: async (input) => {
+        const saved = await scoped.saveAuth(input);
+        const p = project();
+        if (p !== undefined) await keys.claimAuthState(saved.auth_state_id, p);
+        return saved;
+      },
+      authStateImport: async (input) => {
+        const p = project();
+        if (p === undefined) return scoped.authStateImport(input);
+        // the name picks among the project's own states only: another project's state of the
+        // same name is neither replaced nor counted
+        const name = input.query.name;
+        const mine = await keys.authStatesOf(p);
+        const same = name === undefined ? [] : this.#auth.named(name).filter((id) => mine.has(id));
+        if (same.length > 1) {
+          throw serverError('auth_state_name_ambiguous', {
+            name: JSON.stringify(name),
+            ids: same.join(', '),
+          });
+        }
+        const data = fromStorageState(input.body);
+        const saved = same[0]
+          ? await this.#auth.overwrite(same[0], data)
+          : await this.#auth.save(name, data);
+        await keys.claimAuthState(saved.id, p);
+        return { auth_state_id: saved.id, name: saved.name };
+      },
+    };
+  }
+
+  async #ownInstance(id: string, who: Principal & { admin: false }): Promise<void> {
+    if ((await this.#keys.instanceProject(id)) !== who.project) {
+      throw serverError('instance_not_found', { id });
+    }
+  }
+
+  async #ownAuthState(id: string, who: Principal & { admin: false }): Promise<void> {
+    if ((await this.#keys.authStateProject(id)) !== who.project) {
+      throw serverError('auth_state_not_found', { id: JSON.stringify(id) });
+    }
+  }
+}
+
+export { ADMIN };
