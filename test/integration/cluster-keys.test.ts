@@ -37,6 +37,7 @@ let two: TestServer;
 /** Nodes with a per-client cap of 2, for the connection-cap cases. */
 let three: TestServer;
 let four: TestServer;
+let node: (name: string, extra?: { maxConnectionsPerClient?: number }) => Promise<TestServer>;
 let admin: Burrow;
 let keyA = '';
 let keyB = '';
@@ -48,7 +49,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'burrow-keys-'));
   const secret = join(dir, 'secret.key');
   writeFileSync(secret, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
-  const node = (name: string, extra: { maxConnectionsPerClient?: number } = {}) =>
+  node = (name: string, extra: { maxConnectionsPerClient?: number } = {}) =>
     testServer({
       dataDir: join(dir, name),
       secretKeyFile: secret,
@@ -57,8 +58,6 @@ beforeAll(async () => {
     });
   one = await node('node-1');
   two = await node('node-2');
-  three = await node('node-3', { maxConnectionsPerClient: 2 });
-  four = await node('node-4', { maxConnectionsPerClient: 2 });
   db = await Database.open({ url: pg.url });
   admin = new Burrow({ baseUrl: one.url, apiKey: one.apiKey, maxRetries: 0 });
   keyA = (await admin.keys.create({ project: 'alpha', name: 'a' })).key;
@@ -355,6 +354,13 @@ function connection(node: TestServer, localAddress: string) {
 }
 
 describe('the per-client connection cap across a hop', () => {
+  // two nodes of their own, joined only now: before, placement could send a start of the cases
+  // above to a node whose small cap the test's own connections fill
+  beforeAll(async () => {
+    three = await node('node-3', { maxConnectionsPerClient: 2 });
+    four = await node('node-4', { maxConnectionsPerClient: 2 });
+  }, 60_000);
+
   it('counts a request forwarded by another node against the real client', async () => {
     const id = await unknownIdOf('node-4'); // node 3 forwards it to node 4
     const held = [connection(four, '127.0.0.11'), connection(four, '127.0.0.11')];

@@ -23,6 +23,11 @@ import { instanceProcesses } from '../helpers/server.js';
 
 /** The advisory lock migrations take (database.ts): "burrow" in ASCII. */
 const MIGRATION_LOCK = 0x6275_7272_6f77n;
+/**
+ * A start that carries the hop's mark is started by the node it reached, not placed again
+ * (http/start-placement.ts): the cases that need an instance on a given node send it.
+ */
+const PINNED = { 'x-burrow-forwarded-by': 'test' };
 
 let cluster: NetnsCluster;
 /** How many nodes were seen waiting for the migration lock at once. */
@@ -90,15 +95,17 @@ describe('a cluster of three nodes in network namespaces of their own', () => {
   it('drives an ubuntu instance started on node 1 through the other two: get, bash, upload, download, stop', async () => {
     const key = cluster.apiKey;
     const id = await cluster.client(
-      async ({ Burrow }, a: { url: string; key: string }) => {
-        const b = new Burrow({ baseUrl: a.url, apiKey: a.key });
-        try {
-          return (await b.instances.start({ instance_type: 'ubuntu' })).id;
-        } finally {
-          await b.close();
-        }
+      async ({ Burrow }, a: { url: string; key: string; pin: Record<string, string> }) => {
+        // kept on node 1 (see PINNED)
+        void Burrow;
+        const res = await fetch(`${a.url}/v1/start`, {
+          method: 'POST',
+          headers: { 'x-api-key': a.key, 'content-type': 'application/json', ...a.pin },
+          body: JSON.stringify({ instance_type: 'ubuntu' }),
+        });
+        return ((await res.json()) as { id: string }).id;
       },
-      { url: cluster.nodes[0]!.url, key },
+      { url: cluster.nodes[0]!.url, key, pin: PINNED },
     );
     const owner = await cluster.ownerOf(id);
     expect(owner.name).toBe('node-1');
@@ -252,7 +259,14 @@ describe('a cluster of three nodes in network namespaces of their own', () => {
     const seen = await cluster.client(
       async (
         { Burrow, chromium },
-        a: { one: string; two: string; three: string; key: string; secret: string },
+        a: {
+          one: string;
+          two: string;
+          three: string;
+          key: string;
+          secret: string;
+          pin: Record<string, string>;
+        },
       ) => {
         const headers = { 'x-api-key': a.key, 'content-type': 'application/json' };
         const saved = await fetch(`${a.one}/v1/auth_states/import?name=netns`, {
@@ -266,7 +280,13 @@ describe('a cluster of three nodes in network namespaces of their own', () => {
         const { auth_state_id } = (await saved.json()) as { auth_state_id: string };
         const b = new Burrow({ baseUrl: a.two, apiKey: a.key });
         try {
-          const { id } = await b.instances.start({ instance_type: 'browser' });
+          // kept on node 2 (see PINNED)
+          const started = await fetch(`${a.two}/v1/start`, {
+            method: 'POST',
+            headers: { ...headers, ...a.pin },
+            body: JSON.stringify({ instance_type: 'browser' }),
+          });
+          const { id } = (await started.json()) as { id: string };
           // applied through the third node; node 2 learns of the state through NOTIFY
           let status = 0;
           for (let tries = 0; tries < 50 && status !== 200; tries++) {
@@ -292,7 +312,7 @@ describe('a cluster of three nodes in network namespaces of their own', () => {
           await b.close();
         }
       },
-      { one: one!.url, two: two!.url, three: three!.url, key: cluster.apiKey, secret },
+      { one: one!.url, two: two!.url, three: three!.url, key: cluster.apiKey, secret, pin: PINNED },
     );
     expect(seen.saved).toBe(200);
     expect((await cluster.ownerOf(seen.id)).name).toBe('node-2');
@@ -425,8 +445,9 @@ describe('a cluster of three nodes in network namespaces of their own', () => {
 
   it('every node lists every node’s instances', async () => {
     const seen = await cluster.client(
-      async (_lib, a: { urls: string[]; key: string }) => {
-        const headers = { 'x-api-key': a.key, 'content-type': 'application/json' };
+      async (_lib, a: { urls: string[]; key: string; pin: Record<string, string> }) => {
+        // one kept on each node (see PINNED)
+        const headers = { 'x-api-key': a.key, 'content-type': 'application/json', ...a.pin };
         const ids = await Promise.all(
           a.urls.map(async (u) => {
             const res = await fetch(`${u}/v1/start`, {
@@ -448,7 +469,7 @@ describe('a cluster of three nodes in network namespaces of their own', () => {
         );
         return { ids, lists };
       },
-      { urls: nodeUrls(), key: cluster.apiKey },
+      { urls: nodeUrls(), key: cluster.apiKey, pin: PINNED },
     );
     const owners = await Promise.all(seen.ids.map((id) => cluster.ownerOf(id)));
     expect(new Set(owners.map((o) => o.name)).size).toBe(3); // one on each node
