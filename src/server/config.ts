@@ -122,6 +122,11 @@ export interface ClusterOptions {
   nodeUrl?: string;
   /** Seconds a node's lease lasts without renewal. Default 15; env `BURROW_LEASE_SECONDS`. */
   leaseSeconds?: number;
+  /**
+   * Seconds a draining node (SIGTERM, `burrow drain`) lets its instances run on before it stops
+   * them (`node_drained`). Default 300; env `BURROW_DRAIN_SECONDS`.
+   */
+  drainSeconds?: number;
 }
 
 /** The keys of the auth-state keyring that come from the environment (auth-states/secret-key.ts). */
@@ -173,6 +178,7 @@ export interface ServerConfig {
         readonly nodeName: string;
         readonly nodeUrl: string | undefined;
         readonly leaseMs: number;
+        readonly drainMs: number;
       }
     | undefined;
 }
@@ -304,6 +310,7 @@ const Cluster = z.strictObject({
   nodeName: nonEmpty.optional(),
   nodeUrl: z.url({ protocol: /^https?$/ }).optional(),
   leaseSeconds: count(1).optional(),
+  drainSeconds: count(0).optional(),
 });
 
 const Options = z.strictObject({
@@ -633,6 +640,13 @@ export const SETTINGS: readonly SettingDoc[] = [
     default: '`15`',
     meaning: 'seconds a node’s lease lasts without renewal (renewed every third of it)',
   },
+  {
+    option: 'cluster.drainSeconds',
+    env: 'BURROW_DRAIN_SECONDS',
+    default: '`300`',
+    meaning:
+      'seconds a draining node (SIGTERM, `burrow drain`) lets its instances run on; then they stop with `end_reason: "node_drained"` and it exits',
+  },
 ];
 
 /** docs/configuration.md's table, made from `SETTINGS`. */
@@ -752,6 +766,7 @@ export function resolveServerConfig(
     throw new ConfigError(`BURROW_NODE_URL must be an http(s) URL, not ${JSON.stringify(nodeUrl)}`);
   }
   const leaseSeconds = o.cluster?.leaseSeconds ?? int('BURROW_LEASE_SECONDS', 1) ?? 15;
+  const drainSeconds = o.cluster?.drainSeconds ?? int('BURROW_DRAIN_SECONDS', 0) ?? 300;
   const config: ServerConfig = {
     host: o.host ?? text('BURROW_HOST') ?? '127.0.0.1',
     port: o.port ?? int('BURROW_PORT', 0, 65535) ?? 8787,
@@ -800,7 +815,13 @@ export function resolveServerConfig(
     cluster:
       databaseUrl === undefined
         ? undefined
-        : { databaseUrl, nodeName, nodeUrl, leaseMs: leaseSeconds * 1000 },
+        : {
+            databaseUrl,
+            nodeName,
+            nodeUrl,
+            leaseMs: leaseSeconds * 1000,
+            drainMs: drainSeconds * 1000,
+          },
   };
   return deepFreeze(config);
 }

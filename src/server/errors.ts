@@ -105,6 +105,15 @@ export const SERVER_ERRORS = {
     status: 502,
     message: 'Instance {id} lives on node {node}, which did not answer: {reason}',
   },
+  instance_node_lost: {
+    status: 410,
+    message: 'Instance {id} is gone: its node {node} was lost (end_reason node_lost)',
+  },
+  node_draining: {
+    status: 503,
+    message: 'Node {node} is draining and takes no new instances; start through another node',
+    headers: { 'Retry-After': '5' },
+  },
 
   // --- upstream proxy (start option `proxy`) ---
   proxy_refused: { status: 400, message: '{reason}' },
