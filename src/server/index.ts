@@ -8,9 +8,9 @@
  */
 import { ClusterNode } from './cluster/node.js';
 import { Forwarder } from './http/forward.js';
-import { Drain } from './drain.js';
+import { Drain } from './cluster/drain.js';
 import { serverError } from './errors.js';
-import { Health } from './health.js';
+import { Health } from './instances/health.js';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { totalmem } from 'node:os';
@@ -66,7 +66,7 @@ export interface RunningServer extends AsyncDisposable {
   /** Whether this server is a node of a cluster (`--cluster`). */
   readonly clustered: boolean;
   /**
-   * Drain (drain.ts): no new instances, readiness false, the running ones go on until they end
+   * Drain (cluster/drain.ts): no new instances, readiness false, the running ones go on until they end
    * or the drain deadline; then close. Resolves once closed. Idempotent.
    */
   drain(): Promise<void>;

@@ -24,7 +24,7 @@ import {
   type OperationSpec,
 } from '../../api/index.js';
 import { PUBLIC_PATHS, registerApiDocs } from './api-docs.js';
-import { HEALTH_PATHS, healthAnswer, type Health } from '../health.js';
+import { HEALTH_PATHS, healthAnswer, type Health } from '../instances/health.js';
 import { registerArtifactRoutes } from './artifact-routes.js';
 import type { AuthStore } from '../auth-states/store.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
@@ -69,10 +69,10 @@ export interface AppOptions {
   mcp?: { idleMs?: number; maxSessions?: number } | undefined;
   /** Cluster mode: requests for other nodes' instances go to them (forward.ts). */
   forwarder?: Forwarder | undefined;
-  /** `GET /livez` and `GET /readyz` (../health.ts); absent, readiness is always false. */
+  /** `GET /livez` and `GET /readyz` (../instances/health.ts); absent, readiness is always false. */
   health?: Health | undefined;
   /**
-   * burrow's own `POST /v1/node/drain` (`burrow drain`; ../drain.ts): begins the drain and
+   * burrow's own `POST /v1/node/drain` (`burrow drain`; ../cluster/drain.ts): begins the drain and
    * answers when the remaining instances will be stopped. Not one of the API's operations.
    */
   drain?: (() => Date) | undefined;

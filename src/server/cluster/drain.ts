@@ -8,10 +8,10 @@
  * deadline, when the instances still live are stopped with `end_reason: "node_drained"`. Then the
  * server closes, and `drained` resolves (the CLI exits 0 on it).
  */
-import type { ClusterNode } from './cluster/node.js';
-import type { Health } from './health.js';
-import type { Registry } from './instances/registry.js';
-import type { Logger } from './instances/runtime.js';
+import type { Health } from '../instances/health.js';
+import type { Registry } from '../instances/registry.js';
+import type { Logger } from '../instances/runtime.js';
+import type { ClusterNode } from './node.js';
 
 export interface DrainOptions {
   registry: Registry;

@@ -15,12 +15,12 @@
  * here, and whether it takes starts) any client learns from the 401 and 503 of the API itself.
  * Every API route still needs the key. They live on the API's own port rather than a health
  * port of their own, because the other nodes of a cluster probe a node at the one URL it
- * advertises (cluster/death.ts).
+ * advertises (../cluster/death.ts).
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Logger } from './instances/runtime.js';
-import { Sandbox, type SandboxHost } from './sandbox/index.js';
+import type { Logger } from './runtime.js';
+import { Sandbox, type SandboxHost } from '../sandbox/index.js';
 
 export const HEALTH_PATHS: ReadonlySet<string> = new Set(['/livez', '/readyz']);
 
