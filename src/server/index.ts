@@ -137,7 +137,23 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     secrets: [apiKey],
     ...(options.logDestination && { destination: options.logDestination }),
   });
-  const cluster = config.cluster && (await openCluster(config, logger));
+  const cluster =
+    config.cluster &&
+    (await openCluster(config, logger, (why) => {
+      // called by lease renewals (after join, so `health` and `registry` exist by then)
+      if (!/taken by another run/.test(why)) {
+        logger.warn({ why }, 'the cluster lease ran out without renewal; still trying');
+        return;
+      }
+      logger.error(
+        { why },
+        'this node lost its place in the cluster (declared lost, or its name taken): its instances stop; restart it to rejoin',
+      );
+      health.lost();
+      for (const r of registry.list()) {
+        if (r.live) void registry.stop(r.id, 'node_lost').catch(() => {});
+      }
+    }));
   const authStore = new AuthStore(dataDir, {
     secretKeyFile: config.secretKeys.secretKeyFile,
     oldSecretKeyFiles: config.secretKeys.oldSecretKeyFiles,
@@ -309,6 +325,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
 async function openCluster(
   config: ServerConfig,
   log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void },
+  onLost: (why: string) => void,
 ): Promise<ClusterNode> {
   const c = config.cluster!;
   const keys = config.secretKeys;
@@ -322,6 +339,7 @@ async function openCluster(
     nodeName: c.nodeName,
     leaseMs: c.leaseMs,
     log,
+    onLost,
   });
 }
 

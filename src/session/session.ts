@@ -518,7 +518,7 @@ class BridgeSession<D extends DriverName> extends EventEmitter<SessionEvents> {
         endReason === 'node_lost'
           ? `${reason}: the node instance ${id} ran on was lost (status ${status}, end_reason node_lost)`
           : nodeDown
-            ? `${reason}: the node instance ${id} runs on does not answer (${nodeDown}); it is being declared lost`
+            ? `${reason}: the node instance ${id} runs on does not answer (${nodeDown}): that node is down or cut off`
             : status === 'running'
               ? `${reason} while instance ${id} is still running`
               : `${reason}; instance ${id} is ${status}${endReason ? ` (end_reason ${endReason})` : ''}`;

@@ -3,6 +3,8 @@
  * (test/helpers/cluster.ts) and a real PostgreSQL:
  *
  * - liveness and readiness answer without the key, say nothing, and the API still needs it;
+ * - a node is declared lost by exactly one of several racing calls, only while its lease is
+ *   expired, and only its current run's live instances become `error` / `node_lost`;
  * - PostgreSQL stopped for longer than the lease: once it is back no node is declared dead (the
  *   probes find them alive) and the instances ran on;
  * - `kill -9` of node 2 under a loop of requests: node 1's instance sees no failure; a `cdp_url`
@@ -13,6 +15,8 @@
  * - `burrow drain` of node 2 with an open CDP socket: readiness false at once, starts through it
  *   503 with Retry-After (they work through node 1), the socket keeps working, and the process
  *   exits 0 once its instance stopped;
+ * - a node declared lost while it still runs (cut off) learns it at its next renewal: its
+ *   instances stop `node_lost` and its liveness answers 503 (only a restart brings it back);
  * - SIGTERM on node 1 with a running instance: after the (short) drain deadline the instance
  *   ended `node_drained` and the process exited 0.
  */
@@ -20,12 +24,13 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { declareLost } from '../../src/server/cluster/death.js';
 import { Database } from '../../src/server/cluster/database.js';
 import { openSession, type DisconnectedEvent } from '../../src/session/index.js';
 import { freePort, killNode, startNode, type NodeProcess } from '../helpers/cluster.js';
@@ -154,6 +159,61 @@ describe('cluster nodes dying and draining', () => {
     );
     expect((await row(one, a1)).status).toBe('running');
   }, 40_000);
+
+  it('declares a node lost exactly once, and only while its lease is expired', async () => {
+    // a "node" that accepts connections and never answers: the running nodes' probes hang on it
+    // (3 × 1 s), so the calls below race each other, not the watches
+    const held: Socket[] = [];
+    const silent = createTcpServer((sock) => held.push(sock));
+    await new Promise<void>((ok) => silent.listen(0, '127.0.0.1', ok));
+    const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    try {
+      await db.query(
+        `INSERT INTO nodes (name, run, slot, url, capacity, free_slots, lease_until)
+         VALUES ('ghost', 'r1', 99, $1, 4, 4, now() + interval '1 hour')`,
+        [url],
+      );
+      const rowOf = (status: string) =>
+        JSON.stringify({
+          id: 'x',
+          instance_type: 'browser',
+          status,
+          launch_time: '',
+          resolution: [1, 1],
+        });
+      await db.query(
+        `INSERT INTO instances (id, node, run, row) VALUES
+           ('inst_ghost_live', 'ghost', 'r1', $1), ('inst_ghost_done', 'ghost', 'r1', $2),
+           ('inst_ghost_old', 'ghost', 'r0', $1)`,
+        [rowOf('running'), rowOf('terminated')],
+      );
+      // the lease still runs: nobody may declare it
+      expect(await declareLost(db, 'ghost', 'r1')).toBeUndefined();
+      await db.query(
+        `UPDATE nodes SET lease_until = now() - interval '1 second' WHERE name = 'ghost'`,
+      );
+      const results = await Promise.all(
+        Array.from({ length: 5 }, () => declareLost(db, 'ghost', 'r1')),
+      );
+      const acted = results.filter((r) => r !== undefined);
+      expect(acted).toEqual([['inst_ghost_live']]);
+      const rows = await db.query<{ id: string; status: string; end_reason: string | null }>(
+        `SELECT id, row->>'status' AS status, row->>'end_reason' AS end_reason
+         FROM instances WHERE node = 'ghost' ORDER BY id`,
+      );
+      expect(rows.rows).toEqual([
+        { id: 'inst_ghost_done', status: 'terminated', end_reason: null },
+        { id: 'inst_ghost_live', status: 'error', end_reason: 'node_lost' },
+        { id: 'inst_ghost_old', status: 'running', end_reason: null }, // another run's
+      ]);
+      expect((await states()).ghost).toBe('lost');
+    } finally {
+      silent.close();
+      for (const s of held) s.destroy();
+      await db.query(`DELETE FROM instances WHERE node = 'ghost'`);
+      await db.query(`DELETE FROM nodes WHERE name = 'ghost'`);
+    }
+  });
 
   it('kill -9 of node 2: node 1 goes on, node 2’s instance ends node_lost everywhere', async () => {
     // an instance on node 2, driven by the bridge through the "load balancer" and node 1
@@ -288,6 +348,29 @@ describe('cluster nodes dying and draining', () => {
     expect(await n2.exited).toBe(0);
     expect((await states())['node-2']).toBe('left');
     expect(await row(one, c1)).toMatchObject({ status: 'terminated', end_reason: 'stopped' });
+  }, 60_000);
+
+  it('a node declared lost while it runs stops its instances and fails liveness', async () => {
+    const three = await node('node-3');
+    const id = await startOn(three);
+    // what the others would have done while it was cut off from them and from the database
+    await declareLost(db, 'node-3', 'none'); // another run's: no effect
+    expect((await states())['node-3']).toBe('up');
+    await db.query(`UPDATE nodes SET state = 'lost' WHERE name = 'node-3'`);
+    // its next renewal (a third of the lease) is refused: it learns it, and a restart is the cure
+    await eventually(
+      async () => (await fetch(`${three.url}/livez`)).status === 503,
+      'liveness 503',
+      LEASE_SECONDS * 1000 + 2_000,
+    );
+    expect((await fetch(`${three.url}/readyz`)).status).toBe(503);
+    await eventually(
+      async () => (await row(three, id)).end_reason === 'node_lost',
+      'its instance stopped',
+      5_000,
+    );
+    expect((await row(three, id)).status).toBe('terminated');
+    await killNode(three);
   }, 60_000);
 
   it('SIGTERM drains: past the deadline the instance ends node_drained, exit 0', async () => {

@@ -1,8 +1,9 @@
 /**
  * Liveness and readiness, for Kubernetes probes and for the other nodes of a cluster.
  *
- * - `GET /livez`: 200 while the event loop answers. Nothing else is checked: a process that
- *   answers this is not to be restarted (a database down or a full machine is not cured by it).
+ * - `GET /livez`: 200 while the event loop answers. Nothing else is checked (a database down or
+ *   a full machine is not cured by a restart), but one thing a restart does cure: a cluster node
+ *   that lost its place (declared lost while it was cut off, its name taken) answers 503.
  * - `GET /readyz`: 200 when this server can start a sandbox, else 503. "Can start" is proven once
  *   by doing it: a self-test that creates one sandbox, runs `true` in it and removes it (the
  *   namespaces, cgroup and disk of a real instance, without a browser: about as cheap as a start
@@ -35,6 +36,7 @@ export class Health {
   #passed = false;
   #draining = false;
   #closing = false;
+  #lost = false;
 
   constructor(host: SandboxHost, dir: string, log: Logger) {
     this.#host = host;
@@ -59,7 +61,21 @@ export class Health {
   /** Whether it takes starts now (the self-test is started by the first question). */
   get ready(): boolean {
     if (!this.#selfTest) void this.selfTest();
-    return this.#passed && !this.#draining && !this.#closing && !this.#host.refusal;
+    return this.#passed && !this.#draining && !this.#closing && !this.#lost && !this.#host.refusal;
+  }
+
+  /** Whether a restart would not help: false only once `lost()` was called. */
+  get alive(): boolean {
+    return !this.#lost;
+  }
+
+  /**
+   * This cluster node lost its place for good (declared lost by the others, or its name taken
+   * by another run): it can never renew its lease again, so only a restart brings it back, and
+   * liveness says so too.
+   */
+  lost(): void {
+    this.#lost = true;
   }
 
   get draining(): boolean {
@@ -105,6 +121,10 @@ export function healthAnswer(
   if (method !== 'GET' && method !== 'HEAD') return undefined;
   const path = (url ?? '').split('?', 1)[0]!;
   if (!HEALTH_PATHS.has(path)) return undefined;
-  if (path === '/livez') return { status: 200, body: 'ok\n' };
+  if (path === '/livez') {
+    return health?.alive === false
+      ? { status: 503, body: 'lost\n' }
+      : { status: 200, body: 'ok\n' };
+  }
   return health?.ready ? { status: 200, body: 'ok\n' } : { status: 503, body: 'not ready\n' };
 }
