@@ -270,7 +270,9 @@ describe('cluster nodes dying and draining', () => {
     expect(await rawClosed).toEqual({ code: 4001, reason: 'node_lost' });
     await pwClosed;
     const event = await disconnected;
-    expect(event.reason).toMatch(/node/);
+    expect(event.reason).toMatch(
+      new RegExp(`the node instance ${b1} (runs on does not answer|ran on was lost)`),
+    );
     expect(event.willReconnect).toBe(false);
     // the bridge's reconnect is told the instance is gone, and why
     const failed = await session.reconnect().then(
@@ -278,6 +280,15 @@ describe('cluster nodes dying and draining', () => {
       (err: Error) => err,
     );
     expect(failed?.message).toMatch(/gone: its node node-2 was lost/);
+    // a new socket to it is refused with the same 410
+    const again = new WebSocket(session.cdpUrl);
+    const refusedWith = await new Promise<number | undefined>((ok) => {
+      again.once('unexpected-response', (_req, res) => ok(res.statusCode));
+      again.once('open', () => ok(undefined));
+      again.once('error', () => {});
+    });
+    again.terminate();
+    expect(refusedWith).toBe(410);
     // the operations of a lost instance answer 410, its row stays readable
     const shot = await one.api(`/v1/instance/${b1}/screenshot`, { method: 'POST', json: {} });
     expect(shot.status).toBe(410);
