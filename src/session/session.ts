@@ -72,10 +72,10 @@ export interface DisconnectedEvent {
   /** Whether automatic reconnecting (option `reconnect`) is about to try. */
   readonly willReconnect: boolean;
   /**
-   * Why the instance ended, when it did (its `end_reason`): in a cluster, `node_lost` when the
-   * node it ran on died, `node_drained` when that node was drained past its deadline.
+   * Set when the instance ended with the cluster node it ran on (its `end_reason`): `node_lost`
+   * when that node died, `node_drained` when it was drained past its deadline.
    */
-  readonly endReason?: string;
+  readonly endReason?: 'node_lost' | 'node_drained';
 }
 
 export interface ReconnectedEvent {
@@ -521,12 +521,14 @@ class BridgeSession<D extends DriverName> extends EventEmitter<SessionEvents> {
             ? `${reason}: the node instance ${id} runs on does not answer (${nodeDown}): that node is down or cut off`
             : status === 'running'
               ? `${reason} while instance ${id} is still running`
-              : `${reason}; instance ${id} is ${status}${endReason ? ` (end_reason ${endReason})` : ''}`;
+              : endReason === 'node_drained'
+                ? `${reason}; instance ${id} is ${status}: its node was drained (end_reason node_drained)`
+                : `${reason}; instance ${id} is ${status}`;
       this.emit('disconnected', {
         reason: why,
         instanceStatus: status,
         willReconnect,
-        ...(endReason !== undefined && { endReason }),
+        ...((endReason === 'node_lost' || endReason === 'node_drained') && { endReason }),
       });
       if (willReconnect) await this.#autoReconnect(this.#reconnectPolicy!);
     });
