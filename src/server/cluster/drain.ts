@@ -60,6 +60,8 @@ export class Drain {
       { instances: live().length, deadline: this.#deadline.toISOString() },
       'draining: no new instances; the running ones go on until they end or the deadline',
     );
+    // nobody may claim a pooled instance here any more: the pool's room goes back to the machine
+    await registry.closePool();
     await cluster?.drain().catch((err: unknown) => {
       // the database may be away: the node still refuses starts itself
       log.warn({ err }, 'could not mark this node draining in the cluster');
