@@ -53,8 +53,20 @@ export const InstanceLimits = z.looseObject({
 });
 export type InstanceLimits = z.output<typeof InstanceLimits>;
 
-/** burrow extension: why an instance ended. */
-export const EndReason = z.enum(['stopped', 'expired', 'crashed', 'server_restart', 'idle']);
+/**
+ * burrow extension: why an instance ended. In a cluster, `node_lost`: the node it ran on died
+ * (its lease ran out and it did not answer probes; the instance is `error`); `node_drained`: its
+ * node was drained and the drain deadline passed while it still ran.
+ */
+export const EndReason = z.enum([
+  'stopped',
+  'expired',
+  'crashed',
+  'server_restart',
+  'idle',
+  'node_lost',
+  'node_drained',
+]);
 export type EndReason = z.output<typeof EndReason>;
 
 /**

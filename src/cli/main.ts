@@ -48,6 +48,10 @@ const commands: Record<string, Command> = {
     summary: 'MCP server on stdio for agent hosts (tools over instances)',
     load: () => import('./mcp.js'),
   },
+  drain: {
+    summary: 'drain a server: no new instances, exit once the running ones ended',
+    load: () => import('./drain.js'),
+  },
   reap: {
     summary: 'stop instances left behind by processes that died',
     load: () => import('./reap.js'),

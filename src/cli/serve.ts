@@ -63,7 +63,12 @@ hides it from its command line once started, which leaves a short window).
   --node-name NAME                this node's name, the same across restarts (default the host
                                   name; also BURROW_NODE_NAME)
   --node-url URL                  where the other nodes reach this one (default the URL it
-                                  listens on; also BURROW_NODE_URL)`;
+                                  listens on; also BURROW_NODE_URL)
+
+In cluster mode SIGTERM drains the node: no new instances, readiness (GET /readyz) false at
+once, running instances go on until they end or BURROW_DRAIN_SECONDS (default 300) pass, then
+they stop (end_reason node_drained) and the process exits 0. SIGINT stops at once. GET /livez
+and GET /readyz answer without the API key and say nothing but ok / not ready.`;
 
 /** What `burrow serve` passes to `startServer`, and whether the key was generated. */
 export interface ServeConfig {
@@ -317,10 +322,21 @@ export async function run(argv: string[]): Promise<void> {
   const found = await report(config.options);
   for (const line of formatSummary(found)) console.log(`doctor: ${line}`);
 
+  // a drain, begun by SIGTERM or by `burrow drain` (POST /v1/node/drain), ends the process
+  void server.drained.then(() => process.exit(0));
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
+    if (signal === 'SIGTERM' && server.clustered) {
+      // a cluster node drains: its instances run on until they end or the drain deadline
+      console.log(`${signal}: draining (no new instances; running ones go on until they end)…`);
+      server.drain().catch((err: unknown) => {
+        console.error(err);
+        process.exit(1);
+      });
+      return;
+    }
     console.log(`${signal}: stopping every instance…`);
     server.close().then(
       () => process.exit(0),

@@ -127,6 +127,11 @@ export interface ClusterOptions {
    * Retry-After). Default none: each node's `maxInstances` only. Env `BURROW_CLUSTER_MAX_INSTANCES`.
    */
   maxInstances?: number;
+  /**
+   * Seconds a draining node (SIGTERM, `burrow drain`) lets its instances run on before it stops
+   * them (`node_drained`). Default 300; env `BURROW_DRAIN_SECONDS`.
+   */
+  drainSeconds?: number;
 }
 
 /** The keys of the auth-state keyring that come from the environment (auth-states/secret-key.ts). */
@@ -179,6 +184,7 @@ export interface ServerConfig {
         readonly nodeUrl: string | undefined;
         readonly leaseMs: number;
         readonly maxInstances: number | undefined;
+        readonly drainMs: number;
       }
     | undefined;
 }
@@ -311,6 +317,7 @@ const Cluster = z.strictObject({
   nodeUrl: z.url({ protocol: /^https?$/ }).optional(),
   leaseSeconds: count(1).optional(),
   maxInstances: count(1).optional(),
+  drainSeconds: count(0).optional(),
 });
 
 const Options = z.strictObject({
@@ -648,6 +655,13 @@ export const SETTINGS: readonly SettingDoc[] = [
     meaning:
       'live instances of the whole cluster at most; past it `start` answers 429 with a `Retry-After` computed from the load',
   },
+  {
+    option: 'cluster.drainSeconds',
+    env: 'BURROW_DRAIN_SECONDS',
+    default: '`300`',
+    meaning:
+      'seconds a draining node (SIGTERM, `burrow drain`) lets its instances run on; then they stop with `end_reason: "node_drained"` and it exits',
+  },
 ];
 
 /** docs/configuration.md's table, made from `SETTINGS`. */
@@ -768,6 +782,7 @@ export function resolveServerConfig(
   }
   const leaseSeconds = o.cluster?.leaseSeconds ?? int('BURROW_LEASE_SECONDS', 1) ?? 15;
   const clusterMax = o.cluster?.maxInstances ?? int('BURROW_CLUSTER_MAX_INSTANCES', 1);
+  const drainSeconds = o.cluster?.drainSeconds ?? int('BURROW_DRAIN_SECONDS', 0) ?? 300;
   const config: ServerConfig = {
     host: o.host ?? text('BURROW_HOST') ?? '127.0.0.1',
     port: o.port ?? int('BURROW_PORT', 0, 65535) ?? 8787,
@@ -822,6 +837,7 @@ export function resolveServerConfig(
             nodeUrl,
             leaseMs: leaseSeconds * 1000,
             maxInstances: clusterMax,
+            drainMs: drainSeconds * 1000,
           },
   };
   return deepFreeze(config);

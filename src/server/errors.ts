@@ -118,6 +118,15 @@ export const SERVER_ERRORS = {
   },
   admin_key_required: { status: 403, message: '{what} needs the admin key (the server’s own)' },
   key_not_found: { status: 404, message: 'API key {id} not found' },
+  instance_node_lost: {
+    status: 410,
+    message: 'Instance {id} is gone: its node {node} was lost (end_reason node_lost)',
+  },
+  node_draining: {
+    status: 503,
+    message: 'Node {node} is draining and takes no new instances; start through another node',
+    headers: { 'Retry-After': '5' },
+  },
 
   // --- upstream proxy (start option `proxy`) ---
   proxy_refused: { status: 400, message: '{reason}' },

@@ -12,6 +12,9 @@ import { ProjectKeys } from './cluster/keys.js';
 import { ClusterView } from './cluster/placement.js';
 import { KeyScope } from './http/key-routes.js';
 import { StartPlacement } from './http/start-placement.js';
+import { Drain } from './cluster/drain.js';
+import { serverError } from './errors.js';
+import { Health } from './instances/health.js';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { totalmem } from 'node:os';
@@ -64,7 +67,19 @@ export interface RunningServer extends AsyncDisposable {
   };
   /** Stop every instance, then stop listening. Idempotent. */
   close(): Promise<void>;
+  /** Whether this server is a node of a cluster (`--cluster`). */
+  readonly clustered: boolean;
+  /**
+   * Drain (cluster/drain.ts): no new instances, readiness false, the running ones go on until they end
+   * or the drain deadline; then close. Resolves once closed. Idempotent.
+   */
+  drain(): Promise<void>;
+  /** Resolves when a drain, begun here or by `POST /v1/node/drain`, has closed the server. */
+  readonly drained: Promise<void>;
 }
+
+/** How long a drain lets instances run on when no cluster setting says (`cluster.drainSeconds`). */
+const DEFAULT_DRAIN_MS = 300_000;
 
 /**
  * Removes instance directories of earlier server runs whose process is gone; returns their
@@ -122,7 +137,27 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   await writeFile(join(runDir, 'owner.pid'), String(process.pid));
 
   let publicUrl = config.publicUrl ?? '';
-  const cluster = config.cluster && (await openCluster(config));
+  const logger = createLogger(config.logLevel, {
+    secrets: [apiKey],
+    ...(options.logDestination && { destination: options.logDestination }),
+  });
+  const cluster =
+    config.cluster &&
+    (await openCluster(config, logger, (why) => {
+      // called by lease renewals (after join, so `health` and `registry` exist by then)
+      if (!/taken by another run/.test(why)) {
+        logger.warn({ why }, 'the cluster lease ran out without renewal; still trying');
+        return;
+      }
+      logger.error(
+        { why },
+        'this node lost its place in the cluster (declared lost, or its name taken): its instances stop; restart it to rejoin',
+      );
+      health.lost();
+      for (const r of registry.list()) {
+        if (r.live) void registry.stop(r.id, 'node_lost').catch(() => {});
+      }
+    }));
   const authStore = new AuthStore(dataDir, {
     secretKeyFile: config.secretKeys.secretKeyFile,
     oldSecretKeyFiles: config.secretKeys.oldSecretKeyFiles,
@@ -143,10 +178,6 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     maxBytes: config.maxProfileBytes,
   });
   await profiles.ready;
-  const logger = createLogger(config.logLevel, {
-    secrets: [apiKey],
-    ...(options.logDestination && { destination: options.logDestination }),
-  });
   const artifacts = new ArtifactStore({
     root: join(runDir, 'retained'),
     retentionMs: config.artifacts.retentionMs,
@@ -172,6 +203,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       ...(iso.diskBytes !== undefined && { diskBytes: iso.diskBytes }),
     },
   });
+  // readiness: this machine can start a sandbox (a self-test), and the server is not draining
+  const health = new Health(sandboxHost, runDir, logger);
   const { maxInstances, maxUploadBytes, warmPool } = config;
   checkCapacity(maxInstances, warmPool, sandboxHost.limits.memoryBytes, logger);
   const registry = new Registry({
@@ -193,10 +226,14 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     store: cluster?.store ?? new MemoryInstanceStore({ journal: join(runDir, JOURNAL), earlier }),
     ...(cluster && {
       newId: () => cluster.newId(),
-      admission: () => cluster.admit(),
       // the others place starts by this node's free slots and warm pool: published on change
       changed: () => cluster.advertise(advert),
     }),
+    admission: async () => {
+      // a draining node takes no starts, nor warm-pool claims (drain.ts)
+      if (health.draining) throw serverError('node_draining', { node: cluster?.name ?? host });
+      await cluster?.admit();
+    },
     warmPool,
   });
   /** What this node can take now: free slots under its cap, and its warm pool. */
@@ -220,6 +257,19 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     });
   // keys of projects live in the cluster's database; the server's own key stays the admin's
   const keys = cluster && new KeyScope(await ProjectKeys.open(cluster.db), authStore);
+  let drained!: () => void;
+  const drainedPromise = new Promise<void>((resolve) => (drained = resolve));
+  const drain = new Drain({
+    registry,
+    health,
+    cluster: cluster || undefined,
+    deadlineMs: config.cluster?.drainMs ?? DEFAULT_DRAIN_MS,
+    log: logger,
+    close: async () => {
+      await close(); // defined below, called only once the server runs
+      drained();
+    },
+  });
   const app = await buildApp({
     apiKey,
     registry,
@@ -235,6 +285,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     placement,
     keys,
     ...(cluster && { forwardedClient: (req) => cluster.clientSigner.clientOf(req) }),
+    health,
+    drain: () => {
+      void drain.start();
+      return drain.deadline!;
+    },
   });
   app.server.on('upgrade', (req, socket, head) => {
     const local = () => handleUpgrade(registry, req, socket, head);
@@ -264,10 +319,13 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // nor the cluster's database and nodes, wherever they are
   if (cluster) sandboxHost.refusedEndpoints = () => cluster.endpoints();
   registry.startPool();
+  // a node is ready once it proved it can start a sandbox; a single server tests on first ask
+  if (cluster) void health.selfTest();
 
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
+      health.closing();
       artifacts.closing(); // the retained files go with the run directory
       await registry.close();
       await artifacts.close();
@@ -281,6 +339,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   return {
     url,
     apiKey,
+    clustered: Boolean(cluster),
+    drain: () => drain.start(),
+    drained: drainedPromise,
     host,
     port: address.port,
     dataDir,
@@ -295,7 +356,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
 }
 
 /** This server as a node of its cluster (`--cluster`); refuses a node without a shared key. */
-async function openCluster(config: ServerConfig): Promise<ClusterNode> {
+async function openCluster(
+  config: ServerConfig,
+  log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void },
+  onLost: (why: string) => void,
+): Promise<ClusterNode> {
   const c = config.cluster!;
   const keys = config.secretKeys;
   if (!keys.secretKeyFile && !keys.env.BURROW_SECRET_KEY && !keys.env.BURROW_SECRET_KEY_FILE) {
@@ -303,7 +368,13 @@ async function openCluster(config: ServerConfig): Promise<ClusterNode> {
       'cluster mode needs the auth-state key every node shares: give --secret-key-file (or BURROW_SECRET_KEY_FILE) the same 32-byte key on each node',
     );
   }
-  return ClusterNode.open({ databaseUrl: c.databaseUrl, nodeName: c.nodeName, leaseMs: c.leaseMs });
+  return ClusterNode.open({
+    databaseUrl: c.databaseUrl,
+    nodeName: c.nodeName,
+    leaseMs: c.leaseMs,
+    log,
+    onLost,
+  });
 }
 
 /**

@@ -14,7 +14,7 @@ import type {
   StartRequest,
   ToolResult,
 } from '../api/index.js';
-import { Burrow, BurrowError, NotFoundError, RateLimitError } from '../client/index.js';
+import { APIError, Burrow, BurrowError, NotFoundError, RateLimitError } from '../client/index.js';
 import { debug, debugEnabled } from '../client/debug.js';
 import { abortable } from '../internal/deadline.js';
 import {
@@ -71,6 +71,11 @@ export interface DisconnectedEvent {
   readonly instanceStatus: InstanceStatus | 'gone' | 'unknown';
   /** Whether automatic reconnecting (option `reconnect`) is about to try. */
   readonly willReconnect: boolean;
+  /**
+   * Set when the instance ended with the cluster node it ran on (its `end_reason`): `node_lost`
+   * when that node died, `node_drained` when it was drained past its deadline.
+   */
+  readonly endReason?: 'node_lost' | 'node_drained';
 }
 
 export interface ReconnectedEvent {
@@ -505,26 +510,52 @@ class BridgeSession<D extends DriverName> extends EventEmitter<SessionEvents> {
     void conn.closed.then(async (reason) => {
       this.#closed.add(conn);
       if (this.#lease.stopping || this.#retired.has(conn) || this.#lease.conn !== conn) return;
-      const status = await this.#status();
+      const { status, endReason, nodeDown } = await this.#state();
       const id = this.instance.id;
       const willReconnect = status === 'running' && this.#reconnectPolicy !== undefined;
+      // a cluster's node that died under the instance is said as such (cluster/death.ts)
+      const why =
+        endReason === 'node_lost'
+          ? `${reason}: the node instance ${id} ran on was lost (status ${status}, end_reason node_lost)`
+          : nodeDown
+            ? `${reason}: the node instance ${id} runs on does not answer (${nodeDown}): that node is down or cut off`
+            : status === 'running'
+              ? `${reason} while instance ${id} is still running`
+              : endReason === 'node_drained'
+                ? `${reason}; instance ${id} is ${status}: its node was drained (end_reason node_drained)`
+                : `${reason}; instance ${id} is ${status}`;
       this.emit('disconnected', {
-        reason:
-          status === 'running'
-            ? `${reason} while instance ${id} is still running`
-            : `${reason}; instance ${id} is ${status}`,
+        reason: why,
         instanceStatus: status,
         willReconnect,
+        ...((endReason === 'node_lost' || endReason === 'node_drained') && { endReason }),
       });
       if (willReconnect) await this.#autoReconnect(this.#reconnectPolicy!);
     });
   }
 
   async #status(): Promise<DisconnectedEvent['instanceStatus']> {
+    return (await this.#state()).status;
+  }
+
+  /**
+   * The instance's status and end reason as the server has them; `nodeDown`, the server's
+   * detail, when a cluster node answered that the instance's own node does not answer.
+   */
+  async #state(): Promise<{
+    status: DisconnectedEvent['instanceStatus'];
+    endReason?: string;
+    nodeDown?: string;
+  }> {
     try {
-      return (await this.#client.instances.get(this.instance.id, { timeoutMs: 10_000 })).status;
+      const row = await this.#client.instances.get(this.instance.id, { timeoutMs: 10_000 });
+      return { status: row.status, ...(row.end_reason && { endReason: row.end_reason }) };
     } catch (err) {
-      return err instanceof NotFoundError ? 'gone' : 'unknown';
+      if (err instanceof NotFoundError) return { status: 'gone' };
+      if (err instanceof APIError && err.serverCode === 'node_unreachable') {
+        return { status: 'unknown', nodeDown: err.message };
+      }
+      return { status: 'unknown' };
     }
   }
 

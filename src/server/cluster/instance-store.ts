@@ -78,7 +78,8 @@ export class PostgresInstanceStore implements InstanceStore {
          UPDATE instances SET
            run = $2,
            row = row || jsonb_build_object(
-             'status', 'terminated',
+             -- an instance another node declared lost with this one stays 'error' (death.ts)
+             'status', CASE WHEN ended_reason = 'node_lost' THEN 'error' ELSE 'terminated' END,
              'end_reason', coalesce(ended_reason, 'server_restart')),
            ended_reason = coalesce(ended_reason, 'server_restart'),
            updated_at = now()

@@ -10,6 +10,7 @@ import { serverError } from '../errors.js';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { PostgresAuthStateBackend } from './auth-state-backend.js';
+import { DeathWatch } from './death.js';
 import { Database } from './database.js';
 import { IdSigner } from './ids.js';
 import { ClientSigner } from './forwarded-client.js';
@@ -24,6 +25,8 @@ export interface ClusterNodeOptions {
   schema?: string;
   /** The lease was lost (another run took the name, or renewals failed past the lease). */
   onLost?: (why: string) => void;
+  /** Where the death watch (death.ts) says which nodes it declared lost. */
+  log?: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
 }
 
 /** Host and port of a URL (`postgres://…`, `http://…`); undefined for a Unix socket. */
@@ -42,8 +45,12 @@ function endpointOf(url: string, defaultPort: number): { host: string; port: num
 /** How long a changed advert waits for more changes before it is published. */
 const ADVERTISE_DELAY_MS = 50;
 
-/** Where a request for an instance goes. */
-export type Route = 'local' | 'unknown' | { node: string; url: string };
+/**
+ * Where a request for an instance goes. `ended`: its node is not there any more, `lost`
+ * (declared dead: death.ts; the instance's row says `node_lost`) or `left` (it closed, and
+ * stopped its instances first); the row is all that is left of the instance.
+ */
+export type Route = 'local' | 'unknown' | { node: string; url: string; ended?: 'lost' | 'left' };
 
 export class ClusterNode {
   readonly db: Database;
@@ -57,7 +64,8 @@ export class ClusterNode {
   readonly #opts: ClusterNodeOptions;
   #lease: NodeLease | undefined;
   /** slot → the node's name and URL, as last read. */
-  #nodes = new Map<number, { name: string; url: string }>();
+  #nodes = new Map<number, { name: string; url: string; state: string }>();
+  #death: DeathWatch | undefined;
   #closed: Promise<void> | undefined;
   /** The advert's publication, while one is waiting (`advertise`). */
   #publish: NodeJS.Timeout | undefined;
@@ -107,6 +115,18 @@ export class ClusterNode {
       ...(this.#opts.onLost && { onLost: this.#opts.onLost }),
     });
     await this.#readNodes();
+    this.#death = new DeathWatch(this.db, {
+      self: this.name,
+      leaseMs: this.#opts.leaseMs,
+      log: this.#opts.log ?? { warn: () => {}, info: () => {} },
+      afterLook: () => this.#readNodes(),
+    });
+    this.#death.start();
+  }
+
+  /** Mark this node draining in the cluster (placement leaves it out). */
+  async drain(): Promise<void> {
+    await this.#lease?.drain();
   }
 
   get slot(): number | undefined {
@@ -171,12 +191,23 @@ export class ClusterNode {
       await this.#readNodes();
       node = this.#nodes.get(owner.slot);
     }
-    return node ? { node: node.name, url: node.url } : 'unknown';
+    if (!node) return 'unknown';
+    const { name, url, state } = node;
+    return state === 'lost' || state === 'left'
+      ? { node: name, url, ended: state }
+      : { node: name, url };
+  }
+
+  /** Read the nodes' table again now (their URLs and states). */
+  refresh(): Promise<void> {
+    return this.#readNodes();
   }
 
   async #readNodes(): Promise<void> {
-    const next = new Map<number, { name: string; url: string }>();
-    for (const n of await listNodes(this.db)) next.set(n.slot, { name: n.name, url: n.url });
+    const next = new Map<number, { name: string; url: string; state: string }>();
+    for (const n of await listNodes(this.db)) {
+      next.set(n.slot, { name: n.name, url: n.url, state: n.state });
+    }
     this.#nodes = next;
     await this.#resolveEndpoints();
   }
@@ -222,6 +253,7 @@ export class ClusterNode {
   close(): Promise<void> {
     return (this.#closed ??= (async () => {
       clearTimeout(this.#publish);
+      await this.#death?.stop();
       await this.#lease?.leave();
       await this.db.close();
     })());

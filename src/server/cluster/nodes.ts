@@ -33,7 +33,8 @@ export interface NodeAdvert {
 export interface NodeInfo extends NodeAdvert {
   name: string;
   slot: number;
-  state: 'up' | 'draining' | 'left';
+  /** `lost`: declared dead by another node (death.ts); its instances ended `node_lost`. */
+  state: 'up' | 'draining' | 'left' | 'lost';
   /** The lease is still running, by the database's clock. */
   leased: boolean;
   leaseUntil: string;
@@ -186,7 +187,7 @@ export class NodeLease {
         `WITH renewed AS (
            UPDATE nodes SET lease_until = now() + $3 * interval '1 millisecond',
              capacity = $4, free_slots = $5, warm = $6
-           WHERE name = $1 AND run = $2 AND state <> 'left' RETURNING name)
+           WHERE name = $1 AND run = $2 AND state NOT IN ('left', 'lost') RETURNING name)
          SELECT pg_notify($7, name) FROM renewed`,
         [
           this.name,
@@ -198,7 +199,11 @@ export class NodeLease {
           NODES_CHANNEL,
         ],
       );
-      if (r.rowCount === 0) throw new Error(`node ${this.name}'s lease was taken by another run`);
+      if (r.rowCount === 0) {
+        throw new Error(
+          `node ${this.name}'s lease was taken by another run (or the node was declared lost)`,
+        );
+      }
       this.#lastRenewed = Date.now();
     });
     this.#renewing = next.catch(() => {});

@@ -25,6 +25,7 @@ import {
   type OperationSpec,
 } from '../../api/index.js';
 import { PUBLIC_PATHS, registerApiDocs } from './api-docs.js';
+import { HEALTH_PATHS, healthAnswer, type Health } from '../instances/health.js';
 import { registerArtifactRoutes } from './artifact-routes.js';
 import type { AuthStore } from '../auth-states/store.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
@@ -76,6 +77,13 @@ export interface AppOptions {
   forwardedClient?: ((req: IncomingMessage) => string | undefined) | undefined;
   /** Cluster mode: where `POST /v1/start` starts its instance (start-placement.ts). */
   placement?: StartPlacement | undefined;
+  /** `GET /livez` and `GET /readyz` (../instances/health.ts); absent, readiness is always false. */
+  health?: Health | undefined;
+  /**
+   * burrow's own `POST /v1/node/drain` (`burrow drain`; ../cluster/drain.ts): begins the drain and
+   * answers when the remaining instances will be stopped. Not one of the API's operations.
+   */
+  drain?: (() => Date) | undefined;
 }
 
 /** Default of `AppOptions.maxJsonBodyBytes`. */
@@ -184,7 +192,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     if (req.url.startsWith('/stream/')) return; // live-view pages: per-instance token instead
     // the public description of the API (api-docs.ts says why it needs no key)
     if (req.method === 'GET' || req.method === 'HEAD') {
-      if (PUBLIC_PATHS.has(req.url.split('?', 1)[0]!)) return;
+      const path = req.url.split('?', 1)[0]!;
+      if (PUBLIC_PATHS.has(path) || HEALTH_PATHS.has(path)) return;
     }
     const key = req.headers['x-api-key'];
     if (typeof key !== 'string') throw serverError('unauthorized');
@@ -229,6 +238,21 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // the byte-stream rows of downloads and recordings (artifact-routes.ts)
   registerArtifactRoutes(app, registry);
   registerApiDocs(app);
+  for (const path of HEALTH_PATHS) {
+    app.get(path, async (req, reply) => {
+      const answer = healthAnswer(opts.health, req.method, req.url)!;
+      return reply
+        .code(answer.status)
+        .type('text/plain')
+        .header('cache-control', 'no-store')
+        .send(answer.body);
+    });
+  }
+  app.post('/v1/node/drain', { bodyLimit: NO_BODY_LIMIT }, async (_req, reply) => {
+    if (!opts.drain) throw serverError('not_found');
+    const deadline = opts.drain();
+    return reply.code(202).send({ draining: true, deadline: deadline.toISOString() });
+  });
 
   for (const id of operationIds) {
     const op: OperationSpec = operations[id];

@@ -15,6 +15,13 @@
  *   (../cluster/forwarded-client.ts), for the owner's per-client connection cap; what the
  *   client itself sent in that header is dropped. `x-forwarded-for` is kept for logs and
  *   proxies, never believed.
+ * - **An owner that is gone**, declared dead (../cluster/death.ts) or left the cluster.
+ *   `GET /v1/instance/{id}` is answered here from the shared row (for a lost node `error`,
+ *   `end_reason: "node_lost"`); everything else, WebSocket upgrades included, is 410
+ *   (`instance_node_lost`, or `instance_gone` after a node left). A joined socket whose owner vanished (the
+ *   connection to it ended without a WebSocket close, and the owner no longer answers a probe)
+ *   is closed towards the client with code 4001, reason `node_lost`, when the cut fell between
+ *   two frames (else it is cut too: a close frame in the middle of one would corrupt it).
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -23,6 +30,7 @@ import { Agent, request } from 'undici';
 import type { Route } from '../cluster/node.js';
 import { CLIENT_HEADER, type ClientSigner } from '../cluster/forwarded-client.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
+import { NODE_LOST_CLOSE, probeOnce } from '../cluster/death.js';
 
 export const FORWARDED_BY = 'x-burrow-forwarded-by';
 
@@ -30,6 +38,8 @@ export const FORWARDED_BY = 'x-burrow-forwarded-by';
 export interface InstanceRouter {
   readonly name: string;
   route(id: string): Promise<Route>;
+  /** Read the nodes again (after an owner did not answer: it may have left or been lost). */
+  refresh?(): Promise<void>;
 }
 
 /** Headers that belong to one connection, not to the request (RFC 9110 §7.6.1), and `host`. */
@@ -104,8 +114,12 @@ export class Forwarder {
     this.#signer = signer;
   }
 
-  /** Where the request goes: `local`, or the owner's URL; throws 404 for a foreign id. */
+  /**
+   * Where the request goes: `local`, or the owner's URL; throws 404 for a foreign id and 410 for
+   * an instance of a lost node (but its row, which is read here).
+   */
   async #target(
+    method: string | undefined,
     url: string,
     headers: IncomingMessage['headers'],
   ): Promise<{ node: string; url: string } | 'local'> {
@@ -114,6 +128,17 @@ export class Forwarder {
     const route = await this.#router.route(id);
     if (route === 'unknown') throw serverError('instance_not_found', { id });
     if (route === 'local') return 'local';
+    if (route.ended) {
+      const path = url.split('?', 1)[0]!.replace(/\/+$/, '');
+      if ((method === 'GET' || method === 'HEAD') && /^\/v1\/instance\/[^/]+$/.test(path)) {
+        return 'local';
+      }
+      if (route.ended === 'lost') throw serverError('instance_node_lost', { id, node: route.node });
+      throw serverError('instance_gone', {
+        id,
+        state: `gone with its node ${route.node}, which left the cluster`,
+      });
+    }
     if (headers[FORWARDED_BY] !== undefined) {
       // the node that sent it thinks this one owns it: one hop only
       throw serverError('instance_not_found', { id });
@@ -123,7 +148,7 @@ export class Forwarder {
 
   /** An `onRequest` hook: forwards a request for another node's instance, else does nothing. */
   hook = async (req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
-    const target = await this.#target(req.url, req.headers);
+    const target = await this.#target(req.method, req.url, req.headers);
     if (target === 'local') return undefined;
     const id = instanceIdOf(req.url)!;
     const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
@@ -139,6 +164,12 @@ export class Forwarder {
         bodyTimeout: 0,
       });
     } catch (err) {
+      // the owner may have left or been declared lost since this node last looked
+      if (this.#router.refresh) {
+        await this.#router.refresh().catch(() => {});
+        const again = await this.#target(req.method, req.url, req.headers);
+        if (again === 'local') return undefined;
+      }
       throw serverError('node_unreachable', {
         id,
         node: target.node,
@@ -173,7 +204,7 @@ export class Forwarder {
     handle: (req: IncomingMessage, socket: Duplex, head: Buffer) => void,
   ): void {
     socket.on('error', () => socket.destroy());
-    this.#target(req.url ?? '/', req.headers).then(
+    this.#target(req.method, req.url ?? '/', req.headers).then(
       (target) => {
         if (target === 'local') return handle(req, socket, head);
         this.#join(target, req, socket, head);
@@ -201,12 +232,27 @@ export class Forwarder {
         lines.push(`${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}`);
       }
       socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+      const frames = new FrameBoundary();
+      frames.feed(upHead);
       if (upHead.length > 0) socket.write(upHead);
       if (head.length > 0) upstream.write(head);
-      upstream.on('error', () => socket.destroy());
-      socket.on('close', () => upstream.destroy());
-      upstream.on('close', () => socket.destroy());
-      upstream.pipe(socket);
+      let clientGone = false;
+      socket.on('close', () => {
+        clientGone = true;
+        upstream.destroy();
+      });
+      upstream.on('data', (chunk: Buffer) => frames.feed(chunk));
+      upstream.on('error', () => {}); // 'close' follows and decides
+      upstream.on('close', () => {
+        if (clientGone || frames.closed || !frames.atBoundary) return void socket.destroy();
+        // cut without a WebSocket close: the owner went away, or only this connection did
+        void probeOnce(target.url, 1000).then((alive) => {
+          if (alive || socket.destroyed) return void socket.destroy();
+          socket.end(closeFrame(NODE_LOST_CLOSE.code, NODE_LOST_CLOSE.reason));
+          setTimeout(() => socket.destroy(), 2_000).unref();
+        });
+      });
+      upstream.pipe(socket, { end: false });
       socket.pipe(upstream);
     });
     out.on('response', (res) => {
@@ -233,4 +279,63 @@ export class Forwarder {
   close(): Promise<void> {
     return this.#agent.close();
   }
+}
+
+/** An unmasked close frame (server to client, RFC 6455 §5.5.1): `code` and a short reason. */
+export function closeFrame(code: number, reason: string): Buffer {
+  const text = Buffer.from(reason, 'utf8').subarray(0, 123);
+  const out = Buffer.alloc(4 + text.length);
+  out[0] = 0x88; // FIN + opcode close
+  out[1] = 2 + text.length;
+  out.writeUInt16BE(code, 2);
+  text.copy(out, 4);
+  return out;
+}
+
+/**
+ * Follows the frames of one direction of a WebSocket without holding any of them: whether the
+ * bytes so far end on a frame boundary, and whether a close frame went by. Frames are read only
+ * as far as their headers; payloads are counted, never copied.
+ */
+export class FrameBoundary {
+  /** Header bytes of the frame being read (at most 14). */
+  #header: number[] = [];
+  /** Payload bytes still to come of the current frame. */
+  #left = 0;
+  closed = false;
+
+  get atBoundary(): boolean {
+    return this.#header.length === 0 && this.#left === 0;
+  }
+
+  feed(chunk: Buffer): void {
+    let i = 0;
+    while (i < chunk.length) {
+      if (this.#left > 0) {
+        const n = Math.min(this.#left, chunk.length - i);
+        this.#left -= n;
+        i += n;
+        continue;
+      }
+      this.#header.push(chunk[i++]!);
+      const need = headerLength(this.#header);
+      if (need === undefined || this.#header.length < need) continue;
+      const h = this.#header;
+      if ((h[0]! & 0x0f) === 0x8) this.closed = true;
+      const len7 = h[1]! & 0x7f;
+      let len = len7;
+      if (len7 === 126) len = (h[2]! << 8) | h[3]!;
+      else if (len7 === 127) len = Number(Buffer.from(h.slice(2, 10)).readBigUInt64BE());
+      this.#header = [];
+      this.#left = len;
+    }
+  }
+}
+
+/** The length of a frame header from its first bytes, or undefined until the second is known. */
+function headerLength(h: readonly number[]): number | undefined {
+  if (h.length < 2) return undefined;
+  const len7 = h[1]! & 0x7f;
+  const masked = (h[1]! & 0x80) !== 0 ? 4 : 0;
+  return 2 + (len7 === 126 ? 2 : len7 === 127 ? 8 : 0) + masked;
 }

@@ -660,6 +660,15 @@ export class Registry {
     this.#pool.refill();
   }
 
+  /**
+   * Stop filling the warm pool and tear down what waits in it (a drain: cluster/drain.ts); the
+   * listed instances go on.
+   */
+  async closePool(): Promise<void> {
+    const pooled = this.#pool.close();
+    await Promise.all([...pooled.map((r) => this.#teardown(r)), this.#pool.idle()]);
+  }
+
   /** Stop every live instance and the pool (server shutdown). */
   async close(): Promise<void> {
     this.#closed = true;

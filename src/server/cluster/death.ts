@@ -1,0 +1,184 @@
+/**
+ * Node death: when another node of the cluster is gone for good, and what becomes of its
+ * instances.
+ *
+ * A node is declared dead only when two things hold at once:
+ *
+ * - **its lease ran out**, by the database's clock (nodes.ts): it stopped renewing;
+ * - **it does not answer probes**: a few `GET /livez` to the URL it advertised, each with a short
+ *   timeout, from a node that is alive.
+ *
+ * The lease alone is not enough: after a database fail-over or pause every lease looks expired
+ * until the nodes renew, though every node ran on; the probes tell those apart from a node that
+ * really went away. Probes alone are not enough either: a node another one cannot reach (a
+ * partition between two nodes) still renews its lease and keeps its instances.
+ *
+ * Every node watches every other; exactly one acts. The declaration is one conditional `UPDATE`
+ * of the node's row (still this run, lease still expired, not already lost or left): the first
+ * transaction to commit it wins, a second one waits on the row lock and then matches nothing. In
+ * the same transaction the dead run's live instance rows become `status: "error"` with
+ * `end_reason: "node_lost"`, and a NOTIFY on the nodes' channel makes every node route that
+ * node's ids as lost (forward.ts answers 410 `instance_node_lost`, except the row itself).
+ *
+ * A node that comes back under the same name is a new run: its join does not resurrect the lost
+ * run's rows (the instance store adopts them as ended, and `error` stays `error`), and a lost run
+ * that was only slow finds its renewals refused (nodes.ts) and learns that it was declared lost.
+ */
+import type { Database } from './database.js';
+import { NODES_CHANNEL } from './nodes.js';
+
+/**
+ * The WebSocket close a `cdp_url` or live-view socket forwarded through another node gets when
+ * the owner node vanished under it (forward.ts): a code of the private range (4000-4999) and the
+ * same reason as the instances' `end_reason`.
+ */
+export const NODE_LOST_CLOSE = { code: 4001, reason: 'node_lost' } as const;
+
+export interface ProbeOptions {
+  /** Probes before a node counts as not answering; default 3. */
+  attempts?: number;
+  /** Milliseconds each probe may take; default 1000. */
+  timeoutMs?: number;
+  /** Milliseconds between probes; default 250. */
+  gapMs?: number;
+}
+
+/** Whether the node at `url` answers its liveness route within `timeoutMs` (any 2xx). */
+export async function probeOnce(url: string, timeoutMs: number): Promise<boolean> {
+  try {
+    const res = await fetch(`${url.replace(/\/+$/, '')}/livez`, {
+      signal: AbortSignal.timeout(timeoutMs),
+      redirect: 'manual',
+    });
+    await res.body?.cancel().catch(() => {});
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether the node at `url` answers one of a few probes. */
+export async function nodeAnswers(url: string, opts: ProbeOptions = {}): Promise<boolean> {
+  const attempts = opts.attempts ?? 3;
+  for (let i = 0; i < attempts; i++) {
+    if (i > 0) await new Promise((r) => setTimeout(r, opts.gapMs ?? 250));
+    if (await probeOnce(url, opts.timeoutMs ?? 1000)) return true;
+  }
+  return false;
+}
+
+/**
+ * Declare run `run` of node `name` dead, if its lease is still expired and nobody did it first:
+ * the ids of its instances that ended `node_lost`, or undefined when this call did not act.
+ */
+export async function declareLost(
+  db: Database,
+  name: string,
+  run: string,
+): Promise<string[] | undefined> {
+  return db.transaction(async (q) => {
+    const won = await q(
+      `UPDATE nodes SET state = 'lost'
+       WHERE name = $1 AND run = $2 AND state IN ('up', 'draining') AND lease_until < now()
+       RETURNING name`,
+      [name, run],
+    );
+    if (won.rowCount === 0) return undefined;
+    const lost = await q<{ id: string }>(
+      `UPDATE instances SET
+         row = row || jsonb_build_object('status', 'error', 'end_reason', 'node_lost'),
+         ended_reason = coalesce(ended_reason, 'node_lost'),
+         updated_at = now()
+       WHERE node = $1 AND run = $2 AND row->>'status' IN ('deploying', 'running', 'paused')
+       RETURNING id`,
+      [name, run],
+    );
+    await q('SELECT pg_notify($1, $2)', [NODES_CHANNEL, name]);
+    return lost.rows.map((r) => r.id);
+  });
+}
+
+export interface DeathWatchOptions extends ProbeOptions {
+  /** This node's name: never a candidate. */
+  self: string;
+  /** The cluster's lease; the watch looks every third of it. */
+  leaseMs: number;
+  /** Whether the node at `url` answers (default `nodeAnswers`). */
+  answers?: (url: string) => Promise<boolean>;
+  log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
+  /**
+   * Called after every look (whatever it found): the node reads the nodes' table again, so its
+   * routes follow a death even when a NOTIFY was missed (a listening connection the database
+   * dropped).
+   */
+  afterLook?: () => Promise<void>;
+}
+
+/** Looks for dead nodes while this node runs (`ClusterNode.join` starts it). */
+export class DeathWatch {
+  readonly #db: Database;
+  readonly #opts: DeathWatchOptions;
+  #timer: NodeJS.Timeout | undefined;
+  #checking: Promise<void> = Promise.resolve();
+  #stopped = false;
+
+  constructor(db: Database, opts: DeathWatchOptions) {
+    this.#db = db;
+    this.#opts = opts;
+  }
+
+  start(): void {
+    this.#schedule();
+  }
+
+  /**
+   * One look: every other node whose lease ran out and that is not lost or gone is probed; the
+   * ones that do not answer are declared lost. A database that does not answer skips the look.
+   */
+  check(): Promise<void> {
+    const next = this.#checking.then(async () => {
+      const due = await this.#db.query<{ name: string; run: string; url: string }>(
+        `SELECT name, run, url FROM nodes
+         WHERE name <> $1 AND state IN ('up', 'draining') AND lease_until < now()`,
+        [this.#opts.self],
+      );
+      const answers = this.#opts.answers ?? ((url: string) => nodeAnswers(url, this.#opts));
+      await Promise.all(
+        due.rows.map(async (n) => {
+          if (await answers(n.url)) return; // late renewals (a database that came back): alive
+          if (this.#stopped) return;
+          const ids = await declareLost(this.#db, n.name, n.run);
+          if (ids) {
+            this.#opts.log.warn(
+              { node: n.name, instances: ids.length },
+              `node ${n.name} declared lost: its lease ran out and it did not answer probes; its instances ended node_lost`,
+            );
+          }
+        }),
+      );
+      await this.#opts.afterLook?.();
+    });
+    this.#checking = next.catch(() => {});
+    return next;
+  }
+
+  stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    return this.#checking;
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(
+      () => {
+        this.check().then(
+          () => this.#schedule(),
+          () => this.#schedule(),
+        );
+      },
+      Math.max(250, Math.floor(this.#opts.leaseMs / 3)),
+    );
+    this.#timer.unref();
+  }
+}
