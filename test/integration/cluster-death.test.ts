@@ -65,8 +65,14 @@ const node = async (name: string, extra: Partial<Parameters<typeof startNode>[0]
   return n;
 };
 
+/**
+ * A start that carries the hop's mark is started by the node it reached, not placed again
+ * (http/start-placement.ts): the cases here need their instances on given nodes.
+ */
+const PINNED = { 'x-burrow-forwarded-by': 'test' };
+
 async function startOn(n: NodeProcess): Promise<string> {
-  const r = await n.api('/v1/start', { json: { instance_type: 'browser' } });
+  const r = await n.api('/v1/start', { json: { instance_type: 'browser' }, headers: PINNED });
   expect(r.status, await r.clone().text()).toBe(200);
   return ((await r.json()) as { id: string }).id;
 }
@@ -83,10 +89,11 @@ async function row(n: NodeProcess, id: string): Promise<{ status: string; end_re
  */
 function balancer(): Promise<Server> {
   const server = createServer((req, res) => {
-    const target = req.method === 'POST' && req.url === '/v1/start' ? two! : one;
+    const start = req.method === 'POST' && req.url === '/v1/start';
+    const target = start ? two! : one;
     const out = request(
       `${target.url}${req.url}`,
-      { method: req.method, headers: req.headers },
+      { method: req.method, headers: { ...req.headers, ...(start && PINNED) } },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(res);
@@ -313,7 +320,7 @@ describe('cluster nodes dying and draining', () => {
     expect(owned.rows[0]!.n).toBe(1);
   }, 90_000);
 
-  it('burrow drain: readiness false at once, starts refused, the open socket works on', async () => {
+  it('burrow drain: readiness false at once, starts placed elsewhere, the open socket works on', async () => {
     const n2 = two!;
     const c1 = await startOn(n2);
     const { cdp_url } = (await (await n2.api(`/v1/instance/${c1}/browser/cdp_url`)).json()) as {
@@ -336,7 +343,16 @@ describe('cluster nodes dying and draining', () => {
 
     expect((await fetch(`${n2.url}/readyz`)).status).toBe(503);
     expect((await fetch(`${n2.url}/livez`)).status).toBe(200);
-    const refused = await n2.api('/v1/start', { json: { instance_type: 'browser' } });
+    // a start through it is placed on another node; one that must stay there is refused
+    const placed = await n2.api('/v1/start', { json: { instance_type: 'browser' } });
+    expect(placed.status, await placed.clone().text()).toBe(200);
+    const placedId = ((await placed.json()) as { id: string }).id;
+    expect(placedId).toMatch(/^inst_c001/);
+    await one.api(`/v1/instance/${placedId}/stop`, { method: 'POST', json: {} });
+    const refused = await n2.api('/v1/start', {
+      json: { instance_type: 'browser' },
+      headers: PINNED,
+    });
     expect(refused.status).toBe(503);
     expect(refused.headers.get('retry-after')).toBe('5');
     expect(refused.headers.get('x-burrow-error')).toBe('node_draining');

@@ -18,6 +18,7 @@
  * port of their own, because the other nodes of a cluster probe a node at the one URL it
  * advertises (../cluster/death.ts).
  */
+import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from './runtime.js';
@@ -93,13 +94,16 @@ export class Health {
 
   async #runSelfTest(): Promise<void> {
     if (this.#host.refusal) throw new Error(this.#host.refusal);
-    const dir = join(this.#dir, 'readiness-self-test');
+    // a name of its own: several servers in one process (tests, an embedding) share the pid that
+    // names cgroups, and each runs its self-test
+    const name = `readiness-self-test-${randomBytes(4).toString('hex')}`;
+    const dir = join(this.#dir, name);
     await mkdir(dir, { recursive: true, mode: 0o700 });
     let sandbox: Sandbox | undefined;
     try {
       sandbox = await Sandbox.create(this.#host, {
         dir,
-        name: 'readiness-self-test',
+        name,
         log: this.#log,
         background: true,
       });
