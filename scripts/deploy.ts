@@ -32,10 +32,11 @@ import { parseAllDocuments, stringify } from 'yaml';
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const OUT = join(ROOT, 'deploy', 'kubernetes');
 
-/** The port clients and other nodes use (the image's `BURROW_PORT`). */
+/**
+ * The port clients and other nodes use (the image's `BURROW_PORT`); it also answers the probes,
+ * `GET /readyz` and `GET /livez`, without a key (src/server/instances/health.ts).
+ */
 const PORT = 8787;
-/** The health listener: `GET /readyz` and `GET /livez`, no key (`BURROW_HEALTH_PORT`). */
-const HEALTH_PORT = 8788;
 /**
  * How long a node being stopped keeps its open sockets before it ends what still runs
  * (`BURROW_DRAIN_SECONDS`); the pod's grace period is this plus time to stop the instances.
@@ -123,13 +124,11 @@ const statefulSet = new StatefulSet({
             name: NAME,
             image: NAME,
             args: ['burrow', 'serve', '--public-url', '$(BURROW_PUBLIC_URL)'],
-            // the sandbox's root level (docs/image.md, "Privileges"): namespaces, mounts, veth
-            // pairs, loop devices and a writable cgroup file system
-            securityContext: { privileged: true },
-            ports: [
-              { name: 'http', containerPort: PORT },
-              { name: 'health', containerPort: HEALTH_PORT },
-            ],
+            // the sandbox's root level (docs/image.md, "Privileges"): root in the container (the
+            // image's default user is a normal one), namespaces, mounts, veth pairs, loop devices
+            // and a writable cgroup file system
+            securityContext: { privileged: true, runAsUser: 0, runAsGroup: 0 },
+            ports: [{ name: 'http', containerPort: PORT }],
             envFrom: [{ configMapRef: { name: 'burrow-settings' } }],
             env: [
               {
@@ -148,23 +147,22 @@ const statefulSet = new StatefulSet({
               },
               { name: 'BURROW_API_KEY_FILE', value: `${SECRETS_DIR}/api-key` },
               { name: 'BURROW_SECRET_KEY_FILE', value: `${SECRETS_DIR}/secret-key` },
-              { name: 'BURROW_HEALTH_PORT', value: String(HEALTH_PORT) },
               { name: 'BURROW_DRAIN_SECONDS', value: String(DRAIN_SECONDS) },
             ],
             // ready = this node can start a sandbox; it turns false at once when a drain begins
             readinessProbe: {
-              httpGet: { path: '/readyz', port: 'health' },
+              httpGet: { path: '/readyz', port: 'http' },
               periodSeconds: 5,
               failureThreshold: 2,
             },
             livenessProbe: {
-              httpGet: { path: '/livez', port: 'health' },
+              httpGet: { path: '/livez', port: 'http' },
               periodSeconds: 10,
               failureThreshold: 3,
             },
             // the boot self-test starts a sandbox: up to 5 minutes before liveness counts
             startupProbe: {
-              httpGet: { path: '/livez', port: 'health' },
+              httpGet: { path: '/livez', port: 'http' },
               periodSeconds: 5,
               failureThreshold: 60,
             },
