@@ -477,6 +477,97 @@ describe('a cluster of three nodes in network namespaces of their own', () => {
     // left running: the teardown below must end them
   }, 120_000);
 
+  it('kill -9 of node 2 under load: the others answer every request, node 2’s instance reads node_lost on every node, its socket through node 1 closes with 4001', async () => {
+    const [one, two, three] = cluster.nodes;
+    await cluster.front(one!); // the public URL (cdp_url's) leads to node 1
+    const ids = await cluster.client(
+      async (_lib, a: { one: string; two: string; key: string; pin: Record<string, string> }) => {
+        const start = async (url: string) => {
+          const res = await fetch(`${url}/v1/start`, {
+            method: 'POST',
+            headers: { 'x-api-key': a.key, 'content-type': 'application/json', ...a.pin },
+            body: JSON.stringify({ instance_type: 'browser' }),
+          });
+          return ((await res.json()) as { id: string }).id;
+        };
+        return { onOne: await start(a.one), onTwo: await start(a.two) };
+      },
+      { one: one!.url, two: two!.url, key: cluster.apiKey, pin: PINNED },
+    );
+    expect((await cluster.ownerOf(ids.onOne)).name).toBe('node-1');
+    expect((await cluster.ownerOf(ids.onTwo)).name).toBe('node-2');
+
+    // in the client: a CDP socket to node 2's browser through node 1, and a bounded loop of
+    // requests for node 1's instance through nodes 1 and 3 until node 2's reads node_lost on both
+    const load = cluster.client(
+      async (
+        { WebSocket },
+        a: { ids: { onOne: string; onTwo: string }; via: string[]; key: string },
+      ) => {
+        const headers = { 'x-api-key': a.key };
+        const res = await fetch(`${a.via[0]}/v1/instance/${a.ids.onTwo}/browser/cdp_url`, {
+          headers,
+        });
+        const { cdp_url } = (await res.json()) as { cdp_url: string };
+        const ws = new WebSocket(cdp_url);
+        await new Promise((ok, fail) => ws.once('open', ok).once('error', fail));
+        const closed = new Promise<{ code: number; reason: string; at: number }>((ok) =>
+          ws.once('close', (code: number, reason: Buffer) =>
+            ok({ code, reason: reason.toString(), at: Date.now() }),
+          ),
+        );
+        const began = Date.now();
+        let total = 0;
+        const failures: string[] = [];
+        const lost: Record<string, { status: string; end_reason?: string; at: number }> = {};
+        while (Date.now() - began < 45_000 && Object.keys(lost).length < a.via.length) {
+          for (const via of a.via) {
+            total++;
+            try {
+              const r = await fetch(`${via}/v1/instance/${a.ids.onOne}`, { headers });
+              if (r.status !== 200) failures.push(`${via}: ${r.status}`);
+            } catch (err) {
+              failures.push(`${via}: ${(err as Error).message}`);
+            }
+            if (!lost[via]) {
+              const r = await fetch(`${via}/v1/instance/${a.ids.onTwo}`, { headers }).catch(
+                () => undefined,
+              );
+              const row = r?.status === 200 ? ((await r.json()) as { status: string }) : undefined;
+              if (row?.status === 'error') lost[via] = { ...row, at: Date.now() };
+            }
+          }
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        const close = await Promise.race([
+          closed,
+          new Promise((r) => setTimeout(() => r(undefined), 5_000)),
+        ]);
+        ws.terminate();
+        return { total, failures, lost, close, began };
+      },
+      { ids, via: [one!.url, three!.url], key: cluster.apiKey },
+    );
+    await new Promise((r) => setTimeout(r, 3_000)); // the loop runs against a healthy cluster first
+    const killedAt = Date.now();
+    await cluster.kill(two!, 'SIGKILL');
+    const seen = await load;
+
+    expect(seen.failures).toEqual([]);
+    expect(seen.total).toBeGreaterThan(20);
+    for (const via of [one!.url, three!.url]) {
+      expect(seen.lost[via]).toMatchObject({ status: 'error', end_reason: 'node_lost' });
+    }
+    // within the lease (10 s), a third of it for the next look, and the probes
+    const lostAfter = Math.max(...Object.values(seen.lost).map((l) => l.at)) - killedAt;
+    expect(lostAfter).toBeLessThan(25_000);
+    console.log(
+      `kill -9 of node 2: node_lost seen on both other nodes after ${lostAfter} ms; ${seen.total} requests to node 1's instance, ${seen.failures.length} failed`,
+    );
+    expect(seen.close).toMatchObject({ code: 4001, reason: 'node_lost' });
+    // node 1's instance is left running: the teardown below must end it
+  }, 120_000);
+
   it('after teardown no process the harness started and no namespace it made is left', async () => {
     const nodePids = cluster.nodes.map((n) => n.child!.pid!);
     const instances = nodePids.flatMap((pid) => instanceProcesses(undefined, pid));
