@@ -477,6 +477,168 @@ describe('a cluster of three nodes in network namespaces of their own', () => {
     // left running: the teardown below must end them
   }, 120_000);
 
+  it('drain of node 3 with an open socket: the socket works on, readiness is false, starts go elsewhere, then it exits 0', async () => {
+    const [one, , three] = cluster.nodes;
+    await cluster.front(one!); // the public URL (cdp_url's) leads to node 1, which forwards
+    const exited = new Promise<number | null>((ok) => three!.child!.once('exit', (c) => ok(c)));
+    // what node 3 still runs from the cases above: a drain waits for those too
+    const earlier = (
+      await cluster.query<{ id: string }>(
+        `SELECT id FROM instances WHERE node = 'node-3' AND row->>'status' IN ('running', 'deploying', 'paused')`,
+      )
+    ).map((r) => r.id);
+    const seen = await cluster.client(
+      async (
+        { WebSocket },
+        a: {
+          one: string;
+          three: string;
+          key: string;
+          pin: Record<string, string>;
+          earlier: string[];
+        },
+      ) => {
+        const headers = { 'x-api-key': a.key, 'content-type': 'application/json' };
+        const start = async (url: string, pin: Record<string, string>) => {
+          const res = await fetch(`${url}/v1/start`, {
+            method: 'POST',
+            headers: { ...headers, ...pin },
+            body: JSON.stringify({ instance_type: 'browser' }),
+          });
+          return { status: res.status, id: ((await res.json()) as { id?: string }).id ?? '' };
+        };
+        const mine = await start(a.three, a.pin);
+        const { cdp_url } = (await (
+          await fetch(`${a.one}/v1/instance/${mine.id}/browser/cdp_url`, { headers })
+        ).json()) as { cdp_url: string };
+        const ws = new WebSocket(cdp_url);
+        await new Promise((ok, fail) => ws.once('open', ok).once('error', fail));
+        let seq = 0;
+        const ask = (method: string) =>
+          new Promise<string>((ok, fail) => {
+            const id = ++seq;
+            const timer = setTimeout(() => fail(new Error(`${method}: no answer`)), 10_000);
+            const on = (data: Buffer) => {
+              const m = JSON.parse(data.toString()) as { id?: number; result?: object };
+              if (m.id !== id) return;
+              clearTimeout(timer);
+              ws.off('message', on);
+              ok(JSON.stringify(m.result ?? m));
+            };
+            ws.on('message', on);
+            ws.send(JSON.stringify({ id, method }));
+          });
+        const before = await ask('Browser.getVersion');
+        const drain = await fetch(`${a.three}/v1/node/drain`, { method: 'POST', headers });
+        const ready = (await fetch(`${a.three}/readyz`)).status;
+        const live = (await fetch(`${a.three}/livez`)).status;
+        // a start through the draining node is placed on another
+        const placed = await start(a.three, {});
+        const during = await ask('Browser.getVersion');
+        await fetch(`${a.one}/v1/instance/${placed.id}/stop`, { method: 'POST', headers });
+        // its last instances end: the node leaves and exits
+        for (const id of [mine.id, ...a.earlier]) {
+          await fetch(`${a.one}/v1/instance/${id}/stop`, { method: 'POST', headers });
+        }
+        ws.terminate();
+        return {
+          mine: mine.id,
+          placed,
+          drain: drain.status,
+          ready,
+          live,
+          before: before.includes('Chrome'),
+          during: during.includes('Chrome'),
+        };
+      },
+      { one: one!.url, three: three!.url, key: cluster.apiKey, pin: PINNED, earlier },
+    );
+    expect((await cluster.ownerOf(seen.mine)).name).toBe('node-3');
+    expect(seen.drain).toBe(202);
+    expect(seen.ready).toBe(503);
+    expect(seen.live).toBe(200);
+    expect(seen.before).toBe(true);
+    expect(seen.during).toBe(true); // the open socket works on while the node drains
+    expect(seen.placed.status).toBe(200);
+    expect((await cluster.ownerOf(seen.placed.id)).name).not.toBe('node-3');
+    expect(await exited).toBe(0);
+    const rows = await cluster.query<{ state: string }>(
+      `SELECT state FROM nodes WHERE name = 'node-3'`,
+    );
+    expect(rows[0]?.state).toBe('left');
+    await cluster.start(three!); // back for the cases below
+  }, 120_000);
+
+  it('PostgreSQL stopped for 20 s: running instances go on, starts answer 503 with Retry-After, no node is declared dead after', async () => {
+    const [one, two, three] = cluster.nodes;
+    const id = await cluster.client(
+      async (_lib, a: { one: string; key: string; pin: Record<string, string> }) => {
+        const res = await fetch(`${a.one}/v1/start`, {
+          method: 'POST',
+          headers: { 'x-api-key': a.key, 'content-type': 'application/json', ...a.pin },
+          body: JSON.stringify({ instance_type: 'browser' }),
+        });
+        const body = (await res.json()) as { id?: string };
+        if (!body.id) throw new Error(`start: ${res.status} ${JSON.stringify(body)}`);
+        return body.id;
+      },
+      { one: one!.url, key: cluster.apiKey, pin: PINNED },
+    );
+    cluster.pg.pause();
+    let seen: { gets: number[]; start: { status: number; retryAfter: string | null } };
+    try {
+      seen = await cluster.client(
+        async (_lib, a: { urls: string[]; id: string; key: string }) => {
+          const headers = { 'x-api-key': a.key, 'content-type': 'application/json' };
+          const gets: number[] = [];
+          const began = Date.now();
+          let start = { status: 0, retryAfter: null as string | null };
+          while (Date.now() - began < 20_000) {
+            for (const u of a.urls) {
+              const shot = await fetch(`${u}/v1/instance/${a.id}/screenshot`, {
+                method: 'POST',
+                headers: { 'x-api-key': a.key },
+              });
+              gets.push(shot.status);
+            }
+            if (!start.status) {
+              const r = await fetch(`${a.urls[1]}/v1/start`, {
+                method: 'POST',
+                headers,
+                body: JSON.stringify({ instance_type: 'browser' }),
+              });
+              start = { status: r.status, retryAfter: r.headers.get('retry-after') };
+            }
+            await new Promise((r) => setTimeout(r, 500));
+          }
+          return { gets, start };
+        },
+        { urls: [one!.url, two!.url, three!.url], id, key: cluster.apiKey },
+      );
+    } finally {
+      cluster.pg.resume();
+    }
+    expect(seen.gets.length).toBeGreaterThan(10);
+    expect(new Set(seen.gets)).toEqual(new Set([200]));
+    expect(seen.start.status).toBe(503);
+    expect(Number(seen.start.retryAfter)).toBeGreaterThan(0);
+    // leases all ran out meanwhile: a look (a third of the lease) and the probes find them alive
+    await new Promise((r) => setTimeout(r, 8_000));
+    const states = await cluster.query<{ name: string; state: string }>(
+      `SELECT name, state FROM nodes ORDER BY name`,
+    );
+    expect(states.map((r) => r.state)).toEqual(['up', 'up', 'up']);
+    await cluster.client(
+      async (_lib, a: { one: string; id: string; key: string }) => {
+        await fetch(`${a.one}/v1/instance/${a.id}/stop`, {
+          method: 'POST',
+          headers: { 'x-api-key': a.key },
+        });
+      },
+      { one: one!.url, id, key: cluster.apiKey },
+    );
+  }, 120_000);
+
   it('kill -9 of node 2 under load: the others answer every request, node 2’s instance reads node_lost on every node, its socket through node 1 closes with 4001', async () => {
     const [one, two, three] = cluster.nodes;
     await cluster.front(one!); // the public URL (cdp_url's) leads to node 1
