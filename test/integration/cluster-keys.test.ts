@@ -249,8 +249,9 @@ describe('keys of projects', () => {
     expect(stopB.content[0]!.text).toContain(`Instance ${instanceA} not found`);
   });
 
-  it('leaves keys, profiles and extensions to the admin key', async () => {
+  it('leaves keys, profiles, extensions and draining a node to the admin key', async () => {
     for (const [method, path, json] of [
+      ['POST', '/v1/node/drain', undefined],
       ['POST', '/v1/keys', { project: 'alpha' }],
       ['GET', '/v1/keys', undefined],
       ['DELETE', '/v1/keys/key_0123456789abcdef', undefined],
@@ -261,6 +262,8 @@ describe('keys of projects', () => {
       expect(got.status, `${method} ${path}`).toBe(403);
       expect(got.headers.get('x-burrow-error')).toBe('admin_key_required');
     }
+    // the drain was refused: the node is still ready
+    expect((await fetch(`${one.url}/readyz`)).status).toBe(200);
     expect((await as(one, 'bkp_' + 'x'.repeat(43), '/v1/instances')).status).toBe(401);
     const missing = await as(one, one.apiKey, '/v1/keys/key_0123456789abcdef', {
       method: 'DELETE',

@@ -248,8 +248,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         .send(answer.body);
     });
   }
-  app.post('/v1/node/drain', { bodyLimit: NO_BODY_LIMIT }, async (_req, reply) => {
+  app.post('/v1/node/drain', { bodyLimit: NO_BODY_LIMIT }, async (req, reply) => {
     if (!opts.drain) throw serverError('not_found');
+    // the node is every project's: only the admin key drains it
+    if (opts.keys && !opts.keys.isAdmin(req)) {
+      throw serverError('admin_key_required', { what: 'draining a node' });
+    }
     const deadline = opts.drain();
     return reply.code(202).send({ draining: true, deadline: deadline.toISOString() });
   });
