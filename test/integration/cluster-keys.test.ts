@@ -262,6 +262,13 @@ describe('keys of projects', () => {
       expect(got.status, `${method} ${path}`).toBe(403);
       expect(got.headers.get('x-burrow-error')).toBe('admin_key_required');
     }
+    // nor may it start a browser from a persistent profile (someone's logged-in browser)
+    const fromProfile = await as(one, keyA, '/v1/start', {
+      method: 'POST',
+      json: { instance_type: 'browser', profile: { name: 'admins-login', save_changes: false } },
+    });
+    expect(fromProfile.status).toBe(403);
+    expect(fromProfile.headers.get('x-burrow-error')).toBe('admin_key_required');
     // the drain was refused: the node is still ready
     expect((await fetch(`${one.url}/readyz`)).status).toBe(200);
     expect((await as(one, 'bkp_' + 'x'.repeat(43), '/v1/instances')).status).toBe(401);

@@ -116,6 +116,11 @@ export class KeyScope {
     return {
       ...scoped,
       start: async (input) => {
+        // a persistent profile holds a logged-in browser of whoever saved it: the server's, not a
+        // project's (its routes are the admin's too)
+        if (project() !== undefined && input.body?.profile != null) {
+          throw serverError('admin_key_required', { what: 'Browser profiles' });
+        }
         const started = await scoped.start(input);
         const p = project();
         if (p !== undefined) {
