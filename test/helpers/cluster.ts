@@ -9,9 +9,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { eventually } from './server.js';
+import { freePort } from './ports.js';
+export { freePort };
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -42,18 +43,6 @@ export interface NodeProcess {
   readonly exited: Promise<number | null>;
   /** `fetch` with the API key. */
   api(path: string, init?: RequestInit & { json?: unknown }): Promise<Response>;
-}
-
-/** A free TCP port on 127.0.0.1 (free when asked; nodes are started right after). */
-export async function freePort(): Promise<number> {
-  return new Promise((ok, fail) => {
-    const s = createServer();
-    s.once('error', fail);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => ok(port));
-    });
-  });
 }
 
 /** Start a node and wait until it listens and its readiness answers 200. */

@@ -17,9 +17,9 @@ import {
   readdirSync,
   rmSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './ports.js';
 
 const BIN = '/usr/lib/postgresql/15/bin';
 
@@ -55,17 +55,6 @@ export interface TestPostgres {
   /** SIGCONT what `freeze()` stopped. */
   thaw(): void;
   stop(): void;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 const asPostgres = (args: string[]) =>

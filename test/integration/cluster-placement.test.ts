@@ -14,13 +14,14 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Database } from '../../src/server/cluster/database.js';
 import { NODES_CHANNEL } from '../../src/server/cluster/nodes.js';
+import { freePort } from '../helpers/ports.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { eventually, testServer, type TestServer } from '../helpers/server.js';
 
@@ -34,17 +35,6 @@ let publicUrl: string;
 /** A node that is up but whose lease ran out: it must never be sent a start. */
 let ghost: Server;
 let ghostHits = 0;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createNetServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** A browser start the warm pool cannot serve (an identity), so it goes by load. */
 const COLD = { instance_type: 'browser', locale: 'de-DE' } as const;
