@@ -68,6 +68,8 @@ export async function startNode(opts: NodeProcessOptions): Promise<NodeProcess> 
       BURROW_API_KEY: opts.apiKey,
       BURROW_LEASE_SECONDS: String(opts.leaseSeconds ?? 3),
       BURROW_DRAIN_SECONDS: String(opts.drainSeconds ?? 30),
+      // no pool but the tests' own: placement and drains are asserted node by node
+      BURROW_WARM_POOL: '0',
       BURROW_LOG_LEVEL: 'warn',
     },
   });

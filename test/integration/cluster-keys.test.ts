@@ -53,6 +53,7 @@ beforeAll(async () => {
     testServer({
       dataDir: join(dir, name),
       secretKeyFile: secret,
+      warmPool: 0, // every start is placed by load alone, whatever BURROW_WARM_POOL says
       cluster: { databaseUrl: pg.url, nodeName: name, leaseSeconds: 5 },
       ...extra,
     });

@@ -37,6 +37,7 @@ beforeAll(async () => {
     testServer({
       dataDir: join(dir, name),
       secretKeyFile: key,
+      warmPool: 0, // every start is placed by load alone, whatever BURROW_WARM_POOL says
       cluster: { databaseUrl: pg.url, nodeName: name, leaseSeconds: 5 },
     });
   one = await node('node-1');

@@ -66,6 +66,7 @@ beforeAll(async () => {
       dataDir: join(dir, name),
       secretKeyFile: key,
       publicUrl,
+      warmPool: 0, // the pools placement sees are the ones given here, whatever BURROW_WARM_POOL says
       cluster: { databaseUrl: pg.url, nodeName: name, leaseSeconds: 5, maxInstances: 5 },
       ...extra,
     });
