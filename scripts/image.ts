@@ -64,6 +64,15 @@ const LEVELS = [
   },
   { level: 'root', flags: ['--user', 'root', '--privileged', '--cgroupns=private'] },
 ] as const;
+/**
+ * What doctor must find held inside the container at each level: at the unprivileged level all but
+ * the cgroup limits (the container's cgroup file system is read-only to a normal user).
+ */
+const CORE = ['namespaces', 'seccomp', 'egress', 'devtools', 'chromium-sandbox'];
+const HELD: Record<(typeof LEVELS)[number]['level'], readonly string[]> = {
+  unprivileged: [...CORE, 'identity', 'rootfs', 'disk-quota'],
+  root: [...CORE, 'identity', 'rootfs', 'disk-quota', 'limits'],
+};
 /** Inputs of the local base: a change to any of them builds a new one. */
 const BASE_INPUTS = {
   suite: 'trixie',
@@ -333,6 +342,25 @@ async function checkLevel(
     const found = /privilege level: ([\w-]+)/.exec(startLog.stdout + startLog.stderr)?.[1];
     if (found !== level) fail(`the server found the ${found ?? 'unknown'} level, not ${level}`);
 
+    // what doctor finds inside: every guarantee the level promises in docs/image.md is held
+    // (a host uid per instance too, at both levels: newuidmap/newgidmap's file capabilities)
+    const doctor = JSON.parse(
+      run('podman', ['exec', name, 'burrow', 'doctor', '--json'], { quiet: true }),
+    ) as { level: string; isolation: { name: string; status: string }[] };
+    const held = new Set(doctor.isolation.filter((g) => g.status === 'held').map((g) => g.name));
+    const expected = HELD[level].filter((g) => !held.has(g));
+    if (doctor.level !== level || expected.length > 0) {
+      fail(`doctor in the ${level} container: ${JSON.stringify(doctor.isolation)}`);
+    }
+    say(`doctor: ${[...held].join(', ')} held`);
+    // no way up for the server's user: no setuid or setgid program in the image
+    const setid = run(
+      'podman',
+      ['exec', '--user', 'root', name, 'find', '/', '-xdev', '-type', 'f', '-perm', '/6000'],
+      { quiet: true },
+    ).trim();
+    if (setid) fail(`setuid or setgid programs in the image: ${setid.replace(/\n/g, ', ')}`);
+
     const burrow = new Burrow({ baseUrl, apiKey });
     const version = await burrow.meta.version();
     say(`server ${JSON.stringify(version)}`);
@@ -384,6 +412,18 @@ async function checkLevel(
       });
       const out = res.output?.trim() ?? '';
       if (!/^uid=\d+ Linux\n42$/.test(out)) fail(`ubuntu bash said ${JSON.stringify(res)}`);
+      // seen from the container: the instance's shell runs as a uid of its own, not the server's
+      const owners = run(
+        'podman',
+        ['exec', name, 'sh', '-c', 'for s in /proc/[0-9]*/status; do grep -s "^Uid:" "$s"; done'],
+        { quiet: true },
+      );
+      const uids = new Set([...owners.matchAll(/^Uid:\s+(\d+)/gm)].map((m) => Number(m[1])));
+      const server = level === 'root' ? 0 : 10001;
+      const own = [...uids].filter((u) => u !== server && u !== 0);
+      if (own.length === 0)
+        fail(`no process in the container runs as an instance's own uid: ${[...uids].join(', ')}`);
+      say(`instance uids seen from the container: ${own.join(', ')} (the server is ${server})`);
       say(
         `ubuntu ${ubuntu.id}: start → bash output ${secs(performance.now() - tUbuntu)}: ${JSON.stringify(out)}`,
       );

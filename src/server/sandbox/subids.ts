@@ -1,7 +1,8 @@
 /**
  * A host uid of its own for every instance of a server run by a normal user: one uid and one gid
  * out of the user's subordinate ranges (`/etc/subuid`, `/etc/subgid`), mapped with Debian's
- * uidmap (`newuidmap`/`newgidmap`, setuid root, which check the ranges against those files).
+ * uidmap (`newuidmap`/`newgidmap`, setuid root or with file capabilities, which check the ranges
+ * against those files).
  *
  * How an instance uses its pair (sandbox.ts, the user-namespace chain): `unshare` makes the outer
  * user namespace with the server's uid as its root and the instance's host uid as `user` (1000)
@@ -140,9 +141,11 @@ export function anchorSteps(
     '--',
     tools.sh,
     '-c',
-    // (/etc is opened first, as fd 9, above the anchor's own: the stage may cover the server's path to it)
+    // (/etc is opened first, as fd 9, above the anchor's own: the stage may cover the server's path
+    // to it; bound recursively, as a plain bind of a directory with mounts on it (a container's
+    // /etc/hosts, /etc/resolv.conf) is refused in a user namespace, EINVAL)
     'set -e; exec 9<"$2"; mount -t tmpfs -o size=64k,mode=0711,nosuid,nodev,noexec burrow-stage "$1"; ' +
-      'cd "$1"; mkdir disk view etc; mount --bind /proc/self/fd/9 etc; exec 9<&-; ' +
+      'cd "$1"; mkdir disk view etc; mount --rbind /proc/self/fd/9 etc; exec 9<&-; ' +
       'mount -t tmpfs -o "$3" burrow-disk disk; ' +
       'mkdir -m 0700 disk/home disk/tmp disk/shm; chown "$4:$4" disk/home disk/tmp disk/shm; ' +
       '"$5" -e "$6" disk view "$4" "$7"; shift 7; exec "$@"',
@@ -259,7 +262,7 @@ export function probeSubordinate(tools: {
   }
   return {
     why: `mapping ${uid.start} of /etc/subuid (${showRange(uid)}) with newuidmap failed: ${err || `exit ${r.status}`}${mapped ? ` (${owners})` : ''}`,
-    fix: `check that /etc/subuid and /etc/subgid give ${user} its range and that newuidmap/newgidmap are setuid root (apt-get install --reinstall uidmap)`,
+    fix: `check that /etc/subuid and /etc/subgid give ${user} its range and that newuidmap/newgidmap are setuid root (apt-get install --reinstall uidmap); in a container, which drops CAP_SYS_ADMIN, give them file capabilities instead (chmod u-s, setcap cap_setuid=ep newuidmap, cap_setgid=ep newgidmap)`,
   };
 }
 
