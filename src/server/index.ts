@@ -205,6 +205,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   });
   // readiness: this machine can start a sandbox (a self-test), and the server is not draining
   const health = new Health(sandboxHost, runDir, logger);
+  // `/livez` names this run, so a join that probes this name's previous run tells the two apart
+  if (cluster) health.run = cluster.run;
   const { maxInstances, maxUploadBytes, warmPool } = config;
   checkCapacity(maxInstances, warmPool, sandboxHost.limits.memoryBytes, logger);
   const registry = new Registry({
@@ -242,7 +244,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     freeSlots: Math.max(0, maxInstances - registry.liveCount),
     warm: registry.pooled,
   });
-  await registry.adopt();
+  // a node adopts its name's earlier rows only once its join proved the name is its own (a second
+  // process given a live node's name must not end that node's instances)
+  if (!cluster) await registry.adopt();
+  else health.joining();
   const { maxConnectionsPerClient } = config;
   const forwarder = cluster && new Forwarder(cluster, cluster.clientSigner);
   const placement =
@@ -312,16 +317,6 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       'cluster mode without --public-url: cdp_url and stream_url carry this node’s own address',
     );
   }
-  // a node takes its slot (the ids it mints) once others can reach it
-  await cluster?.join({ url: config.cluster?.nodeUrl ?? url, ...advert() });
-  // instances never reach burrow's own port, whatever the operator allows on loopback
-  sandboxHost.protectedPorts = () => [address.port];
-  // nor the cluster's database and nodes, wherever they are
-  if (cluster) sandboxHost.refusedEndpoints = () => cluster.endpoints();
-  registry.startPool();
-  // a node is ready once it proved it can start a sandbox; a single server tests on first ask
-  if (cluster) void health.selfTest();
-
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
@@ -336,6 +331,26 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       await sandboxHost.close();
       await rm(runDir, { recursive: true, force: true });
     })());
+  // a node takes its slot (the ids it mints) once others can reach it; refused (its name held
+  // by a live node), everything started so far is closed again, so the process can exit
+  try {
+    await cluster?.join({ url: config.cluster?.nodeUrl ?? url, ...advert() });
+    if (cluster) {
+      await registry.adopt();
+      health.joined();
+    }
+  } catch (err) {
+    await close().catch(() => {});
+    throw err;
+  }
+  // instances never reach burrow's own port, whatever the operator allows on loopback
+  sandboxHost.protectedPorts = () => [address.port];
+  // nor the cluster's database and nodes, wherever they are
+  if (cluster) sandboxHost.refusedEndpoints = () => cluster.endpoints();
+  registry.startPool();
+  // a node is ready once it proved it can start a sandbox; a single server tests on first ask
+  if (cluster) void health.selfTest();
+
   return {
     url,
     apiKey,

@@ -23,7 +23,13 @@
  * A node that comes back under the same name is a new run: its join does not resurrect the lost
  * run's rows (the instance store adopts them as ended, and `error` stays `error`), and a lost run
  * that was only slow finds its renewals refused (nodes.ts) and learns that it was declared lost.
+ * A node restarted at once (a pod's container restarted, a `kill -9` and a supervisor) need not
+ * wait for its old lease to run out: its join probes the old run's URL, and an answer from itself
+ * (`/livez` names the run answering) or none at all declares the old run lost at once, with the
+ * same transaction (`declareLost(…, {restarted: true})`). A run that answers as itself (two
+ * processes given one name) keeps the name.
  */
+import { RUN_HEADER } from '../instances/health.js';
 import type { Database } from './database.js';
 import { NODES_CHANNEL } from './nodes.js';
 
@@ -43,26 +49,35 @@ export interface ProbeOptions {
   gapMs?: number;
 }
 
-/** Whether the node at `url` answers its liveness route within `timeoutMs` (any 2xx). */
-export async function probeOnce(url: string, timeoutMs: number): Promise<boolean> {
+/**
+ * Whether the node at `url` answers its liveness route within `timeoutMs` (any 2xx) as run `run`:
+ * an answer naming another run (`x-burrow-run`) is the node restarted at the same URL, and the
+ * run asked about is gone. An answer that names no run counts as alive.
+ */
+export async function probeOnce(url: string, timeoutMs: number, run?: string): Promise<boolean> {
   try {
     const res = await fetch(`${url.replace(/\/+$/, '')}/livez`, {
       signal: AbortSignal.timeout(timeoutMs),
       redirect: 'manual',
     });
     await res.body?.cancel().catch(() => {});
-    return res.ok;
+    const answering = res.headers.get(RUN_HEADER);
+    return res.ok && (run === undefined || answering === null || answering === run);
   } catch {
     return false;
   }
 }
 
-/** Whether the node at `url` answers one of a few probes. */
-export async function nodeAnswers(url: string, opts: ProbeOptions = {}): Promise<boolean> {
+/** Whether the node at `url` answers one of a few probes (as run `run`, when given). */
+export async function nodeAnswers(
+  url: string,
+  opts: ProbeOptions = {},
+  run?: string,
+): Promise<boolean> {
   const attempts = opts.attempts ?? 3;
   for (let i = 0; i < attempts; i++) {
     if (i > 0) await new Promise((r) => setTimeout(r, opts.gapMs ?? 250));
-    if (await probeOnce(url, opts.timeoutMs ?? 1000)) return true;
+    if (await probeOnce(url, opts.timeoutMs ?? 1000, run)) return true;
   }
   return false;
 }
@@ -70,18 +85,22 @@ export async function nodeAnswers(url: string, opts: ProbeOptions = {}): Promise
 /**
  * Declare run `run` of node `name` dead, if its lease is still expired and nobody did it first:
  * the ids of its instances that ended `node_lost`, or undefined when this call did not act.
+ * `restarted`: the node itself, started again under its name, found that run gone (its URL
+ * answers as the new run, or not at all) before the lease ran out (nodes.ts, `join`).
  */
 export async function declareLost(
   db: Database,
   name: string,
   run: string,
+  { restarted = false }: { restarted?: boolean } = {},
 ): Promise<string[] | undefined> {
   return db.transaction(async (q) => {
     const won = await q(
       `UPDATE nodes SET state = 'lost'
-       WHERE name = $1 AND run = $2 AND state IN ('up', 'draining') AND lease_until < now()
+       WHERE name = $1 AND run = $2 AND state IN ('up', 'draining')
+         AND (lease_until < now() OR $3)
        RETURNING name`,
-      [name, run],
+      [name, run, restarted],
     );
     if (won.rowCount === 0) return undefined;
     const lost = await q<{ id: string }>(
@@ -103,8 +122,8 @@ export interface DeathWatchOptions extends ProbeOptions {
   self: string;
   /** The cluster's lease; the watch looks every third of it. */
   leaseMs: number;
-  /** Whether the node at `url` answers (default `nodeAnswers`). */
-  answers?: (url: string) => Promise<boolean>;
+  /** Whether the node at `url` answers as run `run` (default `nodeAnswers`). */
+  answers?: (url: string, run: string) => Promise<boolean>;
   log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
   /**
    * Called after every look (whatever it found): the node reads the nodes' table again, so its
@@ -142,10 +161,11 @@ export class DeathWatch {
          WHERE name <> $1 AND state IN ('up', 'draining') AND lease_until < now()`,
         [this.#opts.self],
       );
-      const answers = this.#opts.answers ?? ((url: string) => nodeAnswers(url, this.#opts));
+      const answers =
+        this.#opts.answers ?? ((url: string, run: string) => nodeAnswers(url, this.#opts, run));
       await Promise.all(
         due.rows.map(async (n) => {
-          if (await answers(n.url)) return; // late renewals (a database that came back): alive
+          if (await answers(n.url, n.run)) return; // late renewals (a database that came back): alive
           if (this.#stopped) return;
           const ids = await declareLost(this.#db, n.name, n.run);
           if (ids) {

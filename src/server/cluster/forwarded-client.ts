@@ -10,8 +10,9 @@
  *
  * The signature covers the method and the path the owner receives, so a header seen on the
  * wire cannot be moved to another request, and the time, so it cannot be replayed later than
- * `MAX_AGE_MS` (nodes' clocks are assumed within that of each other). A missing, malformed,
- * stale or badly signed header is ignored: the socket's address counts.
+ * `MAX_AGE_MS`. The time is the database's as each node reckons it from its lease renewals
+ * (nodes.ts, `dbNow`), not the machine's: nodes' own clocks may be apart by any amount. A missing,
+ * malformed, stale or badly signed header is ignored: the socket's address counts.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -27,14 +28,19 @@ const TIME = /^\d{1,15}$/;
 
 export class ClientSigner {
   readonly #key: Buffer;
+  readonly #clock: () => number;
 
-  /** `secret`: the cluster's secret; the signing key is derived from it for this use only. */
-  constructor(secret: Buffer) {
+  /**
+   * `secret`: the cluster's secret; the signing key is derived from it for this use only.
+   * `clock`: the cluster's time in Unix milliseconds (the database's, as this node reckons it).
+   */
+  constructor(secret: Buffer, clock: () => number = Date.now) {
     this.#key = createHmac('sha256', secret).update('burrow forwarded client address v1').digest();
+    this.#clock = clock;
   }
 
   /** The header value saying `address` sent `method path` (as the owner will receive it). */
-  sign(address: string, method: string, path: string, now = Date.now()): string {
+  sign(address: string, method: string, path: string, now = this.#clock()): string {
     return `${address} ${now} ${this.#mac(address, method, path, String(now))}`;
   }
 
@@ -46,7 +52,7 @@ export class ClientSigner {
     value: string | string[] | undefined,
     method: string,
     path: string,
-    now = Date.now(),
+    now = this.#clock(),
   ): string | undefined {
     if (typeof value !== 'string') return undefined;
     const parts = value.split(' ');

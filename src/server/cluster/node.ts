@@ -10,7 +10,7 @@ import { serverError } from '../errors.js';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { PostgresAuthStateBackend } from './auth-state-backend.js';
-import { DeathWatch } from './death.js';
+import { DeathWatch, declareLost, nodeAnswers } from './death.js';
 import { Database } from './database.js';
 import { IdSigner } from './ids.js';
 import { ClientSigner } from './forwarded-client.js';
@@ -77,7 +77,7 @@ export class ClusterNode {
     this.name = opts.nodeName;
     this.#opts = opts;
     this.#signer = new IdSigner(secret);
-    this.clientSigner = new ClientSigner(secret);
+    this.clientSigner = new ClientSigner(secret, () => this.#lease?.dbNow() ?? Date.now());
     this.store = new PostgresInstanceStore(db, { node: opts.nodeName, run: this.run });
     this.authStates = new PostgresAuthStateBackend(db);
   }
@@ -113,6 +113,17 @@ export class ClusterNode {
       run: this.run,
       leaseMs: this.#opts.leaseMs,
       ...(this.#opts.onLost && { onLost: this.#opts.onLost }),
+      // this name's previous run, if its URL answers as another run (this one, restarted at the
+      // same URL) or not at all, is gone: its instances end node_lost now, not a lease later
+      takeOver: async (holder) => {
+        if (await nodeAnswers(holder.url, {}, holder.run)) return false;
+        const ids = await declareLost(this.db, this.name, holder.run, { restarted: true });
+        this.#opts.log?.warn(
+          { node: this.name, run: holder.run, instances: ids?.length ?? 0 },
+          `this node's previous run (${holder.run}) is gone: declared lost, its instances ended node_lost`,
+        );
+        return ids !== undefined;
+      },
     });
     await this.#readNodes();
     this.#death = new DeathWatch(this.db, {

@@ -48,6 +48,24 @@ export interface JoinOptions extends NodeAdvert {
   leaseMs?: number;
   /** The lease was taken by another run of this name, or could not be renewed before it ran out. */
   onLost?: (why: string) => void;
+  /**
+   * Another run holds this name's lease: whether it is gone and its place was taken over (it is
+   * then asked again once). node.ts probes its URL and declares it lost (death.ts).
+   */
+  takeOver?: (holder: { run: string; url: string }) => Promise<boolean>;
+}
+
+/** The name's lease is held by another run, which answered as itself or was not asked. */
+class NameHeld extends Error {
+  constructor(
+    readonly holder: { run: string; url: string },
+    name: string,
+    until: Date,
+  ) {
+    super(
+      `node name ${name} is held by a running node until ${until.toISOString()}: give this node another name, or wait for that lease to run out`,
+    );
+  }
 }
 
 interface NodeRow {
@@ -95,6 +113,11 @@ export class NodeLease {
   #renewing: Promise<void> = Promise.resolve();
   #lastRenewed = Date.now();
   #left: Promise<void> | undefined;
+  /**
+   * The database's clock less this machine's, as the last renewal saw it (its `now()` against the
+   * middle of the round trip): what `dbNow` adds to the local clock.
+   */
+  #clockOffsetMs = 0;
 
   private constructor(db: Database, opts: JoinOptions, slot: number) {
     this.#db = db;
@@ -116,6 +139,15 @@ export class NodeLease {
    * run of the same name holds a lease, then renew until `leave()`.
    */
   static async join(db: Database, opts: JoinOptions): Promise<NodeLease> {
+    try {
+      return await NodeLease.#join(db, opts);
+    } catch (err) {
+      if (!(err instanceof NameHeld) || !(await opts.takeOver?.(err.holder))) throw err;
+      return NodeLease.#join(db, opts);
+    }
+  }
+
+  static async #join(db: Database, opts: JoinOptions): Promise<NodeLease> {
     if (!NODE_NAME.test(opts.name)) {
       throw new Error(
         `a node name is 1-63 letters, digits, '.', '_' or '-' (starting with a letter or digit), not ${JSON.stringify(opts.name)}`,
@@ -125,16 +157,21 @@ export class NodeLease {
     const slot = await db.transaction(async (q) => {
       // one joiner at a time: slots are handed out by looking at the others
       await q('LOCK TABLE nodes IN SHARE ROW EXCLUSIVE MODE');
-      const mine = await q<{ slot: number; run: string; held: boolean; until: Date }>(
-        `SELECT slot, run, lease_until > now() AND state <> 'left' AS held, lease_until AS until
+      const mine = await q<{
+        slot: number;
+        run: string;
+        url: string;
+        held: boolean;
+        until: Date;
+      }>(
+        `SELECT slot, run, url, lease_until > now() AND state NOT IN ('left', 'lost') AS held,
+           lease_until AS until
          FROM nodes WHERE name = $1`,
         [opts.name],
       );
       const before = mine.rows[0];
       if (before?.held && before.run !== opts.run) {
-        throw new Error(
-          `node name ${opts.name} is held by a running node until ${before.until.toISOString()}: give this node another name, or wait for that lease to run out`,
-        );
+        throw new NameHeld({ run: before.run, url: before.url }, opts.name, before.until);
       }
       let slot = before?.slot;
       if (slot === undefined) {
@@ -167,8 +204,26 @@ export class NodeLease {
       return slot;
     });
     const lease = new NodeLease(db, opts, slot);
+    const sentAt = Date.now();
+    const clock = await db.query<{ db_now: Date }>('SELECT clock_timestamp() AS db_now');
+    lease.#sawClock(sentAt, clock.rows[0]?.db_now);
     lease.#schedule();
     return lease;
+  }
+
+  /**
+   * The database's time now, in Unix milliseconds, as this node reckons it from its last renewal:
+   * for what nodes compare without asking the database (forwarded-client.ts), so that no node's
+   * own clock is trusted across nodes.
+   */
+  dbNow(): number {
+    return Date.now() + this.#clockOffsetMs;
+  }
+
+  #sawClock(sentAt: number, dbNow: Date | undefined): void {
+    if (!dbNow) return;
+    const back = Date.now();
+    this.#clockOffsetMs = Math.round(dbNow.getTime() - (sentAt + back) / 2);
   }
 
   /** What this node advertises from the next renewal on. */
@@ -183,12 +238,13 @@ export class NodeLease {
   renew(): Promise<void> {
     const next = this.#renewing.then(async () => {
       const a = this.#advert;
-      const r = await this.#db.query(
+      const sentAt = Date.now();
+      const r = await this.#db.query<{ db_now: Date }>(
         `WITH renewed AS (
            UPDATE nodes SET lease_until = now() + $3 * interval '1 millisecond',
              capacity = $4, free_slots = $5, warm = $6
            WHERE name = $1 AND run = $2 AND state NOT IN ('left', 'lost') RETURNING name)
-         SELECT pg_notify($7, name) FROM renewed`,
+         SELECT pg_notify($7, name), clock_timestamp() AS db_now FROM renewed`,
         [
           this.name,
           this.#run,
@@ -204,6 +260,7 @@ export class NodeLease {
           `node ${this.name}'s lease was taken by another run (or the node was declared lost)`,
         );
       }
+      this.#sawClock(sentAt, r.rows[0]?.db_now);
       this.#lastRenewed = Date.now();
     });
     this.#renewing = next.catch(() => {});

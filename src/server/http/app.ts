@@ -25,7 +25,7 @@ import {
   type OperationSpec,
 } from '../../api/index.js';
 import { PUBLIC_PATHS, registerApiDocs } from './api-docs.js';
-import { HEALTH_PATHS, healthAnswer, type Health } from '../instances/health.js';
+import { HEALTH_PATHS, healthAnswer, RUN_HEADER, type Health } from '../instances/health.js';
 import { registerArtifactRoutes } from './artifact-routes.js';
 import type { AuthStore } from '../auth-states/store.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
@@ -241,6 +241,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   for (const path of HEALTH_PATHS) {
     app.get(path, async (req, reply) => {
       const answer = healthAnswer(opts.health, req.method, req.url)!;
+      if (answer.run !== undefined) void reply.header(RUN_HEADER, answer.run);
       return reply
         .code(answer.status)
         .type('text/plain')

@@ -26,6 +26,14 @@ import { Sandbox, type SandboxHost } from '../sandbox/index.js';
 
 export const HEALTH_PATHS: ReadonlySet<string> = new Set(['/livez', '/readyz']);
 
+/**
+ * The header of `/livez` that names the answering process's cluster run (cluster/node.ts): a node
+ * restarted at the same URL answers the probes meant for its previous run, and this tells the two
+ * apart (cluster/death.ts). Not a secret: the run is in the nodes' table and says nothing of the
+ * instances.
+ */
+export const RUN_HEADER = 'x-burrow-run';
+
 /** Milliseconds the self-test may take before it counts as failed. */
 const SELF_TEST_TIMEOUT_MS = 30_000;
 
@@ -38,6 +46,10 @@ export class Health {
   #draining = false;
   #closing = false;
   #lost = false;
+  /** A cluster node between listening and its join (`joining`): not ready, whatever it can do. */
+  #joining = false;
+  /** This process's cluster run, once it has one: `/livez` names it (`RUN_HEADER`). */
+  run: string | undefined;
 
   constructor(host: SandboxHost, dir: string, log: Logger) {
     this.#host = host;
@@ -62,7 +74,23 @@ export class Health {
   /** Whether it takes starts now (the self-test is started by the first question). */
   get ready(): boolean {
     if (!this.#selfTest) void this.selfTest();
-    return this.#passed && !this.#draining && !this.#closing && !this.#lost && !this.#host.refusal;
+    return (
+      this.#passed &&
+      !this.#joining &&
+      !this.#draining &&
+      !this.#closing &&
+      !this.#lost &&
+      !this.#host.refusal
+    );
+  }
+
+  /** A cluster node listens before it joins (others probe its URL then): not ready until `joined`. */
+  joining(): void {
+    this.#joining = true;
+  }
+
+  joined(): void {
+    this.#joining = false;
   }
 
   /** Whether a restart would not help: false only once `lost()` was called. */
@@ -121,14 +149,15 @@ export function healthAnswer(
   health: Health | undefined,
   method: string | undefined,
   url: string | undefined,
-): { status: number; body: string } | undefined {
+): { status: number; body: string; run?: string } | undefined {
   if (method !== 'GET' && method !== 'HEAD') return undefined;
   const path = (url ?? '').split('?', 1)[0]!;
   if (!HEALTH_PATHS.has(path)) return undefined;
   if (path === '/livez') {
+    const run = health?.run !== undefined ? { run: health.run } : {};
     return health?.alive === false
-      ? { status: 503, body: 'lost\n' }
-      : { status: 200, body: 'ok\n' };
+      ? { status: 503, body: 'lost\n', ...run }
+      : { status: 200, body: 'ok\n', ...run };
   }
   return health?.ready ? { status: 200, body: 'ok\n' } : { status: 503, body: 'not ready\n' };
 }
