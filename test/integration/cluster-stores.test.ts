@@ -16,12 +16,14 @@
  * Instances are kept on a given node by the hop's mark (PINNED): the cases are about which node
  * holds what.
  */
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Burrow } from '../../src/client/index.js';
@@ -346,6 +348,17 @@ describe('profiles of projects', () => {
       )
       .toEqual([['alpha', null]]);
     expect((await one.api('/v1/profiles/work', { method: 'DELETE' })).status).toBe(404);
+    // and `burrow profiles list` says whose each is
+    const listed = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/main.ts', 'profiles', 'list'],
+      {
+        cwd: resolve(import.meta.dirname, '../..'),
+        env: { ...process.env, BURROW_BASE_URL: two.url, BURROW_API_KEY: two.apiKey },
+      },
+    );
+    expect(listed.stdout).toMatch(/^NAME\s+PROJECT\s+SIZE\s+UPDATED\s+IN USE BY$/m);
+    expect(listed.stdout).toMatch(/^work\s+alpha\s+\d+\s+\S+\s+-$/m);
 
     // A deletes its own
     const delA = await one.api('/v1/profiles/work', {
