@@ -4,7 +4,8 @@
  *
  * - an extension uploaded through node 1 is listed by node 2, and an instance started on node 2
  *   runs it (its content script in the page, its header at the site); node 2 unpacked it into
- *   its cache on demand; a delete through node 1 empties node 2's cache and its starts are 404;
+ *   its cache on demand; a delete through node 1 empties node 2's cache and its starts are 404
+ *   (and so does a delete node 2 did not hear of, at its next start naming the extension);
  *   an archive whose bytes no longer match their digest is not unpacked;
  * - a profile saved by an instance on node 1 (its page's localStorage) is restored on node 2;
  *   the table holds sealed bytes only; while held, a start or a delete through the other node is
@@ -201,6 +202,20 @@ describe('extensions across the cluster', () => {
     );
     expect((await (await two.api('/v1/extensions')).json()) as unknown[]).toEqual([]);
   }, 180_000);
+
+  it('drops a copy whose delete a node did not hear of, at its next start', async () => {
+    const info = await admin.extensions.upload(makeZip(testExtension('unheard')));
+    const id = await started(await startOn(two, { extensions: [info.id] }));
+    await stop(two, id);
+    const cache = join(two.dataDir, 'extensions', info.id);
+    expect(existsSync(cache)).toBe(true);
+    // removed behind the nodes' backs: no NOTIFY
+    await db.query('DELETE FROM extensions WHERE id = $1', [info.id]);
+    const gone = await startOn(two, { extensions: [info.id] });
+    expect(gone.status).toBe(404);
+    expect(gone.headers.get('x-burrow-error')).toBe('extension_not_found');
+    expect(existsSync(cache)).toBe(false);
+  }, 60_000);
 
   it('does not unpack an archive that no longer matches its digest', async () => {
     const info = await admin.extensions.upload(makeZip(testExtension('tampered')));
