@@ -56,6 +56,11 @@ export const ProfileInfo = z.looseObject({
   updated_at: z.string(),
   /** The live instance holding it, if any. */
   in_use_by: z.string().nullable(),
+  /**
+   * Cluster mode, the admin's list: the project the profile belongs to (absent for the admin's
+   * own profiles, and in a project key's list, which shows its own only).
+   */
+  project: z.string().optional(),
 });
 export type ProfileInfo = z.output<typeof ProfileInfo>;
 

@@ -25,15 +25,18 @@ export async function run(argv: string[]): Promise<void> {
       if (name !== undefined) throw bad();
       const profiles = await withClient(values, (api) => api.profiles.list());
       if (values.json) return printJson(profiles);
+      // a cluster's admin sees every project's profiles: then a column says whose each is
+      const projects = profiles.some((p) => p.project !== undefined);
       console.log(
         table(
           profiles.map((p) => ({
             name: p.name,
+            ...(projects && { project: p.project ?? '-' }),
             size: String(p.size_bytes),
             updated: p.updated_at,
             'in use by': p.in_use_by ?? '-',
           })),
-          ['name', 'size', 'updated', 'in use by'],
+          [...(projects ? ['name', 'project'] : ['name']), 'size', 'updated', 'in use by'],
         ),
       );
       return;

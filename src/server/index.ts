@@ -27,6 +27,8 @@ import { ArtifactStore } from './artifacts/store.js';
 import { AuthStore } from './auth-states/store.js';
 import { ExtensionStore } from './extensions/store.js';
 import { ProfileStore } from './profiles/store.js';
+import { PostgresExtensions } from './cluster/extension-backend.js';
+import { PostgresProfileBackend } from './cluster/profile-backend.js';
 import { startRefusal } from './host/requirements.js';
 import { Registry } from './instances/registry.js';
 import { MemoryInstanceStore } from './instances/store.js';
@@ -169,13 +171,23 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   await cluster?.authStates.watch((id) => void authStore.refresh(id).catch(() => {}));
   // and what it saved or deleted while this node did not listen (the database restarted)
   cluster?.db.onRelisten(() => void authStore.refreshAll().catch(() => {}));
-  // uploaded browser extensions; half-written uploads of an earlier run are removed
-  const extensions = new ExtensionStore(dataDir, { maxBytes: config.maxExtensionBytes });
+  // uploaded browser extensions; half-written uploads of an earlier run are removed. On a
+  // cluster node they are the cluster's, and the directory this node's cache of them
+  const sharedExtensions = cluster && new PostgresExtensions(cluster.db);
+  const extensions = new ExtensionStore(dataDir, {
+    maxBytes: config.maxExtensionBytes,
+    shared: sharedExtensions,
+  });
   await extensions.ready;
-  // persistent browser profiles, sealed with the auth states' key
+  // an extension deleted through another node leaves this node's cache too
+  await sharedExtensions?.watch((id) => void extensions.evict(id).catch(() => {}));
+  // persistent browser profiles, sealed with the auth states' key (the cluster's, on a node)
+  const profileBackend =
+    cluster && new PostgresProfileBackend(cluster.db, { node: cluster.name, run: cluster.run });
   const profiles = new ProfileStore(dataDir, {
     keyring: authStore.keyring,
     maxBytes: config.maxProfileBytes,
+    ...(profileBackend && { backend: profileBackend }),
   });
   await profiles.ready;
   const artifacts = new ArtifactStore({
@@ -323,6 +335,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       health.closing();
       artifacts.closing(); // the retained files go with the run directory
       await registry.close();
+      await profileBackend?.settled(); // the stopped instances' profiles released
       await artifacts.close();
       await app.close();
       await forwarder?.close();

@@ -30,7 +30,7 @@ async function refused(store: ExtensionStore, zip: Buffer, code: string, detail:
     expect((err as HttpError).detail).toMatch(detail);
   }
   expect(readdirSync(root())).toEqual([]); // nothing half-written stays
-  expect(store.list()).toEqual([]);
+  expect(await store.list()).toEqual([]);
 }
 
 const manifest = (m: object): ZipInput => ({ name: 'manifest.json', data: JSON.stringify(m) });
@@ -47,7 +47,7 @@ describe('ExtensionStore', () => {
       filename: 'ext.zip',
     });
     expect(info.id).toMatch(/^ext_[0-9a-f]{16}$/);
-    const [found] = store.resolve([info.id]);
+    const [found] = await store.resolve([info.id]);
     expect(readFileSync(join(found!.dir, 'rules', 'headers.json'), 'utf8')).toContain(
       'x-burrow-ext',
     );
@@ -56,19 +56,19 @@ describe('ExtensionStore', () => {
 
     const again = new ExtensionStore(dataDir, { maxBytes: 1 << 20 });
     await again.ready;
-    expect(again.list()).toEqual([info]);
+    expect(await again.list()).toEqual([info]);
     await again.delete(info.id);
-    expect(again.list()).toEqual([]);
+    expect(await again.list()).toEqual([]);
     expect(readdirSync(root())).toEqual([]);
     await expect(again.delete(info.id)).rejects.toMatchObject({ code: 'extension_not_found' });
-    expect(() => again.resolve(['ext_nope'])).toThrow(/Extension "ext_nope" not found/);
+    await expect(again.resolve(['ext_nope'])).rejects.toThrow(/Extension "ext_nope" not found/);
   });
 
   it('takes the archive of a folder (one top folder holding manifest.json)', async () => {
     const store = new ExtensionStore(dataDir, { maxBytes: 1 << 20 });
     const inFolder = testExtension().map((e) => ({ ...e, name: `my-ext/${e.name}` }));
     const info = await store.add(makeZip([{ name: 'my-ext/', mode: 0o040755 }, ...inFolder]), null);
-    const [found] = store.resolve([info.id]);
+    const [found] = await store.resolve([info.id]);
     expect(readdirSync(found!.dir).sort()).toEqual(['content.js', 'manifest.json', 'rules']);
   });
 

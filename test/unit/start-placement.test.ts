@@ -3,7 +3,8 @@
  * standing for nodes: a start goes to the chosen node in one hop with its body and the
  * forwarded-by mark, a node that refuses for lack of room (its 429) is left out and the start
  * placed once more, and a start nobody takes is the cluster's 429 with a computed Retry-After.
- * A start that is forwarded already, node-bound or invalid stays on the node it reached.
+ * A start that is forwarded already or invalid stays on the node it reached; one naming a profile
+ * or extensions is placed by load (never on a warm instance).
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -163,12 +164,25 @@ describe('the start placement seam', () => {
     expect(a.hits.length + b.hits.length).toBe(0);
   });
 
-  it('keeps here a start already forwarded, one naming a profile or extensions, and an invalid one', async () => {
+  it('places a start naming a profile or extensions like any other, never on a warm instance', async () => {
+    // a has a warm browser and more load; b is the less loaded: a start the pool cannot serve
+    // goes by load (the profile and the extension are the cluster's, fetched where it lands)
+    nodes = [{ ...load('a', a.url, 1), warm: { browser: 1 } }, load('b', b.url, 0)];
+    for (const body of [
+      '{"instance_type":"browser","profile":{"name":"p"}}',
+      '{"instance_type":"browser","extensions":["ext_0123456789abcdef"]}',
+    ]) {
+      const r = await post(body);
+      expect(r.json, body).toEqual({ answered_by: b.url, status: 200 });
+    }
+    expect(a.hits).toHaveLength(0);
+    expect(b.hits.map((h) => h.body)).toHaveLength(2);
+  });
+
+  it('keeps here a start already forwarded and an invalid one', async () => {
     nodes = [load('a', a.url, 0)];
     for (const [body, headers] of [
       ['{"instance_type":"browser"}', { 'x-burrow-forwarded-by': 'other' }],
-      ['{"instance_type":"browser","profile":{"name":"p"}}', {}],
-      ['{"instance_type":"browser","extensions":["ext_0123456789abcdef"]}', {}],
       ['{"instance_type":', {}],
       ['{"instance_type":"browser","timeout_hours":-1}', {}],
     ] as const) {

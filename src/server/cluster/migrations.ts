@@ -56,4 +56,28 @@ export const MIGRATIONS: readonly (readonly string[])[] = [
     'CREATE INDEX instances_project ON instances (project)',
     'ALTER TABLE auth_states ADD COLUMN project text',
   ],
+  // 3 (extensions and profiles shared by the nodes: extension-backend.ts, profile-backend.ts):
+  // uploaded extensions as their checked archives with a digest; sealed profiles by project and
+  // name, with the hold of the instance using one (the admin's project is '')
+  [
+    `CREATE TABLE extensions (
+       id text PRIMARY KEY,
+       info jsonb NOT NULL,
+       archive bytea NOT NULL,
+       digest text NOT NULL,
+       created_at timestamptz NOT NULL DEFAULT now()
+     )`,
+    `CREATE TABLE profiles (
+       project text NOT NULL,
+       name text NOT NULL,
+       sealed bytea,
+       size_bytes int NOT NULL DEFAULT 0,
+       updated_at timestamptz NOT NULL DEFAULT now(),
+       hold text,
+       holder text,
+       holder_node text,
+       holder_run text,
+       PRIMARY KEY (project, name)
+     )`,
+  ],
 ];

@@ -14,7 +14,7 @@ import type { AuthStore } from '../auth-states/store.js';
 import type { ExtensionStore } from '../extensions/store.js';
 import type { ProfileStore } from '../profiles/store.js';
 import { extensionUploadHandler, type ExtensionUploadHandler } from './extension-routes.js';
-import { keyHandlers } from './key-handlers.js';
+import { keyHandlers, running } from './key-handlers.js';
 import type { ProjectKeys } from '../cluster/keys.js';
 import { artifactHandlers } from './artifact-routes.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
@@ -78,6 +78,11 @@ export function createHandlers(
     if (!opts.profiles) throw serverError('not_found');
     return opts.profiles;
   };
+  /** The project whose profiles a request names: its key's, or null for the admin's own. */
+  const projectOf = () => {
+    const who = running.getStore();
+    return who && !who.admin ? who.project : null;
+  };
   const extensionStore = () => {
     if (!opts.extensions) throw serverError('not_found');
     return opts.extensions;
@@ -97,7 +102,7 @@ export function createHandlers(
       if (identityOf(body) && body.instance_type !== 'browser') {
         throw serverError('identity_browser_only', { type: body.instance_type });
       }
-      const found = ids.length > 0 ? extensionStore().resolve(ids) : [];
+      const found = ids.length > 0 ? await extensionStore().resolve(ids) : [];
       const extensions = found.map((e) => ({ id: e.id, dir: e.dir }));
       if (!body.profile) {
         const started = await registry.start(body, { extensions });
@@ -110,7 +115,7 @@ export function createHandlers(
         throw serverError('profiles_browser_only', { type: body.instance_type });
       }
       const { name, save_changes } = body.profile;
-      const profile = await profileStore().open(name, save_changes, log);
+      const profile = await profileStore().open(projectOf(), name, save_changes, log);
       try {
         const started = await registry.start(body, {
           extensions,
@@ -254,9 +259,13 @@ export function createHandlers(
       return { status: 'success' };
     },
     // burrow extensions: persistent browser profiles (profiles/store.ts)
-    profileList: async () => profileStore().list(),
+    profileList: async () => {
+      // the admin's list shows every project's; a project's key, its own
+      const who = running.getStore();
+      return profileStore().list(who && !who.admin ? who.project : undefined);
+    },
     profileDelete: async ({ params }) => {
-      await profileStore().delete(params.profile_name);
+      await profileStore().delete(projectOf(), params.profile_name);
       return { status: 'success' };
     },
   };

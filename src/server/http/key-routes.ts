@@ -9,8 +9,14 @@
  *   of another project (or of the admin) gets the 404 an unknown id gets, same code and body:
  *   a 403 would tell it the id is real. Instance paths are checked before a request is forwarded
  *   to the owner node (which checks again); lists show the project's rows only.
- * - **What stays the admin's.** Keys, browser profiles (they hold logged-in sessions) and
- *   uploaded extensions are shared by the whole server; a project key is refused them (403).
+ * - **Profiles are a project's.** A browser profile (a logged-in browser) belongs to the project
+ *   of the key that first started with it; a project key lists, starts from and deletes its
+ *   own only, by name, and another project's profile of that name does not exist for it
+ *   (profiles/store.ts). The admin's list shows every project's.
+ * - **What stays the admin's.** Keys, and managing uploaded extensions: an extension is code the
+ *   operator vets and runs in every project's browsers, holding nobody's data, so one upload
+ *   serves all; a project key may start with an extension by id but is refused uploading,
+ *   listing or deleting one (403).
  * - **Without a cluster** there is no database for keys: the key routes answer 501 and the
  *   server's own key is the only one, as before. A file of keys on one machine would be a second
  *   way to do the same thing, for a setup that has a single key holder anyway.
@@ -32,8 +38,6 @@ const PROJECT_KEY = /^bkp_[A-Za-z0-9_-]{43}$/;
 
 /** Handlers a project key may not call: what the whole server shares. */
 const ADMIN_ONLY: Partial<Record<keyof Handlers, string>> = {
-  profileList: 'Browser profiles',
-  profileDelete: 'Browser profiles',
   extensionUpload: 'Uploading extensions',
   extensionList: 'Browser extensions',
   extensionDelete: 'Deleting extensions',
@@ -116,11 +120,7 @@ export class KeyScope {
     return {
       ...scoped,
       start: async (input) => {
-        // a persistent profile holds a logged-in browser of whoever saved it: the server's, not a
-        // project's (its routes are the admin's too)
-        if (project() !== undefined && input.body?.profile != null) {
-          throw serverError('admin_key_required', { what: 'Browser profiles' });
-        }
+        // a profile named is the key's project's own (profiles/store.ts scopes it by project)
         const started = await scoped.start(input);
         const p = project();
         if (p !== undefined) {

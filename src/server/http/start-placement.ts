@@ -11,9 +11,10 @@
  *   answer). A second refusal is the cluster's 429.
  * - **A full cluster** answers `cluster_at_capacity` (429) with a `Retry-After` computed from
  *   its instances' deadlines and recent ends (`retryAfterSeconds`).
- * - **Node-bound starts** stay here: `profile` and `extensions` name what this node's own
- *   stores hold (profiles/, extensions/). A body that does not validate stays here too, for
- *   the start handler's 422.
+ * - **Profiles and extensions** are the cluster's (../cluster/profile-backend.ts,
+ *   ../cluster/extension-backend.ts): a start naming them is placed like any other, and the
+ *   node chosen fetches what it lacks. A body that does not validate stays here, for the start
+ *   handler's 422.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { pipeline } from 'node:stream/promises';
@@ -92,11 +93,10 @@ export class StartPlacement {
     } catch {
       return undefined; // the start handler answers the 422
     }
-    if (body.profile || (body.extensions?.length ?? 0) > 0) return undefined;
     const type = body.instance_type ?? 'ubuntu';
     if (type !== 'browser' && type !== 'ubuntu') return undefined; // no node runs it: refused here
     // what Registry.start takes from a warm pool: no extensions, no profile, no identity
-    const warmEligible = !identityOf(body);
+    const warmEligible = !identityOf(body) && !body.profile && (body.extensions?.length ?? 0) === 0;
     const exclude = new Set<string>();
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       const nodes = this.nodes();

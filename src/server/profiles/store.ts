@@ -1,29 +1,35 @@
 /**
  * Persistent browser profiles: a Chromium user-data directory as an instance's Chromium left it
- * (cookies, localStorage, IndexedDB, service workers, cache, extension state), kept under
- * `<dataDir>/profiles/<name>.profile`, sealed with AES-256-GCM under the server's secret key (the
- * auth states' keyring, auth-states/secret-key.ts). A file is a first line of JSON (format, key
- * id, IV, tag) and then the ciphertext of the deflated archive (`pack` below); the profile's name
- * is bound in as associated data, so a file renamed to another name does not open.
+ * (cookies, localStorage, IndexedDB, service workers, cache, extension state), sealed with
+ * AES-256-GCM under the server's secret key (the auth states' keyring, auth-states/secret-key.ts)
+ * and kept by a backend (backend.ts): files under `<dataDir>/profiles/` on a single server, a
+ * table of the cluster's database on a node (../cluster/profile-backend.ts). Sealed bytes are a
+ * first line of JSON (format, key id, IV, tag) and then the ciphertext of the deflated archive
+ * (`pack` below); the profile's name, and its project's, are bound in as associated data, so
+ * bytes moved to another name or project do not open. The backend never sees plaintext.
  *
  * A profile is held by one live instance at a time (`acquire`): a second start naming it answers
- * 409 with the holder's id. A save writes the new file under a temporary name and renames it over
- * the old one, so a profile is always the old version or the new one, never half of either; a
- * save over the size limit keeps the old version.
+ * 409 with the holder's id. A save replaces the sealed bytes whole, so a profile is always the
+ * old version or the new one, never half of either; a save over the size limit keeps the old
+ * version.
+ *
+ * **Projects.** Each profile is of one project (the key's that first started with it) or the
+ * admin's (`null`); names are per project, and a project's key sees, starts and deletes its own
+ * only: another project's profile of the same name does not exist for it. The admin's list
+ * shows every project's (with `project`); its starts and deletes name its own.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { ProfileInfo } from '../../api/index.js';
 import type { Keyring } from '../auth-states/secret-key.js';
 import { serverError } from '../errors.js';
 import type { InstanceProfile, ProfileEntry } from '../instances/runtime.js';
+import { FileProfileBackend, type ProfileBackend, type ProfileHold } from './backend.js';
 
 const FORMAT = 1;
-const SUFFIX = '.profile';
-const TMP_PREFIX = '.tmp-';
-const aad = (name: string) => Buffer.from(`burrow profile ${name}`);
+/** The associated data: the admin's profiles as before projects, a project's with its name. */
+const aad = (project: string | null, name: string) =>
+  Buffer.from(project === null ? `burrow profile ${name}` : `burrow profile ${project}/${name}`);
 
 /** A name as the API takes it: letters, digits, `.`, `_`, `-`; not starting with a dot. */
 export const PROFILE_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$/;
@@ -69,88 +75,49 @@ export function unpack(buf: Buffer): ProfileEntry[] {
   return out;
 }
 
-interface Held {
-  /** The holder's id; undefined while its start has not named it yet. */
-  holder: string | undefined;
-}
-
 export class ProfileStore {
-  readonly #root: string;
+  readonly #backend: ProfileBackend;
   readonly #keyring: Keyring;
   readonly #maxBytes: number;
-  readonly #held = new Map<string, Held>();
   readonly ready: Promise<void>;
 
-  constructor(dataDir: string, opts: { keyring: Keyring; maxBytes: number }) {
-    const root = join(dataDir, 'profiles');
-    this.#root = root;
+  constructor(
+    dataDir: string,
+    opts: { keyring: Keyring; maxBytes: number; backend?: ProfileBackend | undefined },
+  ) {
+    const backend = opts.backend ?? new FileProfileBackend(dataDir);
+    this.#backend = backend;
     this.#keyring = opts.keyring;
     this.#maxBytes = opts.maxBytes;
-    // saves a server died in the middle of are removed; their profiles keep the old version
-    this.ready = (async () => {
-      await mkdir(root, { recursive: true, mode: 0o700 });
-      for (const name of await readdir(root)) {
-        if (name.startsWith(TMP_PREFIX)) await rm(join(root, name), { force: true });
-      }
-    })();
+    this.ready = backend instanceof FileProfileBackend ? backend.ready : Promise.resolve();
   }
 
-  #file(name: string): string {
-    return join(this.#root, `${name}${SUFFIX}`);
-  }
-
-  async list(): Promise<ProfileInfo[]> {
+  /**
+   * The saved profiles of `project` (`null`: the admin's); every project's when undefined (the
+   * admin's list), each of a project naming it.
+   */
+  async list(project?: string | null): Promise<ProfileInfo[]> {
     await this.ready;
-    const out: ProfileInfo[] = [];
-    for (const file of (await readdir(this.#root)).sort()) {
-      if (!file.endsWith(SUFFIX) || file.startsWith(TMP_PREFIX)) continue;
-      const name = file.slice(0, -SUFFIX.length);
-      const st = await stat(join(this.#root, file)).catch(() => undefined);
-      if (!st) continue;
-      out.push({
-        name,
-        size_bytes: st.size,
-        updated_at: st.mtime.toISOString(),
-        in_use_by: this.#held.get(name)?.holder ?? null,
-      });
-    }
-    return out;
+    const rows = await this.#backend.list(project);
+    return rows.map(({ project: p, ...row }) => ({
+      ...row,
+      ...(project === undefined && p !== null && { project: p }),
+    }));
   }
 
   /**
    * Holds `name` for an instance being started (`setHolder` names it once it has an id), or a
-   * 409 naming the instance that holds it. Synchronous: of two starts at once, one wins.
+   * 409 naming the instance that holds it. Of two starts at once, one wins.
    */
-  acquire(name: string): { setHolder(id: string): void; release(): void } {
-    const held = this.#held.get(name);
-    if (held) {
-      throw serverError('profile_in_use', {
-        name: JSON.stringify(name),
-        holder: held.holder ?? 'an instance still starting',
-      });
-    }
-    const mine: Held = { holder: undefined };
-    this.#held.set(name, mine);
-    return {
-      setHolder: (id) => {
-        mine.holder = id;
-      },
-      release: () => {
-        if (this.#held.get(name) === mine) this.#held.delete(name);
-      },
-    };
+  acquire(project: string | null, name: string): Promise<ProfileHold> {
+    return this.#backend.acquire(project, name);
   }
 
-  /** The saved entries of `name`; empty when there is none. A file that does not open is a 422. */
-  async load(name: string): Promise<ProfileEntry[]> {
+  /** The saved entries of `name`; empty when there is none. Bytes that do not open are a 422. */
+  async load(project: string | null, name: string): Promise<ProfileEntry[]> {
     await this.ready;
-    let raw: Buffer;
-    try {
-      raw = await readFile(this.#file(name));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw err;
-    }
+    const raw = await this.#backend.read(project, name);
+    if (raw === undefined) return [];
     const unreadable = (reason: string) =>
       serverError('profile_unreadable', { name: JSON.stringify(name), reason });
     if (raw.length > this.#maxBytes) {
@@ -168,7 +135,7 @@ export class ProfileStore {
     if (!key) throw unreadable(`sealed with key ${head.key_id}, which this server does not have`);
     try {
       const decipher = createDecipheriv('aes-256-gcm', key.bytes, Buffer.from(head.iv!, 'base64'));
-      decipher.setAAD(aad(name));
+      decipher.setAAD(aad(project, name));
       decipher.setAuthTag(Buffer.from(head.tag!, 'base64'));
       const plain = Buffer.concat([decipher.update(raw.subarray(nl + 1)), decipher.final()]);
       return unpack(inflateRawSync(plain, { maxOutputLength: this.#maxBytes * 4 }));
@@ -178,16 +145,21 @@ export class ProfileStore {
   }
 
   /**
-   * Seals `entries` as the new version of `name`: written beside it, then renamed over it. Over
+   * Seals `entries` as the new version of `name`, for the instance holding it (`hold`). Over
    * the limit, nothing changes and the error says why.
    */
-  async save(name: string, entries: readonly ProfileEntry[]): Promise<void> {
+  async save(
+    project: string | null,
+    name: string,
+    entries: readonly ProfileEntry[],
+    hold: ProfileHold,
+  ): Promise<void> {
     await this.ready;
     const packed = deflateRawSync(pack(entries));
     const iv = randomBytes(12);
     const key = this.#keyring.current;
     const cipher = createCipheriv('aes-256-gcm', key.bytes, iv);
-    cipher.setAAD(aad(name));
+    cipher.setAAD(aad(project, name));
     const data = Buffer.concat([cipher.update(packed), cipher.final()]);
     const head = JSON.stringify({
       burrow_profile: FORMAT,
@@ -195,52 +167,35 @@ export class ProfileStore {
       iv: iv.toString('base64'),
       tag: cipher.getAuthTag().toString('base64'),
     });
-    const file = Buffer.concat([Buffer.from(`${head}\n`), data]);
-    if (file.length > this.#maxBytes) {
+    const sealed = Buffer.concat([Buffer.from(`${head}\n`), data]);
+    if (sealed.length > this.#maxBytes) {
       throw new Error(
-        `profile ${JSON.stringify(name)} is ${file.length} bytes sealed, over the limit of ${this.#maxBytes} (maxProfileBytes): the previous version is kept`,
+        `profile ${JSON.stringify(name)} is ${sealed.length} bytes sealed, over the limit of ${this.#maxBytes} (maxProfileBytes): the previous version is kept`,
       );
     }
-    const tmp = join(this.#root, `${TMP_PREFIX}${name}-${randomBytes(4).toString('hex')}`);
-    try {
-      await writeFile(tmp, file, { mode: 0o600, flag: 'wx' });
-      await rename(tmp, this.#file(name));
-    } finally {
-      await rm(tmp, { force: true });
-    }
+    await this.#backend.write(project, name, sealed, hold);
   }
 
-  async delete(name: string): Promise<void> {
+  async delete(project: string | null, name: string): Promise<void> {
     await this.ready;
-    const held = this.#held.get(name);
-    if (held) {
-      throw serverError('profile_in_use', {
-        name: JSON.stringify(name),
-        holder: held.holder ?? 'an instance still starting',
-      });
-    }
-    try {
-      await rm(this.#file(name));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-        throw serverError('profile_not_found', { name: JSON.stringify(name) });
-      }
-      throw err;
-    }
+    await this.#backend.delete(project, name);
   }
 
   /**
-   * What an instance started with profile `name` gets: the saved entries, and a save when
-   * `saveChanges`. Holds the profile (a 409 when another instance does) until `release`.
+   * What an instance started with profile `name` of `project` gets: the saved entries, and a
+   * save when `saveChanges`. Holds the profile (a 409 when another instance does) until
+   * `release`.
    */
   async open(
+    project: string | null,
     name: string,
     saveChanges: boolean,
     log: { warn(obj: object, msg: string): void },
   ): Promise<InstanceProfile & { setHolder(id: string): void }> {
-    const lease = this.acquire(name);
+    await this.ready;
+    const hold = await this.acquire(project, name);
     try {
-      const entries = await this.load(name);
+      const entries = await this.load(project, name);
       return {
         name,
         entries,
@@ -248,18 +203,18 @@ export class ProfileStore {
         ...(saveChanges && {
           save: async (next: ProfileEntry[]) => {
             try {
-              await this.save(name, next);
+              await this.save(project, name, next, hold);
             } catch (err) {
-              log.warn({ profile: name, err }, `profile ${name} not saved`);
+              log.warn({ profile: name, project, err }, `profile ${name} not saved`);
               throw err;
             }
           },
         }),
-        setHolder: lease.setHolder,
-        release: lease.release,
+        setHolder: (id) => hold.setHolder(id),
+        release: () => hold.release(),
       };
     } catch (err) {
-      lease.release();
+      hold.release();
       throw err;
     }
   }
