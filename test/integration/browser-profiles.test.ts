@@ -62,6 +62,14 @@ beforeAll(async () => {
   server = await testServer();
   client = new Burrow({ baseUrl: server.url, apiKey: server.apiKey, maxRetries: 0 });
   site = createServer((req, res) => {
+    if (req.url === '/set-cookie') {
+      res.writeHead(200, {
+        'content-type': 'text/html',
+        'set-cookie': `sid=${Date.now()}; Max-Age=86400; Path=/; HttpOnly`,
+      });
+      res.end('<title>cookie</title><p id="status">cookie set</p>');
+      return;
+    }
     if (req.url === '/sw.js') {
       res.writeHead(200, { 'content-type': 'text/javascript' });
       res.end("self.addEventListener('fetch', () => {});");
@@ -153,6 +161,27 @@ describe('profiles', () => {
     expect((await client.profiles.list()).map((p) => p.name)).not.toContain('shop');
     expect((await server.api('/v1/profiles/shop', { method: 'DELETE' })).status).toBe(404);
   }, 300_000);
+
+  it('keep a cookie set the moment before the stop (Chromium writes its cookies at a clean exit)', async () => {
+    const a = (await (await start({ name: 'jar', save_changes: true })).json()) as { id: string };
+    expect(await visit(a.id, '/set-cookie', /cookie set/)).toBe('cookie set');
+    // at once: Chromium's own cookie writes come every 30 s
+    await client.instances.stop(a.id);
+    await released('jar');
+
+    const b = (await (await start({ name: 'jar' })).json()) as { id: string };
+    const browser = await chromium.connectOverCDP((await client.browser.cdpUrl(b.id)).cdp_url);
+    try {
+      const cookies = await browser.contexts()[0]!.cookies(origin);
+      expect(cookies.map((c) => c.name)).toEqual(['sid']);
+      expect(cookies[0]!.httpOnly).toBe(true);
+    } finally {
+      await browser.close().catch(() => {});
+    }
+    await client.instances.stop(b.id);
+    await released('jar');
+    expect(await client.profiles.delete('jar')).toEqual({ status: 'success' });
+  }, 180_000);
 
   it('two starts at once on one profile: exactly one 409', async () => {
     const answers = await Promise.all([

@@ -242,7 +242,8 @@ class BrowserRuntime extends InstanceMachine {
 
   protected async halt(): Promise<void> {
     await this.#screencast.close();
-    await this.browser.dispose();
+    // a profile written back is Chromium's files after a clean exit (its cookies included)
+    await this.browser.dispose({ flush: Boolean(this.ctx.profile?.save) });
     await this.#files.stop();
     await this.#saveProfile();
   }

@@ -59,18 +59,21 @@ export class BrowserController implements BrowserCapability {
     });
   }
 
-  /** Stop Chromium (its relays close, `cdp_url` dies); `start()` launches a new one. */
-  stop(): Promise<void> {
+  /**
+   * Stop Chromium (its relays close, `cdp_url` dies); `start()` launches a new one. `flush`: let
+   * it write its profile out first (ChromiumSession.close).
+   */
+  stop(opts: { flush?: boolean } = {}): Promise<void> {
     return this.#serial(async () => {
       const session = this.#session;
       this.#session = undefined;
-      await session?.close();
+      await session?.close(opts);
     });
   }
 
   /** Stop for good; idempotent. */
-  dispose(): Promise<void> {
-    return (this.#disposed ??= this.stop());
+  dispose(opts: { flush?: boolean } = {}): Promise<void> {
+    return (this.#disposed ??= this.stop(opts));
   }
 
   cdpUrl(): string {
