@@ -37,6 +37,7 @@ const ADMIN_ONLY: Partial<Record<keyof Handlers, string>> = {
   extensionUpload: 'Uploading extensions',
   extensionList: 'Browser extensions',
   extensionDelete: 'Deleting extensions',
+  nodeDrain: 'Draining a node',
 };
 
 type AnyInput = {
