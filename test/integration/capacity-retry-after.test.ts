@@ -1,6 +1,6 @@
 /**
  * A single server (no `--cluster`) at its own cap answers 429 `server_at_capacity` with a
- * Retry-After computed as a full cluster's is (src/server/cluster/retry-after.ts): from its
+ * Retry-After computed as a full cluster's is (src/server/instances/retry-after.ts): from its
  * instances' deadlines, not a constant. The MCP tool reads the same seconds in its error.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

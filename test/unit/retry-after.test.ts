@@ -1,5 +1,5 @@
 /**
- * A single node's Retry-After at its own cap (src/server/cluster/retry-after.ts): what the
+ * A single node's Retry-After at its own cap (src/server/instances/retry-after.ts): what the
  * shared formula is given (instances to wait for, seconds to each deadline, recent ends and
  * their window), and the ends counted in a sliding window; and placement's view of a draining
  * node (src/server/http/start-placement.ts: its own drain counts before the database says so).
@@ -10,7 +10,7 @@ import {
   nodeLoad,
   RecentEnds,
   retryAfterSeconds,
-} from '../../src/server/cluster/retry-after.js';
+} from '../../src/server/instances/retry-after.js';
 import type { NodeLoad } from '../../src/server/cluster/placement.js';
 import { StartPlacement } from '../../src/server/http/start-placement.js';
 

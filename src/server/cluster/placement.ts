@@ -20,7 +20,7 @@
  */
 import type { Database } from './database.js';
 import { NODES_CHANNEL, type NodeAdvert } from './nodes.js';
-import { END_WINDOW_SECONDS, type ClusterLoad } from './retry-after.js';
+import { END_WINDOW_SECONDS, type ClusterLoad } from '../instances/retry-after.js';
 
 // the formula is shared with a single node's own cap (retry-after.ts)
 export {
@@ -28,7 +28,7 @@ export {
   RETRY_AFTER_MAX_SECONDS,
   RETRY_AFTER_MIN_SECONDS,
   type ClusterLoad,
-} from './retry-after.js';
+} from '../instances/retry-after.js';
 
 type InstanceType = 'browser' | 'ubuntu';
 

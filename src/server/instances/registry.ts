@@ -23,7 +23,7 @@ import type {
   StartRequest,
 } from '../../api/index.js';
 import { HttpError, serverError } from '../errors.js';
-import { nodeLoad, RecentEnds, retryAfterSeconds } from '../cluster/retry-after.js';
+import { nodeLoad, RecentEnds, retryAfterSeconds } from './retry-after.js';
 import type {
   CapabilityName,
   InstanceRuntime,
@@ -505,7 +505,7 @@ export class Registry {
 
   /**
    * The 429 of this node at its cap, its Retry-After computed as a full cluster's is (the sooner
-   * of its instances' deadlines and its recent end rate: ../cluster/retry-after.ts).
+   * of its instances' deadlines and its recent end rate: retry-after.ts).
    */
   #atCapacity(live: number): HttpError {
     const limit = this.#opts.maxInstances;

@@ -1,8 +1,9 @@
 /**
  * When a start refused for lack of room is worth asking again: the `Retry-After` of a full
- * cluster (`cluster_at_capacity`, placement.ts) and of a single node at its own cap
- * (`server_at_capacity`, ../instances/registry.ts), with or without `--cluster`. Both come from
- * the same two estimates, so a client reads one meaning whichever refused it.
+ * cluster (`cluster_at_capacity`, ../cluster/placement.ts) and of a single node at its own cap
+ * (`server_at_capacity`, registry.ts), with or without `--cluster`. Both come from the same two
+ * estimates, so a client reads one meaning whichever refused it. It lives with the instances
+ * (the floor below the cluster), so that the registry can use it.
  */
 
 /** What the Retry-After of a full cluster or node is computed from. */
@@ -52,7 +53,7 @@ export function retryAfterSeconds(load: ClusterLoad): number {
 
 /**
  * The ends of a single node's instances in the last `END_WINDOW_SECONDS` (its registry's
- * count; a cluster reads its instance rows instead): the rate half of its Retry-After.
+ * count; a full cluster reads its instance rows instead): the rate half of its Retry-After.
  */
 export class RecentEnds {
   readonly #windowMs: number;
