@@ -210,4 +210,27 @@ describe('starts in a cluster beyond POST /v1/start', () => {
     expect(rows.rows.reduce((n, r) => n + r.refused, 0)).toBe(refusals + 1);
     expect(rows.rows.find((r) => r.node === 'node-2')?.refused).toBe(1);
   }, 60_000);
+
+  it('stops the instances an MCP session placed elsewhere when it ends, and when its node closes', async () => {
+    const status = async (id: string) =>
+      ((await (await two.api(`/v1/instance/${id}`)).json()) as { status: string }).status;
+    const placed = (await (await two.api('/v1/instances')).json()) as {
+      id: string;
+      status: string;
+    }[];
+    const warm = placed.filter((i) => i.status === 'running' && i.id.startsWith('inst_c002'));
+    expect(warm).toHaveLength(2);
+    await session.close(); // DELETE /mcp: its warm-claimed instance on node 2 stops
+    await eventually(
+      async () => (await Promise.all(warm.map((i) => status(i.id)))).includes('terminated'),
+      'the session’s instance on node 2 to stop',
+    );
+    await settle();
+    // a session of its own, its instance on node 2, then node 1 closes
+    const other = await mcpSession(one);
+    const inst = started(await other.tool('instance_start', COLD));
+    expect(inst.id).toMatch(/^inst_c002/);
+    await one.close();
+    expect(await status(inst.id)).toBe('terminated');
+  }, 60_000);
 });

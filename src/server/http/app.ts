@@ -294,17 +294,18 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   // MCP over Streamable HTTP (src/server/mcp/), behind the same API key
   // in a cluster its starts are placed, and other nodes' instances reached, as over HTTP
-  const { placement } = opts;
+  const { placement, forwarder } = opts;
   registerMcpRoute(app, {
     handlers,
     ...opts.mcp,
-    ...(placement && {
-      cluster: {
-        placement,
-        local: (id: string) => registry.has(id),
-        refused: opts.refusedStart,
-      },
-    }),
+    ...(placement &&
+      forwarder && {
+        cluster: {
+          placement,
+          route: (id: string) => forwarder.route(id),
+          refused: opts.refusedStart,
+        },
+      }),
   });
 
   return app;

@@ -14,16 +14,17 @@
  *
  * In a cluster, `instance_start` is placed as `POST /v1/start` is (start-placement.ts: the same
  * code path), so its instance may run on another node. The session's calls for such an
- * instance go through this node's own API on loopback, with the key that opened the session:
- * the forwarder (forward.ts) takes them to the owner in one hop, as it does a client's, scoped
- * to the key's project alike; its `cdp_url` is opened on loopback too and forwarded the same way.
+ * instance go to its owner in one hop, as the forwarder (forward.ts) sends a client's: with the
+ * key that opened the session (the owner checks it and its project) and the client's address
+ * signed. So do the stops of a session that ends, also while this node closes. An instance
+ * whose node was lost or left is asked through this node's own API, which answers for it as for
+ * any client (its row, or 410). Its `cdp_url` is opened on loopback and forwarded as a client's.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { Agent, request } from 'undici';
 import type { z } from 'zod';
 import {
   operations,
@@ -38,13 +39,14 @@ import {
   type ScreenshotResult,
   type StreamUrlResult,
 } from '../../api/index.js';
-import { HttpError } from '../errors.js';
+import { HttpError, serverError } from '../errors.js';
 import {
   DEFAULT_MCP_IDLE_SECONDS,
   DEFAULT_MCP_MAX_SESSIONS as DEFAULT_MAX_SESSIONS,
 } from '../config.js';
 import type { Handlers } from './handlers.js';
 import type { StartCaller, StartPlacement } from './start-placement.js';
+import type { Route } from '../cluster/node.js';
 import { McpToolFailure, type McpBackend } from '../mcp/backend.js';
 import { createMcpSession, type McpSession } from '../mcp/tools.js';
 
@@ -83,18 +85,17 @@ export interface McpRouteOptions {
 
 /** What the tools of a cluster node need besides its handlers. */
 export interface McpCluster {
-  /** Placement of starts, shared with `POST /v1/start`. */
-  placement: Pick<StartPlacement, 'start'>;
-  /** Whether instance `id` runs on this node (its registry has it). */
-  local: (id: string) => boolean;
+  /** Placement of starts, shared with `POST /v1/start`; it also sends the calls for other nodes. */
+  placement: Pick<StartPlacement, 'start' | 'sendFor'>;
+  /** Which node answers for instance `id` (../cluster/node.ts). */
+  route: (id: string) => Promise<Route>;
   /** A start refused with this status (429, 503 count for the autoscaler: ../cluster/refusals.ts). */
   refused?: ((status: number) => void) | undefined;
 }
 
-/** A session of a cluster node: who opened it, and the pool its hops to this node's API use. */
+/** A session of a cluster node: its cluster, and who opened it. */
 interface McpRemote extends McpCluster {
   caller: StartCaller;
-  agent: Agent;
 }
 
 type Op = Exclude<JsonOperationId, 'upload'>;
@@ -140,8 +141,16 @@ export function inProcessBackend(
     const msg = items.map((i) => `${i.loc.join('.')}: ${i.msg}`).join('; ');
     throw new McpToolFailure(`Invalid request: ${msg}`, 'validation_error', 422);
   };
-  /** Operation `id` through this node's own API (its forwarder takes it to the owner). */
-  const hop = async <T>(id: Op, input: Input, via: McpRemote): Promise<T> => {
+  /**
+   * Operation `id` for another node's instance: sent to its owner at `owner` in one hop, or
+   * (no `owner`: that node is gone) through this node's own API.
+   */
+  const hop = async <T>(
+    id: Op,
+    input: Input,
+    via: McpRemote,
+    owner?: { node: string; url: string },
+  ): Promise<T> => {
     const op = operations[id];
     const params = (input.params ?? {}) as Record<string, unknown>;
     let path = op.path.replace(/\{(\w+)\}/g, (_, k: string) =>
@@ -152,18 +161,21 @@ export function inProcessBackend(
       if (v !== undefined) query.set(k, String(v));
     }
     if (query.size > 0) path += `?${query.toString()}`;
-    const json = op.bodyKind === 'json';
-    const res = await request(new URL(path, loopbackOrigin(app, 'http')), {
-      method: op.method,
-      headers: {
-        'x-api-key': via.caller.apiKey,
-        ...(json && { 'content-type': 'application/json' }),
-      },
-      ...(json && { body: JSON.stringify(input.body ?? {}) }),
-      dispatcher: via.agent,
-      headersTimeout: 0, // a long call (a bash command) answers when it is done
-      bodyTimeout: 0,
-    });
+    const target = new URL(path, owner?.url ?? loopbackOrigin(app, 'http'));
+    const body = op.bodyKind === 'json' ? (input.body ?? {}) : undefined;
+    let res;
+    try {
+      res = await via.placement.sendFor(via.caller, target, op.method, body, owner !== undefined);
+    } catch (err) {
+      const params = input.params as { instance_id?: string } | undefined;
+      throw failure(
+        serverError('node_unreachable', {
+          id: params?.instance_id ?? '',
+          node: owner?.node ?? 'this node',
+          reason: (err as Error).message,
+        }),
+      );
+    }
     const text = await res.body.text();
     let out: unknown;
     try {
@@ -194,8 +206,12 @@ export function inProcessBackend(
       body: check('body' in op ? op.body : undefined, input.body, 'body'),
     };
     const instanceId = (parsed.params as { instance_id?: unknown } | undefined)?.instance_id;
-    if (remote && typeof instanceId === 'string' && !remote.local(instanceId)) {
-      return hop<T>(id, input, remote);
+    if (remote && typeof instanceId === 'string') {
+      // an id this node cannot place (the database away) is answered here: 404, as for a client
+      const route = await remote.route(instanceId).catch(() => 'unknown' as const);
+      if (typeof route === 'object') {
+        return hop<T>(id, input, remote, route.ended ? undefined : route);
+      }
     }
     const handler = handlers[id] as (i: typeof parsed) => Promise<unknown>;
     try {
@@ -285,8 +301,6 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
   const maxSessions = opts.maxSessions ?? DEFAULT_MCP_MAX_SESSIONS;
   /** Sessions made but not yet initialized (counted against the cap too). */
   let starting = 0;
-  // one pool for every session's hops to this node's own API (cluster mode)
-  const agent = opts.cluster && new Agent({ keepAliveTimeout: 30_000, connections: 16 });
   const streamGraceMs = opts.streamGraceMs ?? DEFAULT_MCP_STREAM_GRACE_MS;
 
   const end = (id: string, entry: Entry) => {
@@ -352,12 +366,8 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
         // a cluster node's session reaches other nodes' instances with the key that opened it
         const key = req.headers['x-api-key'];
         const remote =
-          opts.cluster && agent && typeof key === 'string'
-            ? {
-                ...opts.cluster,
-                agent,
-                caller: { apiKey: key, client: req.socket.remoteAddress },
-              }
+          opts.cluster && typeof key === 'string'
+            ? { ...opts.cluster, caller: { apiKey: key, client: req.socket.remoteAddress } }
             : undefined;
         const session = createMcpSession({
           backend: inProcessBackend(opts.handlers, app, remote),
@@ -437,6 +447,5 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
         await e.session.close();
       }),
     );
-    await agent?.close();
   });
 }

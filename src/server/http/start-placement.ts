@@ -23,7 +23,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { pipeline } from 'node:stream/promises';
-import { Agent, request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { identityOf } from '../../api/identity.js';
 import { operations, type Instance, type StartRequest } from '../../api/index.js';
 import type { Database } from '../cluster/database.js';
@@ -164,34 +164,50 @@ export class StartPlacement {
     return this.place(body, (node) => this.#send(node, body, caller));
   }
 
+  /**
+   * A request made for `caller` (its key; its address, signed) to `target`: another node's API,
+   * marked as this node's hop so that node answers it itself, or (`hop: false`) this node's own,
+   * which forwards it as a client's request. The MCP tools' calls for other nodes' instances go
+   * this way too (mcp.ts).
+   */
+  sendFor(
+    caller: StartCaller,
+    target: URL,
+    method: Dispatcher.HttpMethod,
+    json: unknown,
+    hop = true,
+  ): Promise<Dispatcher.ResponseData> {
+    const headers: Record<string, string> = { 'x-api-key': caller.apiKey };
+    if (json !== undefined) headers['content-type'] = 'application/json';
+    if (hop) {
+      headers[FORWARDED_BY] = this.#opts.name;
+      if (caller.client) {
+        headers['x-forwarded-for'] = caller.client;
+        if (this.#opts.signer) {
+          const path = target.pathname + target.search;
+          headers[CLIENT_HEADER] = this.#opts.signer.sign(caller.client, method, path);
+        }
+      }
+    }
+    return request(target, {
+      method,
+      headers,
+      ...(json !== undefined && { body: JSON.stringify(json) }),
+      dispatcher: this.#agent,
+      headersTimeout: 0, // a start answers when its instance is up, a bash command when done
+      bodyTimeout: 0,
+    });
+  }
+
   /** `body` as a start sent to `node` for `caller`; undefined when it refused (429) or did not answer. */
   async #send(
     node: NodeLoad,
     body: StartRequest,
     caller: StartCaller,
   ): Promise<Instance | undefined> {
-    const target = new URL('/v1/start', node.url);
-    const headers: Record<string, string> = {
-      'content-type': 'application/json',
-      'x-api-key': caller.apiKey,
-      [FORWARDED_BY]: this.#opts.name,
-    };
-    if (caller.client) {
-      headers['x-forwarded-for'] = caller.client;
-      if (this.#opts.signer) {
-        headers[CLIENT_HEADER] = this.#opts.signer.sign(caller.client, 'POST', target.pathname);
-      }
-    }
     let answer;
     try {
-      answer = await request(target, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify(body),
-        dispatcher: this.#agent,
-        headersTimeout: 0, // a start answers when its instance is up
-        bodyTimeout: 0,
-      });
+      answer = await this.sendFor(caller, new URL('/v1/start', node.url), 'POST', body);
     } catch {
       return undefined;
     }

@@ -273,11 +273,6 @@ export class Registry {
     return withTimeLeft(rec.toJSON());
   }
 
-  /** Whether this registry runs (or ran) instance `id`: a cluster node's own, not another's. */
-  has(id: string): boolean {
-    return this.#instances.has(id);
-  }
-
   /** The record, or 404. */
   get(id: string): InstanceView {
     return this.#get(id);
