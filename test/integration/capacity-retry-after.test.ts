@@ -1,9 +1,13 @@
 /**
  * A single server (no `--cluster`) at its own cap answers 429 `server_at_capacity` with a
  * Retry-After computed as a full cluster's is (src/server/instances/retry-after.ts): from its
- * instances' deadlines, not a constant. The MCP tool reads the same seconds in its error.
+ * instances' deadlines, not a constant. The MCP tool reads the same seconds in its error, on
+ * `/mcp` and over the typed client (`burrow mcp` on stdio).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clientBackend } from '../../src/cli/mcp-backend.js';
+import { Burrow } from '../../src/client/index.js';
+import { McpToolFailure } from '../../src/server/mcp/backend.js';
 import { testServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
@@ -83,5 +87,18 @@ describe('a full single server’s Retry-After', () => {
     expect(result.structuredContent.error.retry_after_seconds).toBeGreaterThanOrEqual(110);
     expect(result.structuredContent.error.retry_after_seconds).toBeLessThanOrEqual(121);
     await server.api('/mcp', { method: 'DELETE', headers: { 'mcp-session-id': sid! } });
+    // and so does `burrow mcp` on stdio, whose tools call the typed client
+    const api = new Burrow({ baseUrl: server.url, apiKey: server.apiKey, maxRetries: 0 });
+    try {
+      const err = (await clientBackend(api)
+        .start({ instance_type: 'browser' })
+        .catch((e: unknown) => e)) as McpToolFailure;
+      expect(err).toBeInstanceOf(McpToolFailure);
+      expect(err).toMatchObject({ code: 'server_at_capacity', status: 429 });
+      expect(err.retryAfterSeconds).toBeGreaterThanOrEqual(110);
+      expect(err.retryAfterSeconds).toBeLessThanOrEqual(121);
+    } finally {
+      await api.close();
+    }
   }, 60_000);
 });
