@@ -78,11 +78,6 @@ export class KeyScope {
     if (id !== undefined) await this.#ownInstance(id, principal);
   }
 
-  /** Whether `req` was made with the admin key (the server's own); false for a project's key. */
-  isAdmin(req: FastifyRequest): boolean {
-    return principals.get(req.raw)?.admin === true;
-  }
-
   /** A `preHandler` hook: the handler runs as the request's principal. */
   bind = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const principal = principals.get(req.raw);

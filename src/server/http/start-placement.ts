@@ -66,7 +66,10 @@ export interface StartPlacementOptions {
   draining?: () => boolean;
 }
 
-/** Who a start placed for an MCP tool is made for (the HTTP hook reads it off the request). */
+/**
+ * Who a request sent for an MCP session is made for: its start, or a call for another node's
+ * instance (the HTTP hook reads the same off the request it forwards).
+ */
 export interface StartCaller {
   /** The caller's API key: the node receiving the start checks it and scopes the instance. */
   apiKey: string;
