@@ -201,15 +201,18 @@ const disruptionBudget = new PodDisruptionBudget({
 });
 
 /**
- * What KEDA sizes the StatefulSet by. The database records no refused starts (a 429 leaves no
- * row), so the query counts what exists: live instances, plus one for each node that is up and
- * advertises no free slot, so that a cluster whose every node is full asks for one node more.
+ * What KEDA sizes the StatefulSet by: the demand, as live instances plus the starts refused
+ * lately. Every node counts the starts it answered 429 (no room) or 503 (draining, database
+ * away) per minute of the database's clock (src/server/cluster/refusals.ts); the query adds
+ * those of the current minute and the one before, so a burst the cluster could not take asks
+ * for nodes while it lasts and stops asking a minute or two after. A client that retries is
+ * counted each time it is refused: the demand reads high while refusals go on, never low.
  */
 export const SCALE_QUERY = [
   `SELECT (SELECT count(*) FROM burrow.instances`,
   `WHERE row->>'status' IN ('deploying', 'running', 'paused'))`,
-  `+ (SELECT count(*) FROM burrow.nodes`,
-  `WHERE state = 'up' AND lease_until > now() AND free_slots = 0)`,
+  `+ (SELECT coalesce(sum(refused), 0) FROM burrow.start_refusals`,
+  `WHERE minute >= date_trunc('minute', now()) - interval '1 minute')`,
 ].join(' ');
 
 const scaledObject = new ScaledObject({

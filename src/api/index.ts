@@ -106,6 +106,8 @@ export {
   ProjectName,
   RevokeKeyResult,
 } from './keys.js';
+// the node itself: drain (burrow extension route)
+export { DrainResult } from './node.js';
 export { operationIds, operations } from './operations.js';
 export type {
   BodyKind,

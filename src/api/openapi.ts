@@ -213,7 +213,7 @@ export function openApiDocument(options: OpenApiOptions = {}): Json {
           }
         : { description: 'Success.', content: jsonContent(schemaOf(op.response, 'output')) };
     const responses: Json = {
-      '200': ok,
+      [String(op.successStatus ?? 200)]: ok,
       '401': errorResponse('Missing or wrong API key.'),
     };
     if (op.params || op.query || op.bodyKind !== 'none') {

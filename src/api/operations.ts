@@ -9,6 +9,7 @@ import * as art from './artifacts.js';
 import * as auth from './auth-states.js';
 import * as ext from './extensions.js';
 import * as keys from './keys.js';
+import * as node from './node.js';
 import { ComputerAction } from './computer.js';
 import { VersionResult } from './meta.js';
 import * as s from './schemas.js';
@@ -42,6 +43,8 @@ export interface OperationSpec {
   readonly responseKind?: ResponseKind;
   /** True for burrow's own routes, not in docs/spec/API.md. Absent means a row of the spec. */
   readonly extension?: boolean;
+  /** The status of a success; absent means 200 (a drain that has begun answers 202). */
+  readonly successStatus?: 200 | 202;
   /**
    * Whether repeating the request after a lost response is harmless, so the client may retry it
    * automatically. Never true for `POST /v1/start`.
@@ -491,6 +494,19 @@ export const operations = {
     params: keys.KeyPath,
     ...none,
     response: keys.RevokeKeyResult,
+    idempotent: true,
+    extension: true,
+  },
+
+  // burrow extension: the node that answers (src/api/node.ts), admin key only
+  nodeDrain: {
+    client: ['node', 'drain'],
+    method: 'POST',
+    path: '/v1/node/drain',
+    ...none,
+    response: node.DrainResult,
+    successStatus: 202,
+    // a second drain changes nothing: it answers the deadline of the first
     idempotent: true,
     extension: true,
   },

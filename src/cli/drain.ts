@@ -2,7 +2,7 @@
  * `burrow drain`: drain a running server (a cluster node, usually) through its API, as SIGTERM
  * does on its machine: it takes no new instances, its readiness turns false, and it exits once
  * its instances ended or its drain deadline passed (src/server/cluster/drain.ts). The route is burrow's
- * own, `POST /v1/node/drain`, behind the API key; it is not one of the API's operations.
+ * own, `POST /v1/node/drain` (the operation `nodeDrain`), behind the admin key.
  */
 import { parseArgs } from 'node:util';
 import { apiFlags } from './common.js';

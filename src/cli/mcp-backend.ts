@@ -21,7 +21,9 @@ function detailOf(err: APIError): string {
 function failure(err: unknown): unknown {
   if (err instanceof APIError) {
     const code = err.serverCode ?? (err.status === 422 ? 'validation_error' : err.code);
-    return new McpToolFailure(detailOf(err), code, err.status);
+    // a full server's or cluster's wait, in the same whole seconds as on /mcp
+    const wait = err.retryAfterMs === undefined ? undefined : Math.ceil(err.retryAfterMs / 1000);
+    return new McpToolFailure(detailOf(err), code, err.status, wait);
   }
   if (err instanceof BurrowError) return new McpToolFailure(err.message, err.code);
   return err;

@@ -6,6 +6,7 @@ import { Code } from './resources/code.js';
 import { Env } from './resources/env.js';
 import { Extensions } from './resources/extensions.js';
 import { Keys } from './resources/keys.js';
+import { Node } from './resources/node.js';
 import { Profiles } from './resources/profiles.js';
 import { InstanceTools } from './resources/instance.js';
 import { Instances } from './resources/instances.js';
@@ -38,6 +39,8 @@ export class Burrow implements AsyncDisposable {
   readonly profiles: Profiles;
   /** burrow extension, cluster mode: API keys of projects (admin key only). */
   readonly keys: Keys;
+  /** burrow extension: the node the base URL reaches (`drain`; admin key only). */
+  readonly node: Node;
   readonly #core: Core;
 
   constructor(options: BurrowOptions = {}) {
@@ -57,6 +60,7 @@ export class Burrow implements AsyncDisposable {
     this.extensions = new Extensions(core);
     this.profiles = new Profiles(core);
     this.keys = new Keys(core);
+    this.node = new Node(core);
   }
 
   /** Waits for requests in flight, then closes the connection pool. Idempotent. */

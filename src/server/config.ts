@@ -425,7 +425,8 @@ export const SETTINGS: readonly SettingDoc[] = [
     env: 'BURROW_MAX_INSTANCES',
     flags: ['--max-instances'],
     default: '`8`',
-    meaning: 'live instances at once; past it `start` answers 429',
+    meaning:
+      'live instances at once; past it `start` answers 429 with a `Retry-After` computed from its instances’ deadlines and recent ends (as a full cluster’s)',
   },
   {
     option: 'maxUploadBytes',
@@ -660,7 +661,7 @@ export const SETTINGS: readonly SettingDoc[] = [
     env: 'BURROW_DRAIN_SECONDS',
     default: '`300`',
     meaning:
-      'seconds a draining node (SIGTERM, `burrow drain`) lets its instances run on; then they stop with `end_reason: "node_drained"` and it exits',
+      'seconds a draining node (SIGTERM, `burrow drain`, `POST /v1/node/drain`) lets its instances run on; then they stop with `end_reason: "node_drained"` and it exits; it places the starts it is sent on other nodes from the first moment',
   },
 ];
 

@@ -88,8 +88,8 @@ export const SERVER_ERRORS = {
   capability_unavailable: { status: 400, message: '{what} is not available on {type} instances' },
   server_at_capacity: {
     status: 429,
-    message: 'Server at capacity: {live} live instances (limit {limit}); stop one or retry later',
-    headers: { 'Retry-After': '5' },
+    message:
+      'Server at capacity: {live} live instances (limit {limit}); stop one or retry in {seconds} s',
   },
   isolation_unavailable: { status: 503, message: '{reason}' },
   instance_requirements_missing: { status: 503, message: '{detail}' },

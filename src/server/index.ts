@@ -13,6 +13,7 @@ import { ClusterView } from './cluster/placement.js';
 import { KeyScope } from './http/key-routes.js';
 import { StartPlacement } from './http/start-placement.js';
 import { Drain } from './cluster/drain.js';
+import { StartRefusals } from './cluster/refusals.js';
 import { serverError } from './errors.js';
 import { Health } from './instances/health.js';
 import { randomBytes } from 'node:crypto';
@@ -271,7 +272,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       local: advert,
       signer: cluster.clientSigner,
       clusterMax: config.cluster?.maxInstances,
+      // a drain leaves this node out of its own placements at once, before the database says so
+      draining: () => health.draining,
     });
+  // starts refused here, counted for the autoscaler (cluster/refusals.ts)
+  const refusals = cluster && new StartRefusals(cluster.db, cluster.name);
   // keys of projects live in the cluster's database; the server's own key stays the admin's
   const keys = cluster && new KeyScope(await ProjectKeys.open(cluster.db), authStore);
   let drained!: () => void;
@@ -301,6 +306,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     forwarder,
     placement,
     keys,
+    ...(refusals && { refusedStart: (status: number) => refusals.count(status) }),
     ...(cluster && { forwardedClient: (req) => cluster.clientSigner.clientOf(req) }),
     health,
     drain: () => {
@@ -340,6 +346,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       await app.close();
       await forwarder?.close();
       await placement?.close();
+      await refusals?.close();
       await cluster?.close();
       await sandboxHost.close();
       await rm(runDir, { recursive: true, force: true });

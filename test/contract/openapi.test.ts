@@ -82,6 +82,22 @@ describe('GET /openapi.json', () => {
     expect(paths()['/v1/start']!.post!['x-burrow-extension']).toBeUndefined();
   });
 
+  it('describes a drain’s 202, as a drained server answers it', async () => {
+    const drain = paths()['/v1/node/drain']!.post!;
+    expect(drain.operationId).toBe('nodeDrain');
+    expect(Object.keys(drain.responses as Json)).toContain('202');
+    expect(Object.keys(drain.responses as Json)).not.toContain('200');
+    const other = await testServer();
+    try {
+      const res = await other.api('/v1/node/drain', { method: 'POST' });
+      expect(res.status).toBe(202);
+      checkAgainst('/v1/node/drain', 'post', '202', await res.json());
+      await other.drained;
+    } finally {
+      await other.close();
+    }
+  });
+
   it('names the x-api-key scheme for every /v1 route, none for the public pages', () => {
     const components = doc.components as { securitySchemes: Record<string, Json> };
     expect(components.securitySchemes.apiKey).toEqual(

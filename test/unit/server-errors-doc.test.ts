@@ -56,17 +56,18 @@ describe('the catalogue', () => {
   });
 
   it('serverError fills the template and carries status, code and headers', () => {
-    const err = serverError('server_at_capacity', { live: 3, limit: 3 });
+    const err = serverError('node_draining', { node: 'node-1' });
+    const detail = 'Node node-1 is draining and takes no new instances; start through another node';
     expect(err).toBeInstanceOf(HttpError);
     expect(err).toMatchObject({
-      status: 429,
-      code: 'server_at_capacity',
-      detail: 'Server at capacity: 3 live instances (limit 3); stop one or retry later',
-      message: 'Server at capacity: 3 live instances (limit 3); stop one or retry later',
+      status: 503,
+      code: 'node_draining',
+      detail,
+      message: detail,
     });
     expect(err.responseHeaders).toEqual({
       'Retry-After': '5',
-      'x-burrow-error': 'server_at_capacity',
+      'x-burrow-error': 'node_draining',
     });
     expect(serverError('not_found').detail).toBe('Not Found');
   });

@@ -80,4 +80,16 @@ export const MIGRATIONS: readonly (readonly string[])[] = [
        PRIMARY KEY (project, name)
      )`,
   ],
+  // 4 (refused starts, refusals.ts): starts each node answered 429 or 503, per minute of the
+  // database's clock, kept for an hour; the autoscaler's query adds the recent ones to the live
+  // instances (scripts/deploy.ts)
+  [
+    `CREATE TABLE start_refusals (
+       node text NOT NULL,
+       minute timestamptz NOT NULL,
+       status int NOT NULL,
+       refused int NOT NULL,
+       PRIMARY KEY (node, minute, status)
+     )`,
+  ],
 ];

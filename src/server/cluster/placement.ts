@@ -20,6 +20,15 @@
  */
 import type { Database } from './database.js';
 import { NODES_CHANNEL, type NodeAdvert } from './nodes.js';
+import { END_WINDOW_SECONDS, type ClusterLoad } from '../instances/retry-after.js';
+
+// the formula is shared with a single node's own cap (retry-after.ts)
+export {
+  retryAfterSeconds,
+  RETRY_AFTER_MAX_SECONDS,
+  RETRY_AFTER_MIN_SECONDS,
+  type ClusterLoad,
+} from '../instances/retry-after.js';
 
 type InstanceType = 'browser' | 'ubuntu';
 
@@ -103,51 +112,6 @@ function best(list: readonly NodeLoad[], self: string): NodeLoad {
   }
   return pick;
 }
-
-/** What the Retry-After of a full cluster is computed from. */
-export interface ClusterLoad {
-  /** Instances that must end before a start fits (1 when every node is full). */
-  needed: number;
-  /** Seconds until each live instance's deadline (`expires_at`), any order. */
-  secondsToDeadline: readonly number[];
-  /** Instances that ended in the last `windowSeconds`. */
-  recentEnds: number;
-  windowSeconds: number;
-}
-
-export const RETRY_AFTER_MIN_SECONDS = 1;
-export const RETRY_AFTER_MAX_SECONDS = 300;
-
-/**
- * Seconds a client refused by a full cluster should wait: the sooner of two estimates of when
- * `needed` instances will have ended, clamped to [1, 300].
- *
- * - **Deadlines:** the `needed`-th soonest `expires_at` among live instances (an instance ends
- *   at its deadline at the latest).
- * - **Rate:** with `e` ends in the last `W` seconds, ends come about every `W / e` seconds, so
- *   `needed` of them take `needed · W / e` (no estimate when nothing ended).
- *
- * With neither (no deadline known, nothing ended lately) it is the upper bound: the cluster
- * is busy with long instances, and asking often would not help. A heavier load (more
- * instances to wait for, later deadlines, fewer recent ends) gives a longer wait.
- */
-export function retryAfterSeconds(load: ClusterLoad): number {
-  const needed = Math.max(1, Math.ceil(load.needed));
-  const estimates: number[] = [];
-  const deadlines = [...load.secondsToDeadline].filter(Number.isFinite).sort((a, b) => a - b);
-  if (deadlines.length >= needed) estimates.push(deadlines[needed - 1]!);
-  if (load.recentEnds > 0 && load.windowSeconds > 0) {
-    estimates.push((needed * load.windowSeconds) / load.recentEnds);
-  }
-  const wait = estimates.length > 0 ? Math.min(...estimates) : RETRY_AFTER_MAX_SECONDS;
-  return Math.min(
-    RETRY_AFTER_MAX_SECONDS,
-    Math.max(RETRY_AFTER_MIN_SECONDS, Math.ceil(Number.isFinite(wait) ? wait : 0)),
-  );
-}
-
-/** The window of recent ends the Retry-After rate estimate looks at. */
-const END_WINDOW_SECONDS = 600;
 
 /** The cluster's load for `retryAfterSeconds`, read from the instance rows (database clock). */
 export async function readClusterLoad(

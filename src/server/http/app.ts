@@ -6,7 +6,7 @@
  * connections, `CONNECT`, unparseable requests) is in `limits.ts`; how JSON bodies are
  * parsed, in `request-body.ts`; what never reaches a log line, in `logger.ts`.
  */
-import type { Forwarder } from './forward.js';
+import { FORWARDED_BY, type Forwarder } from './forward.js';
 import type { StartPlacement } from './start-placement.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -80,10 +80,15 @@ export interface AppOptions {
   /** `GET /livez` and `GET /readyz` (../instances/health.ts); absent, readiness is always false. */
   health?: Health | undefined;
   /**
-   * burrow's own `POST /v1/node/drain` (`burrow drain`; ../cluster/drain.ts): begins the drain and
-   * answers when the remaining instances will be stopped. Not one of the API's operations.
+   * `POST /v1/node/drain` (`burrow drain`; ../cluster/drain.ts): begins the drain and answers when
+   * the remaining instances will be stopped; absent, the route answers 404.
    */
   drain?: (() => Date) | undefined;
+  /**
+   * Cluster mode: a start this node answered 429 or 503 (../cluster/refusals.ts counts them for
+   * the autoscaler), through `POST /v1/start` or the MCP tool.
+   */
+  refusedStart?: ((status: number) => void) | undefined;
 }
 
 /** Default of `AppOptions.maxJsonBodyBytes`. */
@@ -174,6 +179,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       profiles: opts.profiles,
       log: opts.logger,
       keys: opts.keys?.keys,
+      drain: opts.drain,
     }),
   );
   // a project key's calls see its project's rows only (key-routes.ts)
@@ -203,6 +209,16 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     authenticated(req.raw.socket, req.raw);
     await opts.keys?.admit(req, principal);
   });
+  const { refusedStart } = opts;
+  if (refusedStart) {
+    // a start this node answered 429 or 503, whether it refused it or a node it placed it on
+    // did; a start forwarded to this node is counted by the node that answers the client
+    app.addHook('onRequest', async (req, reply) => {
+      if (req.method !== 'POST' || req.url.split('?', 1)[0] !== '/v1/start') return;
+      if (req.headers[FORWARDED_BY] !== undefined) return;
+      reply.raw.once('finish', () => refusedStart(reply.raw.statusCode));
+    });
+  }
   if (opts.forwarder) app.addHook('onRequest', opts.forwarder.hook);
   if (opts.keys) app.addHook('preHandler', opts.keys.bind);
   // after the body is read: a start's body says where it can go
@@ -249,15 +265,6 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         .send(answer.body);
     });
   }
-  app.post('/v1/node/drain', { bodyLimit: NO_BODY_LIMIT }, async (req, reply) => {
-    if (!opts.drain) throw serverError('not_found');
-    // the node is every project's: only the admin key drains it
-    if (opts.keys && !opts.keys.isAdmin(req)) {
-      throw serverError('admin_key_required', { what: 'draining a node' });
-    }
-    const deadline = opts.drain();
-    return reply.code(202).send({ draining: true, deadline: deadline.toISOString() });
-  });
 
   for (const id of operationIds) {
     const op: OperationSpec = operations[id];
@@ -281,13 +288,26 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
           body: unknown;
         }) => Promise<unknown>;
         const out = await handler({ params, query, body });
-        return reply.send(out);
+        return reply.code(op.successStatus ?? 200).send(out);
       },
     });
   }
 
   // MCP over Streamable HTTP (src/server/mcp/), behind the same API key
-  registerMcpRoute(app, { handlers, ...opts.mcp });
+  // in a cluster its starts are placed, and other nodes' instances reached, as over HTTP
+  const { placement, forwarder } = opts;
+  registerMcpRoute(app, {
+    handlers,
+    ...opts.mcp,
+    ...(placement &&
+      forwarder && {
+        cluster: {
+          placement,
+          route: (id: string) => forwarder.route(id),
+          refused: opts.refusedStart,
+        },
+      }),
+  });
 
   return app;
 }

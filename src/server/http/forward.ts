@@ -114,6 +114,11 @@ export class Forwarder {
     this.#signer = signer;
   }
 
+  /** Which node answers for instance `id` (the MCP tools' calls go there too: mcp.ts). */
+  route(id: string): Promise<Route> {
+    return this.#router.route(id);
+  }
+
   /**
    * Where the request goes: `local`, or the owner's URL; throws 404 for a foreign id and 410 for
    * an instance of a lost node (but its row, which is read here).

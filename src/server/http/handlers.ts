@@ -61,6 +61,11 @@ export interface HandlerOptions {
   log?: { warn(obj: object, msg: string): void } | undefined;
   /** Cluster mode: API keys of projects (key-handlers.ts); absent, their routes answer 501. */
   keys?: ProjectKeys | undefined;
+  /**
+   * `POST /v1/node/drain` (../cluster/drain.ts): begins the drain and says when the remaining
+   * instances will be stopped; absent, the route answers 404.
+   */
+  drain?: (() => Date) | undefined;
 }
 
 export function createHandlers(
@@ -92,6 +97,11 @@ export function createHandlers(
     ...artifactHandlers(registry),
     // burrow extension: API keys of projects, cluster mode (key-handlers.ts)
     ...keyHandlers(opts.keys),
+    // burrow extension: the node itself (a project's key is refused it: key-routes.ts)
+    nodeDrain: async () => {
+      if (!opts.drain) throw serverError('not_found');
+      return { draining: true as const, deadline: opts.drain().toISOString() };
+    },
     start: async ({ body }) => {
       // the extensions named, resolved before anything starts (an unknown id is a 404)
       const ids = [...new Set(body.extensions ?? [])];

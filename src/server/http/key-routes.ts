@@ -41,6 +41,7 @@ const ADMIN_ONLY: Partial<Record<keyof Handlers, string>> = {
   extensionUpload: 'Uploading extensions',
   extensionList: 'Browser extensions',
   extensionDelete: 'Deleting extensions',
+  nodeDrain: 'Draining a node',
 };
 
 type AnyInput = {
@@ -79,11 +80,6 @@ export class KeyScope {
     if (principal.admin || !req.url.startsWith('/v1/instance/')) return;
     const id = instanceIdOf(req.url);
     if (id !== undefined) await this.#ownInstance(id, principal);
-  }
-
-  /** Whether `req` was made with the admin key (the server's own); false for a project's key. */
-  isAdmin(req: FastifyRequest): boolean {
-    return principals.get(req.raw)?.admin === true;
   }
 
   /** A `preHandler` hook: the handler runs as the request's principal. */

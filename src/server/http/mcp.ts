@@ -11,6 +11,14 @@
  *
  * The browser tools reach an instance's browser the way any client does: through the
  * token-checked CDP relay, opened on this server's own loopback address.
+ *
+ * In a cluster, `instance_start` is placed as `POST /v1/start` is (start-placement.ts: the same
+ * code path), so its instance may run on another node. The session's calls for such an
+ * instance go to its owner in one hop, as the forwarder (forward.ts) sends a client's: with the
+ * key that opened the session (the owner checks it and its project) and the client's address
+ * signed. So do the stops of a session that ends, also while this node closes. An instance
+ * whose node was lost or left is asked through this node's own API, which answers for it as for
+ * any client (its row, or 410). Its `cdp_url` is opened on loopback and forwarded as a client's.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -24,17 +32,21 @@ import {
   wireParse,
   type BrowserStartResult,
   type CurrentUrlResult,
+  type Instance,
+  type StartRequest,
   type Location,
   type JsonOperationId,
   type ScreenshotResult,
   type StreamUrlResult,
 } from '../../api/index.js';
-import { HttpError } from '../errors.js';
+import { HttpError, serverError } from '../errors.js';
 import {
   DEFAULT_MCP_IDLE_SECONDS,
   DEFAULT_MCP_MAX_SESSIONS as DEFAULT_MAX_SESSIONS,
 } from '../config.js';
 import type { Handlers } from './handlers.js';
+import type { StartCaller, StartPlacement } from './start-placement.js';
+import type { Route } from '../cluster/node.js';
 import { McpToolFailure, type McpBackend } from '../mcp/backend.js';
 import { createMcpSession, type McpSession } from '../mcp/tools.js';
 
@@ -67,19 +79,60 @@ export interface McpRouteOptions {
   /** MCP sessions open at once (the server has one API key); past it 429. Default 64 (`mcpMaxSessions`). */
   maxSessions?: number;
   version?: string;
+  /** Cluster mode: where `instance_start` starts, and how other nodes' instances are reached. */
+  cluster?: McpCluster | undefined;
+}
+
+/** What the tools of a cluster node need besides its handlers. */
+export interface McpCluster {
+  /** Placement of starts, shared with `POST /v1/start`; it also sends the calls for other nodes. */
+  placement: Pick<StartPlacement, 'start' | 'sendFor'>;
+  /** Which node answers for instance `id` (../cluster/node.ts). */
+  route: (id: string) => Promise<Route>;
+  /** A start refused with this status (429, 503 count for the autoscaler: ../cluster/refusals.ts). */
+  refused?: ((status: number) => void) | undefined;
+}
+
+/** A session of a cluster node: its cluster, and who opened it. */
+interface McpRemote extends McpCluster {
+  caller: StartCaller;
 }
 
 type Op = Exclude<JsonOperationId, 'upload'>;
 type Input = { params?: unknown; query?: unknown; body?: unknown };
 
+/** Whole seconds of a `Retry-After` header, if it has them. */
+const retrySeconds = (value: unknown): number | undefined =>
+  typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : undefined;
+
 /** A handler's error as the tool failure the agent sees (same message and code as over HTTP). */
 function failure(err: unknown): unknown {
-  if (err instanceof HttpError) return new McpToolFailure(err.detail, err.code, err.status);
+  if (err instanceof HttpError) {
+    const wait = retrySeconds(err.headers['Retry-After']);
+    return new McpToolFailure(err.detail, err.code, err.status, wait);
+  }
   return err;
 }
 
-/** The backend of the tools on this server: the operation handlers, validated as the routes do. */
-export function inProcessBackend(handlers: Handlers, app: FastifyInstance): McpBackend {
+/** This server's own address on loopback, as a URL origin (its listener may be a wildcard). */
+function loopbackOrigin(app: FastifyInstance, scheme: 'http' | 'ws'): string {
+  const addr = app.server.address() as AddressInfo;
+  const host =
+    addr.address === '0.0.0.0' ? '127.0.0.1' : addr.address === '::' ? '::1' : addr.address;
+  const h = host.includes(':') ? `[${host}]` : host;
+  return `${scheme}://${h}:${addr.port}`;
+}
+
+/**
+ * The backend of the tools on this server: the operation handlers, validated as the routes do.
+ * With `remote` (a cluster node), starts are placed and other nodes' instances reached through
+ * this node's own API (see the file's comment).
+ */
+export function inProcessBackend(
+  handlers: Handlers,
+  app: FastifyInstance,
+  remote?: McpRemote,
+): McpBackend {
   const check = (schema: z.ZodType | undefined, value: unknown, where: Location) => {
     if (!schema) return undefined;
     const r = wireParse(schema, value ?? {});
@@ -88,6 +141,63 @@ export function inProcessBackend(handlers: Handlers, app: FastifyInstance): McpB
     const msg = items.map((i) => `${i.loc.join('.')}: ${i.msg}`).join('; ');
     throw new McpToolFailure(`Invalid request: ${msg}`, 'validation_error', 422);
   };
+  /**
+   * Operation `id` for another node's instance: sent to its owner at `owner` in one hop, or
+   * (no `owner`: that node is gone) through this node's own API.
+   */
+  const hop = async <T>(
+    id: Op,
+    input: Input,
+    via: McpRemote,
+    owner?: { node: string; url: string },
+  ): Promise<T> => {
+    const op = operations[id];
+    const params = (input.params ?? {}) as Record<string, unknown>;
+    let path = op.path.replace(/\{(\w+)\}/g, (_, k: string) =>
+      encodeURIComponent(String(params[k])),
+    );
+    const query = new URLSearchParams();
+    for (const [k, v] of Object.entries((input.query ?? {}) as Record<string, unknown>)) {
+      if (v !== undefined) query.set(k, String(v));
+    }
+    if (query.size > 0) path += `?${query.toString()}`;
+    const target = new URL(path, owner?.url ?? loopbackOrigin(app, 'http'));
+    const body = op.bodyKind === 'json' ? (input.body ?? {}) : undefined;
+    let res;
+    try {
+      res = await via.placement.sendFor(via.caller, target, op.method, body, owner !== undefined);
+    } catch (err) {
+      const params = input.params as { instance_id?: string } | undefined;
+      throw failure(
+        serverError('node_unreachable', {
+          id: params?.instance_id ?? '',
+          node: owner?.node ?? 'this node',
+          reason: (err as Error).message,
+        }),
+      );
+    }
+    const text = await res.body.text();
+    let out: unknown;
+    try {
+      out = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      out = { detail: text };
+    }
+    if (res.statusCode < 400) return out as T;
+    const detail = (out as { detail?: unknown } | undefined)?.detail;
+    const code = res.headers['x-burrow-error'];
+    const message = Array.isArray(detail)
+      ? `Invalid request: ${(detail as { loc?: unknown[]; msg?: string }[]).map((i) => `${(i.loc ?? []).join('.')}: ${i.msg ?? ''}`).join('; ')}`
+      : typeof detail === 'string'
+        ? detail
+        : text;
+    throw new McpToolFailure(
+      message,
+      typeof code === 'string' ? code : res.statusCode === 422 ? 'validation_error' : 'error',
+      res.statusCode,
+      retrySeconds(res.headers['retry-after']),
+    );
+  };
   const call = async <T>(id: Op, input: Input): Promise<T> => {
     const op = operations[id];
     const parsed = {
@@ -95,6 +205,14 @@ export function inProcessBackend(handlers: Handlers, app: FastifyInstance): McpB
       query: check('query' in op ? op.query : undefined, input.query, 'query'),
       body: check('body' in op ? op.body : undefined, input.body, 'body'),
     };
+    const instanceId = (parsed.params as { instance_id?: unknown } | undefined)?.instance_id;
+    if (remote && typeof instanceId === 'string') {
+      // an id this node cannot place (the database away) is answered here: 404, as for a client
+      const route = await remote.route(instanceId).catch(() => 'unknown' as const);
+      if (typeof route === 'object') {
+        return hop<T>(id, input, remote, route.ended ? undefined : route);
+      }
+    }
     const handler = handlers[id] as (i: typeof parsed) => Promise<unknown>;
     try {
       return (await handler(parsed)) as T;
@@ -106,18 +224,29 @@ export function inProcessBackend(handlers: Handlers, app: FastifyInstance): McpB
 
   /** `cdp_url` re-pointed at this server's loopback listener (the public URL may be a proxy's). */
   const local = (cdpUrl: string): string => {
-    const addr = app.server.address() as AddressInfo;
-    const host =
-      addr.address === '0.0.0.0' ? '127.0.0.1' : addr.address === '::' ? '::1' : addr.address;
     const u = new URL(cdpUrl);
     const at = u.pathname.indexOf('/cdp/');
     const path = at >= 0 ? u.pathname.slice(at) : u.pathname;
-    const h = host.includes(':') ? `[${host}]` : host;
-    return `ws://${h}:${addr.port}${path}${u.search}`;
+    return `${loopbackOrigin(app, 'ws')}${path}${u.search}`;
+  };
+
+  /** A start placed as `POST /v1/start` is: here, or on the node placement chose. */
+  const start = async (body: unknown): Promise<Instance> => {
+    if (!remote) return call('start', { body });
+    const parsed = check(operations.start.body, body, 'body') as StartRequest;
+    try {
+      const placed = await remote.placement.start(parsed, remote.caller).catch((err: unknown) => {
+        throw failure(err);
+      });
+      return placed ?? (await call<Instance>('start', { body }));
+    } catch (err) {
+      if (err instanceof McpToolFailure && err.status !== undefined) remote.refused?.(err.status);
+      throw err;
+    }
   };
 
   return {
-    start: (body) => call('start', { body }),
+    start,
     get: (id) => call('getInstance', inst(id)),
     list: () => call('listInstances', {}),
     stop: async (id) => {
@@ -172,7 +301,6 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
   const maxSessions = opts.maxSessions ?? DEFAULT_MCP_MAX_SESSIONS;
   /** Sessions made but not yet initialized (counted against the cap too). */
   let starting = 0;
-  const backend = inProcessBackend(opts.handlers, app);
   const streamGraceMs = opts.streamGraceMs ?? DEFAULT_MCP_STREAM_GRACE_MS;
 
   const end = (id: string, entry: Entry) => {
@@ -235,8 +363,14 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
             `Too many MCP sessions (limit ${maxSessions}); end one with DELETE /mcp or retry later`,
           );
         }
+        // a cluster node's session reaches other nodes' instances with the key that opened it
+        const key = req.headers['x-api-key'];
+        const remote =
+          opts.cluster && typeof key === 'string'
+            ? { ...opts.cluster, caller: { apiKey: key, client: req.socket.remoteAddress } }
+            : undefined;
         const session = createMcpSession({
-          backend,
+          backend: inProcessBackend(opts.handlers, app, remote),
           ...(opts.version !== undefined && { version: opts.version }),
         });
         const created: Entry = {

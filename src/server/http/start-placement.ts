@@ -1,16 +1,22 @@
 /**
- * Cluster mode: `POST /v1/start` on any node starts the instance where placement says
- * (../cluster/placement.ts). This node's own choice goes on to the start handler here; another
- * node's gets the start in one hop, and its answer (the instance, or its error) goes back to
- * the client as it came.
+ * Cluster mode: `POST /v1/start` and the MCP tool `instance_start` on any node start the
+ * instance where placement says (../cluster/placement.ts). This node's own choice goes on to
+ * the start handler here; another node's gets the start in one hop, and its answer (the
+ * instance, or its error) goes back to the client as it came. Both callers go through `place`:
+ * one choice, one retry rule, one 429.
  *
  * - **One hop.** The forwarded start carries `x-burrow-forwarded-by`; the node receiving it
- *   starts locally and never places again (forward.ts's rule for instance requests too).
+ *   starts locally and never places again (forward.ts's rule for instance requests too). It
+ *   carries the caller's API key, so that node checks it and gives the instance to the key's
+ *   project as a start made there would.
  * - **A race lost.** Two nodes may choose the same node's last slot at once: the loser hears
  *   its 429, and the start is placed once more without that node (and without one that did not
  *   answer). A second refusal is the cluster's 429.
  * - **A full cluster** answers `cluster_at_capacity` (429) with a `Retry-After` computed from
- *   its instances' deadlines and recent ends (`retryAfterSeconds`).
+ *   its instances' deadlines and recent ends (`retryAfterSeconds`); an MCP tool reads the same
+ *   message and seconds in its error.
+ * - **A draining node** leaves itself out at once: its own row is made of its own state
+ *   (`draining`), not of the database's copy, which it reads back only after the NOTIFY.
  * - **Profiles and extensions** are the cluster's (../cluster/profile-backend.ts,
  *   ../cluster/extension-backend.ts): a start naming them is placed like any other, and the
  *   node chosen fetches what it lacks. A body that does not validate stays here, for the start
@@ -18,9 +24,9 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { pipeline } from 'node:stream/promises';
-import { Agent, request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { identityOf } from '../../api/identity.js';
-import { operations } from '../../api/index.js';
+import { operations, type Instance, type StartRequest } from '../../api/index.js';
 import type { Database } from '../cluster/database.js';
 import type { NodeAdvert } from '../cluster/nodes.js';
 import {
@@ -31,8 +37,14 @@ import {
   type ClusterView,
   type NodeLoad,
 } from '../cluster/placement.js';
-import { formatMessage, HttpError, SERVER_ERRORS, serverError } from '../errors.js';
-import type { ClientSigner } from '../cluster/forwarded-client.js';
+import {
+  formatMessage,
+  HttpError,
+  SERVER_ERRORS,
+  serverError,
+  type ServerErrorCode,
+} from '../errors.js';
+import { CLIENT_HEADER, type ClientSigner } from '../cluster/forwarded-client.js';
 import { FORWARDED_BY, forwardHeaders } from './forward.js';
 import { parseInput, parseJsonBody } from './request-body.js';
 
@@ -51,6 +63,19 @@ export interface StartPlacementOptions {
   clusterMax?: number | undefined;
   /** Nodes sampled per placement; default 2. */
   k?: number;
+  /** Whether this node is draining now (its Health): it then places every start elsewhere. */
+  draining?: () => boolean;
+}
+
+/**
+ * Who a request sent for an MCP session is made for: its start, or a call for another node's
+ * instance (the HTTP hook reads the same off the request it forwards).
+ */
+export interface StartCaller {
+  /** The caller's API key: the node receiving the start checks it and scopes the instance. */
+  apiKey: string;
+  /** The client's address, signed for the node that starts it (its per-client cap). */
+  client: string | undefined;
 }
 
 /** Times a start is placed at most: the first choice, and once more after a refusal. */
@@ -76,23 +101,23 @@ export class StartPlacement {
       capacity: local.capacity,
       freeSlots: local.freeSlots,
       warm: local.warm,
-      // draining is written to the database (NodeLease.drain) and read back with the view
-      state: mine?.state ?? 'up',
+      // this node's own drain counts at once; another's is read from the database with the view
+      state: this.#opts.draining?.() ? 'draining' : (mine?.state ?? 'up'),
       leased: true,
     };
     return [self, ...others.filter((n) => n !== mine)];
   }
 
-  /** A `preHandler` hook of the app: places `POST /v1/start`, else does nothing. */
-  hook = async (req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
-    if (req.method !== 'POST' || req.url.split('?', 1)[0] !== '/v1/start') return undefined;
-    if (req.headers[FORWARDED_BY] !== undefined) return undefined; // placed by the sender
-    let body;
-    try {
-      body = parseInput(operations.start.body, parseJsonBody(req.body), 'body');
-    } catch {
-      return undefined; // the start handler answers the 422
-    }
+  /**
+   * Place a start: undefined when this node starts it (its own choice, or a start bound to this
+   * node), else what `send` made of the chosen node's answer. `send` answers undefined when that
+   * node refused for lack of room or did not answer: the start is placed once more without it.
+   * Throws the 429 of a full cluster.
+   */
+  async place<T>(
+    body: StartRequest,
+    send: (node: NodeLoad) => Promise<T | undefined>,
+  ): Promise<T | undefined> {
     const type = body.instance_type ?? 'ubuntu';
     if (type !== 'browser' && type !== 'ubuntu') return undefined; // no node runs it: refused here
     // what Registry.start takes from a warm pool: no extensions, no profile, no identity
@@ -110,12 +135,107 @@ export class StartPlacement {
       });
       if (!choice) throw await this.#full(nodes);
       if (choice.node.name === this.#opts.name) return undefined; // started here
-      const answered = await this.#forward(req, reply, choice.node);
-      if (answered) return reply;
+      const answered = await send(choice.node);
+      if (answered !== undefined) return answered;
       exclude.add(choice.node.name);
     }
     throw await this.#full(this.nodes());
+  }
+
+  /** A `preHandler` hook of the app: places `POST /v1/start`, else does nothing. */
+  hook = async (req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
+    if (req.method !== 'POST' || req.url.split('?', 1)[0] !== '/v1/start') return undefined;
+    if (req.headers[FORWARDED_BY] !== undefined) return undefined; // placed by the sender
+    let body;
+    try {
+      body = parseInput(operations.start.body, parseJsonBody(req.body), 'body');
+    } catch {
+      return undefined; // the start handler answers the 422
+    }
+    const sent = await this.place(body, async (node) =>
+      (await this.#forward(req, reply, node)) ? true : undefined,
+    );
+    return sent ? reply : undefined;
   };
+
+  /**
+   * The MCP tool's start: the instance another node started for `caller`, or undefined when
+   * this node is to start it (the tool then calls its own start handler). Another node's error
+   * is thrown as the HttpError it answered (same code, message, status and Retry-After).
+   */
+  start(body: StartRequest, caller: StartCaller): Promise<Instance | undefined> {
+    return this.place(body, (node) => this.#send(node, body, caller));
+  }
+
+  /**
+   * A request made for `caller` (its key; its address, signed) to `target`: another node's API,
+   * marked as this node's hop so that node answers it itself, or (`hop: false`) this node's own,
+   * which forwards it as a client's request. The MCP tools' calls for other nodes' instances go
+   * this way too (mcp.ts).
+   */
+  sendFor(
+    caller: StartCaller,
+    target: URL,
+    method: Dispatcher.HttpMethod,
+    json: unknown,
+    hop = true,
+  ): Promise<Dispatcher.ResponseData> {
+    const headers: Record<string, string> = { 'x-api-key': caller.apiKey };
+    if (json !== undefined) headers['content-type'] = 'application/json';
+    if (hop) {
+      headers[FORWARDED_BY] = this.#opts.name;
+      if (caller.client) {
+        headers['x-forwarded-for'] = caller.client;
+        if (this.#opts.signer) {
+          const path = target.pathname + target.search;
+          headers[CLIENT_HEADER] = this.#opts.signer.sign(caller.client, method, path);
+        }
+      }
+    }
+    return request(target, {
+      method,
+      headers,
+      ...(json !== undefined && { body: JSON.stringify(json) }),
+      dispatcher: this.#agent,
+      headersTimeout: 0, // a start answers when its instance is up, a bash command when done
+      bodyTimeout: 0,
+    });
+  }
+
+  /** `body` as a start sent to `node` for `caller`; undefined when it refused (429) or did not answer. */
+  async #send(
+    node: NodeLoad,
+    body: StartRequest,
+    caller: StartCaller,
+  ): Promise<Instance | undefined> {
+    let answer;
+    try {
+      answer = await this.sendFor(caller, new URL('/v1/start', node.url), 'POST', body);
+    } catch {
+      return undefined;
+    }
+    if (answer.statusCode === 429) {
+      await answer.body.dump();
+      return undefined;
+    }
+    const text = await answer.body.text();
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = { detail: text };
+    }
+    if (answer.statusCode < 300) return json as Instance;
+    const detail = (json as { detail?: unknown }).detail;
+    const code = answer.headers['x-burrow-error'];
+    const retryAfter = answer.headers['retry-after'];
+    throw new HttpError(
+      (typeof code === 'string' ? code : 'internal_error') as ServerErrorCode,
+      typeof detail === 'string' ? detail : JSON.stringify(detail ?? text),
+      answer.statusCode as HttpError['status'],
+      typeof retryAfter === 'string' ? { 'Retry-After': retryAfter } : {},
+    );
+  }
 
   /**
    * Send the start to `node`; true once its answer went to the client, false when it refused

@@ -22,7 +22,8 @@ import type {
   Resolution,
   StartRequest,
 } from '../../api/index.js';
-import { serverError } from '../errors.js';
+import { HttpError, serverError } from '../errors.js';
+import { nodeLoad, RecentEnds, retryAfterSeconds } from './retry-after.js';
 import type {
   CapabilityName,
   InstanceRuntime,
@@ -182,6 +183,8 @@ export type InstanceView = Readonly<InstanceRecord>;
 
 export class Registry {
   readonly #instances = new Map<string, InstanceRecord>();
+  /** Ends of listed instances lately: the cap's Retry-After (`#atCapacity`). */
+  readonly #ends = new RecentEnds();
   readonly #opts: RegistryOptions;
   readonly #store: InstanceStore;
   /** The store's writes, one after another so that a row's last write is its last state. */
@@ -324,9 +327,7 @@ export class Registry {
     if (refusal) throw serverError('isolation_unavailable', { reason: refusal });
     await this.#opts.admission?.();
     const live = this.#liveCount();
-    if (live >= this.#opts.maxInstances) {
-      throw serverError('server_at_capacity', { live, limit: this.#opts.maxInstances });
-    }
+    if (live >= this.#opts.maxInstances) throw this.#atCapacity(live);
     const upstream = await this.#upstream(options);
     const extensions = extra.extensions ?? [];
     const pooled =
@@ -495,6 +496,21 @@ export class Registry {
     this.#move(rec, 'terminated', 'stopped');
     void this.#teardown(rec);
     return undefined;
+  }
+
+  /**
+   * The 429 of this node at its cap, its Retry-After computed as a full cluster's is (the sooner
+   * of its instances' deadlines and its recent end rate: retry-after.ts).
+   */
+  #atCapacity(live: number): HttpError {
+    const limit = this.#opts.maxInstances;
+    const deadlines: number[] = [];
+    for (const r of this.#instances.values()) {
+      if (r.live && r.expiresAt) deadlines.push(r.expiresAt.getTime());
+    }
+    const seconds = retryAfterSeconds(nodeLoad(live, limit, deadlines, this.#ends));
+    const err = serverError('server_at_capacity', { live, limit, seconds });
+    return new HttpError(err.code, err.detail, err.status, { 'Retry-After': String(seconds) });
   }
 
   /** Instances counted against the cap: every live one a caller started (not the pool). */
@@ -740,6 +756,7 @@ export class Registry {
       // a pooled instance that was never claimed was never in the store
       const listed = this.#instances.get(rec.id) === rec;
       if (listed) {
+        this.#ends.record(); // the rate half of the cap's Retry-After
         const reason = rec.endReason ?? 'stopped';
         this.#write(() => this.#store.ended(rec.id, reason));
       }

@@ -57,7 +57,9 @@ export interface McpBackend {
 
 /**
  * A failure as an MCP tool error shows it: burrow's message, its stable code (the rows of
- * docs/server-errors.md, `validation_error` for a 422) and the HTTP status it would have had.
+ * docs/server-errors.md, `validation_error` for a 422), the HTTP status it would have had, and
+ * the seconds its `Retry-After` said (a full server or cluster), so an agent knows when to ask
+ * again.
  */
 export class McpToolFailure extends Error {
   override name = 'McpToolFailure';
@@ -65,6 +67,7 @@ export class McpToolFailure extends Error {
     message: string,
     readonly code: string,
     readonly status?: number | undefined,
+    readonly retryAfterSeconds?: number | undefined,
   ) {
     super(message);
   }

@@ -75,14 +75,17 @@ export function toolError(err: unknown): CallToolResult {
       'internal_error',
     );
   const status = failure.status !== undefined ? `, HTTP ${failure.status}` : '';
+  const wait = failure.retryAfterSeconds;
+  const retry = wait !== undefined ? `, retry after ${wait} s` : '';
   return {
     isError: true,
-    content: [text(`Error: ${failure.message} [${failure.code}${status}]`)],
+    content: [text(`Error: ${failure.message} [${failure.code}${status}${retry}]`)],
     structuredContent: {
       error: {
         message: failure.message,
         code: failure.code,
         ...(failure.status !== undefined && { status: failure.status }),
+        ...(wait !== undefined && { retry_after_seconds: wait }),
       },
     },
   };
