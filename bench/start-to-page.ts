@@ -3,17 +3,23 @@
  * Playwright `connectOverCDP` and a `goto` of a local page on the instance's first tab, next to
  * the baseline of playwright-core launching the same Chromium with the same flags itself
  * (`chromium.launch` → `newPage` → `goto`). Teardown (instance stop, `browser.close()`) is not
- * timed. Runs alternate between the two, after one untimed warm-up of each.
+ * timed. Runs alternate between the two, after one untimed warm-up of each. Each phase is printed
+ * too: for burrow the start (`POST /v1/start`), the connection (`cdp_url`, `connectOverCDP`) and
+ * the `goto`; for the baseline `chromium.launch`, `newPage` and the `goto`.
  *
- * `node --import tsx bench/start-to-page.ts [N]` (default N = 10).
+ * `node --import tsx bench/start-to-page.ts [N]` (default N = 10). The privilege level is the one
+ * the bench runs at: as root the server is root; run as a normal user (e.g. `runuser -u <user> --
+ * env HOME=<a home of its own> node --import tsx bench/start-to-page.ts`), the server builds its
+ * sandboxes through user namespaces (src/server/sandbox/sandbox.ts). `BURROW_LOG_LEVEL=debug`
+ * logs each start's stages (src/internal/stages.ts).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { chromium } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { BASE_FLAGS } from '../src/server/chromium/index.js';
 import { startServer } from '../src/server/index.js';
 import { median, serverApi } from './stats.js';
@@ -36,43 +42,78 @@ const server = await startServer({
 });
 const api = serverApi(server);
 
-/** burrow: start → cdp_url → connectOverCDP → goto; returns ms. */
-async function viaBurrow(): Promise<number> {
-  const t = performance.now();
-  const { id } = await api('/v1/start', { instance_type: 'browser' });
-  const { cdp_url } = await api(`/v1/instance/${String(id)}/browser/cdp_url`);
-  const browser = await chromium.connectOverCDP(String(cdp_url));
-  await browser.contexts()[0]!.pages()[0]!.goto(pageUrl);
-  const elapsed = performance.now() - t;
-  await browser.close();
-  await api(`/v1/instance/${String(id)}/stop`, {});
-  return elapsed;
+/** ms of each phase of one run, in order, and their sum. */
+interface Run {
+  phases: number[];
+  total: number;
 }
 
-/** Baseline: playwright-core launches Chromium → newPage → goto; returns ms. */
-async function viaLaunch(): Promise<number> {
-  const t = performance.now();
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...BASE_FLAGS] });
-  const page = await browser.newPage();
-  await page.goto(pageUrl);
-  const elapsed = performance.now() - t;
-  await browser.close();
-  return elapsed;
+/** Time `steps` one after the other. */
+async function timed(steps: (() => Promise<unknown>)[]): Promise<Run> {
+  const phases: number[] = [];
+  for (const step of steps) {
+    const t = performance.now();
+    await step();
+    phases.push(performance.now() - t);
+  }
+  return { phases, total: phases.reduce((a, b) => a + b, 0) };
+}
+
+/** burrow: start → cdp_url → connectOverCDP → goto. */
+async function viaBurrow(): Promise<Run> {
+  let id = '';
+  let browser: Browser | undefined;
+  const run = await timed([
+    async () => (id = String((await api('/v1/start', { instance_type: 'browser' })).id)),
+    async () => {
+      const { cdp_url } = await api(`/v1/instance/${id}/browser/cdp_url`);
+      browser = await chromium.connectOverCDP(String(cdp_url));
+    },
+    () => browser!.contexts()[0]!.pages()[0]!.goto(pageUrl),
+  ]);
+  await browser!.close();
+  await api(`/v1/instance/${id}/stop`, {});
+  return run;
+}
+
+/** Baseline: playwright-core launches Chromium → newPage → goto. */
+async function viaLaunch(): Promise<Run> {
+  let browser: Browser | undefined;
+  let page: Page | undefined;
+  const run = await timed([
+    async () =>
+      (browser = await chromium.launch({ executablePath: CHROMIUM, args: [...BASE_FLAGS] })),
+    async () => (page = await browser!.newPage()),
+    () => page!.goto(pageUrl),
+  ]);
+  await browser!.close();
+  return run;
+}
+
+/** `name m ms` for each phase's median. */
+function phases(runs: Run[], names: string[]): string {
+  return names
+    .map((name, i) => `${name} ${median(runs.map((r) => r.phases[i]!)).toFixed(1)} ms`)
+    .join(', ');
 }
 
 try {
   await viaBurrow();
   await viaLaunch();
-  const burrow: number[] = [];
-  const launch: number[] = [];
+  const burrow: Run[] = [];
+  const launch: Run[] = [];
   for (let i = 0; i < N; i++) {
     burrow.push(await viaBurrow());
     launch.push(await viaLaunch());
   }
-  const [b, l] = [median(burrow), median(launch)];
-  console.log(`start-to-page, median of ${N}:`);
+  const [b, l] = [median(burrow.map((r) => r.total)), median(launch.map((r) => r.total))];
+  const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  const user = process.getuid?.() === 0 ? 'root' : 'a normal user';
+  console.log(`start-to-page, median of ${N} (as ${user}; load ${load}):`);
   console.log(`  burrow (POST /v1/start → connectOverCDP → goto): ${b.toFixed(1)} ms`);
+  console.log(`    ${phases(burrow, ['start', 'connect', 'goto'])}`);
   console.log(`  playwright-core chromium.launch → newPage → goto: ${l.toFixed(1)} ms`);
+  console.log(`    ${phases(launch, ['launch', 'newPage', 'goto'])}`);
   console.log(`  ratio burrow / launch: ${(b / l).toFixed(2)}`);
 } finally {
   await server.close();

@@ -23,6 +23,14 @@ function mountsUnder(dir: string): string[] {
     .filter((m) => m.startsWith(`${dir}/`));
 }
 
+/** The options `dir` is mounted with, from the server's mount table. */
+function mountOptions(dir: string): string[] {
+  const line = readFileSync('/proc/self/mounts', 'utf8')
+    .split('\n')
+    .find((l) => l.split(' ')[1] === dir);
+  return line?.split(' ')[3]?.split(',') ?? [];
+}
+
 describe('instance disks made ahead', () => {
   let data: string;
   let host: SandboxHost;
@@ -66,6 +74,16 @@ describe('instance disks made ahead', () => {
       expect(readdirSync(instanceDisk).sort()).toEqual(['home', 'lost+found', 'shm', 'tmp']);
       expect(statSync(instanceDisk).mode & 0o777).toBe(0o711);
       expect(statSync(sandbox.hostHome).uid).toBe(sandbox.uid);
+      // thrown away with the instance: no journal, no write barriers (an fdatasync inside ends
+      // in the host's page cache, not in an fsync of the image on the host's disk)
+      expect(mountOptions(instanceDisk)).toEqual(
+        expect.arrayContaining(['nosuid', 'nodev', 'nobarrier']),
+      );
+      const features = execFileSync('dumpe2fs', ['-h', join(host.root, name, 'disk.img')], {
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }).toString();
+      expect(features).toMatch(/^Filesystem features:/m);
+      expect(features).not.toMatch(/^Filesystem features:.*has_journal/m);
       // the quota holds on it
       const r = await sandbox.exec(
         ['sh', '-c', 'dd if=/dev/zero of=$HOME/big bs=1M count=100 2>&1; echo rc=$?'],

@@ -7,6 +7,13 @@
  *
  * The mount is `nosuid,nodev`: a file the instance makes setuid or a device node it creates means
  * nothing on the host. `autoclear` frees the loop device when the file system is unmounted.
+ *
+ * The disk lives as long as its instance and is thrown away with it: nothing on it has to survive
+ * a crash of the host. So it has no journal and no write barriers (`barrier=0`): an `fdatasync`
+ * inside (Chromium makes ~200 at a first start, ~100 before its DevTools answer) ends in the
+ * host's page cache instead of a journal commit plus an `fsync` of the image file on the host
+ * (1.4–1.8 ms each here, against 0.07–0.1 ms without; a host `/tmp` takes ~0.8 ms), and an
+ * instance cannot make the host flush its disk at will.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -56,15 +63,18 @@ export class DiskQuota {
     });
     const quota = new DiskQuota(image, mountpoint, bytes);
     try {
-      // no reserved blocks (the instance may use all of it), lazy init (fast on a sparse file)
+      // no reserved blocks (the instance may use all of it), lazy init (fast on a sparse file),
+      // no journal (a disk thrown away with its instance needs no crash recovery)
       await stage('disk.mkfs', () =>
         run(MKFS!, [
           '-q',
           '-F',
           '-m',
           '0',
+          '-O',
+          '^has_journal',
           '-E',
-          'nodiscard,lazy_itable_init=1,lazy_journal_init=1',
+          'nodiscard,lazy_itable_init=1',
           image,
         ]),
       );
@@ -94,7 +104,7 @@ export class DiskQuota {
  * the mount is tried again. `/dev` is the server's own, never an instance's.
  */
 async function loopMount(image: string, mountpoint: string): Promise<void> {
-  const mount = () => run(MOUNT!, ['-o', 'loop,nosuid,nodev,noatime', image, mountpoint]);
+  const mount = () => run(MOUNT!, ['-o', 'loop,nosuid,nodev,noatime,barrier=0', image, mountpoint]);
   for (let attempt = 0; ; attempt++) {
     try {
       await mount();
