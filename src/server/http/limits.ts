@@ -24,6 +24,12 @@
  *   else counts the socket's address, whatever headers it sends.
  * - `CONNECT` gets 405 instead of Node's silent close, and requests Node cannot parse (a garbage
  *   method, oversized headers) get `{"detail"}` with 400, 413 or 431 instead of Fastify's shape.
+ * - A request target in absolute form (`GET http://host/v1/… HTTP/1.1`, a proxy's form, which
+ *   HTTP/1.1 servers must accept) is made the origin form (`/v1/…`) before anything reads it
+ *   (`originForm`). Fastify's router takes the path out of either, but every check that reads
+ *   the URL itself (the project key's instance check, forwarding to the owner node, the
+ *   placement of a start, the WebSocket routing) expects a path: an absolute target went past
+ *   them all to the route.
  *
  * Every answer is a row of the error catalogue (`errors.ts`), with its `x-burrow-error` header.
  */
@@ -154,12 +160,33 @@ interface ClientConnections {
  * cap's 429 is thrown by `authenticated` (called by the app's auth hook, so it goes through the
  * app's error handler, and by the upgrade routing for token-checked WebSockets).
  */
+/**
+ * `url` (a request target) in origin form: an absolute `http(s)://host/path?query` becomes
+ * `/path?query`; a path, `*` and anything unparseable stay as they are (routing refuses them).
+ */
+export function originForm(url: string): string {
+  if (url.startsWith('/') || url === '*') return url;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url;
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return url;
+  return parsed.pathname + parsed.search;
+}
+
 export function guardServer(
   server: Server,
   limits: HttpLimits,
   log: FastifyBaseLogger,
   opts: GuardOptions = {},
 ): HttpGuards {
+  // before Fastify's listener and the upgrade routing: every later reader sees a path
+  const toOriginForm = (req: IncomingMessage) => {
+    if (req.url !== undefined) req.url = originForm(req.url);
+  };
+  server.prependListener('request', toOriginForm);
   const cap = limits.maxConnectionsPerClient;
   const budget = Math.max(1, limits.maxUnauthenticatedPerClient);
   const clients = new Map<string, ClientConnections>();
@@ -244,7 +271,8 @@ export function guardServer(
     });
   });
 
-  server.prependListener('upgrade', (_req: IncomingMessage, socket: Duplex) => {
+  server.prependListener('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    toOriginForm(req);
     if (server.listenerCount('upgrade') === 1) {
       // nobody else handles upgrades (an app without the WebSocket routes): not found
       answerAndClose(socket, rawErrorResponse(serverError('not_found')));

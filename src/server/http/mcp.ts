@@ -11,6 +11,9 @@
  *
  * The browser tools reach an instance's browser the way any client does: through the
  * token-checked CDP relay, opened on this server's own loopback address.
+ *
+ * In cluster mode a session is its opener's project's (`ownerOf`): another project's key naming
+ * its id gets the unknown session's 404.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -35,6 +38,7 @@ import {
   DEFAULT_MCP_MAX_SESSIONS as DEFAULT_MAX_SESSIONS,
 } from '../config.js';
 import type { Handlers } from './handlers.js';
+import { running } from './key-handlers.js';
 import { McpToolFailure, type McpBackend } from '../mcp/backend.js';
 import { createMcpSession, type McpSession } from '../mcp/tools.js';
 
@@ -160,7 +164,19 @@ interface Entry {
   streams: number;
   /** Runs out `streamGraceMs` after the last event stream closed. */
   gone?: NodeJS.Timeout;
+  /** Who opened it (`ownerOf`): nobody else may use it. */
+  owner: string;
 }
+
+/**
+ * Who the current request is, for MCP sessions: in cluster mode a project's key may use only
+ * its project's sessions (a session holds its instances and open browser connections, which
+ * the tools then use without naming the instance again), and the admin only its own.
+ */
+const ownerOf = (): string => {
+  const who = running.getStore();
+  return who && !who.admin ? `project ${who.project}` : 'admin';
+};
 
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).send({ jsonrpc: '2.0', error: { code, message }, id: null });
@@ -219,7 +235,10 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
           return rpcError(reply, 400, -32700, 'Parse error: the body is not JSON');
         }
       }
+      const owner = ownerOf();
       let entry = typeof sid === 'string' ? sessions.get(sid) : undefined;
+      // another project's session is answered as one that does not exist
+      if (entry && entry.owner !== owner) entry = undefined;
       if (!entry) {
         if (sid !== undefined) return rpcError(reply, 404, -32001, 'Session not found');
         if (req.method !== 'POST' || !isInitializeRequest(body)) {
@@ -243,6 +262,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
           session,
           active: 0,
           streams: 0,
+          owner,
           transport: new StreamableHTTPServerTransport({
             sessionIdGenerator: () => randomUUID(),
             enableJsonResponse: true,
