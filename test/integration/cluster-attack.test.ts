@@ -37,10 +37,19 @@
  *   forged and foreign ids are 404 before any database or node is asked (cluster-netns.test.ts);
  * - auth states and profiles of another project by id or name (cluster-keys.test.ts,
  *   cluster-stores.test.ts); a project key managing extensions or keys (cluster-keys.test.ts);
- * - from inside an instance, the database's and every node's address are refused by its egress
- *   (cluster-nodes.test.ts; sandbox/ISOLATION.md).
+ * - from inside an instance (an ubuntu instance's bash, below; a browser's page in
+ *   cluster-nodes.test.ts), the database's and every node's address: refused by its egress,
+ *   plain (`cluster_endpoint`) or tunnelled (CONNECT), while another host loopback port is open
+ *   to it; a socket of its own reaches its own loopback only;
+ * - not tried to the end, for the report: whether an id is live shows to anyone through
+ *   `/stream/{id}/` without a token (401 `token_invalid` against an unknown id's 404, as on one
+ *   server: the token, not the key, guards the live view); one project may take every MCP
+ *   session of a node (`mcpMaxSessions` is per node, not per project) and every slot up to the
+ *   cluster's cap (there is no quota per project).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -119,8 +128,13 @@ function as(
 }
 
 /** A browser start through `node`; what it started is remembered for the teardown. */
-async function start(node: TestServer, key: string, headers: Record<string, string> = {}) {
-  const res = await as(node, key, '/v1/start', { json: { instance_type: 'browser' }, headers });
+async function start(
+  node: TestServer,
+  key: string,
+  headers: Record<string, string> = {},
+  type: 'browser' | 'ubuntu' = 'browser',
+) {
+  const res = await as(node, key, '/v1/start', { json: { instance_type: type }, headers });
   const body = await res.text();
   const id = res.status === 200 ? (JSON.parse(body) as { id: string }).id : undefined;
   if (id) started.add(id);
@@ -325,4 +339,67 @@ describe('a project key against the cluster', () => {
       }
     }
   });
+  // last: it stops alpha's instance to make room under the cap
+  it('from inside an instance: no node and no database, by its proxy or by a socket', async () => {
+    const site = createServer((_q, r) => r.end('reachable'));
+    await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
+    try {
+      const sitePort = (site.address() as AddressInfo).port;
+      await as(one, keyA, `/v1/instance/${instanceA}/stop`, { json: {} });
+      const res = await start(one, keyA, {}, 'ubuntu');
+      expect(res.status, res.body).toBe(200);
+      const bash = async (command: string) => {
+        const r = await as(one, keyA, `/v1/instance/${res.id!}/bash`, {
+          json: { command, timeout: 30 },
+        });
+        expect(r.status).toBe(200);
+        return ((await r.json()) as { output?: string }).output ?? '';
+      };
+      const port = (url: string) => Number(new URL(url).port);
+      const targets = {
+        site: sitePort,
+        node1: port(one.url),
+        node2: port(two.url),
+        database: pg.port,
+      };
+      // through the instance's egress, plain and tunnelled (its own loopback is not proxied
+      // by default: the proxy named, as any program there may)
+      const via = (p: number, path: string) =>
+        ['', '-p']
+          .map(
+            (tunnel) =>
+              `echo "$(curl -s -m 5 ${tunnel} --proxy http://127.0.0.1:3128 --noproxy '' -o /tmp/b -w '%{http_code}' http://127.0.0.1:${p}${path}) $(head -c 40 /tmp/b 2>/dev/null)"; rm -f /tmp/b`,
+          )
+          .join('; ');
+      const proxied = await bash(
+        Object.values(targets)
+          .map((p) => via(p, p === pg.port ? '/' : '/livez'))
+          .join('; '),
+      );
+      const lines = proxied.trim().split('\n');
+      // the host's loopback is open to it here, both ways
+      expect(lines.slice(0, 2), proxied).toEqual(['200 reachable', '200 reachable']);
+      expect(lines, proxied).toHaveLength(8);
+      for (const [i, line] of lines.slice(2).entries()) {
+        // plain: the egress's refusal; tunnelled: the CONNECT refused (curl reports no code)
+        if (i % 2 === 0) expect(line, proxied).toMatch(/^403 burrow egress: cluster_endpoint/);
+        else expect(line, proxied).not.toMatch(/^200|ok/);
+      }
+      // a socket of its own reaches its own loopback only
+      const py = `import socket
+for p in (${[targets.node1, targets.node2, targets.database].join(', ')}):
+    try:
+        socket.create_connection(("127.0.0.1", p), 3).close(); print(p, "open")
+    except OSError as e:
+        print(p, "refused")`;
+      const raw = await bash(`python3 -c '${py}'`);
+      expect(raw.trim().split('\n'), raw).toEqual([
+        `${targets.node1} refused`,
+        `${targets.node2} refused`,
+        `${targets.database} refused`,
+      ]);
+    } finally {
+      site.close();
+    }
+  }, 90_000);
 });
