@@ -16,13 +16,14 @@
  *   presenting the session's id used it. Now a session is its opener's project's, and another
  *   project's key (or the admin's) gets the unknown session's 404 (http/mcp.ts).
  *
- * - **An absolute request target went past every check that reads the URL.** `GET
- *   http://host/v1/instance/{id}/recordings/{rid}` (a proxy's form, which HTTP/1.1 servers must
- *   accept) is routed by Fastify like the path, but the project key's instance check, the
- *   forwarding to the owner and the placement of a start read the URL as a path and let it by:
- *   beta's key downloaded alpha's recording from the owner node, and a start in that form was
- *   started where it arrived, past the cluster's cap. Now the server makes every target the
- *   origin form before anything reads it (http/limits.ts, `originForm`).
+ * - **A request target spelled otherwise went past every check that reads the URL.** Fastify's
+ *   router matches `GET http://host/v1/instance/{id}/recordings/{rid}` (a proxy's absolute form,
+ *   which HTTP/1.1 servers must accept), `/v%31/%69nstance/…` (escaped unreserved characters)
+ *   and `…#x` (a fragment) as the plain path, but the project key's instance check, the
+ *   forwarding to the owner and the placement of a start compare the URL's text and let them
+ *   by: beta's key downloaded alpha's recording from the owner node, and a start so spelled was
+ *   started where it arrived, past the cluster's cap. Now the server gives every target the
+ *   router's spelling before anything reads it (http/limits.ts, `originForm`).
  *
  * Tried and held (asserted below where cheap, else by the test named):
  *
@@ -229,7 +230,7 @@ describe('a project key against the cluster', () => {
     expect(del.status).toBe(200);
   });
 
-  it('a request target in absolute form goes through the same checks as a path', async () => {
+  it('a request target spelled otherwise goes through the same checks as a path', async () => {
     // alpha records its instance: a byte-stream route, which only the path check guards
     const rec = await as(one, keyA, `/v1/instance/${instanceA}/recording/start`, { json: {} });
     expect(rec.status, await rec.clone().text()).toBe(200);
@@ -237,44 +238,58 @@ describe('a project key against the cluster', () => {
     await new Promise((r) => setTimeout(r, 1000));
     const stopped = await as(one, keyA, `/v1/instance/${instanceA}/recording/stop`, { json: {} });
     expect(stopped.status).toBe(200);
-    const path = `/v1/instance/${instanceA}/recordings/${recording_id}`;
+    const rest = `${instanceA}/recordings/${recording_id}`;
+    const path = `/v1/instance/${rest}`;
     expect((await as(one, keyA, path)).status).toBe(200);
     const refused = await answer(await as(one, keyB, path));
     expect([refused.status, refused.code]).toEqual([404, 'instance_not_found']);
-    // the same request, its target in a proxy's absolute form, to the owner and the other node
+    // the router matches each of these as the path: a proxy's absolute form, escaped
+    // unreserved characters, a fragment
+    const spellings = (p: string) => [
+      `http://burrow.test${p}`,
+      p.replace(/^\/v1\/([a-z])/, (_m, c: string) => `/v%31/%${c.charCodeAt(0).toString(16)}`),
+      `${p}#x`,
+    ];
+    expect(spellings(path)[1]).toBe(`/v%31/%69nstance/${rest}`);
     for (const node of [one, two]) {
-      const abs = await rawRequest(node.url, `http://burrow.test${path}`, {
-        headers: { 'x-api-key': keyB },
-      });
-      expect([abs.status, abs.headers['x-burrow-error'], abs.body.slice(0, 300)], node.url).toEqual(
-        [refused.status, refused.code, refused.body],
-      );
+      for (const target of spellings(path)) {
+        const got = await rawRequest(node.url, target, { headers: { 'x-api-key': keyB } });
+        expect(
+          [got.status, got.headers['x-burrow-error'], got.body.slice(0, 300)],
+          `${target} on ${node.url}`,
+        ).toEqual([refused.status, refused.code, refused.body]);
+      }
     }
-    // what alpha sends in absolute form works through either node (forwarded to the owner)
+    // what alpha sends so works through either node (forwarded to the owner)
     for (const node of [one, two]) {
-      const row = await rawRequest(node.url, `http://burrow.test/v1/instance/${instanceA}`, {
-        headers: { 'x-api-key': keyA },
-      });
-      expect([row.status, row.body], node.url).toEqual([200, expect.stringContaining(instanceA)]);
+      for (const target of spellings(`/v1/instance/${instanceA}`)) {
+        const row = await rawRequest(node.url, target, { headers: { 'x-api-key': keyA } });
+        expect([row.status, row.body], `${target} on ${node.url}`).toEqual([
+          200,
+          expect.stringContaining(instanceA),
+        ]);
+      }
     }
-    // a start in absolute form is placed, under the cluster's cap
+    // a start so spelled is placed, under the cluster's cap
     for (const node of [one, two]) {
-      const body = JSON.stringify({ instance_type: 'browser' });
-      const res = await rawRequest(node.url, 'http://burrow.test/v1/start', {
-        method: 'POST',
-        headers: {
-          'x-api-key': keyB,
-          'content-type': 'application/json',
-          'content-length': String(body.length),
-        },
-        body,
-      });
-      const id = /"id":"(inst_[^"]+)"/.exec(res.body)?.[1];
-      if (id) started.add(id);
-      expect([res.status, res.headers['x-burrow-error']], res.body).toEqual([
-        429,
-        'cluster_at_capacity',
-      ]);
+      for (const target of spellings('/v1/start')) {
+        const body = JSON.stringify({ instance_type: 'browser' });
+        const res = await rawRequest(node.url, target, {
+          method: 'POST',
+          headers: {
+            'x-api-key': keyB,
+            'content-type': 'application/json',
+            'content-length': String(body.length),
+          },
+          body,
+        });
+        const id = /"id":"(inst_[^"]+)"/.exec(res.body)?.[1];
+        if (id) started.add(id);
+        expect([res.status, res.headers['x-burrow-error']], `${target}: ${res.body}`).toEqual([
+          429,
+          'cluster_at_capacity',
+        ]);
+      }
     }
   }, 60_000);
 
