@@ -23,7 +23,10 @@
  *   forwarding to the owner and the placement of a start compare the URL's text and let them
  *   by: beta's key downloaded alpha's recording from the owner node, and a start so spelled was
  *   started where it arrived, past the cluster's cap. Now the server gives every target the
- *   router's spelling before anything reads it (http/limits.ts, `originForm`).
+ *   router's spelling before anything reads it (http/limits.ts, `originForm`); and, should
+ *   another spelling ever get by, the project key's check also reads the id the route was given
+ *   and placement the route matched (key-routes.ts, start-placement.ts: this case passes with
+ *   either layer alone).
  *
  * Tried and held (asserted below where cheap, else by the test named):
  *

@@ -90,7 +90,8 @@ export class StartPlacement {
 
   /** A `preHandler` hook of the app: places `POST /v1/start`, else does nothing. */
   hook = async (req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
-    if (req.method !== 'POST' || req.url.split('?', 1)[0] !== '/v1/start') return undefined;
+    // the route matched, not the URL's text: no other spelling of the path skips placement
+    if (req.method !== 'POST' || req.routeOptions.url !== '/v1/start') return undefined;
     if (req.headers[FORWARDED_BY] !== undefined) {
       // a node's forward was placed by the sender, under the cluster's cap; a client's own mark
       // (a start pinned to the node it chose) proves nothing, so the cap is this node's to keep
