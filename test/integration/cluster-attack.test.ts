@@ -28,6 +28,12 @@
  *   and placement the route matched (key-routes.ts, start-placement.ts: this case passes with
  *   either layer alone).
  *
+ * - **A forward resolved the path it had checked into another.** Node 2 checked
+ *   `POST /v1/instance/{alpha's id}/../../start` (alpha's own instance: allowed) and sent it to
+ *   the owner as `new URL(path, owner)` made it, `/v1/start`, signed as a placed start: alpha
+ *   started past the cluster's cap. Now a hop sends the path exactly as it came
+ *   (http/forward.ts, http/start-placement.ts), and the owner answers the 404 no route has.
+ *
  * Tried and held (asserted below where cheap, else by the test named):
  *
  * - beta's key naming alpha's instance through the owner and through the other node, with and
@@ -295,6 +301,38 @@ describe('a project key against the cluster', () => {
       }
     }
   }, 60_000);
+
+  it('a node forwards the path it checked, not one with its dot segments resolved', async () => {
+    // alpha's own instance runs on node 1: node 2 forwards what names it, after the key check
+    for (const target of [
+      `/v1/instance/${instanceA}/../../start`,
+      `/v1/instance/${instanceA}/%2e%2e/%2e%2e/start`,
+    ]) {
+      const body = JSON.stringify({ instance_type: 'browser' });
+      const res = await rawRequest(two.url, target, {
+        method: 'POST',
+        headers: {
+          'x-api-key': keyA,
+          'content-type': 'application/json',
+          'content-length': String(body.length),
+        },
+        body,
+      });
+      const id = /"id":"(inst_[^"]+)"/.exec(res.body)?.[1];
+      if (id) started.add(id);
+      // no route has that path: it must not become a start on node 1 (signed as placed there,
+      // past the cluster's cap)
+      expect([res.status, res.headers['x-burrow-error']], `${target}: ${res.body}`).toEqual([
+        404,
+        'not_found',
+      ]);
+    }
+    const all = (await (await as(one, one.apiKey, '/v1/instances')).json()) as {
+      id: string;
+      status: string;
+    }[];
+    expect(all.filter((i) => i.status === 'running').map((i) => i.id)).toEqual([instanceA]);
+  });
 
   it('tried and held: another project’s instance is an unknown id on every route, forged hop or not', async () => {
     const s = await db.query<{ secret: Buffer }>('SELECT secret FROM cluster_secret');

@@ -23,7 +23,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { pipeline } from 'node:stream/promises';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import { identityOf } from '../../api/identity.js';
 import { operations } from '../../api/index.js';
 import type { Database } from '../cluster/database.js';
@@ -138,16 +138,17 @@ export class StartPlacement {
    * for lack of room (429) or did not answer, so another node may be tried.
    */
   async #forward(req: FastifyRequest, reply: FastifyReply, node: NodeLoad): Promise<boolean> {
-    const target = new URL(req.url, node.url);
-    const headers = forwardHeaders(req.raw, this.#opts.name, target, this.#opts.signer);
+    const headers = forwardHeaders(req.raw, this.#opts.name, req.url, this.#opts.signer);
     delete headers['content-length']; // the body is sent as this node read it
     let answer;
     try {
-      answer = await request(target, {
+      // the path as it came (forward.ts says why it is never resolved)
+      answer = await this.#agent.request({
+        origin: new URL(node.url).origin,
+        path: req.url,
         method: 'POST',
         headers,
         body: typeof req.body === 'string' ? req.body : '',
-        dispatcher: this.#agent,
         headersTimeout: 0, // a start answers when its instance is up
         bodyTimeout: 0,
       });
