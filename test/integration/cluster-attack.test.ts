@@ -15,7 +15,6 @@
  *   open browser connections, which the tools use without naming the instance again; any key
  *   presenting the session's id used it. Now a session is its opener's project's, and another
  *   project's key (or the admin's) gets the unknown session's 404 (http/mcp.ts).
- *
  * - **A request target spelled otherwise went past every check that reads the URL.** Fastify's
  *   router matches `GET http://host/v1/instance/{id}/recordings/{rid}` (a proxy's absolute form,
  *   which HTTP/1.1 servers must accept), `/v%31/%69nstance/…` (escaped unreserved characters)
@@ -27,7 +26,6 @@
  *   another spelling ever get by, the project key's check also reads the id the route was given
  *   and placement the route matched (key-routes.ts, start-placement.ts: this case passes with
  *   either layer alone).
- *
  * - **A forward resolved the path it had checked into another.** Node 2 checked
  *   `POST /v1/instance/{alpha's id}/../../start` (alpha's own instance: allowed) and sent it to
  *   the owner as `new URL(path, owner)` made it, `/v1/start`, signed as a placed start: alpha
@@ -41,7 +39,7 @@
  *   stop, cdp_url, screenshot, downloads and recordings, a download's bytes, bash) answers
  *   the unknown id's 404, same code and body; lists leave the instance out;
  * - beta's key with a forged hop mark cannot drain a node or make keys (403, the node stays
- *   ready); a start pinned to a draining node is refused by its registry (drain.test.ts);
+ *   ready); a start pinned to a draining node is refused by its registry (cluster-death.test.ts);
  * - `/livez` and `/readyz` without a key say `ok` and nothing else;
  * - a forged `x-burrow-client` is ignored by the connection cap (cluster-keys.test.ts);
  *   forged and foreign ids are 404 before any database or node is asked (cluster-netns.test.ts);
