@@ -26,7 +26,7 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import type { Route } from '../cluster/node.js';
 import { CLIENT_HEADER, type ClientSigner } from '../cluster/forwarded-client.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
@@ -70,13 +70,14 @@ export function instanceIdOf(url: string): string | undefined {
 }
 
 /**
- * `req`'s headers as a hop to `target` sends them on: without hop-by-hop ones, marked forwarded
- * by `from`, with the client's address signed for the owner when there is a `signer`.
+ * `req`'s headers as a hop sends them on to `path` (the request's target as the owner receives
+ * it): without hop-by-hop ones, marked forwarded by `from`, with the client's address signed for
+ * the owner when there is a `signer`.
  */
 export function forwardHeaders(
   req: IncomingMessage,
   from: string,
-  target: URL,
+  path: string,
   signer: ClientSigner | undefined,
 ): Record<string, string | string[]> {
   const { headers } = req;
@@ -92,11 +93,7 @@ export function forwardHeaders(
     out['x-forwarded-for'] = before ? `${String(before)}, ${client}` : client;
     // what the owner counts against the client's connection cap
     if (signer) {
-      out[CLIENT_HEADER] = signer.sign(
-        client,
-        req.method ?? 'GET',
-        target.pathname + target.search,
-      );
+      out[CLIENT_HEADER] = signer.sign(client, req.method ?? 'GET', path);
     }
   }
   return out;
@@ -158,13 +155,15 @@ export class Forwarder {
     const id = instanceIdOf(req.url)!;
     const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
     let answer;
-    const to = new URL(req.url, target.url);
     try {
-      answer = await request(to, {
+      // the path as it came, never resolved against the owner's URL (`new URL` would remove
+      // its dot segments: `/v1/instance/{id}/../../start` is not the request checked here)
+      answer = await this.#agent.request({
+        origin: new URL(target.url).origin,
+        path: req.url,
         method: req.method as 'GET',
-        headers: forwardHeaders(req.raw, this.#router.name, to, this.#signer),
+        headers: forwardHeaders(req.raw, this.#router.name, req.url, this.#signer),
         ...(hasBody && { body: req.raw }),
-        dispatcher: this.#agent,
         headersTimeout: 0, // an instance's long call (a bash command) answers when it is done
         bodyTimeout: 0,
       });
@@ -226,11 +225,20 @@ export class Forwarder {
     head: Buffer,
   ): void {
     const id = instanceIdOf(req.url ?? '/')!;
-    const to = new URL(req.url ?? '/', target.url);
-    const headers = forwardHeaders(req, this.#router.name, to, this.#signer);
+    const owner = new URL(target.url);
+    const path = req.url ?? '/';
+    const headers = forwardHeaders(req, this.#router.name, path, this.#signer);
     headers.connection = 'Upgrade';
     headers.upgrade = req.headers.upgrade ?? 'websocket';
-    const out = httpRequest(to, { method: req.method, headers });
+    // the path as it came, as for HTTP above
+    const out = httpRequest({
+      protocol: owner.protocol,
+      hostname: owner.hostname.replace(/^\[(.*)\]$/, '$1'), // an IPv6 address, unbracketed
+      port: owner.port,
+      path,
+      method: req.method,
+      headers,
+    });
     out.on('upgrade', (res, upstream, upHead) => {
       const lines = [`HTTP/1.1 ${res.statusCode} ${res.statusMessage}`];
       for (let i = 0; i < res.rawHeaders.length; i += 2) {

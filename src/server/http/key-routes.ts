@@ -77,9 +77,16 @@ export class KeyScope {
    */
   async admit(req: FastifyRequest, principal: Principal): Promise<void> {
     principals.set(req.raw, principal);
-    if (principal.admin || !req.url.startsWith('/v1/instance/')) return;
-    const id = instanceIdOf(req.url);
-    if (id !== undefined) await this.#ownInstance(id, principal);
+    if (principal.admin) return;
+    // the id the URL names (what forwarding reads) and the one the route was given (what the
+    // handler reads): the same once the target has the router's spelling (limits.ts,
+    // `originForm`), both checked all the same
+    const ids = new Set<string>();
+    const named = req.url.startsWith('/v1/instance/') ? instanceIdOf(req.url) : undefined;
+    if (named !== undefined) ids.add(named);
+    const routed = (req.params as { instance_id?: unknown } | undefined)?.instance_id;
+    if (typeof routed === 'string') ids.add(routed);
+    for (const id of ids) await this.#ownInstance(id, principal);
   }
 
   /** A `preHandler` hook: the handler runs as the request's principal. */

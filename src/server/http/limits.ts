@@ -24,6 +24,13 @@
  *   else counts the socket's address, whatever headers it sends.
  * - `CONNECT` gets 405 instead of Node's silent close, and requests Node cannot parse (a garbage
  *   method, oversized headers) get `{"detail"}` with 400, 413 or 431 instead of Fastify's shape.
+ * - A request target is made the one spelling the router matches before anything reads it
+ *   (`originForm`): the absolute form (`GET http://host/v1/… HTTP/1.1`, a proxy's, which HTTP/1.1
+ *   servers must accept) becomes the origin form (`/v1/…`), a fragment is dropped and escaped
+ *   unreserved characters (`/v1/%69nstance/…`) are unescaped. Fastify's router matches all of
+ *   these as the plain path, but every check that reads the URL itself (the project key's
+ *   instance check, forwarding to the owner node, the placement of a start, the WebSocket
+ *   routing) compares text: another spelling went past them all to the route.
  *
  * Every answer is a row of the error catalogue (`errors.ts`), with its `x-burrow-error` header.
  */
@@ -154,12 +161,51 @@ interface ClientConnections {
  * cap's 429 is thrown by `authenticated` (called by the app's auth hook, so it goes through the
  * app's error handler, and by the upgrade routing for token-checked WebSockets).
  */
+/** A character RFC 3986 calls unreserved: its percent-encoded form means the same (§6.2.2.2). */
+const UNRESERVED = /^[A-Za-z0-9._~-]$/;
+
+/**
+ * `url` (a request target) as every reader of a request sees it: in origin form (an absolute
+ * `http(s)://host/path?query` becomes `/path?query`), without a fragment (no client sends one;
+ * the router ignores it), and with unreserved characters of the path unescaped (`/v1/%69nstance`
+ * is `/v1/instance`: the router matches them unescaped too). `*` and what does not parse stay as
+ * they are (routing refuses them).
+ */
+export function originForm(url: string): string {
+  let target = url;
+  if (!target.startsWith('/')) {
+    if (target === '*') return target;
+    let parsed: URL;
+    try {
+      parsed = new URL(target);
+    } catch {
+      return url;
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return url;
+    target = parsed.pathname + parsed.search;
+  }
+  const hash = target.indexOf('#');
+  if (hash >= 0) target = target.slice(0, hash);
+  const q = target.indexOf('?');
+  const path = q < 0 ? target : target.slice(0, q);
+  const plain = path.replace(/%([0-9A-Fa-f]{2})/g, (escaped, hex: string) => {
+    const c = String.fromCharCode(parseInt(hex, 16));
+    return UNRESERVED.test(c) ? c : escaped;
+  });
+  return q < 0 ? plain : plain + target.slice(q);
+}
+
 export function guardServer(
   server: Server,
   limits: HttpLimits,
   log: FastifyBaseLogger,
   opts: GuardOptions = {},
 ): HttpGuards {
+  // before Fastify's listener and the upgrade routing: every later reader sees a path
+  const toOriginForm = (req: IncomingMessage) => {
+    if (req.url !== undefined) req.url = originForm(req.url);
+  };
+  server.prependListener('request', toOriginForm);
   const cap = limits.maxConnectionsPerClient;
   const budget = Math.max(1, limits.maxUnauthenticatedPerClient);
   const clients = new Map<string, ClientConnections>();
@@ -244,7 +290,8 @@ export function guardServer(
     });
   });
 
-  server.prependListener('upgrade', (_req: IncomingMessage, socket: Duplex) => {
+  server.prependListener('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    toOriginForm(req);
     if (server.listenerCount('upgrade') === 1) {
       // nobody else handles upgrades (an app without the WebSocket routes): not found
       answerAndClose(socket, rawErrorResponse(serverError('not_found')));

@@ -19,6 +19,8 @@
  * signed. So do the stops of a session that ends, also while this node closes. An instance
  * whose node was lost or left is asked through this node's own API, which answers for it as for
  * any client (its row, or 410). Its `cdp_url` is opened on loopback and forwarded as a client's.
+ * In cluster mode a session is its opener's project's (`ownerOf`): another project's key naming
+ * its id gets the unknown session's 404.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -47,6 +49,7 @@ import {
 import type { Handlers } from './handlers.js';
 import type { StartCaller, StartPlacement } from './start-placement.js';
 import type { Route } from '../cluster/node.js';
+import { running } from './key-handlers.js';
 import { McpToolFailure, type McpBackend } from '../mcp/backend.js';
 import { createMcpSession, type McpSession } from '../mcp/tools.js';
 
@@ -289,7 +292,19 @@ interface Entry {
   streams: number;
   /** Runs out `streamGraceMs` after the last event stream closed. */
   gone?: NodeJS.Timeout;
+  /** Who opened it (`ownerOf`): nobody else may use it. */
+  owner: string;
 }
+
+/**
+ * Who the current request is, for MCP sessions: in cluster mode a project's key may use only
+ * its project's sessions (a session holds its instances and open browser connections, which
+ * the tools then use without naming the instance again), and the admin only its own.
+ */
+const ownerOf = (): string => {
+  const who = running.getStore();
+  return who && !who.admin ? `project ${who.project}` : 'admin';
+};
 
 const rpcError = (reply: FastifyReply, status: number, code: number, message: string) =>
   reply.code(status).send({ jsonrpc: '2.0', error: { code, message }, id: null });
@@ -347,7 +362,10 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
           return rpcError(reply, 400, -32700, 'Parse error: the body is not JSON');
         }
       }
+      const owner = ownerOf();
       let entry = typeof sid === 'string' ? sessions.get(sid) : undefined;
+      // another project's session is answered as one that does not exist
+      if (entry && entry.owner !== owner) entry = undefined;
       if (!entry) {
         if (sid !== undefined) return rpcError(reply, 404, -32001, 'Session not found');
         if (req.method !== 'POST' || !isInitializeRequest(body)) {
@@ -377,6 +395,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
           session,
           active: 0,
           streams: 0,
+          owner,
           transport: new StreamableHTTPServerTransport({
             sessionIdGenerator: () => randomUUID(),
             enableJsonResponse: true,

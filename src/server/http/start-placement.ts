@@ -9,6 +9,11 @@
  *   starts locally and never places again (forward.ts's rule for instance requests too). It
  *   carries the caller's API key, so that node checks it and gives the instance to the key's
  *   project as a start made there would.
+ * - **A pin is not a pass.** Anyone can send that header: a client does, to keep a start on the
+ *   node it chose. Only a forward that also carries the signed client address
+ *   (../cluster/forwarded-client.ts) was placed by a node, under the cluster's cap; a start
+ *   pinned by a client is held to that cap here (the node's own cap and a drain refuse it
+ *   anyway, in the registry).
  * - **A race lost.** Two nodes may choose the same node's last slot at once: the loser hears
  *   its 429, and the start is placed once more without that node (and without one that did not
  *   answer). A second refusal is the cluster's 429.
@@ -144,8 +149,19 @@ export class StartPlacement {
 
   /** A `preHandler` hook of the app: places `POST /v1/start`, else does nothing. */
   hook = async (req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
-    if (req.method !== 'POST' || req.url.split('?', 1)[0] !== '/v1/start') return undefined;
-    if (req.headers[FORWARDED_BY] !== undefined) return undefined; // placed by the sender
+    // the route matched, not the URL's text: no other spelling of the path skips placement
+    if (req.method !== 'POST' || req.routeOptions.url !== '/v1/start') return undefined;
+    if (req.headers[FORWARDED_BY] !== undefined) {
+      // a node's forward was placed by the sender, under the cluster's cap; a client's own mark
+      // (a start pinned to the node it chose) proves nothing, so the cap is this node's to keep
+      const signed = this.#opts.signer?.clientOf(req.raw) !== undefined;
+      const max = this.#opts.clusterMax;
+      if (!signed && max !== undefined) {
+        const nodes = this.nodes();
+        if (clusterLive(nodes) >= max) throw await this.#full(nodes);
+      }
+      return undefined;
+    }
     let body;
     try {
       body = parseInput(operations.start.body, parseJsonBody(req.body), 'body');
@@ -242,16 +258,17 @@ export class StartPlacement {
    * for lack of room (429) or did not answer, so another node may be tried.
    */
   async #forward(req: FastifyRequest, reply: FastifyReply, node: NodeLoad): Promise<boolean> {
-    const target = new URL(req.url, node.url);
-    const headers = forwardHeaders(req.raw, this.#opts.name, target, this.#opts.signer);
+    const headers = forwardHeaders(req.raw, this.#opts.name, req.url, this.#opts.signer);
     delete headers['content-length']; // the body is sent as this node read it
     let answer;
     try {
-      answer = await request(target, {
+      // the path as it came (forward.ts says why it is never resolved)
+      answer = await this.#agent.request({
+        origin: new URL(node.url).origin,
+        path: req.url,
         method: 'POST',
         headers,
         body: typeof req.body === 'string' ? req.body : '',
-        dispatcher: this.#agent,
         headersTimeout: 0, // a start answers when its instance is up
         bodyTimeout: 0,
       });
