@@ -250,6 +250,47 @@ describe('keys of projects', () => {
     expect(stopB.content[0]!.text).toContain(`Instance ${instanceA} not found`);
   });
 
+  it('a project’s MCP session that ends with its event stream stops the instance it started', async () => {
+    const headers = (sid?: string) => ({
+      'x-api-key': keyA,
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-03-26',
+      ...(sid && { 'mcp-session-id': sid }),
+    });
+    const rpc = (method: string, params: object, sid?: string) =>
+      one.api('/mcp', {
+        headers: headers(sid),
+        json: { jsonrpc: '2.0', id: 1, method, params },
+      });
+    const init = await rpc('initialize', {
+      protocolVersion: '2025-03-26',
+      capabilities: {},
+      clientInfo: { name: 'keys-test', version: '1' },
+    });
+    const sid = init.headers.get('mcp-session-id')!;
+    // the event stream an SDK client keeps open, then drops (its close() sends no DELETE)
+    const stream = new AbortController();
+    const events = await fetch(`${one.url}/mcp`, {
+      headers: { ...headers(sid), accept: 'text/event-stream' },
+      signal: stream.signal,
+    });
+    expect(events.status).toBe(200);
+    const started = await rpc(
+      'tools/call',
+      { name: 'instance_start', arguments: { instance_type: 'ubuntu' } },
+      sid,
+    );
+    const text = JSON.stringify(await started.json());
+    const id = /inst_[0-9a-z]+/.exec(text)?.[0];
+    expect(id, text).toBeDefined();
+    stream.abort();
+    // the stream's grace (5 s) runs out outside any request of the client: the session's stop
+    // must still run as project alpha's
+    await expect
+      .poll(async () => (await admin.instances.get(id!)).status, { timeout: 30_000 })
+      .toBe('terminated');
+  }, 60_000);
+
   it('leaves keys, managing extensions and draining a node to the admin key', async () => {
     for (const [method, path, json] of [
       ['POST', '/v1/node/drain', undefined],

@@ -294,6 +294,8 @@ interface Entry {
   gone?: NodeJS.Timeout;
   /** Who opened it (`ownerOf`): nobody else may use it. */
   owner: string;
+  /** `session.close()` as whoever opened it. */
+  close(): Promise<void>;
 }
 
 /**
@@ -391,11 +393,18 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
           backend: inProcessBackend(opts.handlers, app, remote),
           ...(opts.version !== undefined && { version: opts.version }),
         });
+        // a session ends also outside any request of its client (its event stream gone, the
+        // node closing): its stops then run as the key that opened it, which the project
+        // scoping of a cluster asks of every call (key-routes.ts)
+        const principal = running.getStore();
+        const closeSession = () =>
+          principal ? running.run(principal, () => session.close()) : session.close();
         const created: Entry = {
           session,
           active: 0,
           streams: 0,
           owner,
+          close: closeSession,
           transport: new StreamableHTTPServerTransport({
             sessionIdGenerator: () => randomUUID(),
             enableJsonResponse: true,
@@ -410,7 +419,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
           clearTimeout(created.gone);
           const id = created.transport.sessionId;
           if (id !== undefined) sessions.delete(id);
-          void session.close();
+          void closeSession();
         };
         await session.server.connect(created.transport);
         entry = created;
@@ -463,7 +472,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
         clearTimeout(e.timer);
         clearTimeout(e.gone);
         await e.transport.close().catch(() => undefined);
-        await e.session.close();
+        await e.close();
       }),
     );
   });
