@@ -5,8 +5,8 @@
  * it counts against the instance's disk quota like the file it becomes. A malformed body answers 4xx (see
  * `multipartError`) and leaves no spool file behind.
  */
-import { createReadStream, createWriteStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -106,7 +106,11 @@ export function uploadHandler(registry: Registry): UploadHandler {
           );
           spooled = { file, filename: part.filename, mimetype: part.mimetype };
           try {
-            await pipeline(part.file, createWriteStream(file, { flags: 'wx', mode: 0o600 }));
+            // opened before the body is read: a write stream that opened its file itself could
+            // still be opening it when a broken body fails the pipeline, and would then make the
+            // file after the removal below had looked for it (a spool file left for good)
+            const handle = await open(file, 'wx', 0o600);
+            await pipeline(part.file, handle.createWriteStream());
           } catch (err) {
             const code = (err as NodeJS.ErrnoException).code;
             if (code === 'ENOSPC' || code === 'EDQUOT') {
