@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Burrow } from '../../src/client/index.js';
 import { Database } from '../../src/server/cluster/database.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { handshakeStatus } from '../helpers/handshake.js';
 import { eventually, testServer, type TestServer } from '../helpers/server.js';
 
 let pg: TestPostgres;
@@ -151,6 +152,28 @@ describe('a cluster of two nodes', () => {
     // a single-node id is the answering node's own: 404 there, not forwarded
     const single = await two.api('/v1/instance/inst_0123456789abcdef', {});
     expect(single.status).toBe(404);
+    // the routes that need no key answer an id nobody has as a wrong token: they do not say
+    // which ids exist (a live one answers the same without its token)
+    const live = (await (
+      await one.api('/v1/start', { json: { instance_type: 'ubuntu' } })
+    ).json()) as {
+      id: string;
+    };
+    try {
+      for (const id of [forged, 'inst_0123456789abcdef', live.id]) {
+        for (const node of [one, two]) {
+          const page = await fetch(`${node.url}/stream/${id}/?token=guess`);
+          expect([page.status, page.headers.get('x-burrow-error')], id).toEqual([
+            401,
+            'token_invalid',
+          ]);
+          const ws = `${node.url.replace(/^http/, 'ws')}/cdp/${id}/devtools/browser/x?token=guess`;
+          expect(await handshakeStatus(ws), id).toBe(401);
+        }
+      }
+    } finally {
+      await one.api(`/v1/instance/${live.id}/stop`, { method: 'POST' });
+    }
   });
 
   it('reads an auth state saved through node 1 on node 2; the database holds it sealed', async () => {

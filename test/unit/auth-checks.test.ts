@@ -109,8 +109,10 @@ describe('the API key', () => {
   });
 
   it('sends live-view pages to their token check, not the key check', async () => {
+    // an id nobody has is answered as a wrong token: these routes need no key, so they must not
+    // tell which ids exist
     const res = await get('/stream/inst_none/index.html');
-    expect(res.headers['x-burrow-error']).toBe('instance_not_found');
+    expect([res.statusCode, res.headers['x-burrow-error']]).toEqual([401, 'token_invalid']);
     // a path that only looks like one
     expect((await get('/v1/stream/inst_none/index.html')).statusCode).toBe(401);
   });
@@ -230,7 +232,7 @@ describe('the instance token of a WebSocket upgrade', () => {
     expect(cross.code).toBe('token_invalid');
   });
 
-  it('answers 404 for other paths and unknown instances, before looking at a token', async () => {
+  it('answers 404 for other paths, and 401 for unknown instances as for a wrong token', async () => {
     for (const url of [
       '/',
       '/cdp/inst_a',
@@ -243,7 +245,7 @@ describe('the instance token of a WebSocket upgrade', () => {
       expect([r.status, r.code], url).toEqual(['404', 'not_found']);
     }
     const unknown = await upgrade(`/cdp/inst_zz/devtools/browser/x?token=${TOKEN}`);
-    expect([unknown.status, unknown.code]).toEqual(['404', 'instance_not_found']);
+    expect([unknown.status, unknown.code]).toEqual(['401', 'token_invalid']);
   });
 
   it('with the right token, says why an instance cannot take it', async () => {

@@ -31,7 +31,7 @@ import type { AuthStore } from '../auth-states/store.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
 import { MULTIPART_LIMITS } from './upload.js';
 import { createHandlers, type Handlers, type MultipartOperationId } from './handlers.js';
-import { registerHandoffDone, viewerAccess, withBanner } from './handoff.js';
+import { registerHandoffDone, tokenRoute, viewerAccess, withBanner } from './handoff.js';
 import type { ExtensionStore } from '../extensions/store.js';
 import type { ProfileStore } from '../profiles/store.js';
 import {
@@ -353,7 +353,7 @@ export function handleUpgrade(
   const token = url.searchParams.get('token') ?? '';
   let rec;
   try {
-    rec = registry.get(id);
+    rec = tokenRoute(registry, id, kind === 'cdp' ? 'CDP' : 'live-view');
   } catch (err) {
     return refuseUpgrade(socket, err instanceof HttpError ? err : serverError('internal_error'));
   }
@@ -402,7 +402,7 @@ export function registerStreamPages(app: FastifyInstance, registry: Registry): v
     const { id } = req.params as { id: string; '*': string };
     const rest = (req.params as Record<string, string>)['*'] ?? '';
     const url = new URL(req.url, 'http://localhost');
-    const rec = registry.get(id);
+    const rec = tokenRoute(registry, id, 'live-view');
     const { handoff } = viewerAccess(registry, rec, url.searchParams.get('token') ?? '');
     authenticated(req.raw.socket, req.raw);
     registry.touch(id);

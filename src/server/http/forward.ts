@@ -58,6 +58,17 @@ const HOP_BY_HOP = new Set([
 
 const INSTANCE_PATH = /^\/(?:v1\/instance|stream|cdp)\/([^/?#]+)/;
 
+/**
+ * The answer for an id no node has: the API's 404, but on the token-checked routes (`cdp_url`,
+ * the live view), which need no key, the 401 of a wrong token (../http/handoff.ts, `tokenRoute`).
+ */
+const unknownId = (id: string, url: string) =>
+  url.startsWith('/cdp/')
+    ? serverError('token_invalid', { kind: 'CDP' })
+    : url.startsWith('/stream/')
+      ? serverError('token_invalid', { kind: 'live-view' })
+      : serverError('instance_not_found', { id });
+
 /** The instance id a path names, decoded, or undefined. */
 export function instanceIdOf(url: string): string | undefined {
   const m = INSTANCE_PATH.exec(url);
@@ -128,7 +139,7 @@ export class Forwarder {
     const id = instanceIdOf(url);
     if (id === undefined) return 'local';
     const route = await this.#router.route(id);
-    if (route === 'unknown') throw serverError('instance_not_found', { id });
+    if (route === 'unknown') throw unknownId(id, url);
     if (route === 'local') return 'local';
     if (route.ended) {
       const path = url.split('?', 1)[0]!.replace(/\/+$/, '');
@@ -143,7 +154,7 @@ export class Forwarder {
     }
     if (headers[FORWARDED_BY] !== undefined) {
       // the node that sent it thinks this one owns it: one hop only
-      throw serverError('instance_not_found', { id });
+      throw unknownId(id, url);
     }
     return route;
   }

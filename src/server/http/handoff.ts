@@ -6,7 +6,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { serverError } from '../errors.js';
+import { HttpError, serverError } from '../errors.js';
 import type { HandoffRecord } from '../instances/handoffs.js';
 import type { InstanceView, Registry } from '../instances/registry.js';
 import type { StreamPage } from '../instances/runtime.js';
@@ -18,6 +18,26 @@ const BANNER = new URL('./handoff-banner.html', import.meta.url);
 const digest = (s: string) => createHash('sha256').update(s).digest();
 /** Constant time, whatever the lengths (both sides hashed first). */
 const same = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
+
+/**
+ * The instance a token-checked route (`/cdp/<id>/…`, `/stream/<id>/…`) names. These routes need
+ * no API key, so an id no instance has is answered as a wrong token is (401), never 404: whoever
+ * holds neither the key nor a token must not learn which ids exist.
+ */
+export function tokenRoute(
+  registry: Registry,
+  id: string,
+  kind: 'CDP' | 'live-view',
+): InstanceView {
+  try {
+    return registry.get(id);
+  } catch (err) {
+    if (err instanceof HttpError && err.code === 'instance_not_found') {
+      throw serverError('token_invalid', { kind });
+    }
+    throw err;
+  }
+}
 
 /** Who a live-view token belongs to: the instance itself, or one of its pending hand-offs. */
 export type ViewerAccess = { handoff?: HandoffRecord };
