@@ -96,7 +96,7 @@ describe('x-burrow-error', () => {
     expect(res.body).toEqual({ detail: 'Method CONNECT is not allowed' });
   });
 
-  it('a WebSocket upgrade for an unknown instance → 404 instance_not_found', async () => {
+  it('a WebSocket upgrade for an unknown instance → 401 token_invalid (no key: ids are not told)', async () => {
     const res = await raw(
       [
         'GET /cdp/inst_nope/devtools/browser/x HTTP/1.1',
@@ -109,9 +109,9 @@ describe('x-burrow-error', () => {
         '',
       ].join('\r\n'),
     );
-    expect(res.status).toBe(404);
-    expect(res.headers.get('x-burrow-error')).toBe('instance_not_found');
-    expect(res.body).toEqual({ detail: 'Instance inst_nope not found' });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('x-burrow-error')).toBe('token_invalid');
+    expect(res.body).toEqual({ detail: 'Invalid or expired CDP token' });
   });
 
   it('the typed client exposes the code as serverCode', async () => {
