@@ -108,6 +108,10 @@ type Input = { params?: unknown; query?: unknown; body?: unknown };
 const retrySeconds = (value: unknown): number | undefined =>
   typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : undefined;
 
+/** A 422's items as the tool failure's message (the same whether this node or another checked). */
+const invalidRequest = (items: readonly { loc?: readonly unknown[]; msg?: string }[]): string =>
+  `Invalid request: ${items.map((i) => `${(i.loc ?? []).join('.')}: ${i.msg ?? ''}`).join('; ')}`;
+
 /** A handler's error as the tool failure the agent sees (same message and code as over HTTP). */
 function failure(err: unknown): unknown {
   if (err instanceof HttpError) {
@@ -140,9 +144,11 @@ export function inProcessBackend(
     if (!schema) return undefined;
     const r = wireParse(schema, value ?? {});
     if (r.success) return r.data;
-    const items = validationDetail(r.error, where, value);
-    const msg = items.map((i) => `${i.loc.join('.')}: ${i.msg}`).join('; ');
-    throw new McpToolFailure(`Invalid request: ${msg}`, 'validation_error', 422);
+    throw new McpToolFailure(
+      invalidRequest(validationDetail(r.error, where, value)),
+      'validation_error',
+      422,
+    );
   };
   /**
    * Operation `id` for another node's instance: sent to its owner at `owner` in one hop, or
@@ -190,7 +196,7 @@ export function inProcessBackend(
     const detail = (out as { detail?: unknown } | undefined)?.detail;
     const code = res.headers['x-burrow-error'];
     const message = Array.isArray(detail)
-      ? `Invalid request: ${(detail as { loc?: unknown[]; msg?: string }[]).map((i) => `${(i.loc ?? []).join('.')}: ${i.msg ?? ''}`).join('; ')}`
+      ? invalidRequest(detail as { loc?: unknown[]; msg?: string }[])
       : typeof detail === 'string'
         ? detail
         : text;
