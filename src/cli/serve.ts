@@ -15,6 +15,7 @@ import { startServer } from '../server/index.js';
 export const usage = `burrow serve [--host 127.0.0.1] [--port 8787] [--api-key K | --api-key-file PATH]
             [--data-dir D] [--max-instances N] [--public-url URL] [--log-level warn]
             [--max-connections-per-client N] [--warm-pool N | --warm-pool browser=N,ubuntu=M]
+            [--sandbox-stock N]
             [--instance-memory SIZE] [--instance-pids N] [--instance-cpus N] [--instance-disk SIZE]
             [--allow-host-loopback] [--allow-host-port PORT]... [--insecure-no-isolation]
             [--secret-key-file PATH] [--old-secret-key-file PATH]...
@@ -38,6 +39,9 @@ hides it from its command line once started, which leaves a short window).
   --warm-pool N                   keep N browser instances started, so that start takes one in
                                   milliseconds; browser=N,ubuntu=M for both types. They count
                                   against --max-instances and are not listed until taken
+  --sandbox-stock N               keep N sandboxes (namespaces, cgroup, disk; no browser) made
+                                  ahead for starts the warm pool does not serve (default 2;
+                                  0 = build each at its start); not counted as instances
   --instance-memory SIZE          memory limit of each instance, e.g. 2g (suffixes k, m, g, t)
   --instance-pids N               most processes and threads in each instance
   --instance-cpus N               CPU share of each instance in cores, e.g. 1.5
@@ -150,6 +154,7 @@ export const SERVE_FLAGS = {
   'instance-cpus': { type: 'string' },
   'instance-disk': { type: 'string' },
   'warm-pool': { type: 'string' },
+  'sandbox-stock': { type: 'string' },
   'secret-key-file': { type: 'string' },
   'old-secret-key-file': { type: 'string', multiple: true },
   'artifact-retention': { type: 'string' },
@@ -210,6 +215,9 @@ async function fromFlags(values: ServeValues, env: NodeJS.ProcessEnv): Promise<S
     ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
     ...(values['warm-pool'] !== undefined && {
       warmPool: parseWarmPool(values['warm-pool'], '--warm-pool'),
+    }),
+    ...(values['sandbox-stock'] !== undefined && {
+      sandboxStock: parseInteger('--sandbox-stock', values['sandbox-stock'], 0),
     }),
     ...(Object.keys(isolation).length > 0 && { isolation }),
     ...(values['secret-key-file'] !== undefined && { secretKeyFile: values['secret-key-file'] }),

@@ -85,6 +85,12 @@ export interface ServerOptions {
    */
   warmPool?: number | WarmPoolSizes;
   /**
+   * Sandboxes made ahead of cold starts (src/server/sandbox/stock.ts): namespaces, cgroup and
+   * disk ready, no browser; they do not count against `maxInstances`. 0 builds each at its
+   * start. Default 2; env `BURROW_SANDBOX_STOCK`.
+   */
+  sandboxStock?: number;
+  /**
    * File holding the key that encrypts auth states at rest (src/server/auth-states/secret-key.ts). Default
    * env `BURROW_SECRET_KEY`, else `BURROW_SECRET_KEY_FILE`, else `<dataDir>/secret-key`
    * (generated once, mode 0600).
@@ -160,6 +166,7 @@ export interface ServerConfig {
   /** Undefined: the HTTP layer's own default (http/limits.ts). */
   readonly maxConnectionsPerClient: number | undefined;
   readonly warmPool: Readonly<WarmPoolSizes>;
+  readonly sandboxStock: number;
   /** The programs instances are made of. */
   readonly programs: ProgramPaths;
   readonly sandbox: {
@@ -212,6 +219,8 @@ export const DEFAULT_ARTIFACT_RETENTION_SECONDS = 3600;
 export const DEFAULT_ARTIFACT_RETAIN_MAX_BYTES = 16 * 2 ** 30;
 export const DEFAULT_MCP_IDLE_SECONDS = 30 * 60;
 export const DEFAULT_MCP_MAX_SESSIONS = 64;
+/** Sandboxes made ahead: a burst of two cold starts builds none. */
+export const DEFAULT_SANDBOX_STOCK = 2;
 const DEFAULT_MAX_UPLOAD_BYTES = 100 * 2 ** 20;
 export const DEFAULT_MAX_EXTENSION_BYTES = 50 * 2 ** 20;
 export const DEFAULT_MAX_PROFILE_BYTES = 200 * 2 ** 20;
@@ -344,6 +353,7 @@ const Options = z.strictObject({
   isolation: Isolation.optional(),
   maxConnectionsPerClient: count(0).optional(),
   warmPool: z.union([count(0), poolSizes]).optional(),
+  sandboxStock: count(0).optional(),
   secretKeyFile: nonEmpty.optional(),
   oldSecretKeyFiles: z.array(nonEmpty).optional(),
   artifactRetentionSeconds: count(0).optional(),
@@ -462,6 +472,14 @@ export const SETTINGS: readonly SettingDoc[] = [
     default: 'none',
     meaning:
       'instances kept started for `start` to take: `2` (browser) or `browser=2,ubuntu=1`; they count against the instance cap',
+  },
+  {
+    option: 'sandboxStock',
+    env: 'BURROW_SANDBOX_STOCK',
+    flags: ['--sandbox-stock'],
+    default: '`2`',
+    meaning:
+      'sandboxes (namespaces, cgroup, disk; no browser) made ahead so that a start the warm pool does not serve builds none; not counted against the instance cap; `0` builds each at its start',
   },
   {
     option: 'publicUrl',
@@ -802,6 +820,7 @@ export function resolveServerConfig(
     maxConnectionsPerClient:
       o.maxConnectionsPerClient ?? int('BURROW_MAX_CONNECTIONS_PER_CLIENT', 0),
     warmPool,
+    sandboxStock: o.sandboxStock ?? int('BURROW_SANDBOX_STOCK', 0) ?? DEFAULT_SANDBOX_STOCK,
     programs: programPaths(env, o),
     sandbox: {
       root: o.sandboxRoot ?? text('BURROW_SANDBOX_ROOT') ?? DEFAULT_SANDBOX_ROOT,

@@ -68,6 +68,11 @@ export interface RunningServer extends AsyncDisposable {
     /** Resolves once the pool holds what it should (or what the instance cap leaves room for). */
     ready(): Promise<void>;
   };
+  /** Sandboxes made ahead (sandbox/stock.ts): how many are ready, and a promise of a full stock. */
+  readonly sandboxStock: {
+    count(): number;
+    ready(): Promise<void>;
+  };
   /** Stop every instance, then stop listening. Idempotent. */
   close(): Promise<void>;
   /** Whether this server is a node of a cluster (`--cluster`). */
@@ -220,7 +225,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const health = new Health(sandboxHost, runDir, logger);
   // `/livez` names this run, so a join that probes this name's previous run tells the two apart
   if (cluster) health.run = cluster.run;
-  const { maxInstances, maxUploadBytes, warmPool } = config;
+  const { maxInstances, maxUploadBytes, warmPool, sandboxStock } = config;
   checkCapacity(maxInstances, warmPool, sandboxHost.limits.memoryBytes, logger);
   const registry = new Registry({
     instancesDir: runDir,
@@ -250,6 +255,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       await cluster?.admit();
     },
     warmPool,
+    sandboxStock,
   });
   /** What this node can take now: free slots under its cap, and its warm pool. */
   const advert = () => ({
@@ -385,6 +391,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       ids: () => registry.pooledIds(),
       ready: () => registry.poolReady(),
     },
+    sandboxStock: { count: () => registry.stocked, ready: () => registry.stockReady() },
     close,
     [Symbol.asyncDispose]: close,
   };

@@ -100,15 +100,26 @@ export abstract class InstanceMachine implements InstanceRuntime {
 
   async #start(): Promise<void> {
     const { ctx } = this;
-    const sandbox = await stage('sandbox', () =>
-      Sandbox.create(ctx.sandboxHost, {
-        dir: ctx.dir,
-        name: ctx.id,
-        log: ctx.log,
-        onCrash: (reason) => ctx.failed(reason),
-        background: ctx.pooled ?? false,
-      }),
-    );
+    const onCrash = (reason: string) => ctx.failed(reason);
+    const background = ctx.pooled ?? false;
+    const made = ctx.sandbox;
+    const sandbox = await stage('sandbox', async () => {
+      if (!made) {
+        return Sandbox.create(ctx.sandboxHost, {
+          dir: ctx.dir,
+          name: ctx.id,
+          log: ctx.log,
+          onCrash,
+          background,
+        });
+      }
+      if (made.name !== ctx.id) {
+        await made.stop();
+        throw new Error(`the sandbox made ahead is ${made.name}'s, not ${ctx.id}'s`);
+      }
+      await made.handOver({ onCrash, background });
+      return made;
+    });
     this.#sandbox = sandbox;
     try {
       const seed = this.seedDirs();

@@ -34,8 +34,10 @@ import type {
 } from './runtime.js';
 import {
   probeUpstream,
+  SandboxStock,
   upstreamFromSettings,
   upstreamLabel,
+  type Sandbox,
   type SandboxHost,
   type UpstreamProxy,
 } from '../sandbox/index.js';
@@ -81,6 +83,11 @@ export interface RegistryOptions {
   requirementsRefusal?: (type: InstanceType) => Promise<string | undefined>;
   /** Instances kept started per type for `start` to claim (pool.ts). Default none. */
   warmPool?: WarmPoolSizes;
+  /**
+   * Sandboxes made ahead for starts the warm pool does not serve (sandbox/stock.ts), named by
+   * ids minted here. Default none.
+   */
+  sandboxStock?: number;
   /**
    * Where the rows of listed instances are written, and the earlier runs' rows come from
    * (`adopt`). Default: a `MemoryInstanceStore` without a journal.
@@ -192,6 +199,7 @@ export class Registry {
   #closed = false;
 
   readonly #pool: WarmPool<InstanceRecord>;
+  readonly #stock: SandboxStock;
   /** Hand-offs to a person (handoffs.ts); one that ends counts as activity of its instance. */
   readonly handoffs = new Handoffs((h) => this.touch(h.instanceId));
 
@@ -207,6 +215,13 @@ export class Registry {
         this.#move(rec, 'terminated', 'stopped');
         return this.#teardown(rec);
       },
+    });
+    this.#stock = new SandboxStock({
+      host: opts.sandboxHost,
+      size: opts.sandboxStock ?? 0,
+      mint: () => this.#newId(),
+      dirOf: (id) => join(opts.instancesDir, id),
+      log: opts.log,
     });
   }
 
@@ -342,19 +357,41 @@ export class Registry {
     }
     // a cold start must not push the machine past the cap: a pooled instance gives way
     this.#pool.makeRoom();
+    try {
+      return await this.#startCold(type, factory, options, upstream, extra);
+    } finally {
+      this.#stock.refill(); // not while the start runs: it would take the start's CPU
+    }
+  }
+
+  /** A fresh instance for `start`, in a sandbox from the stock where one is ready. */
+  async #startCold(
+    type: InstanceType,
+    factory: RuntimeFactory,
+    options: StartRequest,
+    upstream: UpstreamProxy | undefined,
+    extra: StartExtras,
+  ): Promise<InstanceRecord> {
     for (let attempt = 1; ; attempt++) {
-      const rec = this.#create(type, options.resolution ?? DEFAULT_RESOLUTION);
+      const made = this.#stock.take();
+      const rec = this.#create(type, options.resolution ?? DEFAULT_RESOLUTION, 'deploying', made);
       if (upstream) rec.proxyServer = upstreamLabel(upstream);
       extra.onCreate?.(rec.id);
       this.#admit(rec, options);
       try {
         const identity = identityOf(options);
-        await this.#boot(rec, factory, options.blocked_domains ?? [], false, upstream, {
-          ...extra,
-          ...(identity && { identity }),
-        });
+        await this.#boot(
+          rec,
+          factory,
+          options.blocked_domains ?? [],
+          false,
+          upstream,
+          { ...extra, ...(identity && { identity }) },
+          made,
+        );
       } catch (err) {
         this.#move(rec, 'error', 'crashed');
+        await made?.stop(); // also where the runtime never took it
         await this.#teardown(rec);
         const reason = (err as Error).message;
         if (attempt < START_ATTEMPTS && !this.#closed) {
@@ -391,13 +428,22 @@ export class Registry {
     return upstream;
   }
 
-  /** A new record with a fresh id, token and directory, not yet listed. */
+  /** A new instance id (its sandbox may be made ahead with it: sandbox/stock.ts). */
+  #newId(): string {
+    return this.#opts.newId?.() ?? `inst_${randomBytes(8).toString('hex')}`;
+  }
+
+  /**
+   * A new record with a fresh token and directory, not yet listed; its id is a new one, or that
+   * of the sandbox made ahead for it.
+   */
   #create(
     type: InstanceType,
     resolution: Resolution,
     status: InstanceStatus = 'deploying',
+    made?: Sandbox,
   ): InstanceRecord {
-    const id = this.#opts.newId?.() ?? `inst_${randomBytes(8).toString('hex')}`;
+    const id = made?.name ?? this.#newId();
     return new InstanceRecord(
       id,
       type,
@@ -430,6 +476,7 @@ export class Registry {
     pooled: boolean,
     upstream?: UpstreamProxy,
     extra: StartExtras = {},
+    made?: Sandbox,
   ): Promise<void> {
     const extensions = extra.extensions ?? [];
     const identity = extra.identity;
@@ -453,6 +500,7 @@ export class Registry {
       ...(extensions.length > 0 && { extensions }),
       ...(extra.profile && { profile: extra.profile }),
       ...(identity && { identity }),
+      ...(made && { sandbox: made }),
     };
     await mkdir(rec.dir, { recursive: true, mode: 0o700 });
     rec.runtime = await factory(ctx);
@@ -674,6 +722,17 @@ export class Registry {
   /** Start keeping the warm pool filled (once the server knows its public URL). */
   startPool(): void {
     this.#pool.refill();
+    this.#stock.refill();
+  }
+
+  /** Sandboxes made ahead and ready now (sandbox/stock.ts). */
+  get stocked(): number {
+    return this.#stock.ready;
+  }
+
+  /** Resolves once the stock of sandboxes made ahead is full (tests, benchmarks). */
+  stockReady(): Promise<void> {
+    return this.#stock.filled();
   }
 
   /**
@@ -682,7 +741,11 @@ export class Registry {
    */
   async closePool(): Promise<void> {
     const pooled = this.#pool.close();
-    await Promise.all([...pooled.map((r) => this.#teardown(r)), this.#pool.idle()]);
+    await Promise.all([
+      ...pooled.map((r) => this.#teardown(r)),
+      this.#pool.idle(),
+      this.#stock.close(),
+    ]);
   }
 
   /** Stop every live instance and the pool (server shutdown). */
@@ -694,6 +757,7 @@ export class Registry {
       ...this.list().map((r) => r.stopping),
       ...pooled.map((r) => this.#teardown(r)),
       this.#pool.idle(), // a fill in flight ends with its instance torn down
+      this.#stock.close(),
     ]);
     await this.#writes;
   }

@@ -25,7 +25,7 @@ import type {
 } from '../../api/index.js';
 import type { z } from 'zod';
 import type { InstanceArtifacts } from '../artifacts/store.js';
-import type { SandboxHost, UpstreamProxy } from '../sandbox/index.js';
+import type { Sandbox, SandboxHost, UpstreamProxy } from '../sandbox/index.js';
 import type { ProgramPaths } from '../config.js';
 import type { AddCellRequest, ExecuteCellRequest } from '../../api/index.js';
 
@@ -67,6 +67,11 @@ export interface RuntimeContext {
   event?(type: string, message: string): void;
   /** The server-wide sandbox layer every instance is built with (src/server/sandbox/). */
   readonly sandboxHost: SandboxHost;
+  /**
+   * A sandbox made ahead for this instance (src/server/sandbox/stock.ts), named by its id: the
+   * start takes it instead of building one. Default: the start builds its own.
+   */
+  readonly sandbox?: Sandbox | undefined;
   /**
    * Started for the warm pool (src/server/instances/pool.ts): run at a low CPU weight, and be ready for
    * `claim`. Default false.

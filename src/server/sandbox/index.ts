@@ -47,3 +47,4 @@ export {
   type UpstreamProxy,
   type UpstreamSettings,
 } from './egress/upstream.js';
+export { SandboxStock, type SandboxStockOptions } from './stock.js';

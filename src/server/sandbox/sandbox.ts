@@ -192,7 +192,8 @@ export class Sandbox {
   readonly uid: number | undefined;
   readonly #host: SandboxHost;
   readonly #procs = new Set<Supervised>();
-  readonly #onCrash: ((reason: string) => void) | undefined;
+  /** Told when a process of the sandbox's own dies on its own (replaced by `handOver`). */
+  #onCrash: ((reason: string) => void) | undefined;
   readonly #log: Logger;
   /** Holds the disk image and its mount point (under the sandbox root in isolated mode). */
   readonly #diskDir: string;
@@ -204,6 +205,10 @@ export class Sandbox {
   readonly #seeded = new Set<string>();
   /** Whether anything of the instance's own was started (burrow's own helpers aside). */
   #spawned = false;
+  /** Whether the anchor (pid 1's side) runs. */
+  #anchored = false;
+  /** Listeners opened ahead (`listenAhead`) for the `listen` of their port to take. */
+  readonly #ahead = new Map<number, Promise<Server>>();
   #quota: DiskQuota | undefined;
   /** Host pid of pid 1 of the instance's pid namespace. */
   #init = 0;
@@ -342,6 +347,33 @@ export class Sandbox {
     );
     // the disk's root stays root-owned 0711: the instance reaches only its three directories
     if (this.mode === 'isolated') await chmod(disk, 0o711);
+  }
+
+  /** The name it was created with (the instance id). */
+  get name(): string {
+    return this.#name;
+  }
+
+  /**
+   * Whether a sandbox made ahead (stock.ts) can still be handed over: not stopping, its anchor
+   * running, and nothing of an instance's ever started in it.
+   */
+  get fresh(): boolean {
+    return this.mode === 'isolated' && !this.#stopping && !this.#spawned && this.#anchored;
+  }
+
+  /**
+   * Give a sandbox made ahead to the instance it was named for: from now on its crashes are
+   * that instance's, and it runs at the weight the instance asks for. Refused (and the sandbox
+   * stopped) when it is no longer `fresh`.
+   */
+  async handOver(opts: Pick<SandboxOptions, 'onCrash' | 'background'>): Promise<void> {
+    if (!this.fresh) {
+      await this.stop();
+      throw new Error('the sandbox made ahead for this instance is gone');
+    }
+    this.#onCrash = opts.onCrash;
+    await this.#cgroup?.setCpuWeight(opts.background ? 'low' : 'normal');
   }
 
   /** Give a background (warm-pool) sandbox the normal CPU weight. */
@@ -799,7 +831,9 @@ export class Sandbox {
         this.hostShm = join(mine, 'shm');
       }
     }
+    this.#anchored = true;
     void anchor.exited.then((e) => {
+      this.#anchored = false;
       this.#procs.delete(anchor);
       if (!this.#stopping) this.#onCrash?.(`the instance's init exited (${describeExit(e)})`);
     });
@@ -855,6 +889,28 @@ export class Sandbox {
   async listen(port: number): Promise<Server> {
     if (this.mode === 'none') throw new Error('no network namespace in none mode');
     if (this.#stopping) throw new Error('sandbox is stopping');
+    const ahead = this.#ahead.get(port);
+    if (ahead) {
+      this.#ahead.delete(port);
+      return ahead;
+    }
+    return this.#listen(port);
+  }
+
+  /**
+   * Open the listener of `port` now, for the `listen(port)` to come to take (a sandbox made
+   * ahead: stock.ts). Until then nothing inside runs that could connect to it; a sandbox that
+   * stops first closes it.
+   */
+  async listenAhead(port: number): Promise<void> {
+    if (this.mode === 'none' || this.#ahead.has(port)) return;
+    const opening = this.#listen(port);
+    this.#ahead.set(port, opening);
+    opening.catch(() => this.#ahead.delete(port));
+    await opening;
+  }
+
+  async #listen(port: number): Promise<Server> {
     const init = this.#init;
     const { tools } = this.#host.plan;
     const calls = LISTEN_SYSCALLS[process.arch];
@@ -1033,6 +1089,12 @@ export class Sandbox {
   }
 
   async #stop(): Promise<void> {
+    for (const opening of this.#ahead.values())
+      void opening.then(
+        (l) => l.close(),
+        () => {},
+      );
+    this.#ahead.clear();
     if (this.#cgroup) {
       // Every process of the instance is in its cgroup, the wrappers outside its pid namespace
       // too. Its disk goes with it: nothing needs a graceful end. Order matters: the processes

@@ -1,0 +1,162 @@
+/**
+ * Sandboxes made ahead: a few complete, never used sandboxes (cgroup, disk, the anchor holding
+ * the namespaces, the egress's listener in its network), so that a cold start only starts its
+ * own processes. Building one costs 20–40 ms of serial work (the anchor's bubblewrap, the user
+ * namespace's maps, the disk's mount) and the listener another process start, on the
+ * path of every start that the warm pool does not serve: a burst that drained the pool, a start
+ * with extensions, a profile or an identity. With the stock, that start takes one in well under a
+ * millisecond.
+ *
+ * - Each is built for the id its instance will have, minted ahead (the registry's `newId`), so
+ *   everything that names an instance on the host (its cgroup, pid 1's `burrow-init-<id>`, its
+ *   directory, `BURROW_INSTANCE`) names it from the first moment. Nobody has seen the id before
+ *   the start that takes it answers.
+ * - Nothing of anyone's ever ran in one: the anchor only waits, and `Sandbox.handOver` refuses a
+ *   sandbox in which anything was started, or whose anchor died. A sandbox whose anchor dies in
+ *   the stock is stopped and replaced.
+ * - Refilling is one sandbox at a time, in the background, after the start that took one has
+ *   finished (the registry calls `refill` then), at a low CPU weight until handed over.
+ * - The stock is not counted against the instance cap: it holds no browser, only three idle
+ *   processes, an empty cgroup and a disk (sparse until written).
+ */
+import { mkdir, rm } from 'node:fs/promises';
+import type { Logger } from '../../internal/log.js';
+import { untraced } from '../../internal/stages.js';
+import type { SandboxHost } from './host.js';
+import { EGRESS_PORT } from './network.js';
+import { Sandbox } from './sandbox.js';
+
+export interface SandboxStockOptions {
+  host: SandboxHost;
+  /** Sandboxes kept ready; 0 disables the stock. */
+  size: number;
+  /** The name (instance id) of the next sandbox. */
+  mint(): string;
+  /** The instance directory of `name` (made by the stock, removed with an unused sandbox). */
+  dirOf(name: string): string;
+  log: Logger;
+}
+
+/** After a fill fails, how long before the next try (doubling to a minute). */
+const BACKOFF_MIN_MS = 1_000;
+const BACKOFF_MAX_MS = 60_000;
+
+export class SandboxStock {
+  readonly #opts: SandboxStockOptions;
+  readonly #ready: Sandbox[] = [];
+  #filling: Promise<void> | undefined;
+  /** Sandboxes on their way out (`#discard`). */
+  readonly #discarding = new Set<Promise<void>>();
+  #retry: NodeJS.Timeout | undefined;
+  #backoffMs = 0;
+  #closed = false;
+
+  constructor(opts: SandboxStockOptions) {
+    this.#opts = opts;
+  }
+
+  /** Whether the stock can hold anything here (isolated instances, a size above 0). */
+  get enabled(): boolean {
+    return this.#opts.size > 0 && this.#opts.host.isolated && !this.#opts.host.refusal;
+  }
+
+  /** Sandboxes ready now. */
+  get ready(): number {
+    return this.#ready.length;
+  }
+
+  /**
+   * A ready sandbox, out of the stock: its `name` is the id the instance must take, and it is
+   * the caller's to `handOver` or `stop`. Undefined when none is ready.
+   */
+  take(): Sandbox | undefined {
+    while (this.#ready.length > 0) {
+      const sandbox = this.#ready.shift()!;
+      if (sandbox.fresh) return sandbox;
+      void this.#discard(sandbox);
+    }
+    return undefined;
+  }
+
+  /** Fill the stock up in the background, one sandbox at a time. */
+  refill(): void {
+    if (this.#closed || !this.enabled || this.#filling || this.#retry) return;
+    // not part of the start that set it off (src/internal/stages.ts)
+    untraced(() => {
+      this.#filling = this.#fill().finally(() => (this.#filling = undefined));
+    });
+  }
+
+  /**
+   * Resolves once the stock is full, or its fill has failed or been closed, and the host's
+   * stock of disks it takes from is refilled too: no background work of the stocks is left.
+   */
+  async filled(): Promise<void> {
+    while (this.#filling || this.#discarding.size > 0) {
+      await Promise.all([this.#filling, ...this.#discarding]);
+    }
+    await this.#opts.host.diskStock?.filled();
+  }
+
+  async #fill(): Promise<void> {
+    const { host, log } = this.#opts;
+    while (!this.#closed && this.#ready.length < this.#opts.size) {
+      const name = this.#opts.mint();
+      const dir = this.#opts.dirOf(name);
+      let sandbox: Sandbox | undefined;
+      try {
+        await mkdir(dir, { recursive: true, mode: 0o700 });
+        sandbox = await Sandbox.create(host, {
+          dir,
+          name,
+          log,
+          // a stocked sandbox whose anchor dies goes, and the stock makes another (one already
+          // taken is refused by its `handOver`)
+          onCrash: () => {
+            if (sandbox && this.#ready.includes(sandbox)) {
+              void this.#discard(sandbox).then(() => this.refill());
+            }
+          },
+          background: true,
+        });
+        // the egress's listener too: its start is the other serial step of a sandbox's use
+        await sandbox.listenAhead(EGRESS_PORT);
+      } catch (err) {
+        await sandbox?.stop();
+        await rm(dir, { recursive: true, force: true }).catch(() => {});
+        this.#backoffMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, this.#backoffMs * 2));
+        log.warn({ err }, `could not make a sandbox ahead; trying again in ${this.#backoffMs} ms`);
+        this.#retry = setTimeout(() => {
+          this.#retry = undefined;
+          this.refill();
+        }, this.#backoffMs);
+        this.#retry.unref();
+        return;
+      }
+      this.#backoffMs = 0;
+      if (this.#closed) await this.#discard(sandbox);
+      else this.#ready.push(sandbox);
+    }
+  }
+
+  /** Stop a sandbox that will not be handed over, and remove its instance directory. */
+  #discard(sandbox: Sandbox): Promise<void> {
+    const at = this.#ready.indexOf(sandbox);
+    if (at >= 0) this.#ready.splice(at, 1);
+    const done = (async () => {
+      await sandbox.stop();
+      await rm(this.#opts.dirOf(sandbox.name), { recursive: true, force: true }).catch(() => {});
+    })().finally(() => this.#discarding.delete(done));
+    this.#discarding.add(done);
+    return done;
+  }
+
+  /** Stop every sandbox of the stock; nothing is made after this. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#retry);
+    this.#retry = undefined;
+    await this.#filling;
+    await Promise.all([...this.#ready.splice(0).map((s) => this.#discard(s)), ...this.#discarding]);
+  }
+}
