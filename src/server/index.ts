@@ -68,9 +68,12 @@ export interface RunningServer extends AsyncDisposable {
     /** Resolves once the pool holds what it should (or what the instance cap leaves room for). */
     ready(): Promise<void>;
   };
-  /** Sandboxes made ahead (sandbox/stock.ts): how many are ready, and a promise of a full stock. */
+  /**
+   * Sandboxes made ahead (sandbox/stock.ts): the instance ids of those ready now (no client is
+   * shown them before a start answers with one), and a promise of a full stock.
+   */
   readonly sandboxStock: {
-    count(): number;
+    ids(): string[];
     ready(): Promise<void>;
   };
   /** Stop every instance, then stop listening. Idempotent. */
@@ -391,7 +394,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       ids: () => registry.pooledIds(),
       ready: () => registry.poolReady(),
     },
-    sandboxStock: { count: () => registry.stocked, ready: () => registry.stockReady() },
+    sandboxStock: { ids: () => registry.stockedIds(), ready: () => registry.stockReady() },
     close,
     [Symbol.asyncDispose]: close,
   };

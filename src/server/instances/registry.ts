@@ -725,9 +725,9 @@ export class Registry {
     this.#stock.refill();
   }
 
-  /** Sandboxes made ahead and ready now (sandbox/stock.ts). */
-  get stocked(): number {
-    return this.#stock.ready;
+  /** Sandboxes made ahead and ready now (sandbox/stock.ts), by the ids they will give. */
+  stockedIds(): string[] {
+    return this.#stock.names();
   }
 
   /** Resolves once the stock of sandboxes made ahead is full (tests, benchmarks). */

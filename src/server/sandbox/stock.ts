@@ -65,6 +65,11 @@ export class SandboxStock {
     return this.#ready.length;
   }
 
+  /** The names of the sandboxes ready now (diagnostics and tests; shown to no client). */
+  names(): string[] {
+    return this.#ready.map((s) => s.name);
+  }
+
   /**
    * A ready sandbox, out of the stock: its `name` is the id the instance must take, and it is
    * the caller's to `handOver` or `stop`. Undefined when none is ready.
