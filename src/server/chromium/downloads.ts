@@ -36,11 +36,13 @@ export class DownloadWatch {
     this.#sink = sink;
   }
 
-  /** Set the behaviour on the default context and listen (the server's own session). */
-  async start(cdp: CdpConnection, defaultContextId: string): Promise<void> {
+  /**
+   * Set the behaviour on the default context and listen (the server's own session). The command
+   * goes out at once, beside the one that asks for `defaultContextId` (a round trip less while
+   * Chromium is still busy starting); only the contexts created later need that id.
+   */
+  async start(cdp: CdpConnection, defaultContextId: Promise<string>): Promise<void> {
     this.#cdp = cdp;
-    this.#defaultContext = defaultContextId;
-    this.#contexts.add(defaultContextId);
     cdp.on('Browser.downloadWillBegin', (p) => {
       if (typeof p.guid === 'string') {
         this.#sink.downloadBegan(
@@ -54,12 +56,18 @@ export class DownloadWatch {
         this.#sink.downloadProgress(p.guid, Number(p.receivedBytes), String(p.state));
       }
     });
+    const params = this.#params(undefined);
+    const [id] = await Promise.all([
+      defaultContextId,
+      params && cdp.send('Browser.setDownloadBehavior', params),
+    ]);
+    this.#defaultContext = id;
+    this.#contexts.add(id);
+    // the targets reported before are the startup tab's, in the default context
     cdp.on('Target.targetCreated', (p) => {
       const ctx = (p.targetInfo as { browserContextId?: unknown } | undefined)?.browserContextId;
       if (typeof ctx === 'string') this.contextCreated(ctx);
     });
-    const params = this.#params(undefined);
-    if (params) await cdp.send('Browser.setDownloadBehavior', params);
   }
 
   /**

@@ -138,21 +138,35 @@ export class ChromiumSession implements AuthScope {
     });
   }
 
+  /**
+   * The commands go out together rather than one after the other: Chromium, just started, is
+   * still opening its first tab and answers each late (15-20 ms apart under load), and four such
+   * waits in a row were most of this stage; now the fit of the first window waits for its page
+   * only. Targets reported before the default context's id is known are tracked once it is, in
+   * the order they came.
+   */
   async #init(): Promise<void> {
     const { cdp } = this;
-    const { defaultBrowserContextId } = await cdp.send<{ defaultBrowserContextId: string }>(
-      'Target.getBrowserContexts',
-    );
-    this.#defaultContextId = defaultBrowserContextId;
+    const contextId = cdp
+      .send<{ defaultBrowserContextId: string }>('Target.getBrowserContexts')
+      .then((r) => r.defaultBrowserContextId);
+    let early: TargetInfo[] | undefined = [];
+    const track = (info: TargetInfo) => (early ? early.push(info) : this.#track(info));
     const fit = this.#opts.fitViewport ?? this.#opts.headless !== false;
+    /** The windows being fitted as their pages are reported during this start, by page. */
+    let fitting: Map<string, Promise<void>> | undefined = new Map();
     cdp.on('Target.targetCreated', (p) => {
       const info = p.targetInfo as TargetInfo;
-      this.#track(info);
+      track(info);
       if (info.type === 'page') this.#activation.add(info.targetId);
-      if (fit && info.type === 'page') void this.#fitWindow(info.targetId);
+      if (fit && info.type === 'page') {
+        const fitted = this.#fitWindow(info.targetId);
+        fitting?.set(info.targetId, fitted);
+      }
     });
-    cdp.on('Target.targetInfoChanged', (p) => this.#track(p.targetInfo as TargetInfo));
+    cdp.on('Target.targetInfoChanged', (p) => track(p.targetInfo as TargetInfo));
     cdp.on('Target.targetDestroyed', ({ targetId }) => {
+      early = early?.filter((info) => info.targetId !== targetId);
       this.#tabs.delete(targetId as string);
       this.#activation.delete(targetId as string);
       this.#sessions.delete(targetId as string);
@@ -170,12 +184,23 @@ export class ChromiumSession implements AuthScope {
         () => {},
       );
     });
+    const tracked = contextId.then((id) => {
+      this.#defaultContextId = id;
+      for (const info of early ?? []) this.#track(info);
+      early = undefined;
+    });
     await Promise.all([
-      this.#downloads?.start(cdp, defaultBrowserContextId),
+      tracked,
+      this.#downloads?.start(cdp, contextId),
       this.#identity?.start(cdp),
       cdp.send('Target.setDiscoverTargets', { discover: true }), // reports existing targets
     ]);
-    if (fit) await Promise.all(this.tabs().map((t) => this.#fitWindow(t.targetId)));
+    const fits = fitting;
+    fitting = undefined;
+    if (fit)
+      await Promise.all(
+        this.tabs().map((t) => fits.get(t.targetId) ?? this.#fitWindow(t.targetId)),
+      );
   }
 
   #track(info: TargetInfo): void {
