@@ -3,9 +3,12 @@
  * Playwright `connectOverCDP` and a `goto` of a local page on the instance's first tab, next to
  * the baseline of playwright-core launching the same Chromium with the same flags itself
  * (`chromium.launch` → `newPage` → `goto`). Teardown (instance stop, `browser.close()`) is not
- * timed. Runs alternate between the two, after one untimed warm-up of each. Each phase is printed
- * too: for burrow the start (`POST /v1/start`), the connection (`cdp_url`, `connectOverCDP`) and
- * the `goto`; for the baseline `chromium.launch`, `newPage` and the `goto`.
+ * timed, but each run waits for the other's to end: an instance's stop answers at once and its
+ * processes and disk go in the background, which would otherwise run beside the baseline's launch
+ * (~50 ms of a busy CPU, sometimes 3 s; it made the baseline ~25% slower and the ratio look that
+ * much better). Runs alternate between the two, after one untimed warm-up of each. Each phase is
+ * printed too: for burrow the start (`POST /v1/start`), `GET cdp_url`, `connectOverCDP` and the
+ * `goto`; for the baseline `chromium.launch`, `newPage` and the `goto`.
  *
  * `node --import tsx bench/start-to-page.ts [N]` (default N = 10). The privilege level is the one
  * the bench runs at: as root the server is root; run as a normal user (e.g. `runuser -u <user> --
@@ -13,7 +16,7 @@
  * sandboxes through user namespaces (src/server/sandbox/sandbox.ts). `BURROW_LOG_LEVEL=debug`
  * logs each start's stages (src/internal/stages.ts).
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -59,20 +62,43 @@ async function timed(steps: (() => Promise<unknown>)[]): Promise<Run> {
   return { phases, total: phases.reduce((a, b) => a + b, 0) };
 }
 
+/** How long each instance's teardown went on after its stop answered, in ms. */
+const teardowns: number[] = [];
+/** The directory the server keeps its instances' directories in (found at the first start). */
+let instancesDir: string | undefined;
+
+/**
+ * Wait for the end of instance `id`'s teardown: the registry removes its directory last, once
+ * its processes are gone and its disk released.
+ */
+async function tornDown(id: string): Promise<void> {
+  instancesDir ??= readdirSync(dataDir, { recursive: true })
+    .map(String)
+    .filter((p) => p === id || p.endsWith(`/${id}`))
+    .map((p) => join(dataDir, p, '..'))[0];
+  if (!instancesDir) throw new Error(`no directory of ${id} under ${dataDir}`);
+  const t = performance.now();
+  while (existsSync(join(instancesDir, id))) {
+    if (performance.now() - t > 30_000) throw new Error(`${id} still torn down after 30 s`);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  teardowns.push(performance.now() - t);
+}
+
 /** burrow: start → cdp_url → connectOverCDP → goto. */
 async function viaBurrow(): Promise<Run> {
   let id = '';
+  let cdpUrl = '';
   let browser: Browser | undefined;
   const run = await timed([
     async () => (id = String((await api('/v1/start', { instance_type: 'browser' })).id)),
-    async () => {
-      const { cdp_url } = await api(`/v1/instance/${id}/browser/cdp_url`);
-      browser = await chromium.connectOverCDP(String(cdp_url));
-    },
+    async () => (cdpUrl = String((await api(`/v1/instance/${id}/browser/cdp_url`)).cdp_url)),
+    async () => (browser = await chromium.connectOverCDP(cdpUrl)),
     () => browser!.contexts()[0]!.pages()[0]!.goto(pageUrl),
   ]);
   await browser!.close();
   await api(`/v1/instance/${id}/stop`, {});
+  await tornDown(id);
   return run;
 }
 
@@ -119,7 +145,11 @@ try {
   const user = process.getuid?.() === 0 ? 'root' : 'a normal user';
   console.log(`start-to-page, median of ${N} (as ${user}; load ${load}):`);
   console.log(`  burrow (POST /v1/start → connectOverCDP → goto): ${b.toFixed(1)} ms`);
-  console.log(`    ${phases(burrow, ['start', 'connect', 'goto'])}`);
+  console.log(`    ${phases(burrow, ['start', 'cdp_url', 'connectOverCDP', 'goto'])}`);
+  const td = [...teardowns].sort((x, y) => x - y);
+  console.log(
+    `    (untimed: teardown after stop, median ${median(td).toFixed(0)} ms, max ${td.at(-1)!.toFixed(0)} ms)`,
+  );
   console.log(`  playwright-core chromium.launch → newPage → goto: ${l.toFixed(1)} ms`);
   console.log(`    ${phases(launch, ['launch', 'newPage', 'goto'])}`);
   console.log(`  ratio burrow / launch: ${(b / l).toFixed(2)}`);
