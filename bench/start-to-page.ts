@@ -4,11 +4,11 @@
  * the baseline of playwright-core launching the same Chromium with the same flags itself
  * (`chromium.launch` → `newPage` → `goto`). Teardown (instance stop, `browser.close()`) is not
  * timed, but each run waits for the other's to end: an instance's stop answers at once and its
- * processes and disk go in the background, which would otherwise run beside the baseline's launch
- * (~50 ms of a busy CPU, sometimes 3 s; it made the baseline ~25% slower and the ratio look that
- * much better). Runs alternate between the two, after one untimed warm-up of each. Each phase is
- * printed too: for burrow the start (`POST /v1/start`), `GET cdp_url`, `connectOverCDP` and the
- * `goto`; for the baseline `chromium.launch`, `newPage` and the `goto`.
+ * processes and disk go in the background (~50 ms, at times 1-3 s), which otherwise ran beside
+ * the baseline's launch and made the baseline ~25% slower and the ratio look that much better.
+ * Runs alternate between the two, after one untimed warm-up of each. Each phase is printed too:
+ * for burrow the start (`POST /v1/start`), `GET cdp_url`, `connectOverCDP` and the `goto`; for
+ * the baseline `chromium.launch`, `newPage` and the `goto`.
  *
  * `node --import tsx bench/start-to-page.ts [N]` (default N = 10). The privilege level is the one
  * the bench runs at: as root the server is root; run as a normal user (e.g. `runuser -u <user> --
