@@ -90,6 +90,9 @@ const CHAIN_START =
   'print $h "$$\\n"; close($h) or exit 125 } my $keep = 0 + shift; ' +
   'syscall(436, $keep, 0xffffffff, 0) == 0 or exit 126; exec { $ARGV[0] } @ARGV; exit 127';
 
+/** How long a stop waits for the processes inside to end before it ends pid 1 anyway. */
+const KILL_INSIDE_MS = 3000;
+
 /** open(2)'s O_PATH (the same on x86_64 and arm64), which Node's constants lack. */
 const O_PATH = 0o10000000;
 
@@ -1057,7 +1060,12 @@ export class Sandbox {
     await proc.kill(200);
   }
 
-  /** SIGKILL every process in the instance's pid namespace but pid 1, and wait until they are gone. */
+  /**
+   * SIGKILL every process in the instance's pid namespace but pid 1, and wait until those whose
+   * parent is not pid 1 are gone. pid 1's own children need no wait: pid 1 reaps them, and the
+   * kernel does when pid 1 dies; and pid 1 starts its `sleep` again as soon as it is killed, so
+   * waiting for them all never ended before the timeout (3 s of every stop).
+   */
   async #killInside(): Promise<void> {
     if (!this.#cgroup || !this.#init || !this.#cgroup.pids().includes(this.#init)) return;
     let ns: string;
@@ -1078,14 +1086,21 @@ export class Sandbox {
     await this.#cgroup.freeze().catch(() => {}); // nothing forks between listing and signals
     for (const pid of inside()) signalQuietly(pid, 'SIGKILL');
     await this.#cgroup.thaw().catch(() => {});
-    await until(
+    const init = this.#init;
+    const ended = await until(
       () => {
         const left = inside();
         for (const pid of left) signalQuietly(pid, 'SIGKILL');
-        return left.length === 0;
+        return left.every((pid) => parentOf(pid) === init);
       },
-      { timeoutMs: 3000, intervalMs: 5 },
+      { timeoutMs: KILL_INSIDE_MS, intervalMs: 5 },
     );
+    if (!ended) {
+      this.#log.warn(
+        { instance: this.#name, left: inside() },
+        `processes of the instance still ran ${KILL_INSIDE_MS} ms after SIGKILL; ending pid 1 anyway`,
+      );
+    }
   }
 
   async #stop(): Promise<void> {
@@ -1150,6 +1165,17 @@ function namespaceInit(anchorPid: number, uid: number): number {
     // still in the anchor's pid namespace; pid 1 is the first process of a new one
     const ns = (pid: number) => readlinkSync(`/proc/${pid}/ns/pid`);
     return ns(child) !== ns(anchorPid) ? child : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** The parent of process `pid` as the server sees it, or 0 once it is gone. */
+function parentOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // pid (comm) state ppid …; comm may hold spaces and parentheses
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
   } catch {
     return 0;
   }
