@@ -124,10 +124,19 @@ function withArtifacts(
   return { browser: wrap(factories.browser), ubuntu: wrap(factories.ubuntu) };
 }
 
+type BrowserModule = { createBrowserRuntime: RuntimeFactory };
+type UbuntuModule = { createUbuntuRuntime: RuntimeFactory };
+
 function runtimeFactories(): Record<'browser' | 'ubuntu', RuntimeFactory> {
+  // loaded at the first start of the type, and kept: a loader with hooks (tsx) answers even a
+  // cached module's import through its own thread, which a busy machine delays by tens of ms
+  let browser: Promise<BrowserModule> | undefined;
+  let ubuntu: Promise<UbuntuModule> | undefined;
   return {
-    browser: async (ctx) => (await import('./browser/index.js')).createBrowserRuntime(ctx),
-    ubuntu: async (ctx) => (await import('./ubuntu/index.js')).createUbuntuRuntime(ctx),
+    browser: async (ctx) =>
+      (await (browser ??= import('./browser/index.js'))).createBrowserRuntime(ctx),
+    ubuntu: async (ctx) =>
+      (await (ubuntu ??= import('./ubuntu/index.js'))).createUbuntuRuntime(ctx),
   };
 }
 

@@ -11,7 +11,8 @@
  */
 import { identityOf } from '../../api/identity.js';
 import { randomBytes } from 'node:crypto';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdirSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type {
   EndReason,
@@ -502,7 +503,9 @@ export class Registry {
       ...(identity && { identity }),
       ...(made && { sandbox: made }),
     };
-    await mkdir(rec.dir, { recursive: true, mode: 0o700 });
+    // synchronous: microseconds, where the promise waits behind whatever holds libuv's thread
+    // pool (another instance's teardown removing its directory: 2–19 ms seen)
+    mkdirSync(rec.dir, { recursive: true, mode: 0o700 });
     rec.runtime = await factory(ctx);
     await rec.runtime.start();
   }
