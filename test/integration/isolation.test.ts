@@ -221,6 +221,52 @@ describe('an ubuntu instance attacking from its shell', () => {
     expect(await sh(b, 'echo still-alive')).toContain('still-alive'); // the instance survives
   });
 
+  it('is held to its CPU limit: two spinning processes get 1.25 cores, plus at most one burst', async () => {
+    const cpuStat = () => {
+      const text = execFileSync('sh', ['-c', `cat /sys/fs/cgroup/cpu/burrow/*.${b}/cpu.stat`], {
+        encoding: 'utf8',
+      });
+      const n = (key: string) => Number(new RegExp(`^${key} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+      return { throttled: n('nr_throttled'), throttledNs: n('throttled_time') };
+    };
+    // an instance may spend one period's unused quota at once (Chromium's start is a burst)
+    const burst = execFileSync(
+      'sh',
+      ['-c', `cat /sys/fs/cgroup/cpu/burrow/*.${b}/cpu.cfs_burst_us`],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(Number(burst)).toBe(125_000);
+    const before = cpuStat();
+    const spin = [
+      'import os, time',
+      'def spin():',
+      '    end = time.time() + 2',
+      '    while time.time() < end: pass',
+      'kids = []',
+      'for _ in range(2):',
+      '    pid = os.fork()',
+      '    if pid == 0:',
+      '        spin()',
+      '        os._exit(0)',
+      '    kids.append(pid)',
+      'for pid in kids: os.waitpid(pid, 0)',
+      't = os.times()',
+      'print("cpu", t.children_user + t.children_system)',
+    ].join('\n');
+    const out = await sh(b, `python3 -c '${spin}'`);
+    const cpu = Number(/cpu ([\d.]+)/.exec(out)?.[1]);
+    // 2 s at 1.25 cores, one period's quota of burst (0.125 s), and slack for the kernel's
+    // per-CPU slices and the start of the processes
+    expect(cpu).toBeGreaterThan(0.5);
+    expect(cpu).toBeLessThan(2 * 1.25 + 0.125 + 0.45);
+    // the kernel held it back: throttled in some periods
+    const after = cpuStat();
+    expect(after.throttled).toBeGreaterThan(before.throttled);
+    expect(after.throttledNs).toBeGreaterThan(before.throttledNs);
+  });
+
   it("reaches neither the API, nor the host's loopback, nor another instance; only what the egress allows", async () => {
     const apiPort = new URL(server.url).port;
     await sh(b, 'nohup python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 & sleep 1');
