@@ -82,10 +82,12 @@ try {
   // the bridge on the embedded default, a few times: the first result is the page, all are timed
   const opens: number[] = [];
   let kept: [string, string, string] = ['', '', ''];
+  let last = '';
   for (let i = 0; i < Number(process.env.OPENS ?? 3); i++) {
     const t0 = performance.now();
     await using session = await openSession();
     opens.push(Math.round(performance.now() - t0));
+    last = session.instance.id;
     if (i > 0) continue;
     await session.page.goto('data:text/html,<title>local page</title><p>hi</p>');
     found.title = await session.page.title();
@@ -113,6 +115,39 @@ try {
     kept = [session.instance.id, download?.id ?? 'none', text];
   }
   found.opens = opens;
+  // the last session's teardown, as it goes on after its stop answered: none of its processes
+  // may end up a zombie of the host's init (pid 1 of the instance then cannot end until that
+  // reaps it, which took 1-2 s here), and how long until its pid 1 is gone
+  const t1 = performance.now();
+  let orphans = 0;
+  const initAlive = () =>
+    readdirSync('/proc').some((n) => {
+      try {
+        return (
+          readFileSync(`/proc/${n}/cmdline`, 'utf8').startsWith('/bin/sh\0') &&
+          readFileSync(`/proc/${n}/cmdline`, 'utf8').includes(`burrow-init-${last}`)
+        );
+      } catch {
+        return false;
+      }
+    });
+  while (performance.now() - t1 < 5000) {
+    for (const n of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+      try {
+        const stat = readFileSync(`/proc/${n}/stat`, 'utf8');
+        const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        if (state === 'Z' && ppid === '1' && status(Number(n), 'Uid') === process.getuid?.()) {
+          orphans++;
+        }
+      } catch {
+        /* gone */
+      }
+    }
+    if (!initAlive()) break;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  found.zombiesOfHostInit = orphans;
+  found.teardownMs = Math.round(performance.now() - t1);
   // copied out at stop, while the disk was there: still served after the instance is gone
   const after = await client.downloads.get(kept[0], kept[1]);
   const rest: Buffer[] = [];

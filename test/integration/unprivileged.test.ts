@@ -202,6 +202,9 @@ describe('as a normal user', () => {
     expect(f.recording).toBe('completed');
     expect(f.downloadAfterStop).toBe('same bytes');
     console.log(`openSession as a normal user (warm server), ms: ${String(f.opens)}`);
+    // a browser's teardown leaves nothing to the host's init (Chromium ends before its wrapper)
+    expect(f.zombiesOfHostInit).toBe(0);
+    console.log(`teardown after the last session's stop: ${String(f.teardownMs)} ms`);
     // the ubuntu instance: bash as the instance's user, its own host name
     expect(f.bash).toBe('hello from user 1000\nburrow\n');
     // no descriptor it was not given (the namespace ones of the chain included), none enterable

@@ -120,6 +120,9 @@ export interface LaunchedChromium {
   kill(): Promise<void>;
 }
 
+/** How long Chromium gets to exit on SIGTERM before it is killed. */
+const KILL_GRACE_MS = 2000;
+
 const STDERR_LINES = 20;
 /** Longest stderr line kept (the rest of a longer one is dropped): the instance may write there. */
 const STDERR_LINE_BYTES = 4096;
@@ -222,7 +225,16 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     // exiting; stop returns only when every one of them is gone.
     // (by start time: once reaped, their numbers may belong to another instance's processes)
     const tree = proc.running ? descendants(proc.pid).flatMap((pid) => processRef(pid) ?? []) : [];
-    await proc.kill();
+    // Chromium first, while the wrapper that started it is there to reap it (the wrapper exits
+    // with it): a process whose parent dies first goes to the host's init, outside the instance,
+    // and the instance's pid 1 cannot end until that one reaps it (1–2 s of every stop seen as
+    // a normal user). Only then the wrapper and whatever is left.
+    if (sandboxed && tree[0]) {
+      signalProcess(tree[0], 'SIGCONT'); // a stopped process cannot act on TERM
+      signalProcess(tree[0], 'SIGTERM');
+      await raceDeadline(proc.exited, KILL_GRACE_MS, { unref: true });
+    }
+    await proc.kill(KILL_GRACE_MS);
     signal('SIGKILL');
     for (const ref of tree) signalProcess(ref, 'SIGKILL');
     await until(() => !tree.some(stillRunning), { timeoutMs: 5000, intervalMs: 10 });
