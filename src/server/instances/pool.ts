@@ -15,6 +15,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { InstanceType, Resolution } from '../../api/index.js';
+import { RetryBackoff } from '../../internal/backoff.js';
 import type { Logger } from '../../internal/log.js';
 
 /** Instances kept started per type, ready to be claimed by `start`. */
@@ -37,16 +38,13 @@ export interface WarmPoolOptions<InstanceRecord extends PooledInstance> {
   evict(rec: InstanceRecord): Promise<void>;
 }
 
-const BACKOFF_MIN_MS = 1_000;
-const BACKOFF_MAX_MS = 60_000;
-
 export class WarmPool<InstanceRecord extends PooledInstance> {
   readonly #opts: WarmPoolOptions<InstanceRecord>;
   readonly #ready = new Map<InstanceType, InstanceRecord[]>();
   /** The fill loop while it runs. */
   #filling: Promise<void> | undefined;
-  #backoffMs = 0;
-  #retry: NodeJS.Timeout | undefined;
+  /** The next fill after one that failed. */
+  readonly #retry = new RetryBackoff();
   #closed = false;
 
   constructor(opts: WarmPoolOptions<InstanceRecord>) {
@@ -116,7 +114,7 @@ export class WarmPool<InstanceRecord extends PooledInstance> {
 
   /** Start filling in the background if the pool is short (no-op while a fill runs). */
   refill(): void {
-    if (this.#closed || this.#filling || this.#retry) return;
+    if (this.#closed || this.#filling || this.#retry.pending) return;
     if (!this.#next()) return;
     this.#filling = this.#loop().finally(() => {
       this.#filling = undefined;
@@ -139,19 +137,14 @@ export class WarmPool<InstanceRecord extends PooledInstance> {
         rec = await this.#opts.fill(type);
       } catch (err) {
         if (this.#closed) return;
-        this.#backoffMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, this.#backoffMs * 2));
+        const retryInMs = this.#retry.schedule(() => this.refill());
         this.#opts.log.warn(
-          { err, type, retryInMs: this.#backoffMs },
+          { err, type, retryInMs },
           'could not start an instance for the warm pool',
         );
-        this.#retry = setTimeout(() => {
-          this.#retry = undefined;
-          this.refill();
-        }, this.#backoffMs);
-        this.#retry.unref();
         return;
       }
-      this.#backoffMs = 0;
+      this.#retry.succeeded();
       // the cap may have filled up while it started, or the server began to close
       if (this.#closed || this.#opts.room() - this.#total <= 0) {
         await this.#opts.evict(rec);
@@ -164,7 +157,7 @@ export class WarmPool<InstanceRecord extends PooledInstance> {
   /** Stop filling; the pooled instances, for the registry to tear down. */
   close(): InstanceRecord[] {
     this.#closed = true;
-    clearTimeout(this.#retry);
+    this.#retry.cancel();
     const all = [...this.#ready.values()].flat();
     this.#ready.clear();
     return all;
@@ -172,7 +165,7 @@ export class WarmPool<InstanceRecord extends PooledInstance> {
 
   /** Resolves once nothing more is to be started (full, or the cap leaves no room). */
   async full(): Promise<void> {
-    while (!this.#closed && (this.#filling || this.#retry || this.#next())) {
+    while (!this.#closed && (this.#filling || this.#retry.pending || this.#next())) {
       this.refill();
       await (this.#filling ?? sleep(100));
     }

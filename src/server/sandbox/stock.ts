@@ -20,6 +20,7 @@
  *   processes, an empty cgroup and a disk (sparse until written).
  */
 import { mkdir, rm } from 'node:fs/promises';
+import { RetryBackoff } from '../../internal/backoff.js';
 import type { Logger } from '../../internal/log.js';
 import { untraced } from '../../internal/stages.js';
 import type { SandboxHost } from './host.js';
@@ -37,18 +38,14 @@ export interface SandboxStockOptions {
   log: Logger;
 }
 
-/** After a fill fails, how long before the next try (doubling to a minute). */
-const BACKOFF_MIN_MS = 1_000;
-const BACKOFF_MAX_MS = 60_000;
-
 export class SandboxStock {
   readonly #opts: SandboxStockOptions;
   readonly #ready: Sandbox[] = [];
   #filling: Promise<void> | undefined;
   /** Sandboxes on their way out (`#discard`). */
   readonly #discarding = new Set<Promise<void>>();
-  #retry: NodeJS.Timeout | undefined;
-  #backoffMs = 0;
+  /** The next fill after one that failed. */
+  readonly #retry = new RetryBackoff();
   #closed = false;
 
   constructor(opts: SandboxStockOptions) {
@@ -85,7 +82,7 @@ export class SandboxStock {
 
   /** Fill the stock up in the background, one sandbox at a time. */
   refill(): void {
-    if (this.#closed || !this.enabled || this.#filling || this.#retry) return;
+    if (this.#closed || !this.enabled || this.#filling || this.#retry.pending) return;
     // not part of the start that set it off (src/internal/stages.ts)
     untraced(() => {
       this.#filling = this.#fill().finally(() => (this.#filling = undefined));
@@ -129,16 +126,11 @@ export class SandboxStock {
       } catch (err) {
         await sandbox?.stop();
         await rm(dir, { recursive: true, force: true }).catch(() => {});
-        this.#backoffMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, this.#backoffMs * 2));
-        log.warn({ err }, `could not make a sandbox ahead; trying again in ${this.#backoffMs} ms`);
-        this.#retry = setTimeout(() => {
-          this.#retry = undefined;
-          this.refill();
-        }, this.#backoffMs);
-        this.#retry.unref();
+        const retryInMs = this.#retry.schedule(() => this.refill());
+        log.warn({ err, retryInMs }, 'could not make a sandbox ahead');
         return;
       }
-      this.#backoffMs = 0;
+      this.#retry.succeeded();
       if (this.#closed) await this.#discard(sandbox);
       else this.#ready.push(sandbox);
     }
@@ -159,8 +151,7 @@ export class SandboxStock {
   /** Stop every sandbox of the stock; nothing is made after this. */
   async close(): Promise<void> {
     this.#closed = true;
-    clearTimeout(this.#retry);
-    this.#retry = undefined;
+    this.#retry.cancel();
     await this.#filling;
     await Promise.all([...this.#ready.splice(0).map((s) => this.#discard(s)), ...this.#discarding]);
   }

@@ -1,0 +1,47 @@
+/**
+ * The retry of background work that failed (a warm-pool fill, a sandbox made ahead): it waits
+ * 1 s after the first failure, twice as long after each next one, at most a minute, and starts
+ * over once the work succeeds. So a machine that cannot do the work does not spin at it.
+ */
+export class RetryBackoff {
+  readonly #minMs: number;
+  readonly #maxMs: number;
+  #waitMs = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(minMs = 1_000, maxMs = 60_000) {
+    this.#minMs = minMs;
+    this.#maxMs = maxMs;
+  }
+
+  /** Whether a retry is waiting. */
+  get pending(): boolean {
+    return this.#timer !== undefined;
+  }
+
+  /**
+   * After a failure: run `retry` once the next wait is over (the timer never keeps the process
+   * alive). Returns that wait in ms.
+   */
+  schedule(retry: () => void): number {
+    this.#waitMs = Math.min(this.#maxMs, Math.max(this.#minMs, this.#waitMs * 2));
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      retry();
+    }, this.#waitMs);
+    this.#timer.unref();
+    return this.#waitMs;
+  }
+
+  /** The work succeeded: the next failure waits the shortest time again. */
+  succeeded(): void {
+    this.#waitMs = 0;
+  }
+
+  /** Drop a waiting retry. */
+  cancel(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+}
