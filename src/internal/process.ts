@@ -92,16 +92,11 @@ export function descendants(pid: number): number[] {
   const children = new Map<number, number[]>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      // pid (comm) state ppid ...; comm may contain spaces and parens
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      const list = children.get(ppid) ?? [];
-      list.push(Number(entry));
-      children.set(ppid, list);
-    } catch {
-      /* exited while we looked */
-    }
+    const ppid = parentOf(Number(entry));
+    if (ppid === 0) continue; // exited while we looked (or a kernel thread)
+    const list = children.get(ppid) ?? [];
+    list.push(Number(entry));
+    children.set(ppid, list);
   }
   const out: number[] = [];
   const queue = [pid];
@@ -153,6 +148,11 @@ function statFields(pid: number): string[] | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** The parent of process `pid` as this process sees it, or 0 once it is gone. */
+export function parentOf(pid: number): number {
+  return Number(statFields(pid)?.[1] ?? 0);
 }
 
 /** The scheduler state letter of `pid` (`R`, `S`, `T` …), or '' when it is gone. */

@@ -113,10 +113,6 @@ export abstract class InstanceMachine implements InstanceRuntime {
           background,
         });
       }
-      if (made.name !== ctx.id) {
-        await made.stop();
-        throw new Error(`the sandbox made ahead is ${made.name}'s, not ${ctx.id}'s`);
-      }
       await made.handOver({ onCrash, background });
       return made;
     });

@@ -44,9 +44,9 @@ const CPU_PERIOD_US = 100_000;
 /**
  * Let an instance spend up to one period's quota it left unused before, on top of the period's
  * own (`cpu.cfs_burst_us`, v2 `cpu.max.burst`; Linux 5.14+, skipped where the file is missing).
- * Chromium's start is a burst of several processes at once: under a quota of 1.5 cores it was
- * throttled for 15–20 ms of every cold start on a 2-core machine (bench/start-to-page.ts with
- * and without the quota). Its average over time stays at the quota.
+ * Chromium's start is a burst of several processes at once: under a quota of 1.5 cores on a
+ * 2-core machine it was throttled in about half of the cold starts, 4–14 ms each time (the
+ * cgroup's `cpu.stat`); with the burst, in none. Its average over time stays at the quota.
  */
 async function writeBurst(file: string, quota: number): Promise<void> {
   if (existsSync(file)) await writeFile(file, String(quota));

@@ -60,6 +60,7 @@ import { raceDeadline, until } from '../../internal/deadline.js';
 import {
   descendants,
   freezeAll,
+  parentOf,
   processRef,
   signalProcess,
   signalQuietly,
@@ -208,8 +209,8 @@ export class Sandbox {
   readonly #seeded = new Set<string>();
   /** Whether anything of the instance's own was started (burrow's own helpers aside). */
   #spawned = false;
-  /** Whether the anchor (pid 1's side) runs. */
-  #anchored = false;
+  /** The anchor's own process (pid 1's parent), once started. */
+  #anchor: Supervised | undefined;
   /** Listeners opened ahead (`listenAhead`) for the `listen` of their port to take. */
   readonly #ahead = new Map<number, Promise<Server>>();
   #quota: DiskQuota | undefined;
@@ -362,7 +363,12 @@ export class Sandbox {
    * running, and nothing of an instance's ever started in it.
    */
   get fresh(): boolean {
-    return this.mode === 'isolated' && !this.#stopping && !this.#spawned && this.#anchored;
+    return (
+      this.mode === 'isolated' &&
+      !this.#stopping &&
+      !this.#spawned &&
+      this.#anchor?.running === true
+    );
   }
 
   /**
@@ -834,9 +840,8 @@ export class Sandbox {
         this.hostShm = join(mine, 'shm');
       }
     }
-    this.#anchored = true;
+    this.#anchor = anchor;
     void anchor.exited.then((e) => {
-      this.#anchored = false;
       this.#procs.delete(anchor);
       if (!this.#stopping) this.#onCrash?.(`the instance's init exited (${describeExit(e)})`);
     });
@@ -1165,17 +1170,6 @@ function namespaceInit(anchorPid: number, uid: number): number {
     // still in the anchor's pid namespace; pid 1 is the first process of a new one
     const ns = (pid: number) => readlinkSync(`/proc/${pid}/ns/pid`);
     return ns(child) !== ns(anchorPid) ? child : 0;
-  } catch {
-    return 0;
-  }
-}
-
-/** The parent of process `pid` as the server sees it, or 0 once it is gone. */
-function parentOf(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // pid (comm) state ppid …; comm may hold spaces and parentheses
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
   } catch {
     return 0;
   }
