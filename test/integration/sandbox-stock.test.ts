@@ -76,6 +76,10 @@ describe('sandboxes made ahead', () => {
 
     const id = await startBrowser({ blocked_domains: ['localhost'] });
     expect(ids).toContain(id);
+    // not refilled at once: the new instance's client connects and loads its first page now,
+    // and the refill's process starts would take their CPU (REFILL_DELAY_MS, 1.5 s)
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(server.sandboxStock.ids()).toEqual(ids.filter((x) => x !== id));
     const { cdp_url } = (await (await server.api(`/v1/instance/${id}/browser/cdp_url`)).json()) as {
       cdp_url: string;
     };

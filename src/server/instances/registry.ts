@@ -36,6 +36,7 @@ import type {
 import {
   probeUpstream,
   SandboxStock,
+  STOCK_REFILL_DELAY_MS,
   upstreamFromSettings,
   upstreamLabel,
   type Sandbox,
@@ -361,7 +362,8 @@ export class Registry {
     try {
       return await this.#startCold(type, factory, options, upstream, extra);
     } finally {
-      this.#stock.refill(); // not while the start runs: it would take the start's CPU
+      // not while the start runs, nor while its client connects: it would take their CPU
+      this.#stock.refill(STOCK_REFILL_DELAY_MS);
     }
   }
 

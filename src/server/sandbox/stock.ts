@@ -14,8 +14,12 @@
  * - Nothing of anyone's ever ran in one: the anchor only waits, and `Sandbox.handOver` refuses a
  *   sandbox in which anything was started, or whose anchor died. A sandbox whose anchor dies in
  *   the stock is stopped and replaced.
- * - Refilling is one sandbox at a time, in the background, after the start that took one has
- *   finished (the registry calls `refill` then), at a low CPU weight until handed over.
+ * - Refilling is one sandbox at a time, in the background, a moment after the start that took
+ *   one has answered (the registry calls `refill(REFILL_DELAY_MS)` then), at a low CPU weight
+ *   until handed over. Not at once: the client that started the instance connects and loads its
+ *   first page in the next few hundred ms, and the refill's process starts would take CPU from
+ *   that instance's Chromium and the server's event loop (measured: connectOverCDP and the first
+ *   `goto` took ~15 ms longer with the refill beside them, bench/start-to-page.ts).
  * - The stock is not counted against the instance cap: it holds no browser, only three idle
  *   processes, an empty cgroup and a disk (sparse until written).
  */
@@ -38,10 +42,15 @@ export interface SandboxStockOptions {
   log: Logger;
 }
 
+/** How long after a start the stock refills: after its client's first commands and page. */
+export const REFILL_DELAY_MS = 1500;
+
 export class SandboxStock {
   readonly #opts: SandboxStockOptions;
   readonly #ready: Sandbox[] = [];
   #filling: Promise<void> | undefined;
+  /** A refill asked for later (`refill(delayMs)`). */
+  #timer: NodeJS.Timeout | undefined;
   /** Sandboxes on their way out (`#discard`). */
   readonly #discarding = new Set<Promise<void>>();
   /** The next fill after one that failed. */
@@ -80,9 +89,21 @@ export class SandboxStock {
     return undefined;
   }
 
-  /** Fill the stock up in the background, one sandbox at a time. */
-  refill(): void {
+  /**
+   * Fill the stock up in the background, one sandbox at a time, starting in `delayMs` (a refill
+   * already asked for keeps its time: starts coming one after the other do not put it off).
+   */
+  refill(delayMs = 0): void {
     if (this.#closed || !this.enabled || this.#filling || this.#retry.pending) return;
+    if (delayMs > 0) {
+      this.#timer ??= setTimeout(() => {
+        this.#timer = undefined;
+        this.refill();
+      }, delayMs).unref();
+      return;
+    }
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
     // not part of the start that set it off (src/internal/stages.ts)
     untraced(() => {
       this.#filling = this.#fill().finally(() => (this.#filling = undefined));
@@ -92,8 +113,10 @@ export class SandboxStock {
   /**
    * Resolves once the stock is full, or its fill has failed or been closed, and the host's
    * stock of disks it takes from is refilled too: no background work of the stocks is left.
+   * A refill waiting for its moment starts now (whoever waits for the stock wants it full).
    */
   async filled(): Promise<void> {
+    if (this.#timer) this.refill();
     while (this.#filling || this.#discarding.size > 0) {
       await Promise.all([this.#filling, ...this.#discarding]);
     }
@@ -152,6 +175,8 @@ export class SandboxStock {
   async close(): Promise<void> {
     this.#closed = true;
     this.#retry.cancel();
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
     await this.#filling;
     await Promise.all([...this.#ready.splice(0).map((s) => this.#discard(s)), ...this.#discarding]);
   }
