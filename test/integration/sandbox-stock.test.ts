@@ -50,6 +50,25 @@ function anchored(): Map<string, number> {
   return ids;
 }
 
+/** The launch steps waiting in this test process's sandboxes (`Sandbox.prepareSpawn`), by id. */
+function waitingLaunchers(): Map<string, number> {
+  const found = new Map<string, number>();
+  for (const pid of instanceProcesses()) {
+    try {
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      if (argv[0] !== '/usr/bin/perl' || !argv[2]?.includes('BURROW_INSTANCE')) continue;
+      const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      const id = env
+        .find((e) => e.startsWith('BURROW_INSTANCE='))
+        ?.slice('BURROW_INSTANCE='.length);
+      if (id) found.set(id, pid);
+    } catch {
+      /* gone */
+    }
+  }
+  return found;
+}
+
 /** Ids of the listed instances. */
 async function listed(): Promise<string[]> {
   const rows = (await (await server.api('/v1/instances')).json()) as { id: string }[];
@@ -74,8 +93,16 @@ describe('sandboxes made ahead', () => {
     const ids = [...before.keys()];
     expect((await listed()).filter((id) => ids.includes(id))).toEqual([]);
 
+    // each also holds the chain of a browser's Chromium, waiting for its command line
+    const launchers = waitingLaunchers();
+    expect([...launchers.keys()].sort()).toEqual([...ids].sort());
+
     const id = await startBrowser({ blocked_domains: ['localhost'] });
     expect(ids).toContain(id);
+    // the start's Chromium is that process: its command line was written to it
+    const chromiumArgv = readFileSync(`/proc/${launchers.get(id)}/cmdline`, 'utf8').split('\0');
+    expect(chromiumArgv[0]).toBe('/usr/lib/chromium/chromium');
+    expect(chromiumArgv).toContain('--remote-debugging-pipe');
     // not refilled at once: the new instance's client connects and loads its first page now,
     // and the refill's process starts would take their CPU (REFILL_DELAY_MS, 1.5 s)
     await new Promise((resolve) => setTimeout(resolve, 400));

@@ -23,7 +23,7 @@ import {
 } from '../../internal/process.js';
 import { LineDecoder } from '../../internal/lines.js';
 import { stage } from '../../internal/stages.js';
-import type { SandboxSpawn } from '../sandbox/index.js';
+import { BROWSER_STDIO, type SandboxSpawn } from '../sandbox/index.js';
 import { CdpPipe } from './pipe.js';
 
 /** Flags every Chromium gets: its network is closed, so nothing may phone home. */
@@ -175,7 +175,7 @@ export async function launchChromium(opts: LaunchOptions): Promise<LaunchedChrom
     ...opts.env,
   };
   // fd 3: commands to Chromium; fd 4: its replies and events
-  const stdio: StdioOptions = ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'];
+  const stdio: StdioOptions = [...BROWSER_STDIO];
   const proc = opts.spawn
     ? opts.spawn([opts.executablePath, ...args], { env, stdio })
     : new Supervised(opts.executablePath, args, { env, stdio });

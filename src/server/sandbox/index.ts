@@ -3,6 +3,7 @@
  * (ISOLATION.md in this folder is the threat model).
  */
 export {
+  BROWSER_STDIO,
   Sandbox,
   SANDBOX_HOME,
   SANDBOX_PATH,

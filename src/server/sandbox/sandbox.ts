@@ -91,6 +91,28 @@ const CHAIN_START =
   'print $h "$$\\n"; close($h) or exit 125 } my $keep = 0 + shift; ' +
   'syscall(436, $keep, 0xffffffff, 0) == 0 or exit 126; exec { $ARGV[0] } @ARGV; exit 127';
 
+/**
+ * A process started ahead (`Sandbox.prepareSpawn`), as the last step of a chain: read the command
+ * from the descriptor named (argument count, the arguments, then name and value of each
+ * variable, every field ended by a NUL) until the server closes it, close it, and become the
+ * command with exactly that environment plus the `BURROW_INSTANCE` bubblewrap set. Nothing to
+ * read (the server discarded it) exits 0. Built-ins only: no module to load.
+ */
+const LAUNCH_STEP =
+  'open(my $in, "<&=", 0 + shift) or exit 125; my $m = do { local $/; <$in> }; close($in); ' +
+  'exit 0 unless defined $m && length $m; my @f = split(/\\0/, $m, -1); pop @f; ' +
+  'my $n = shift @f; my @argv = splice(@f, 0, $n); my %env = @f; ' +
+  '$env{BURROW_INSTANCE} = $ENV{BURROW_INSTANCE}; %ENV = %env; exec { $argv[0] } @argv; exit 127';
+
+/**
+ * The stdio of a browser's Chromium (chromium.ts): stderr read for errors, fds 3 and 4 its
+ * DevTools pipe. What a sandbox made ahead for a start prepares a process for (stock.ts).
+ */
+export const BROWSER_STDIO = Object.freeze(['ignore', 'ignore', 'pipe', 'pipe', 'pipe'] as const);
+
+/** How long a stop gives a process started ahead and never used to end by itself. */
+const PREPARED_EXIT_MS = 1000;
+
 /** How long a stop waits for the processes inside to end before it ends pid 1 anyway. */
 const KILL_INSIDE_MS = 3000;
 
@@ -165,6 +187,14 @@ export interface SpawnOptions {
  */
 export type SandboxSpawn = (argv: readonly string[], opts: SpawnOptions) => Supervised;
 
+/** A process started ahead, waiting for its command (`Sandbox.prepareSpawn`). */
+interface Prepared {
+  proc: Supervised;
+  stdio: readonly string[];
+  /** Where its command goes: the server's end of the launch step's descriptor. */
+  command: Writable;
+}
+
 export interface ExecResult {
   code: number | null;
   signal: NodeJS.Signals | null;
@@ -209,6 +239,8 @@ export class Sandbox {
   readonly #seeded = new Set<string>();
   /** Whether anything of the instance's own was started (burrow's own helpers aside). */
   #spawned = false;
+  /** A process started ahead for the first command, not yet given one. */
+  #prepared: Prepared | undefined;
   /** The anchor's own process (pid 1's parent), once started. */
   #anchor: Supervised | undefined;
   /** Listeners opened ahead (`listenAhead`) for the `listen` of their port to take. */
@@ -574,6 +606,11 @@ export class Sandbox {
     if (Array.isArray(stdio) && stdio.includes('ipc')) throw new Error('spawn: no IPC channel');
     const cwd = opts.cwd ?? this.home;
     this.#spawned = true;
+    const prepared = this.#takePrepared(stdio, cwd);
+    if (prepared) {
+      prepared.command.end(launchMessage([cmd, ...args], opts.env));
+      return prepared.proc;
+    }
     const proc =
       this.mode === 'none'
         ? new Supervised(cmd, args, { env: opts.env, cwd, stdio })
@@ -581,6 +618,49 @@ export class Sandbox {
     this.#procs.add(proc);
     void proc.exited.then(() => this.#procs.delete(proc));
     return proc;
+  }
+
+  /**
+   * Start, ahead of any start, the chain of the first process an instance will run with
+   * `stdio` (in home, with nothing of the server's environment): everything of a spawn but the
+   * command itself, which a perl step inside waits for (`LAUNCH_STEP`). The first `spawn` with
+   * that stdio then costs a write instead of the chain's ~12 ms of process starts and the
+   * server's own fork (~5 ms, more as its memory grows); a first `spawn` of another shape, or
+   * the sandbox's stop, ends it unused. It runs nobody's code: `fresh` still holds.
+   */
+  prepareSpawn(stdio: readonly ('ignore' | 'pipe')[]): void {
+    if (this.mode !== 'isolated' || this.#spawned || this.#prepared || this.#stopping) return;
+    const at = stdio.length;
+    const proc = this.#spawnInside(
+      [this.#host.plan.tools.perl, '-e', LAUNCH_STEP, String(at)],
+      [...stdio, 'pipe'],
+      {},
+      this.home,
+    );
+    const command = proc.child.stdio[at] as Writable;
+    command.on('error', () => {});
+    this.#prepared = { proc, stdio, command };
+    this.#procs.add(proc);
+    void proc.exited.then(() => {
+      this.#procs.delete(proc);
+      if (this.#prepared?.proc === proc) this.#prepared = undefined;
+    });
+  }
+
+  /** The process started ahead, if it is still there and fits; else it is ended unused. */
+  #takePrepared(stdio: StdioOptions, cwd: string): Prepared | undefined {
+    const prepared = this.#prepared;
+    if (!prepared) return undefined;
+    this.#prepared = undefined;
+    const fits =
+      Array.isArray(stdio) &&
+      stdio.length === prepared.stdio.length &&
+      stdio.every((s, i) => s === prepared.stdio[i]) &&
+      cwd === this.home &&
+      prepared.proc.running;
+    if (fits) return prepared;
+    prepared.command.end(); // nothing to read: it exits
+    return undefined;
   }
 
   #spawnInside(
@@ -1109,6 +1189,14 @@ export class Sandbox {
   }
 
   async #stop(): Promise<void> {
+    // a process started ahead and never used ends by itself once its descriptor closes, reaped
+    // by its wrapper; killed with its wrapper, it would be left to the host's init to reap
+    const prepared = this.#prepared;
+    this.#prepared = undefined;
+    if (prepared) {
+      prepared.command.end();
+      await raceDeadline(prepared.proc.exited, PREPARED_EXIT_MS);
+    }
     for (const opening of this.#ahead.values())
       void opening.then(
         (l) => l.close(),
@@ -1180,6 +1268,13 @@ function namespaceInit(anchorPid: number, uid: number): number {
  * namespace descriptors of `--userns/--pidns`, which the command would inherit open. A shell
  * (dash: ~1 ms) closes them and executes the command in its place, same pid, same argv.
  */
+/** The command for `LAUNCH_STEP`: every field NUL-ended (a NUL cannot be in one). */
+function launchMessage(argv: readonly string[], env: Record<string, string>): Buffer {
+  const fields = [String(argv.length), ...argv, ...Object.entries(env).flat()];
+  if (fields.some((f) => f.includes('\0'))) throw new Error('spawn: a NUL in an argument');
+  return Buffer.from(fields.map((f) => `${f}\0`).join(''));
+}
+
 function closeNamespaceFds(fds: readonly number[], sh: string): string[] {
   return [sh, '-c', `exec ${fds.map((fd) => `${fd}<&-`).join(' ')} "$@"`, 'burrow-exec'];
 }

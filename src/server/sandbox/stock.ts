@@ -20,7 +20,10 @@
  *   first page in the next few hundred ms, and the refill's process starts would take CPU from
  *   that instance's Chromium and the server's event loop (measured: connectOverCDP and the first
  *   `goto` took ~15 ms longer with the refill beside them, bench/start-to-page.ts).
- * - The stock is not counted against the instance cap: it holds no browser, only three idle
+ * - Each also holds the process chain of a browser's Chromium, started up to the command itself
+ *   (`Sandbox.prepareSpawn`): a browser start then writes Chromium's command line to it instead
+ *   of starting six processes in a row.
+ * - The stock is not counted against the instance cap: it holds no browser, only five idle
  *   processes, an empty cgroup and a disk (sparse until written).
  */
 import { mkdir, rm } from 'node:fs/promises';
@@ -29,7 +32,7 @@ import type { Logger } from '../../internal/log.js';
 import { untraced } from '../../internal/stages.js';
 import type { SandboxHost } from './host.js';
 import { EGRESS_PORT } from './network.js';
-import { Sandbox } from './sandbox.js';
+import { BROWSER_STDIO, Sandbox } from './sandbox.js';
 
 export interface SandboxStockOptions {
   host: SandboxHost;
@@ -146,6 +149,9 @@ export class SandboxStock {
         });
         // the egress's listener too: its start is the other serial step of a sandbox's use
         await sandbox.listenAhead(EGRESS_PORT);
+        // and the process chain of a browser's Chromium, up to the command itself (a start of
+        // another kind ends it unused)
+        sandbox.prepareSpawn(BROWSER_STDIO);
       } catch (err) {
         await sandbox?.stop();
         await rm(dir, { recursive: true, force: true }).catch(() => {});
