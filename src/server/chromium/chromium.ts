@@ -41,7 +41,12 @@ export const BASE_FLAGS = [
   // - WebUIOmniboxPopup, WebUIOmniboxAimPopup: Chromium 156 renders the address bar's popup as
   //   WebUI pages and preloads them in a renderer of their own at start, headless too (~55 MiB
   //   per idle instance, bench/density.ts); the native popup needs no renderer.
-  '--disable-features=HttpsUpgrades,WebUIOmniboxPopup,WebUIOmniboxAimPopup',
+  // - NetworkTimeServiceQuerying, OptimizationHints, AimEnabled, PreconnectToSearch: requests to
+  //   Google at start (a time query, hints, AI-mode checks, a search preconnect), which Playwright's
+  //   own launch turns off too; each cost a name lookup in the egress while the instance's first
+  //   page loads. (Debian's Chromium still asks update.googleapis.com and accounts.google.com, as
+  //   under Playwright's launch: both fail at the egress, which resolves nothing for them here.)
+  '--disable-features=HttpsUpgrades,WebUIOmniboxPopup,WebUIOmniboxAimPopup,NetworkTimeServiceQuerying,OptimizationHints,AimEnabled,PreconnectToSearch',
   // the network service in the browser process instead of a process of its own: ~20 MiB less
   // per idle instance (bench/density.ts); the instance's sandbox, not Chromium's process split,
   // is what keeps it from the host
