@@ -10,12 +10,25 @@
  * for burrow the start (`POST /v1/start`), `GET cdp_url`, `connectOverCDP` and the `goto`; for
  * the baseline `chromium.launch`, `newPage` and the `goto`.
  *
- * `node --import tsx bench/start-to-page.ts [N]` (default N = 10). The privilege level is the one
- * the bench runs at: as root the server is root; run as a normal user (e.g. `runuser -u <user> --
- * env HOME=<a home of its own> node --import tsx bench/start-to-page.ts`), the server builds its
- * sandboxes through user namespaces (src/server/sandbox/sandbox.ts). `BURROW_LOG_LEVEL=debug`
- * logs each start's stages (src/internal/stages.ts).
+ * Where the server runs: by default in the bench's own process, as the embedded default runs it
+ * (`openSession()` with no server named), so its relay, DevTools mux and egress share one event
+ * loop with the client's Playwright; with `--server=process`, as `burrow serve` in a process of its
+ * own, as a server a suite or a container names is run. Then the stocks' refill is waited for by
+ * time (4 s: the refill waits 1.5 s after a start, the disk stock 1.5 s after the refill).
+ *
+ * `--idle=MS` lets both sides sit idle that long before each timed run (after the stocks'
+ * refill): a start after a pause, as a script's first, is slower than one right after the refill
+ * (measured 1.10× against 0.94–1.07× with 4 s; the cause was not found).
+ *
+ * `node --import tsx bench/start-to-page.ts [N] [--server=process] [--idle=MS]` (default
+ * N = 10). The privilege level is the one the bench runs at: as root the server is root; run as a
+ * normal user (e.g. `runuser -u <user> -- env HOME=<a home of its own> node --import tsx
+ * bench/start-to-page.ts`), the server builds its sandboxes through user namespaces
+ * (src/server/sandbox/sandbox.ts). `BURROW_LOG_LEVEL=debug` logs each start's stages
+ * (src/internal/stages.ts).
  */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -27,7 +40,10 @@ import { BASE_FLAGS } from '../src/server/chromium/index.js';
 import { startServer } from '../src/server/index.js';
 import { median, serverApi } from './stats.js';
 
-const N = Number(process.argv[2] ?? 10);
+const args = process.argv.slice(2);
+const N = Number(args.find((a) => /^\d+$/.test(a)) ?? 10);
+const ownProcess = args.includes('--server=process');
+const idleMs = Number(args.find((a) => a.startsWith('--idle='))?.slice('--idle='.length) ?? 0);
 const CHROMIUM = '/usr/lib/chromium/chromium';
 
 const site = createServer((_req, res) => {
@@ -38,12 +54,67 @@ await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
 const pageUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}/`;
 
 const dataDir = mkdtempSync(join(tmpdir(), 'burrow-bench-'));
-const server = await startServer({
-  port: 0,
-  dataDir,
-  isolation: { allowHostPorts: [(site.address() as AddressInfo).port] },
-});
+const sitePort = (site.address() as AddressInfo).port;
+const server = ownProcess
+  ? await serveInProcessOfItsOwn()
+  : await startServer({ port: 0, dataDir, isolation: { allowHostPorts: [sitePort] } });
 const api = serverApi(server);
+
+/** `burrow serve` in a child process, on a free port, answering once its API does. */
+async function serveInProcessOfItsOwn(): Promise<{
+  url: string;
+  apiKey: string;
+  close(): Promise<void>;
+  sandboxStock: { ready(): Promise<void> };
+}> {
+  const port = await new Promise<number>((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port: free } = probe.address() as AddressInfo;
+      probe.close(() => resolve(free));
+    });
+  });
+  const apiKey = randomBytes(16).toString('hex');
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(import.meta.dirname, '../src/cli/main.ts'),
+      'serve',
+      '--port',
+      String(port),
+      '--data-dir',
+      dataDir,
+      '--allow-host-port',
+      String(sitePort),
+    ],
+    {
+      env: { ...process.env, BURROW_API_KEY: apiKey },
+      stdio: ['ignore', process.env.BURROW_LOG_LEVEL ? 'inherit' : 'ignore', 'inherit'],
+    },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`burrow serve exited (${child.exitCode})`);
+    const up = await fetch(`${url}/v1/instances`, { headers: { 'x-api-key': apiKey } }).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (up) break;
+    if (i > 300) throw new Error('burrow serve did not answer in 30 s');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  return {
+    url,
+    apiKey,
+    async close() {
+      child.kill('SIGTERM');
+      await exited;
+    },
+    sandboxStock: { ready: () => new Promise((resolve) => setTimeout(resolve, 4000)) },
+  };
+}
 
 /** ms of each phase of one run, in order, and their sum. */
 interface Run {
@@ -127,7 +198,10 @@ function phases(runs: Run[], names: string[]): string {
  * Before each timed run of either side: the server's stocks of sandboxes and disks made ahead
  * are full again, so that neither side runs beside their refill.
  */
-const quiet = () => server.sandboxStock.ready();
+const quiet = async () => {
+  await server.sandboxStock.ready();
+  if (idleMs > 0) await new Promise((resolve) => setTimeout(resolve, idleMs));
+};
 
 try {
   await viaBurrow();
@@ -143,7 +217,10 @@ try {
   const [b, l] = [median(burrow.map((r) => r.total)), median(launch.map((r) => r.total))];
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   const user = process.getuid?.() === 0 ? 'root' : 'a normal user';
-  console.log(`start-to-page, median of ${N} (as ${user}; load ${load}):`);
+  const where =
+    (ownProcess ? 'server in a process of its own' : 'server in this process') +
+    (idleMs > 0 ? `, ${idleMs} ms idle before each run` : '');
+  console.log(`start-to-page, median of ${N} (as ${user}, ${where}; load ${load}):`);
   console.log(`  burrow (POST /v1/start → connectOverCDP → goto): ${b.toFixed(1)} ms`);
   console.log(`    ${phases(burrow, ['start', 'cdp_url', 'connectOverCDP', 'goto'])}`);
   const td = [...teardowns].sort((x, y) => x - y);
