@@ -3,7 +3,8 @@
  * ahead becomes the first command of its stdio's shape, with exactly the arguments and
  * environment given (spaces, empty strings and shell characters intact, nothing of the launch
  * step's own left: not its descriptor, not a variable); a first command of another shape ends it
- * unused; a stop ends one never used; and it leaves a sandbox made ahead `fresh`.
+ * unused, as does a command refused for a NUL in it; a stop ends one never used; and it leaves a
+ * sandbox made ahead `fresh`.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -128,6 +129,19 @@ describe('Sandbox.prepareSpawn', () => {
       err: '',
       code: 0,
     });
+    await until(() => waiting(box).length === 0, 'the unused launch step to end');
+  });
+
+  it('a command with a NUL in it is refused, as a spawn refuses it, and the step ends', async () => {
+    const box = await sandbox();
+    box.prepareSpawn(['ignore', 'pipe', 'pipe']);
+    await until(() => waiting(box).length === 1, 'the launch step');
+    expect(() =>
+      box.spawn(['/bin/echo', 'a\0b'], {
+        env: { PATH: SANDBOX_PATH },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    ).toThrow('NUL');
     await until(() => waiting(box).length === 0, 'the unused launch step to end');
   });
 

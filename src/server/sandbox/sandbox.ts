@@ -608,7 +608,14 @@ export class Sandbox {
     this.#spawned = true;
     const prepared = this.#takePrepared(stdio, cwd);
     if (prepared) {
-      prepared.command.end(launchMessage([cmd, ...args], opts.env));
+      let message: Buffer;
+      try {
+        message = launchMessage([cmd, ...args], opts.env);
+      } catch (err) {
+        prepared.command.end(); // it exits unused
+        throw err;
+      }
+      prepared.command.end(message);
       return prepared.proc;
     }
     const proc =
@@ -1263,11 +1270,6 @@ function namespaceInit(anchorPid: number, uid: number): number {
   }
 }
 
-/**
- * bubblewrap closes the descriptors it reads (`--args`, `--seccomp`, `--bind-fd`) but not the two
- * namespace descriptors of `--userns/--pidns`, which the command would inherit open. A shell
- * (dash: ~1 ms) closes them and executes the command in its place, same pid, same argv.
- */
 /** The command for `LAUNCH_STEP`: every field NUL-ended (a NUL cannot be in one). */
 function launchMessage(argv: readonly string[], env: Record<string, string>): Buffer {
   const fields = [String(argv.length), ...argv, ...Object.entries(env).flat()];
@@ -1275,6 +1277,11 @@ function launchMessage(argv: readonly string[], env: Record<string, string>): Bu
   return Buffer.from(fields.map((f) => `${f}\0`).join(''));
 }
 
+/**
+ * bubblewrap closes the descriptors it reads (`--args`, `--seccomp`, `--bind-fd`) but not the two
+ * namespace descriptors of `--userns/--pidns`, which the command would inherit open. A shell
+ * (dash: ~1 ms) closes them and executes the command in its place, same pid, same argv.
+ */
 function closeNamespaceFds(fds: readonly number[], sh: string): string[] {
   return [sh, '-c', `exec ${fds.map((fd) => `${fd}<&-`).join(' ')} "$@"`, 'burrow-exec'];
 }
