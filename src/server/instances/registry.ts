@@ -36,7 +36,6 @@ import type {
 import {
   probeUpstream,
   SandboxStock,
-  STOCK_REFILL_DELAY_MS,
   upstreamFromSettings,
   upstreamLabel,
   type Sandbox,
@@ -363,7 +362,7 @@ export class Registry {
       return await this.#startCold(type, factory, options, upstream, extra);
     } finally {
       // not while the start runs, nor while its client connects: it would take their CPU
-      this.#stock.refill(STOCK_REFILL_DELAY_MS);
+      this.#stock.refillAfterStart();
     }
   }
 

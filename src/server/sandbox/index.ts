@@ -48,8 +48,4 @@ export {
   type UpstreamProxy,
   type UpstreamSettings,
 } from './egress/upstream.js';
-export {
-  REFILL_DELAY_MS as STOCK_REFILL_DELAY_MS,
-  SandboxStock,
-  type SandboxStockOptions,
-} from './stock.js';
+export { SandboxStock, type SandboxStockOptions } from './stock.js';

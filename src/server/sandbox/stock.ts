@@ -15,7 +15,7 @@
  *   sandbox in which anything was started, or whose anchor died. A sandbox whose anchor dies in
  *   the stock is stopped and replaced.
  * - Refilling is one sandbox at a time, in the background, a moment after the start that took
- *   one has answered (the registry calls `refill(REFILL_DELAY_MS)` then), at a low CPU weight
+ *   one has answered (the registry calls `refillAfterStart` then), at a low CPU weight
  *   until handed over. Not at once: the client that started the instance connects and loads its
  *   first page in the next few hundred ms, and the refill's process starts would take CPU from
  *   that instance's Chromium and the server's event loop (measured: connectOverCDP and the first
@@ -46,13 +46,13 @@ export interface SandboxStockOptions {
 }
 
 /** How long after a start the stock refills: after its client's first commands and page. */
-export const REFILL_DELAY_MS = 1500;
+const REFILL_DELAY_MS = 1500;
 
 export class SandboxStock {
   readonly #opts: SandboxStockOptions;
   readonly #ready: Sandbox[] = [];
   #filling: Promise<void> | undefined;
-  /** A refill asked for later (`refill(delayMs)`). */
+  /** A refill asked for later (`refillAfterStart`). */
   #timer: NodeJS.Timeout | undefined;
   /** Sandboxes on their way out (`#discard`). */
   readonly #discarding = new Set<Promise<void>>();
@@ -93,18 +93,20 @@ export class SandboxStock {
   }
 
   /**
-   * Fill the stock up in the background, one sandbox at a time, starting in `delayMs` (a refill
-   * already asked for keeps its time: starts coming one after the other do not put it off).
+   * Refill once a start that may have taken one is `REFILL_DELAY_MS` behind (a refill already
+   * asked for keeps its time: starts coming one after the other do not put it off).
    */
-  refill(delayMs = 0): void {
+  refillAfterStart(): void {
     if (this.#closed || !this.enabled || this.#filling || this.#retry.pending) return;
-    if (delayMs > 0) {
-      this.#timer ??= setTimeout(() => {
-        this.#timer = undefined;
-        this.refill();
-      }, delayMs).unref();
-      return;
-    }
+    this.#timer ??= setTimeout(() => {
+      this.#timer = undefined;
+      this.refill();
+    }, REFILL_DELAY_MS).unref();
+  }
+
+  /** Fill the stock up in the background now, one sandbox at a time. */
+  refill(): void {
+    if (this.#closed || !this.enabled || this.#filling || this.#retry.pending) return;
     clearTimeout(this.#timer);
     this.#timer = undefined;
     // not part of the start that set it off (src/internal/stages.ts)
