@@ -37,6 +37,8 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { BASE_FLAGS } from '../src/server/chromium/index.js';
+import { freePort } from '../test/helpers/ports.js';
+import { eventually } from '../test/helpers/server.js';
 import { startServer } from '../src/server/index.js';
 import { median, serverApi } from './stats.js';
 
@@ -67,12 +69,7 @@ async function serveInProcessOfItsOwn(): Promise<{
   close(): Promise<void>;
   sandboxStock: { ready(): Promise<void> };
 }> {
-  const port = await new Promise<number>((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port: free } = probe.address() as AddressInfo;
-      probe.close(() => resolve(free));
-    });
-  });
+  const port = await freePort();
   const apiKey = randomBytes(16).toString('hex');
   const child = spawn(
     process.execPath,
@@ -94,16 +91,14 @@ async function serveInProcessOfItsOwn(): Promise<{
     },
   );
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    if (child.exitCode !== null) throw new Error(`burrow serve exited (${child.exitCode})`);
-    const up = await fetch(`${url}/v1/instances`, { headers: { 'x-api-key': apiKey } }).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (up) break;
-    if (i > 300) throw new Error('burrow serve did not answer in 30 s');
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  await eventually(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`burrow serve exited (${child.exitCode})`);
+      return (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200;
+    },
+    'burrow serve to be ready',
+    30_000,
+  );
   const exited = new Promise((resolve) => child.once('exit', resolve));
   return {
     url,
