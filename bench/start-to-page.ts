@@ -1,14 +1,22 @@
 /**
  * Start to page: the time from `POST /v1/start` of a browser instance, through `cdp_url`,
  * Playwright `connectOverCDP` and a `goto` of a local page on the instance's first tab, next to
- * the baseline of playwright-core launching the same Chromium with the same flags itself
- * (`chromium.launch` → `newPage` → `goto`). Teardown (instance stop, `browser.close()`) is not
- * timed, but each run waits for the other's to end: an instance's stop answers at once and its
- * processes and disk go in the background (~50 ms, at times 1-3 s), which otherwise ran beside
- * the baseline's launch and made the baseline ~25% slower and the ratio look that much better.
- * Runs alternate between the two, after one untimed warm-up of each. Each phase is printed too:
- * for burrow the start (`POST /v1/start`), `GET cdp_url`, `connectOverCDP` and the `goto`; for
- * the baseline `chromium.launch`, `newPage` and the `goto`.
+ * two baselines in the same run, each `chromium.launch` → `newPage` → `goto` of the same Chromium
+ * by playwright-core itself:
+ *
+ * - **raw**: `chromium.launch({ executablePath })` and nothing else, what a script or a test
+ *   suite running Chromium locally does (Playwright's own switches, `--no-sandbox` among them);
+ * - **same flags**: the launch given burrow's Chromium flags too (`BASE_FLAGS`), stricter: those
+ *   flags spare Chromium work at start (e.g. the address bar popup's renderer), so this baseline
+ *   leaves only what the server, the sandbox and the relay cost.
+ *
+ * Teardown (instance stop, `browser.close()`) is not timed, but each run waits for the other's to
+ * end: an instance's stop answers at once and its processes and disk go in the background (~50
+ * ms, at times 1-3 s), which otherwise ran beside the baseline's launch and made the baseline
+ * ~25% slower and the ratio look that much better. Runs take turns (burrow, raw, same flags),
+ * after one untimed warm-up of each. Each phase is printed too: for burrow the start
+ * (`POST /v1/start`), `GET cdp_url`, `connectOverCDP` and the `goto`; for the baselines
+ * `chromium.launch`, `newPage` and the `goto`.
  *
  * Where the server runs: by default in the bench's own process, as the embedded default runs it
  * (`openSession()` with no server named), so its relay, DevTools mux and egress share one event
@@ -18,7 +26,7 @@
  *
  * `--idle=MS` lets both sides sit idle that long before each timed run (after the stocks'
  * refill): a start after a pause, as a script's first, is slower than one right after the refill
- * (measured 1.10× against 0.94–1.07× with 4 s; the cause was not found).
+ * (against the same-flags launch 1.10–1.15× with 4 s, 0.94–1.07× without; the cause was not found).
  *
  * `node --import tsx bench/start-to-page.ts [N] [--server=process] [--idle=MS]` (default
  * N = 10). The privilege level is the one the bench runs at: as root the server is root; run as a
@@ -168,13 +176,12 @@ async function viaBurrow(): Promise<Run> {
   return run;
 }
 
-/** Baseline: playwright-core launches Chromium → newPage → goto. */
-async function viaLaunch(): Promise<Run> {
+/** Baseline: playwright-core launches Chromium (with `args`) → newPage → goto. */
+async function viaLaunch(args: readonly string[]): Promise<Run> {
   let browser: Browser | undefined;
   let page: Page | undefined;
   const run = await timed([
-    async () =>
-      (browser = await chromium.launch({ executablePath: CHROMIUM, args: [...BASE_FLAGS] })),
+    async () => (browser = await chromium.launch({ executablePath: CHROMIUM, args: [...args] })),
     async () => (page = await browser!.newPage()),
     () => page!.goto(pageUrl),
   ]);
@@ -200,16 +207,21 @@ const quiet = async () => {
 
 try {
   await viaBurrow();
-  await viaLaunch();
+  await viaLaunch([]);
+  await viaLaunch(BASE_FLAGS);
   const burrow: Run[] = [];
-  const launch: Run[] = [];
+  const raw: Run[] = [];
+  const flagged: Run[] = [];
   for (let i = 0; i < N; i++) {
     await quiet();
     burrow.push(await viaBurrow());
     await quiet();
-    launch.push(await viaLaunch());
+    raw.push(await viaLaunch([]));
+    await quiet();
+    flagged.push(await viaLaunch(BASE_FLAGS));
   }
-  const [b, l] = [median(burrow.map((r) => r.total)), median(launch.map((r) => r.total))];
+  const total = (runs: Run[]) => median(runs.map((r) => r.total));
+  const b = total(burrow);
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   const user = process.getuid?.() === 0 ? 'root' : 'a normal user';
   const where =
@@ -222,9 +234,15 @@ try {
   console.log(
     `    (untimed: teardown after stop, median ${median(td).toFixed(0)} ms, max ${td.at(-1)!.toFixed(0)} ms)`,
   );
-  console.log(`  playwright-core chromium.launch → newPage → goto: ${l.toFixed(1)} ms`);
-  console.log(`    ${phases(launch, ['launch', 'newPage', 'goto'])}`);
-  console.log(`  ratio burrow / launch: ${(b / l).toFixed(2)}`);
+  for (const [name, runs] of [
+    ['raw chromium.launch()', raw],
+    ["chromium.launch with burrow's flags", flagged],
+  ] as const) {
+    console.log(`  playwright-core ${name} → newPage → goto: ${total(runs).toFixed(1)} ms`);
+    console.log(`    ${phases(runs, ['launch', 'newPage', 'goto'])}`);
+  }
+  console.log(`  ratio burrow / raw launch: ${(b / total(raw)).toFixed(2)}`);
+  console.log(`  ratio burrow / launch with the same flags: ${(b / total(flagged)).toFixed(2)}`);
 } finally {
   await server.close();
   site.close();
