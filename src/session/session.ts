@@ -341,11 +341,12 @@ class Lease {
       const instance = await this.started.catch(() => undefined);
       if (!instance) return undefined;
       const id = instance.id;
+      // its ledger entry is settled first: kept for the reaper if the stop below fails
+      await this.recorded.catch(() => undefined);
       await this.conn?.disconnect();
       // Best effort: stopping the instance below ends its browser too.
       if (this.browserStarted) await client.browser.stop(id, opts).catch(() => undefined);
       const status = await stopInstance(client, id, STOP_TIMEOUT_MS);
-      await this.recorded.catch(() => undefined);
       await this.ledger.remove(id, baseUrl);
       return { instanceId: id, status };
     } finally {
@@ -623,7 +624,6 @@ export async function openSession(options: OpenSessionOptions = {}): Promise<Ses
     lease = new Lease(endpoint, ledger, opts.start, signal);
     signal = AbortSignal.any([signal, lease.signal]);
     const instance = await unlessAborted(lease.started, signal, () => undefined);
-    await lease.recorded;
 
     step = 'waiting until the instance is running';
     debug('session', `${instance.id}: ${step} (${since()})`);
@@ -653,6 +653,11 @@ export async function openSession(options: OpenSessionOptions = {}): Promise<Ses
       debug('session', `${instance.id}: ${step} (${since()})`);
       await client.browser.authenticate(instance.id, { auth_state_id: state.id }, { signal });
     }
+    // the ledger entry (an fsync'd file, ledger.ts) was begun as the start answered, as before;
+    // only the wait for it moved here, off the way to a connected driver (a crash leaves the same
+    // entry behind as it did), and the session is handed out once it is there
+    step = 'recording the instance in the ledger';
+    await lease.recorded;
     const session = new BridgeSession(
       opts.driver,
       running,
