@@ -28,6 +28,7 @@ import type { KeyDef } from '../computer/keys.js';
 import { ComputerRunner } from '../computer/runner.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import { chromiumProxyArgs, SANDBOX_PATH, type Sandbox } from '../sandbox/index.js';
+import { stage } from '../../internal/stages.js';
 import { BrowserFiles } from './files.js';
 import { browserLiveViewPage } from './liveview-page.js';
 
@@ -183,7 +184,9 @@ class BrowserRuntime extends InstanceMachine {
       if (at >= 0) entries[at] = { path: PREFERENCES, data };
       else entries.push({ path: PREFERENCES, data });
     }
-    if (entries.length > 0) await sandbox.seedFiles(`${CHROMIUM_DIR}/profile`, entries);
+    if (entries.length > 0) {
+      await stage('profile.seed', () => sandbox.seedFiles(`${CHROMIUM_DIR}/profile`, entries));
+    }
   }
 
   /**
