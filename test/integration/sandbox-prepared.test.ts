@@ -6,43 +6,16 @@
  * unused, as does a command refused for a NUL in it; a stop ends one never used; and it leaves a
  * sandbox made ahead `fresh`.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Logger } from '../../src/server/instances/runtime.js';
-import {
-  BROWSER_STDIO,
-  Sandbox,
-  SANDBOX_PATH,
-  type SandboxHost,
-} from '../../src/server/sandbox/index.js';
-import { testSandboxHost } from '../helpers/sandbox.js';
+import { describe, expect, it } from 'vitest';
+import { BROWSER_STDIO, SANDBOX_PATH, type Sandbox } from '../../src/server/sandbox/index.js';
+import { testSandboxes } from '../helpers/sandbox.js';
 
-const quiet: Logger = { info() {}, warn() {}, error() {}, debug() {} };
-
-let work: string;
-let host: SandboxHost;
-const boxes: Sandbox[] = [];
-let made = 0;
-
-beforeAll(async () => {
-  work = mkdtempSync(join(tmpdir(), 'burrow-prepared-'));
-  host = await testSandboxHost(join(work, `run-${process.pid}-prepared`));
-});
-
-afterAll(async () => {
-  await Promise.all(boxes.map((b) => b.stop()));
-  await host?.close();
-  rmSync(work, { recursive: true, force: true });
-});
+const boxes = testSandboxes('prepared');
 
 async function sandbox(): Promise<Sandbox> {
-  const name = `prepared-${process.pid}-${made++}`;
-  mkdirSync(join(work, name));
-  const box = await Sandbox.create(host, { dir: join(work, name), name, log: quiet });
-  boxes.push(box);
+  const box = await boxes.sandbox();
   expect(box.mode).toBe('isolated');
   return box;
 }

@@ -6,39 +6,12 @@
  * directories 0700, as the instance itself sees them; a bad path or a file that exists already
  * fails the seed.
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Logger } from '../../src/server/instances/runtime.js';
-import { Sandbox, SANDBOX_PATH, type SandboxHost } from '../../src/server/sandbox/index.js';
-import { testSandboxHost } from '../helpers/sandbox.js';
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { SANDBOX_PATH, type Sandbox } from '../../src/server/sandbox/index.js';
+import { testSandboxes } from '../helpers/sandbox.js';
 
-const quiet: Logger = { info() {}, warn() {}, error() {}, debug() {} };
-
-let work: string;
-let host: SandboxHost;
-const boxes: Sandbox[] = [];
-let made = 0;
-
-beforeAll(async () => {
-  work = mkdtempSync(join(tmpdir(), 'burrow-seed-'));
-  host = await testSandboxHost(join(work, `run-${process.pid}-seed`));
-});
-
-afterAll(async () => {
-  await Promise.all(boxes.map((b) => b.stop()));
-  await host?.close();
-  rmSync(work, { recursive: true, force: true });
-});
-
-async function sandbox(): Promise<Sandbox> {
-  const name = `seed-${process.pid}-${made++}`;
-  mkdirSync(join(work, name));
-  const box = await Sandbox.create(host, { dir: join(work, name), name, log: quiet });
-  boxes.push(box);
-  return box;
-}
+const { sandbox } = testSandboxes('seed');
 
 /** `find` inside the instance: `<type> <owner> <mode> <size> <sha256> <path>` per entry, sorted. */
 async function inside(box: Sandbox, dir: string): Promise<string[]> {
@@ -86,7 +59,6 @@ describe('seedFiles', () => {
       const user = files[0]!.split(' ')[1]!;
       expect(user).not.toBe('root');
       for (const line of dirs) expect(line.split(' ').slice(1, 3)).toEqual([user, '700']);
-      const { createHash } = await import('node:crypto');
       const expected = new Map(
         entries
           .filter((e) => e.data)
