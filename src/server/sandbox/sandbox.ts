@@ -496,9 +496,10 @@ export class Sandbox {
    * Write a tree of files under the directory `rel` of home, owned by the instance's user
    * (directories 0700, files 0600), before anything runs inside (e.g. a saved browser profile).
    * Entry paths are relative to `rel`, without `.` or `..`; refused once the instance ran anything.
-   * Every directory is made once, parents first; then the files are written `SEED_WRITES` at a
-   * time (one after the other, a saved profile's hundreds of small files took 40-75 ms of its
-   * instance's start, each file and each of its parent directories a round trip to libuv's pool).
+   * Every path is checked before anything is written; every directory is made once, parents
+   * first; then the files are written `SEED_WRITES` at a time. (Written one after the other, with
+   * each file's parent directories made again, a saved profile's small files took 40-75 ms of its
+   * instance's start: each step a round trip to libuv's thread pool.)
    */
   async seedFiles(
     rel: string,
