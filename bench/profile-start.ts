@@ -61,10 +61,10 @@ const localProfile = join(work, 'local-profile');
 async function released(name: string): Promise<void> {
   await eventually(
     async () => {
-      const list = (await api('/v1/profiles')) as unknown as
-        | { name: string; in_use_by: string | null }[]
-        | { profiles: { name: string; in_use_by: string | null }[] };
-      const rows = Array.isArray(list) ? list : list.profiles;
+      const rows = (await api('/v1/profiles')) as unknown as {
+        name: string;
+        in_use_by: string | null;
+      }[];
       return rows.find((p) => p.name === name)?.in_use_by === null;
     },
     `profile ${name} to be released`,
