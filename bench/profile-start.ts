@@ -21,11 +21,11 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium } from 'playwright-core';
 import { BASE_FLAGS } from '../src/server/chromium/index.js';
 import { startServer } from '../src/server/index.js';
 import { eventually } from '../test/helpers/server.js';
-import { median, serverApi } from './stats.js';
+import { median, phaseMedians, serverApi, startToPage, timed, type Run } from './stats.js';
 
 const N = Number(process.argv[2] ?? 8);
 if (!Number.isInteger(N) || N < 1) throw new Error('usage: bench/profile-start.ts [N ≥ 1]');
@@ -72,48 +72,21 @@ async function released(name: string): Promise<void> {
   );
 }
 
-/** ms of each phase of one run, in order. */
-async function timed(steps: (() => Promise<unknown>)[]): Promise<number[]> {
-  const phases: number[] = [];
-  for (const step of steps) {
-    const t = performance.now();
-    await step();
-    phases.push(performance.now() - t);
-  }
-  return phases;
-}
-
 /** burrow: start (with the profile, or none) → cdp_url → connectOverCDP → goto. */
-async function viaBurrow(profile: boolean): Promise<number[]> {
-  let id = '';
-  let cdpUrl = '';
-  let browser: Browser | undefined;
-  const phases = await timed([
-    async () =>
-      (id = String(
-        (
-          await api('/v1/start', {
-            instance_type: 'browser',
-            ...(profile && { profile: { name: 'bench' } }),
-          })
-        ).id,
-      )),
-    async () => (cdpUrl = String((await api(`/v1/instance/${id}/browser/cdp_url`)).cdp_url)),
-    async () => (browser = await chromium.connectOverCDP(cdpUrl)),
-    () => browser!.contexts()[0]!.pages()[0]!.goto(page(0)),
-  ]);
-  await browser!.close();
+async function viaBurrow(profile: boolean): Promise<Run> {
+  const body = { instance_type: 'browser', ...(profile && { profile: { name: 'bench' } }) };
+  const { run, id } = await startToPage(api, body, page(0));
   await api(`/v1/instance/${id}/stop`, {});
   if (profile) await released('bench');
-  return phases;
+  return run;
 }
 
 /** Baseline: a copy of the local profile, launchPersistentContext → goto on its first page. */
-async function viaLaunch(): Promise<number[]> {
+async function viaLaunch(): Promise<Run> {
   const dir = join(work, `copy-${performance.now().toFixed(0)}`);
   cpSync(localProfile, dir, { recursive: true });
   let context: Awaited<ReturnType<typeof chromium.launchPersistentContext>> | undefined;
-  const phases = await timed([
+  const run = await timed([
     async () =>
       (context = await chromium.launchPersistentContext(dir, {
         executablePath: CHROMIUM,
@@ -123,13 +96,10 @@ async function viaLaunch(): Promise<number[]> {
   ]);
   await context!.close();
   rmSync(dir, { recursive: true, force: true });
-  return phases;
+  return run;
 }
 
 const quiet = () => server.sandboxStock.ready();
-const sum = (phases: number[]) => phases.reduce((a, b) => a + b, 0);
-const show = (runs: number[][], names: string[]) =>
-  names.map((n, i) => `${n} ${median(runs.map((r) => r[i]!)).toFixed(1)} ms`).join(', ');
 
 try {
   // the two profiles, made the same way
@@ -161,9 +131,9 @@ try {
   await quiet();
   await viaBurrow(false);
   await viaLaunch();
-  const withProfile: number[][] = [];
-  const plain: number[][] = [];
-  const local: number[][] = [];
+  const withProfile: Run[] = [];
+  const plain: Run[] = [];
+  const local: Run[] = [];
   for (let i = 0; i < N; i++) {
     await quiet();
     withProfile.push(await viaBurrow(true));
@@ -172,7 +142,7 @@ try {
     await quiet();
     local.push(await viaLaunch());
   }
-  const [p, b, l] = [withProfile, plain, local].map((runs) => median(runs.map(sum))) as [
+  const [p, b, l] = [withProfile, plain, local].map((runs) => median(runs.map((r) => r.total))) as [
     number,
     number,
     number,
@@ -180,14 +150,14 @@ try {
   const user = process.getuid?.() === 0 ? 'root' : 'a normal user';
   console.log(`start from a saved profile → page, median of ${N} (as ${user}):`);
   console.log(`  burrow, with the saved profile: ${p.toFixed(1)} ms`);
-  console.log(`    ${show(withProfile, ['start', 'cdp_url', 'connectOverCDP', 'goto'])}`);
+  console.log(`    ${phaseMedians(withProfile, ['start', 'cdp_url', 'connectOverCDP', 'goto'])}`);
   console.log(
     `  burrow, no profile: ${b.toFixed(1)} ms (the profile costs ${(p - b).toFixed(1)} ms)`,
   );
   console.log(
     `  playwright-core launchPersistentContext on a profile copy → goto: ${l.toFixed(1)} ms`,
   );
-  console.log(`    ${show(local, ['launchPersistentContext', 'goto'])}`);
+  console.log(`    ${phaseMedians(local, ['launchPersistentContext', 'goto'])}`);
   console.log(`  ratio burrow with the profile / local persistent launch: ${(p / l).toFixed(2)}`);
 } finally {
   await server.close();

@@ -48,7 +48,7 @@ import { BASE_FLAGS } from '../src/server/chromium/index.js';
 import { freePort } from '../test/helpers/ports.js';
 import { eventually } from '../test/helpers/server.js';
 import { startServer } from '../src/server/index.js';
-import { median, serverApi } from './stats.js';
+import { median, phaseMedians, serverApi, startToPage, timed, type Run } from './stats.js';
 
 const args = process.argv.slice(2);
 const N = Number(args.find((a) => /^\d+$/.test(a)) ?? 10);
@@ -119,23 +119,6 @@ async function serveInProcessOfItsOwn(): Promise<{
   };
 }
 
-/** ms of each phase of one run, in order, and their sum. */
-interface Run {
-  phases: number[];
-  total: number;
-}
-
-/** Time `steps` one after the other. */
-async function timed(steps: (() => Promise<unknown>)[]): Promise<Run> {
-  const phases: number[] = [];
-  for (const step of steps) {
-    const t = performance.now();
-    await step();
-    phases.push(performance.now() - t);
-  }
-  return { phases, total: phases.reduce((a, b) => a + b, 0) };
-}
-
 /** How long each instance's teardown went on after its stop answered, in ms. */
 const teardowns: number[] = [];
 /** The directory the server keeps its instances' directories in (found at the first start). */
@@ -161,16 +144,7 @@ async function tornDown(id: string): Promise<void> {
 
 /** burrow: start → cdp_url → connectOverCDP → goto. */
 async function viaBurrow(): Promise<Run> {
-  let id = '';
-  let cdpUrl = '';
-  let browser: Browser | undefined;
-  const run = await timed([
-    async () => (id = String((await api('/v1/start', { instance_type: 'browser' })).id)),
-    async () => (cdpUrl = String((await api(`/v1/instance/${id}/browser/cdp_url`)).cdp_url)),
-    async () => (browser = await chromium.connectOverCDP(cdpUrl)),
-    () => browser!.contexts()[0]!.pages()[0]!.goto(pageUrl),
-  ]);
-  await browser!.close();
+  const { run, id } = await startToPage(api, { instance_type: 'browser' }, pageUrl);
   await api(`/v1/instance/${id}/stop`, {});
   await tornDown(id);
   return run;
@@ -187,13 +161,6 @@ async function viaLaunch(args: readonly string[]): Promise<Run> {
   ]);
   await browser!.close();
   return run;
-}
-
-/** `name m ms` for each phase's median. */
-function phases(runs: Run[], names: string[]): string {
-  return names
-    .map((name, i) => `${name} ${median(runs.map((r) => r.phases[i]!)).toFixed(1)} ms`)
-    .join(', ');
 }
 
 /**
@@ -229,7 +196,7 @@ try {
     (idleMs > 0 ? `, ${idleMs} ms idle before each run` : '');
   console.log(`start-to-page, median of ${N} (as ${user}, ${where}; load ${load}):`);
   console.log(`  burrow (POST /v1/start → connectOverCDP → goto): ${b.toFixed(1)} ms`);
-  console.log(`    ${phases(burrow, ['start', 'cdp_url', 'connectOverCDP', 'goto'])}`);
+  console.log(`    ${phaseMedians(burrow, ['start', 'cdp_url', 'connectOverCDP', 'goto'])}`);
   const td = [...teardowns].sort((x, y) => x - y);
   console.log(
     `    (untimed: teardown after stop, median ${median(td).toFixed(0)} ms, max ${td.at(-1)!.toFixed(0)} ms)`,
@@ -239,7 +206,7 @@ try {
     ["chromium.launch with burrow's flags", flagged],
   ] as const) {
     console.log(`  playwright-core ${name} → newPage → goto: ${total(runs).toFixed(1)} ms`);
-    console.log(`    ${phases(runs, ['launch', 'newPage', 'goto'])}`);
+    console.log(`    ${phaseMedians(runs, ['launch', 'newPage', 'goto'])}`);
   }
   console.log(`  ratio burrow / raw launch: ${(b / total(raw)).toFixed(2)}`);
   console.log(`  ratio burrow / launch with the same flags: ${(b / total(flagged)).toFixed(2)}`);
