@@ -97,16 +97,21 @@ export class SandboxStock {
    * asked for keeps its time: starts coming one after the other do not put it off).
    */
   refillAfterStart(): void {
-    if (this.#closed || !this.enabled || this.#filling || this.#retry.pending) return;
+    if (!this.#mayFill) return;
     this.#timer ??= setTimeout(() => {
       this.#timer = undefined;
       this.refill();
     }, REFILL_DELAY_MS).unref();
   }
 
+  /** Whether a fill may begin: open, enabled, none running and no retry waiting. */
+  get #mayFill(): boolean {
+    return !this.#closed && this.enabled && !this.#filling && !this.#retry.pending;
+  }
+
   /** Fill the stock up in the background now, one sandbox at a time. */
   refill(): void {
-    if (this.#closed || !this.enabled || this.#filling || this.#retry.pending) return;
+    if (!this.#mayFill) return;
     clearTimeout(this.#timer);
     this.#timer = undefined;
     // not part of the start that set it off (src/internal/stages.ts)
