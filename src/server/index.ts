@@ -35,6 +35,7 @@ import { Registry } from './instances/registry.js';
 import { MemoryInstanceStore } from './instances/store.js';
 import type { RuntimeFactory } from './instances/runtime.js';
 import { SandboxHost } from './sandbox/index.js';
+import { ProfileTemplate } from './chromium/index.js';
 import {
   ConfigError,
   resolveServerConfig,
@@ -239,6 +240,15 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   if (cluster) health.run = cluster.run;
   const { maxInstances, maxUploadBytes, warmPool, sandboxStock } = config;
   checkCapacity(maxInstances, warmPool, sandboxHost.limits.memoryBytes, logger);
+  // every sandbox made ahead gets a fresh Chromium profile's skeleton (chromium/profile-template.ts)
+  const template = new ProfileTemplate({
+    host: sandboxHost,
+    mint: (): string => registry.mintId(),
+    dirOf: (id) => join(runDir, id),
+    chromiumPath,
+    chromiumFlags: programs.chromiumFlags,
+    log: logger,
+  });
   const registry = new Registry({
     instancesDir: runDir,
     maxInstances,
@@ -268,6 +278,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     },
     warmPool,
     sandboxStock,
+    stockPrepare: (sandbox): Promise<void> => template.seed(sandbox),
   });
   /** What this node can take now: free slots under its cap, and its warm pool. */
   const advert = () => ({

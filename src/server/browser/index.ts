@@ -19,6 +19,8 @@ import { join, posix } from 'node:path';
 import {
   BrowserController,
   CdpComputer,
+  CHROMIUM_DIR,
+  PROFILE_DIR,
   Screencast,
   type BrowserControllerOptions,
 } from '../chromium/index.js';
@@ -32,8 +34,6 @@ import { stage } from '../../internal/stages.js';
 import { BrowserFiles } from './files.js';
 import { browserLiveViewPage } from './liveview-page.js';
 
-/** Chromium's profile, downloads and temp files, under the instance's home. */
-const CHROMIUM_DIR = '.config/burrow-chromium';
 /** Chromium's preferences in its profile directory. */
 const PREFERENCES = 'Default/Preferences';
 /** Read-only copies of the instance's browser extensions, one folder per id, under its home. */
@@ -169,8 +169,10 @@ class BrowserRuntime extends InstanceMachine {
     for (const e of list) {
       await sandbox.seedReadOnly(`${EXTENSIONS_DIR}/${e.id}`, e.dir, ['_metadata']);
     }
-    // the saved profile's files, if any, with the extensions allowed in its preferences
+    // the saved profile's files, if any, with the extensions allowed in its preferences; they
+    // replace the fresh profile's skeleton a sandbox made ahead holds (chromium/profile-template.ts)
     const entries = [...(this.ctx.profile?.entries ?? [])];
+    if (entries.length > 0) await sandbox.emptySeeded(PROFILE_DIR);
     if (list.length > 0) {
       const at = entries.findIndex((e) => e.path === PREFERENCES && e.data);
       const prefs = parsePreferences(at >= 0 ? entries[at]!.data! : undefined);
@@ -185,7 +187,7 @@ class BrowserRuntime extends InstanceMachine {
       else entries.push({ path: PREFERENCES, data });
     }
     if (entries.length > 0) {
-      await stage('profile.seed', () => sandbox.seedFiles(`${CHROMIUM_DIR}/profile`, entries));
+      await stage('profile.seed', () => sandbox.seedFiles(PROFILE_DIR, entries));
     }
   }
 
@@ -202,9 +204,7 @@ class BrowserRuntime extends InstanceMachine {
       const sandbox = this.created;
       if (!profile.save || !sandbox || !this.#launched) return;
       const entries = await sandbox
-        .readTree(`${CHROMIUM_DIR}/profile`, profile.maxBytes * 4, (name) =>
-          name.startsWith('Singleton'),
-        )
+        .readTree(PROFILE_DIR, profile.maxBytes * 4, (name) => name.startsWith('Singleton'))
         .catch((err: Error) => {
           throw new Error(`profile ${profile.name} not saved: ${err.message}`);
         });

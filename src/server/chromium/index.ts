@@ -14,4 +14,11 @@ export {
   type LaunchedChromium,
 } from './chromium.js';
 export { CdpComputer } from './input.js';
+export {
+  CHROMIUM_DIR,
+  keepInTemplate,
+  PROFILE_DIR,
+  ProfileTemplate,
+  type TemplateEntry,
+} from './profile-template.js';
 export { Screencast } from './screencast.js';

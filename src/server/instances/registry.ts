@@ -90,6 +90,11 @@ export interface RegistryOptions {
    */
   sandboxStock?: number;
   /**
+   * What a sandbox made ahead gets written into it before it is ready (the stock's `prepare`,
+   * sandbox/stock.ts), e.g. a Chromium profile's skeleton. Default nothing.
+   */
+  stockPrepare?: (sandbox: Sandbox) => Promise<void>;
+  /**
    * Where the rows of listed instances are written, and the earlier runs' rows come from
    * (`adopt`). Default: a `MemoryInstanceStore` without a journal.
    */
@@ -220,8 +225,9 @@ export class Registry {
     this.#stock = new SandboxStock({
       host: opts.sandboxHost,
       size: opts.sandboxStock ?? 0,
-      mint: () => this.#newId(),
+      mint: () => this.mintId(),
       dirOf: (id) => join(opts.instancesDir, id),
+      ...(opts.stockPrepare && { prepare: opts.stockPrepare }),
       log: opts.log,
     });
   }
@@ -430,8 +436,11 @@ export class Registry {
     return upstream;
   }
 
-  /** A new instance id (its sandbox may be made ahead with it: sandbox/stock.ts). */
-  #newId(): string {
+  /**
+   * A new instance id (its sandbox may be made ahead with it: sandbox/stock.ts; the sandbox a
+   * profile template is made in is named by one too, so that the sweeps know it).
+   */
+  mintId(): string {
     return this.#opts.newId?.() ?? `inst_${randomBytes(8).toString('hex')}`;
   }
 
@@ -445,7 +454,7 @@ export class Registry {
     status: InstanceStatus = 'deploying',
     made?: Sandbox,
   ): InstanceRecord {
-    const id = made?.name ?? this.#newId();
+    const id = made?.name ?? this.mintId();
     return new InstanceRecord(
       id,
       type,

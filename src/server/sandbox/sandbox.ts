@@ -552,6 +552,22 @@ export class Sandbox {
   }
 
   /**
+   * Empty the directory `rel` of home of what was seeded there (e.g. a profile skeleton a saved
+   * profile replaces), keeping the directory; nothing if it does not exist. Refused once the
+   * instance ran anything: until then nothing of the instance's can have planted a link there.
+   */
+  async emptySeeded(rel: string): Promise<void> {
+    if (this.#spawned) throw new Error('emptySeeded: the instance already runs processes');
+    if (rel.split('/').includes('..') || rel.startsWith('/')) throw new Error(`bad path ${rel}`);
+    const at = join(this.hostHome, rel);
+    const names = await readdir(at).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return [];
+      throw err;
+    });
+    await Promise.all(names.map((n) => rm(join(at, n), { recursive: true, force: true })));
+  }
+
+  /**
    * The regular files and directories under the directory `rel` of home (links, sockets and the
    * like skipped, none followed), read from the host once nothing of the instance runs that could
    * change them; at most `maxBytes` of file data, else throws saying so. Paths relative to `rel`.

@@ -23,6 +23,8 @@
  * - Each also holds the process chain of a browser's Chromium, started up to the command itself
  *   (`Sandbox.prepareSpawn`): a browser start then writes Chromium's command line to it instead
  *   of starting six processes in a row.
+ * - Each gets what `prepare` writes into it before it is ready: a Chromium profile's skeleton
+ *   (chromium/profile-template.ts), which a start would otherwise have Chromium create.
  * - The stock is not counted against the instance cap: it holds no browser, only five idle
  *   processes, an empty cgroup and a disk (sparse until written).
  */
@@ -42,6 +44,11 @@ export interface SandboxStockOptions {
   mint(): string;
   /** The instance directory of `name` (made by the stock, removed with an unused sandbox). */
   dirOf(name: string): string;
+  /**
+   * What else a sandbox gets before it is ready, nothing having run in it (e.g. a Chromium
+   * profile's skeleton, chromium/profile-template.ts). A failure discards the sandbox.
+   */
+  prepare?: (sandbox: Sandbox) => Promise<void>;
   log: Logger;
 }
 
@@ -159,6 +166,7 @@ export class SandboxStock {
         // and the process chain of a browser's Chromium, up to the command itself (a start of
         // another kind ends it unused)
         sandbox.prepareSpawn(BROWSER_STDIO);
+        await this.#opts.prepare?.(sandbox);
       } catch (err) {
         await sandbox?.stop();
         await rm(dir, { recursive: true, force: true }).catch(() => {});

@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import { join, posix } from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { ParsedComputerAction, ToolResult } from '../../../api/index.js';
-import { BrowserController } from '../../chromium/index.js';
+import { BrowserController, CHROMIUM_DIR } from '../../chromium/index.js';
 import { ComputerRunner } from '../../computer/runner.js';
 import { refuseUpgrade, serverError } from '../../errors.js';
 import type { RuntimeContext, StreamPage } from '../../instances/runtime.js';
@@ -61,8 +61,11 @@ export interface BrowserSandbox {
   hostHome: string;
 }
 
-/** The desktop browser's files, under HOME in the sandbox: its profile and temp files. */
-const BROWSER_DIR = '.config/burrow-chromium';
+/**
+ * The desktop browser's files, under HOME in the sandbox (its profile and temp files): where a
+ * browser instance keeps them, so that a sandbox made ahead holds the profile's skeleton for both.
+ */
+const BROWSER_DIR = CHROMIUM_DIR;
 
 /**
  * Computer actions and screenshots (xdotool + X11), the live view (x11vnc + noVNC) and the
