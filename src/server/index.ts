@@ -369,7 +369,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     (closing ??= (async () => {
       health.closing();
       artifacts.closing(); // the retained files go with the run directory
-      await registry.close();
+      // a profile template still being made is cut short: the stock's fill waits for it
+      await Promise.all([template.close(), registry.close()]);
       await profileBackend?.settled(); // the stopped instances' profiles released
       await artifacts.close();
       await app.close();

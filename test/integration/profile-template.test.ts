@@ -7,7 +7,7 @@
  * made before any instance ran.
  */
 import { createHash } from 'node:crypto';
-import { lstatSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -197,5 +197,39 @@ describe('the profile skeleton in sandboxes made ahead', () => {
       () => ids.every((id) => instancePids(id).length === 0),
       'the instances’ processes to end',
     );
+  });
+});
+
+describe('a server closed while its template is being made', () => {
+  it('stops that Chromium and its sandbox with it, leaving nothing', async () => {
+    const other = await testServer({ sandboxStock: 1 });
+    let closed = false;
+    try {
+      // the template's Chromium, in a sandbox of this test process's servers that the stock does
+      // not list
+      const chromiumOfTemplate = () =>
+        instanceProcesses().filter((pid) => {
+          try {
+            const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+            return (
+              argv[0] === '/usr/lib/chromium/chromium' && !argv.some((a) => a.startsWith('--type='))
+            );
+          } catch {
+            return false;
+          }
+        });
+      await eventually(() => chromiumOfTemplate().length > 0, 'the template’s Chromium to run');
+      const running = chromiumOfTemplate();
+      await other.close();
+      closed = true;
+      expect(running.filter((pid) => existsSync(`/proc/${pid}`))).toEqual([]);
+      // nothing of that server's sandboxes is left (this file's other server has only its stock)
+      expect(
+        readdirSync('/var/lib/burrow/sandboxes').filter((r) => r.startsWith(`run-${process.pid}-`))
+          .length,
+      ).toBe(1);
+    } finally {
+      if (!closed) await other.close();
+    }
   });
 });

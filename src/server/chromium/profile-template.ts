@@ -107,6 +107,7 @@ export interface ProfileTemplateOptions {
 export class ProfileTemplate {
   readonly #opts: ProfileTemplateOptions;
   #made: Promise<TemplateEntry[] | undefined> | undefined;
+  #closed = false;
 
   constructor(opts: ProfileTemplateOptions) {
     this.#opts = opts;
@@ -117,8 +118,10 @@ export class ProfileTemplate {
    * once: instances then start on an empty profile, as without a template).
    */
   entries(): Promise<TemplateEntry[] | undefined> {
+    if (this.#closed) return Promise.resolve(undefined);
     this.#made ??= untraced(() =>
       this.#make().catch((err: unknown) => {
+        if (this.#closed) return undefined;
         this.#opts.log.warn(
           { err },
           'no Chromium profile template: instances start on an empty profile',
@@ -127,6 +130,15 @@ export class ProfileTemplate {
       }),
     );
     return this.#made;
+  }
+
+  /**
+   * No template after this; one being made is cut short (its Chromium stopped at once), so that
+   * a server closing just after its start does not wait for it.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#made;
   }
 
   /** Write the template into `sandbox`'s profile directory (nothing may have run there yet). */
@@ -144,6 +156,7 @@ export class ProfileTemplate {
     try {
       sandbox = await Sandbox.create(host, { dir, name, log, background: true });
       const box = sandbox;
+      if (this.#closed) throw new Error('closed');
       const dirs = ['profile', 'tmp', 'home'].map((d) => `${CHROMIUM_DIR}/${d}`);
       await box.seedHome(dirs);
       const session = await ChromiumSession.launch({
@@ -164,8 +177,9 @@ export class ProfileTemplate {
         log,
         onExit: () => {},
       });
-      await settled(join(box.hostHome, PROFILE_DIR));
-      await session.close({ flush: true });
+      await settled(join(box.hostHome, PROFILE_DIR), () => this.#closed);
+      await session.close({ flush: !this.#closed });
+      if (this.#closed) throw new Error('closed');
       const tree = await box.readTree(PROFILE_DIR, MAX_TEMPLATE_BYTES);
       const kept = tree.filter((e) => keepInTemplate(e.path));
       if (!kept.some((e) => e.data)) throw new Error('Chromium wrote no profile');
@@ -184,12 +198,15 @@ export class ProfileTemplate {
   }
 }
 
-/** Resolves once the file list under `dir` has been still for `QUIET_MS` (see `MAX_SETTLE_MS`). */
-async function settled(dir: string): Promise<void> {
+/**
+ * Resolves once the file list under `dir` has been still for `QUIET_MS` (see `MAX_SETTLE_MS`), or
+ * at once when `cancelled`.
+ */
+async function settled(dir: string, cancelled: () => boolean): Promise<void> {
   const began = Date.now();
   let last = '';
   let since = began;
-  while (Date.now() - began < MAX_SETTLE_MS) {
+  while (Date.now() - began < MAX_SETTLE_MS && !cancelled()) {
     const names = (await readdir(dir, { recursive: true })).sort().join('\n');
     if (names !== last) {
       last = names;
