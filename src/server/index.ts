@@ -183,7 +183,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     secretKeyFile: config.secretKeys.secretKeyFile,
     oldSecretKeyFiles: config.secretKeys.oldSecretKeyFiles,
     env: config.secretKeys.env,
-    ...(cluster && { backend: cluster.authStates }),
+    ...(cluster && { backend: cluster.authStates, shared: true }),
   });
   await authStore.ready; // states of 0.1 and of rotated-out keys re-encrypted
   // what another node saves or deletes shows here too

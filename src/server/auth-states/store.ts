@@ -146,6 +146,13 @@ export interface AuthStoreOptions extends KeyringOptions {
    * read before `ready` settles: await it before using the store.
    */
   backend?: AuthStateBackend;
+  /**
+   * Other processes write `backend` too (the nodes of a cluster, on its database): every read by
+   * id or by name first catches up with what they wrote or deleted that this process has not been
+   * told yet (`sync`), so a state saved through one node is listed, read and replaced through any
+   * other right after. Default false.
+   */
+  shared?: boolean;
 }
 
 export class AuthStore {
@@ -156,11 +163,13 @@ export class AuthStore {
   readonly #unreadable = new Map<string, string>();
   readonly #queue = new SerialQueue();
   readonly #readOnly: boolean;
+  readonly #shared: boolean;
   /** Settles once plaintext and old-key files are re-sealed under the current key. */
   readonly ready: Promise<void>;
 
   constructor(dataDir: string, options: AuthStoreOptions = {}) {
     this.#readOnly = options.readOnly ?? false;
+    this.#shared = options.shared ?? false;
     this.#keyring = options.keyring ?? this.#keys(dataDir, options);
     this.#backend =
       options.backend ??
@@ -281,7 +290,10 @@ export class AuthStore {
     data: BrowserAuthData,
     name?: string,
   ): Promise<{ id: string; name: string }> {
-    return this.#queue.run(() => this.#replace(id, data, name));
+    return this.#queue.run(async () => {
+      await this.#catchUp();
+      return this.#replace(id, data, name);
+    });
   }
 
   /**
@@ -290,8 +302,9 @@ export class AuthStore {
    * state named "default".
    */
   upsert(name: string | undefined, data: BrowserAuthData): Promise<{ id: string; name: string }> {
-    return this.#queue.run(() => {
+    return this.#queue.run(async () => {
       if (name === undefined) return this.#create('default', data);
+      await this.#catchUp();
       const ids = this.named(name);
       if (ids.length > 1) {
         throw serverError('auth_state_name_ambiguous', {
@@ -307,6 +320,7 @@ export class AuthStore {
   delete(id: string): Promise<void> {
     return this.#queue.run(async () => {
       this.#writable();
+      await this.#catchUp();
       if (!this.#states.has(id) && !this.#unreadable.has(id)) this.get(id); // throws the 404
       await this.#backend.delete(id);
       this.#states.delete(id);
@@ -319,16 +333,44 @@ export class AuthStore {
    * cluster) wrote or deleted it. Resolves once this store shows what the backend holds.
    */
   refresh(id: string): Promise<void> {
-    return this.#queue.run(async () => {
-      if (!ID.test(id)) return;
-      const sealed = await this.#backend.read(id);
-      this.#states.delete(id);
-      this.#unreadable.delete(id);
-      if (sealed === undefined) return;
-      const opened = unseal(id, sealed, this.#keyring);
-      if (opened.ok) this.#states.set(id, opened.state);
-      else this.#unreadable.set(id, opened.reason);
-    });
+    return this.#queue.run(() => this.#reload(id));
+  }
+
+  async #reload(id: string): Promise<void> {
+    if (!ID.test(id)) return;
+    const sealed = await this.#backend.read(id);
+    this.#states.delete(id);
+    this.#unreadable.delete(id);
+    if (sealed === undefined) return;
+    const opened = unseal(id, sealed, this.#keyring);
+    if (opened.ok) this.#states.set(id, opened.state);
+    else this.#unreadable.set(id, opened.reason);
+  }
+
+  /**
+   * With a shared backend (`shared`), read what other processes made or deleted since this one
+   * was last told: the ids the backend has and this store does not, and the other way round (a
+   * state they replaced keeps its id, and reaches this store by their notice). Nothing without.
+   */
+  sync(): Promise<void> {
+    return this.#shared ? this.#queue.run(() => this.#catchUp()) : Promise.resolve();
+  }
+
+  async #catchUp(): Promise<void> {
+    if (!this.#shared) return;
+    const there = new Set(await this.#backend.list());
+    const known = new Set([...this.#states.keys(), ...this.#unreadable.keys()]);
+    const differ = [
+      ...[...there].filter((id) => !known.has(id)),
+      ...[...known].filter((id) => !there.has(id)),
+    ];
+    await Promise.all(differ.map((id) => this.#reload(id)));
+  }
+
+  /** `get`, after `sync` with a shared backend. */
+  async fetch(id: string): Promise<StoredAuthState> {
+    await this.sync();
+    return this.get(id);
   }
 
   /**

@@ -174,25 +174,28 @@ export function createHandlers(
       return { status: 'success' };
     },
 
-    listAuthStates: async () => auth.list(),
+    listAuthStates: async () => {
+      await auth.sync();
+      return auth.list();
+    },
     saveAuth: async ({ params, query }) => {
       const saved = await auth.save(query.name, await browser(params.instance_id).captureAuth());
       return { status: 'success', auth_state_id: saved.id, name: saved.name };
     },
     modifyAuth: async ({ params, query }) => {
       const b = browser(params.instance_id);
-      auth.get(query.auth_state_id); // 404 before touching the browser
+      await auth.fetch(query.auth_state_id); // 404 before touching the browser
       const saved = await auth.overwrite(query.auth_state_id, await b.captureAuth(), query.name);
       return { status: 'success', auth_state_id: saved.id, name: saved.name };
     },
     authenticate: async ({ params, query }) => {
       const b = browser(params.instance_id);
-      await b.applyAuth(auth.get(query.auth_state_id).data);
+      await b.applyAuth((await auth.fetch(query.auth_state_id)).data);
       return { status: 'success' };
     },
     // burrow extensions: auth states in Playwright's format (storage-state.ts), and delete
     authStateStorageState: async ({ params }) =>
-      toStorageState(auth.get(params.auth_state_id).data),
+      toStorageState((await auth.fetch(params.auth_state_id)).data),
     authStateImport: async ({ query, body }) => {
       const saved = await auth.upsert(query.name, fromStorageState(body));
       return { auth_state_id: saved.id, name: saved.name };

@@ -164,6 +164,7 @@ export class KeyScope {
         // same name is neither replaced nor counted
         const name = input.query.name;
         const mine = await keys.authStatesOf(p);
+        await this.#auth.sync(); // what other nodes saved just now counts too
         const same = name === undefined ? [] : this.#auth.named(name).filter((id) => mine.has(id));
         if (same.length > 1) {
           throw serverError('auth_state_name_ambiguous', {
