@@ -479,7 +479,7 @@ export const SETTINGS: readonly SettingDoc[] = [
     flags: ['--sandbox-stock'],
     default: '`2`',
     meaning:
-      'sandboxes (namespaces, cgroup, disk; no browser) made ahead so that a start the warm pool does not serve builds none; not counted against the instance cap; `0` builds each at its start',
+      "sandboxes (namespaces, cgroup, disk, a fresh Chromium profile's skeleton; no browser) made ahead so that a start the warm pool does not serve builds none; not counted against the instance cap; `0` builds each at its start, and makes no profile skeleton",
   },
   {
     option: 'publicUrl',
