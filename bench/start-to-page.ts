@@ -26,7 +26,8 @@
  *
  * `--idle=MS` lets both sides sit idle that long before each timed run (after the stocks'
  * refill): a start after a pause, as a script's first, is slower than one right after the refill
- * (against the same-flags launch 1.10–1.15× with 4 s, 0.94–1.07× without; the cause was not found).
+ * (against the same-flags launch 1.00–1.09× with 4 s, 0.94–1.05× without, since the stock holds a
+ * profile skeleton; 1.10–1.15× and 0.94–1.07× before; the cause was not found).
  *
  * `node --import tsx bench/start-to-page.ts [N] [--server=process] [--idle=MS]` (default
  * N = 10). The privilege level is the one the bench runs at: as root the server is root; run as a
