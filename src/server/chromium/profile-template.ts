@@ -5,8 +5,8 @@
  *
  * A Chromium given an empty `--user-data-dir` creates about 70 files in its first second: SQLite
  * databases (cookies, history, logins, web data, favicons, trust tokens, ...), LevelDB stores
- * (local and session storage, site characteristics, ...) and cache indexes, each a schema written
- * and synced while the first tab opens and loads. On bare Chromium with burrow's flags, one tab and
+ * (local storage, site characteristics, extension state, ...) and code-cache indexes, each a
+ * schema written and synced while the first tab opens and loads. On bare Chromium with burrow's flags, one tab and
  * a first `goto` of a local page, the skeleton saved 27–45 ms of ~320 ms to the page and 50–90 ms
  * of CPU (bench/start-to-page.ts measures it through the server).
  *
@@ -15,8 +15,8 @@
  *   own that nothing else runs in and that has no way out (no egress listens for it), shown
  *   nothing but `about:blank`, and stopped before any instance gets a copy: no instance ever
  *   writes to it, so it carries nothing from one instance to another;
- * - only `Default/`, and there only the stores: no preferences, no session files, no GPU or
- *   shader caches, no logs (`keepInTemplate`). `Local State` (with its metrics and variations
+ * - only `Default/`, and there only the stores: no preferences, no session files or session
+ *   storage, no HTTP, GPU or shader caches, no logs or locks (`keepInTemplate`). `Local State` (with its metrics and variations
  *   state) stays out, so each instance's Chromium makes its own, as on a fresh profile.
  * - It is kept in memory, never on disk where anything could change it between copies.
  */
@@ -43,7 +43,7 @@ export const PROFILE_DIR = `${CHROMIUM_DIR}/profile`;
 const MIN_SETTLE_MS = 500;
 const QUIET_MS = 400;
 const MAX_SETTLE_MS = 3000;
-/** A skeleton is ~1.1 MB; anything far larger is not one. */
+/** A skeleton is ~0.8 MB; anything far larger is not one. */
 const MAX_TEMPLATE_BYTES = 32 * 2 ** 20;
 /** The size the template's window has (the server's default resolution). */
 const WINDOW: readonly [number, number] = [1024, 768];
