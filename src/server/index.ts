@@ -31,7 +31,7 @@ import { ProfileStore } from './profiles/store.js';
 import { PostgresExtensions } from './cluster/extension-backend.js';
 import { PostgresProfileBackend } from './cluster/profile-backend.js';
 import { startRefusal } from './host/requirements.js';
-import { Registry } from './instances/registry.js';
+import { DEFAULT_RESOLUTION, Registry } from './instances/registry.js';
 import { MemoryInstanceStore } from './instances/store.js';
 import type { RuntimeFactory } from './instances/runtime.js';
 import { SandboxHost } from './sandbox/index.js';
@@ -247,6 +247,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     dirOf: (id) => join(runDir, id),
     chromiumPath,
     chromiumFlags: programs.chromiumFlags,
+    windowSize: DEFAULT_RESOLUTION,
     log: logger,
   });
   const registry = new Registry({

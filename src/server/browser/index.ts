@@ -20,6 +20,7 @@ import {
   BrowserController,
   CdpComputer,
   CHROMIUM_DIR,
+  CHROMIUM_DIRS,
   PROFILE_DIR,
   Screencast,
   type BrowserControllerOptions,
@@ -225,11 +226,7 @@ class BrowserRuntime extends InstanceMachine {
 
   /** Chromium's directories, so that its launch needs no process inside to make them. */
   protected override seedDirs(): string[] {
-    return [
-      ...['profile', 'tmp', 'home'].map((d) => `${CHROMIUM_DIR}/${d}`),
-      'Downloads',
-      'Recordings',
-    ];
+    return [...CHROMIUM_DIRS, 'Downloads', 'Recordings'];
   }
 
   /**

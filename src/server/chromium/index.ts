@@ -16,6 +16,7 @@ export {
 export { CdpComputer } from './input.js';
 export {
   CHROMIUM_DIR,
+  CHROMIUM_DIRS,
   keepInTemplate,
   PROFILE_DIR,
   ProfileTemplate,

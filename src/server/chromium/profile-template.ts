@@ -6,9 +6,9 @@
  * A Chromium given an empty `--user-data-dir` creates about 70 files in its first second: SQLite
  * databases (cookies, history, logins, web data, favicons, trust tokens, ...), LevelDB stores
  * (local storage, site characteristics, extension state, ...) and code-cache indexes, each a
- * schema written and synced while the first tab opens and loads. On bare Chromium with burrow's flags, one tab and
- * a first `goto` of a local page, the skeleton saved 27–45 ms of ~320 ms to the page and 50–90 ms
- * of CPU (bench/start-to-page.ts measures it through the server).
+ * schema written and synced while the first tab opens and loads. On bare Chromium with burrow's
+ * flags, one tab and a first `goto` of a local page, the skeleton saved 27–45 ms of ~320 ms to
+ * the page and 50–90 ms of CPU (bench/start-to-page.ts measures it through the server).
  *
  * What it may hold, since every instance of the run gets a copy:
  * - it is made by a Chromium of this server's own (same binary, same flags) in a sandbox of its
@@ -16,8 +16,9 @@
  *   nothing but `about:blank`, and stopped before any instance gets a copy: no instance ever
  *   writes to it, so it carries nothing from one instance to another;
  * - only `Default/`, and there only the stores: no preferences, no session files or session
- *   storage, no HTTP, GPU or shader caches, no logs or locks (`keepInTemplate`). `Local State` (with its metrics and variations
- *   state) stays out, so each instance's Chromium makes its own, as on a fresh profile.
+ *   storage, no HTTP, GPU or shader caches, no logs or locks (`keepInTemplate`). `Local State`
+ *   (with its metrics and variations state) stays out, so each instance's Chromium makes its own,
+ *   as on a fresh profile.
  * - It is kept in memory, never on disk where anything could change it between copies.
  */
 import { randomBytes } from 'node:crypto';
@@ -29,10 +30,15 @@ import { untraced } from '../../internal/stages.js';
 import { chromiumProxyArgs, Sandbox, type SandboxHost } from '../sandbox/index.js';
 import { ChromiumSession } from './session.js';
 
-/** Where Chromium's directories are in an instance's home (profile, tmp, home). */
+/**
+ * Where Chromium's directories are in an instance's home (profile, tmp, home): a browser
+ * instance's and the ubuntu desktop's alike, so the skeleton in a sandbox made ahead serves both.
+ */
 export const CHROMIUM_DIR = '.config/burrow-chromium';
 /** The profile directory, relative to the instance's home. */
 export const PROFILE_DIR = `${CHROMIUM_DIR}/profile`;
+/** The directories Chromium's launch needs there (chromium.ts), relative to the home. */
+export const CHROMIUM_DIRS = ['profile', 'tmp', 'home'].map((d) => `${CHROMIUM_DIR}/${d}`);
 
 /**
  * How long the template's Chromium runs after its first tab: until its profile's list of files
@@ -45,8 +51,6 @@ const QUIET_MS = 400;
 const MAX_SETTLE_MS = 3000;
 /** A skeleton is ~0.8 MB; anything far larger is not one. */
 const MAX_TEMPLATE_BYTES = 32 * 2 ** 20;
-/** The size the template's window has (the server's default resolution). */
-const WINDOW: readonly [number, number] = [1024, 768];
 
 /** A file (with `data`) or directory of the template, relative to the profile directory. */
 export interface TemplateEntry {
@@ -101,6 +105,8 @@ export interface ProfileTemplateOptions {
   chromiumPath: string;
   /** The operator's flags, after burrow's own, as every instance's Chromium gets them. */
   chromiumFlags: readonly string[];
+  /** The template's window: the size instances start at by default. */
+  windowSize: readonly [number, number];
   log: Logger;
 }
 
@@ -117,7 +123,7 @@ export class ProfileTemplate {
    * The template's entries, made on the first call; undefined when it could not be made (logged
    * once: instances then start on an empty profile, as without a template).
    */
-  entries(): Promise<TemplateEntry[] | undefined> {
+  #entries(): Promise<TemplateEntry[] | undefined> {
     if (this.#closed) return Promise.resolve(undefined);
     this.#made ??= untraced(() =>
       this.#make().catch((err: unknown) => {
@@ -143,7 +149,7 @@ export class ProfileTemplate {
 
   /** Write the template into `sandbox`'s profile directory (nothing may have run there yet). */
   async seed(sandbox: Sandbox): Promise<void> {
-    const entries = await this.entries();
+    const entries = await this.#entries();
     if (entries) await sandbox.seedFiles(PROFILE_DIR, entries);
   }
 
@@ -157,8 +163,7 @@ export class ProfileTemplate {
       sandbox = await Sandbox.create(host, { dir, name, log, background: true });
       const box = sandbox;
       if (this.#closed) throw new Error('closed');
-      const dirs = ['profile', 'tmp', 'home'].map((d) => `${CHROMIUM_DIR}/${d}`);
-      await box.seedHome(dirs);
+      await box.seedHome(CHROMIUM_DIRS);
       const session = await ChromiumSession.launch({
         executablePath: this.#opts.chromiumPath,
         operatorFlags: this.#opts.chromiumFlags,
@@ -169,7 +174,7 @@ export class ProfileTemplate {
         mkdir: async (paths) => {
           if (!box.seeded(paths)) throw new Error(`not made ahead: ${paths.join(', ')}`);
         },
-        windowSize: WINDOW,
+        windowSize: this.#opts.windowSize,
         // the egress's port, where nothing listens: every request fails at once
         args: chromiumProxyArgs(true),
         relayUrl: 'ws://127.0.0.1/unused',

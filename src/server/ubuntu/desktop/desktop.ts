@@ -62,12 +62,6 @@ export interface BrowserSandbox {
 }
 
 /**
- * The desktop browser's files, under HOME in the sandbox (its profile and temp files): where a
- * browser instance keeps them, so that a sandbox made ahead holds the profile's skeleton for both.
- */
-const BROWSER_DIR = CHROMIUM_DIR;
-
-/**
  * Computer actions and screenshots (xdotool + X11), the live view (x11vnc + noVNC) and the
  * headful browser of one ubuntu instance's display. xdotool, x11vnc and the browser run inside
  * the instance; all are paused, resumed and stopped with it.
@@ -134,14 +128,14 @@ export class UbuntuDesktop {
     };
     const browserCtx = () => ({
       ...ctx,
-      dir: join(box.hostHome, BROWSER_DIR),
+      dir: join(box.hostHome, CHROMIUM_DIR),
       failed: (reason: string) => ctx.failed(reason),
     });
     this.browser = new BrowserController({
       ctx: browserCtx(),
       // read at each launch: a warm-pool claim may have changed the blocked domains since
       launch: () => ({ ctx: browserCtx() }),
-      processDir: posix.join(box.home, BROWSER_DIR),
+      processDir: posix.join(box.home, CHROMIUM_DIR),
       members: () => box.pids(),
       // downloads kept in the instance's ~/Downloads and listed by the API (../../artifacts/store.ts)
       downloads: ctx.artifacts,
