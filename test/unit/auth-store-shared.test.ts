@@ -38,9 +38,14 @@ describe('AuthStore on a backend other processes write', () => {
   it('lists and reads at once what the other saved', async () => {
     const [one, two] = await twoNodes(true);
     const { id } = await one.save('login', data('alpha'));
-    await two.sync();
-    expect(two.list()).toEqual([{ id, name: 'login' }]);
+    // by id: read from the backend, the id being new to this store
     expect((await two.fetch(id)).data.cookies[0]!.value).toBe('alpha');
+    const other = await one.save('other', data('beta'));
+    await two.sync();
+    expect(two.list()).toEqual([
+      { id, name: 'login' },
+      { id: other.id, name: 'other' },
+    ]);
   });
 
   it('replaces by name the state the other saved, instead of adding a second of that name', async () => {

@@ -147,10 +147,11 @@ export interface AuthStoreOptions extends KeyringOptions {
    */
   backend?: AuthStateBackend;
   /**
-   * Other processes write `backend` too (the nodes of a cluster, on its database): every read by
-   * id or by name first catches up with what they wrote or deleted that this process has not been
-   * told yet (`sync`), so a state saved through one node is listed, read and replaced through any
-   * other right after. Default false.
+   * Other processes write `backend` too (the nodes of a cluster, on its database): a listing or a
+   * choice by name first catches up with what they saved or deleted that this process has not been
+   * told yet (`sync`), and a read, replace or delete by id reads an id it does not know, so a state
+   * saved through one node is listed, read and replaced through any other right after. Default
+   * false.
    */
   shared?: boolean;
 }
@@ -291,7 +292,7 @@ export class AuthStore {
     name?: string,
   ): Promise<{ id: string; name: string }> {
     return this.#queue.run(async () => {
-      await this.#catchUp();
+      await this.#ensure(id);
       return this.#replace(id, data, name);
     });
   }
@@ -320,7 +321,7 @@ export class AuthStore {
   delete(id: string): Promise<void> {
     return this.#queue.run(async () => {
       this.#writable();
-      await this.#catchUp();
+      await this.#ensure(id);
       if (!this.#states.has(id) && !this.#unreadable.has(id)) this.get(id); // throws the 404
       await this.#backend.delete(id);
       this.#states.delete(id);
@@ -367,9 +368,14 @@ export class AuthStore {
     await Promise.all(differ.map((id) => this.#reload(id)));
   }
 
-  /** `get`, after `sync` with a shared backend. */
+  /** With a shared backend, read `id` from it when this store does not know it (yet). */
+  async #ensure(id: string): Promise<void> {
+    if (this.#shared && !this.#states.has(id) && !this.#unreadable.has(id)) await this.#reload(id);
+  }
+
+  /** `get`, after reading `id` from a shared backend when this store does not know it. */
   async fetch(id: string): Promise<StoredAuthState> {
-    await this.sync();
+    if (this.#shared) await this.#queue.run(() => this.#ensure(id));
     return this.get(id);
   }
 
