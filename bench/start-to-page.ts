@@ -8,7 +8,11 @@
  *   suite running Chromium locally does (Playwright's own switches, `--no-sandbox` among them);
  * - **same flags**: the launch given burrow's Chromium flags too (`BASE_FLAGS`), stricter: those
  *   flags spare Chromium work at start (e.g. the address bar popup's renderer), so this baseline
- *   leaves only what the server, the sandbox and the relay cost.
+ *   leaves what the server, the sandbox, the relay and Chromium's own sandbox cost (Playwright
+ *   launches Chromium with `--no-sandbox` unless told; burrow's instances keep Chromium's sandbox);
+ * - **same flags, sandboxed** (only as a normal user: Chromium refuses its sandbox as root): that
+ *   launch with `chromiumSandbox: true`, the local launch that runs Chromium as burrow does, so
+ *   what is left is the server, burrow's sandbox and the relay.
  *
  * Teardown (instance stop, `browser.close()`) is not timed, but each run waits for the other's to
  * end: an instance's stop answers at once and its processes and disk go in the background (~50
@@ -152,11 +156,16 @@ async function viaBurrow(): Promise<Run> {
 }
 
 /** Baseline: playwright-core launches Chromium (with `args`) → newPage → goto. */
-async function viaLaunch(args: readonly string[]): Promise<Run> {
+async function viaLaunch(args: readonly string[], chromiumSandbox = false): Promise<Run> {
   let browser: Browser | undefined;
   let page: Page | undefined;
   const run = await timed([
-    async () => (browser = await chromium.launch({ executablePath: CHROMIUM, args: [...args] })),
+    async () =>
+      (browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: [...args],
+        chromiumSandbox,
+      })),
     async () => (page = await browser!.newPage()),
     () => page!.goto(pageUrl),
   ]);
@@ -173,13 +182,18 @@ const quiet = async () => {
   if (idleMs > 0) await new Promise((resolve) => setTimeout(resolve, idleMs));
 };
 
+/** Chromium refuses to run its own sandbox as root: that baseline exists only for a normal user. */
+const asRoot = process.getuid?.() === 0;
+
 try {
   await viaBurrow();
   await viaLaunch([]);
   await viaLaunch(BASE_FLAGS);
+  if (!asRoot) await viaLaunch(BASE_FLAGS, true);
   const burrow: Run[] = [];
   const raw: Run[] = [];
   const flagged: Run[] = [];
+  const sandboxed: Run[] = [];
   for (let i = 0; i < N; i++) {
     await quiet();
     burrow.push(await viaBurrow());
@@ -187,11 +201,14 @@ try {
     raw.push(await viaLaunch([]));
     await quiet();
     flagged.push(await viaLaunch(BASE_FLAGS));
+    if (asRoot) continue;
+    await quiet();
+    sandboxed.push(await viaLaunch(BASE_FLAGS, true));
   }
   const total = (runs: Run[]) => median(runs.map((r) => r.total));
   const b = total(burrow);
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-  const user = process.getuid?.() === 0 ? 'root' : 'a normal user';
+  const user = asRoot ? 'root' : 'a normal user';
   const where =
     (ownProcess ? 'server in a process of its own' : 'server in this process') +
     (idleMs > 0 ? `, ${idleMs} ms idle before each run` : '');
@@ -202,15 +219,23 @@ try {
   console.log(
     `    (untimed: teardown after stop, median ${median(td).toFixed(0)} ms, max ${td.at(-1)!.toFixed(0)} ms)`,
   );
-  for (const [name, runs] of [
+  const baselines: [string, Run[]][] = [
     ['raw chromium.launch()', raw],
     ["chromium.launch with burrow's flags", flagged],
-  ] as const) {
+  ];
+  if (!asRoot)
+    baselines.push(["chromium.launch with burrow's flags and Chromium's sandbox", sandboxed]);
+  for (const [name, runs] of baselines) {
     console.log(`  playwright-core ${name} → newPage → goto: ${total(runs).toFixed(1)} ms`);
     console.log(`    ${phaseMedians(runs, ['launch', 'newPage', 'goto'])}`);
   }
   console.log(`  ratio burrow / raw launch: ${(b / total(raw)).toFixed(2)}`);
   console.log(`  ratio burrow / launch with the same flags: ${(b / total(flagged)).toFixed(2)}`);
+  if (asRoot) console.log('  (no sandboxed baseline: Chromium refuses its own sandbox as root)');
+  else
+    console.log(
+      `  ratio burrow / launch with the same flags, sandboxed: ${(b / total(sandboxed)).toFixed(2)}`,
+    );
 } finally {
   await server.close();
   site.close();
