@@ -87,8 +87,11 @@ export class Supervised {
   }
 }
 
-/** All live descendants of `pid` (children, grandchildren, …), read from /proc. */
-export function descendants(pid: number): number[] {
+/**
+ * All live descendants of `pid` (children, grandchildren, …), read from /proc; of several roots
+ * at once, in one reading of /proc (each scan reads every process's `stat`).
+ */
+export function descendants(pid: number | readonly number[]): number[] {
   const children = new Map<number, number[]>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -99,7 +102,7 @@ export function descendants(pid: number): number[] {
     children.set(ppid, list);
   }
   const out: number[] = [];
-  const queue = [pid];
+  const queue = typeof pid === 'number' ? [pid] : [...pid];
   while (queue.length > 0) {
     const p = queue.shift()!;
     for (const c of children.get(p) ?? []) {
@@ -133,6 +136,14 @@ export function processRef(pid: number): ProcessRef | undefined {
 export function stillRunning(ref: ProcessRef): boolean {
   const stat = statFields(ref.pid);
   return stat !== undefined && stat[19] === ref.start && stat[0] !== 'Z';
+}
+
+/**
+ * Whether `ref` has been reaped: its number names no process, or another one. A zombie is not
+ * reaped yet (its parent has not waited for it).
+ */
+export function reaped(ref: ProcessRef): boolean {
+  return statFields(ref.pid)?.[19] !== ref.start;
 }
 
 /** Signal `ref` if its number still names that process. */

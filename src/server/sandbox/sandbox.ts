@@ -62,6 +62,7 @@ import {
   freezeAll,
   parentOf,
   processRef,
+  reaped,
   signalProcess,
   signalQuietly,
   stillRunning,
@@ -117,6 +118,8 @@ const SEED_WRITES = 16;
 
 /** How long a stop waits for the processes inside to end before it ends pid 1 anyway. */
 const KILL_INSIDE_MS = 3000;
+/** How long a stop waits for pid 1's parent to reap it before it kills what is left anyway. */
+const REAP_INIT_MS = 2000;
 
 /** open(2)'s O_PATH (the same on x86_64 and arm64), which Node's constants lack. */
 const O_PATH = 0o10000000;
@@ -1136,11 +1139,8 @@ export class Sandbox {
   /** Every live process of the instance (host pids). */
   pids(): number[] {
     if (this.#cgroup) return this.#cgroup.pids();
-    const out: number[] = [];
-    for (const p of this.#procs) {
-      if (p.pid > 0 && p.running) out.push(p.pid, ...descendants(p.pid));
-    }
-    return out;
+    const roots = [...this.#procs].filter((p) => p.pid > 0 && p.running).map((p) => p.pid);
+    return roots.length > 0 ? [...roots, ...descendants(roots)] : [];
   }
 
   /**
@@ -1184,7 +1184,9 @@ export class Sandbox {
     for (const pid of [proc.pid, ...below]) signalQuietly(pid, 'SIGCONT');
     for (const pid of below) signalQuietly(pid, 'SIGKILL');
     if (below.length > 0) {
-      await raceDeadline(proc.exited, 1000);
+      // the process reaps what it started and then exits by itself; ended first, it would
+      // leave them to the host's init (a busy machine can take over a second for all to end)
+      await raceDeadline(proc.exited, KILL_INSIDE_MS);
     }
     await proc.kill(200);
   }
@@ -1256,8 +1258,15 @@ export class Sandbox {
       await this.#killInside();
       // only while it is still ours: a pid 1 that died earlier may have left its number to
       // another process (of another instance, say)
-      if (this.#init && this.#cgroup.pids().includes(this.#init))
-        signalQuietly(this.#init, 'SIGKILL');
+      const init =
+        this.#init && this.#cgroup.pids().includes(this.#init) ? processRef(this.#init) : undefined;
+      if (init) {
+        signalProcess(init, 'SIGKILL');
+        // Its parent, the anchor that made its pid namespace, reaps it and then ends by itself.
+        // Killed with the rest at once, the anchor often died first, and pid 1 became a zombie
+        // of the host's init (which need not reap: in a container it may be the server itself).
+        await until(() => reaped(init), { timeoutMs: REAP_INIT_MS, intervalMs: 2 });
+      }
       await this.#cgroup.kill();
       await Promise.all([...this.#procs].map((p) => p.exited));
       await this.#cgroup
