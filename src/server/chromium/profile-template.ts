@@ -20,9 +20,13 @@
  *   (with its metrics and variations state) stays out, so each instance's Chromium makes its own,
  *   as on a fresh profile.
  * - It is kept in memory, never on disk where anything could change it between copies.
+ * - It is made anew when the Chromium binary changes under the running server (a package
+ *   upgrade, or a downgrade): each seed compares the binary's identity (`binaryIdentity`) with
+ *   the one the template was made with. A newer Chromium would migrate an older skeleton's
+ *   stores on every start; an older one may refuse a newer skeleton's.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../internal/log.js';
@@ -108,34 +112,68 @@ export interface ProfileTemplateOptions {
   /** The template's window: the size instances start at by default. */
   windowSize: readonly [number, number];
   log: Logger;
+  /**
+   * What tells the Chromium binary of now from the one a template was made with; by default
+   * `binaryIdentity(chromiumPath)`. Rejects when the binary cannot be read.
+   */
+  identity?: () => Promise<string>;
+}
+
+/**
+ * The identity of the file at `path` (followed through links): a package's new version is a new
+ * file (another inode), with another size or time.
+ */
+export async function binaryIdentity(path: string): Promise<string> {
+  const st = await stat(path);
+  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
 }
 
 export class ProfileTemplate {
   readonly #opts: ProfileTemplateOptions;
-  #made: Promise<TemplateEntry[] | undefined> | undefined;
+  readonly #identity: () => Promise<string>;
+  /** The template of the Chromium binary `identity`, made or being made. */
+  #made: { identity: string; entries: Promise<TemplateEntry[] | undefined> } | undefined;
   #closed = false;
 
   constructor(opts: ProfileTemplateOptions) {
     this.#opts = opts;
+    this.#identity = opts.identity ?? (() => binaryIdentity(opts.chromiumPath));
   }
 
   /**
-   * The template's entries, made on the first call; undefined when it could not be made (logged
-   * once: instances then start on an empty profile, as without a template).
+   * The template's entries for the Chromium binary there is now, made on the first call and
+   * again after the binary changed; undefined when it could not be made (logged once per binary:
+   * instances then start on an empty profile, as without a template) or the binary cannot be read.
    */
-  #entries(): Promise<TemplateEntry[] | undefined> {
-    if (this.#closed) return Promise.resolve(undefined);
-    this.#made ??= untraced(() =>
-      this.#make().catch((err: unknown) => {
-        if (this.#closed) return undefined;
-        this.#opts.log.warn(
-          { err },
-          'no Chromium profile template: instances start on an empty profile',
+  async #entries(): Promise<TemplateEntry[] | undefined> {
+    if (this.#closed) return undefined;
+    let identity: string;
+    try {
+      identity = await this.#identity();
+    } catch {
+      return undefined; // no Chromium to make it with (nor to start an instance's)
+    }
+    if (this.#closed) return undefined;
+    if (this.#made?.identity !== identity) {
+      if (this.#made) {
+        this.#opts.log.info(
+          'the Chromium binary changed since its profile template was made: making it anew',
         );
-        return undefined;
-      }),
-    );
-    return this.#made;
+      }
+      this.#made = { identity, entries: untraced(() => this.#makeOrWarn()) };
+    }
+    return this.#made.entries;
+  }
+
+  #makeOrWarn(): Promise<TemplateEntry[] | undefined> {
+    return this.#make().catch((err: unknown) => {
+      if (this.#closed) return undefined;
+      this.#opts.log.warn(
+        { err },
+        'no Chromium profile template: instances start on an empty profile',
+      );
+      return undefined;
+    });
   }
 
   /**
@@ -144,7 +182,7 @@ export class ProfileTemplate {
    */
   async close(): Promise<void> {
     this.#closed = true;
-    await this.#made;
+    await this.#made?.entries;
   }
 
   /** Write the template into `sandbox`'s profile directory (nothing may have run there yet). */
