@@ -152,15 +152,23 @@ describe('a nested user namespace', () => {
 });
 
 describe('any process of the instance', () => {
-  it("cannot open vsock, copy another process's descriptor, or type into a terminal", async () => {
+  it("cannot open vsock, copy another process's descriptor, type into a terminal, or use native AIO", async () => {
     const host = onHost('others');
-    expect(host).toMatchObject({ vsock: 'ok', pidfd_getfd: 'ok', tiocsti: 'ok' });
+    expect(host).toMatchObject({
+      vsock: 'ok',
+      pidfd_getfd: 'ok',
+      tiocsti: 'ok',
+      io_setup: 'ok',
+      io_submit: 'EINVAL', // reached the kernel, which found no context
+    });
     expect(await inside(false, 'others')).toMatchObject({
       vsock: 'EAFNOSUPPORT',
       tcp: 'ok',
       unix: 'ok',
       pidfd_getfd: 'EPERM',
       tiocsti: 'EPERM',
+      io_setup: 'EPERM',
+      io_submit: 'EPERM',
     });
   });
 });

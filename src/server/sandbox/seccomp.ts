@@ -7,7 +7,8 @@
  * sandbox, Python, servers), so everything is allowed except what no instance needs and what
  * has a history of turning a sandbox into the host: kernel modules and kexec, the kernel keyring,
  * mounting (also inside nested user namespaces), ptrace and cross-process memory or descriptor
- * access, BPF and perf, userfaultfd, io_uring, handle-based opens, clock and swap changes, reboot.
+ * access, BPF and perf, userfaultfd, io_uring and native AIO, handle-based opens, clock and swap
+ * changes, reboot.
  * A refused call fails with EPERM.
  *
  * Nested user and network namespaces stay allowed (Chromium's own sandbox needs them), so the
@@ -70,6 +71,11 @@ export const DENIED_SYSCALLS = [
   'io_uring_setup',
   'io_uring_enter',
   'io_uring_register',
+  // native AIO: a process in io_submit cannot die until every request it made is done, so one
+  // call of many large direct reads kept a SIGKILLed process of an instance for over a minute
+  // after its stop (glibc's POSIX AIO uses threads, not these)
+  'io_setup',
+  'io_submit',
   // x86 only
   'iopl',
   'ioperm',
@@ -147,6 +153,8 @@ export const SECCOMP_ARCHES: Readonly<Record<string, SeccompArch>> = {
       kexec_file_load: 320,
       bpf: 321,
       userfaultfd: 323,
+      io_setup: 206,
+      io_submit: 209,
       io_uring_setup: 425,
       io_uring_enter: 426,
       io_uring_register: 427,
@@ -165,6 +173,8 @@ export const SECCOMP_ARCHES: Readonly<Record<string, SeccompArch>> = {
   arm64: {
     audit: 0xc00000b7,
     numbers: {
+      io_setup: 0,
+      io_submit: 2,
       lookup_dcookie: 18,
       ioctl: 29,
       umount2: 39,
