@@ -11,7 +11,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pidsMatching, testServer, type TestServer } from '../helpers/server.js';
+import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
 
@@ -22,6 +22,22 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close();
 });
+
+/** What the watch saw of one process: zombie-of-init sightings, whether and when (ms) it went. */
+interface Watched {
+  orphaned: number;
+  gone: boolean;
+  ms: number;
+}
+
+/** pid 1 of instance `id` itself, not the bubblewrap above it whose arguments name it too. */
+function initOf(id: string): number {
+  const init = pidsMatching(`burrow-init-${id}`).find((pid) =>
+    readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('/bin/sh\0'),
+  );
+  expect(init, `pid 1 of ${id}`).toBeGreaterThan(0);
+  return init!;
+}
 
 /**
  * Watch processes `pids` until each is reaped (or `limitMs`), from a process of its own (a watch
@@ -40,16 +56,19 @@ function watch(pids: number[], limitMs: number) {
     };
     const pids = JSON.parse(process.argv[1]);
     const starts = pids.map((p) => stat(p)?.start);
-    const out = pids.map(() => ({ orphaned: 0, gone: false }));
+    const out = pids.map(() => ({ orphaned: 0, gone: false, ms: -1 }));
+    const pause = new Int32Array(new SharedArrayBuffer(4));
     process.stdout.write('watching\\n');
-    const end = Date.now() + ${limitMs};
+    const began = Date.now();
+    const end = began + ${limitMs};
     while (Date.now() < end && out.some((o) => !o.gone)) {
       pids.forEach((pid, i) => {
         if (out[i].gone) return;
         const s = stat(pid);
-        if (!s || s.start !== starts[i]) out[i].gone = true;
+        if (!s || s.start !== starts[i]) Object.assign(out[i], { gone: true, ms: Date.now() - began });
         else if (s.state === 'Z' && s.ppid === 1) out[i].orphaned++;
       });
+      Atomics.wait(pause, 0, 0, 1); // a millisecond between looks
     }
     process.stdout.write(JSON.stringify(out) + '\\n');
   `;
@@ -63,10 +82,10 @@ function watch(pids: number[], limitMs: number) {
       text.startsWith('watching') ? resolve() : child.stdout.once('data', check);
     check();
   });
-  const result = new Promise<{ orphaned: number; gone: boolean }[]>((resolve, reject) =>
+  const result = new Promise<Watched[]>((resolve, reject) =>
     child.once('exit', () => {
       try {
-        resolve(JSON.parse(text.split('\n')[1]!) as { orphaned: number; gone: boolean }[]);
+        resolve(JSON.parse(text.split('\n')[1]!) as Watched[]);
       } catch (err) {
         reject(err as Error);
       }
@@ -81,19 +100,34 @@ async function start(type: 'browser' | 'ubuntu'): Promise<string> {
   return ((await res.json()) as { id: string }).id;
 }
 
+/**
+ * A process of its own that exits slowly on purpose: hundreds of GiB of read-only anonymous
+ * memory, each page mapped to the shared zero page (a few GiB of page tables, no memory), which
+ * its exit must unmap. Prints `populated` once mapped, then sleeps.
+ */
+const SLOW_EXIT = `
+import ctypes, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+chunk = 16 << 30
+for _ in range(int(sys.argv[1]) // 16):
+    p = libc.mmap(None, chunk, 1, 0x22 | 0x4000, -1, 0)  # PROT_READ; PRIVATE, ANONYMOUS, NORESERVE
+    libc.madvise(p, chunk, 15)  # MADV_NOHUGEPAGE
+    if libc.madvise(p, chunk, 22) != 0:  # MADV_POPULATE_READ
+        print('populate failed', ctypes.get_errno(), flush=True)
+        sys.exit(1)
+print('populated', flush=True)
+time.sleep(100000)
+`;
+
 describe('stopping instances', () => {
   it("leaves no instance's pid 1 a zombie of the host's init (browser and ubuntu, four stops at once)", async () => {
     const ids = await Promise.all(
       (['browser', 'browser', 'ubuntu', 'ubuntu'] as const).map((t) => start(t)),
     );
-    const inits = ids.map((id) => {
-      // pid 1 itself, not the bubblewrap above it whose arguments name it too
-      const init = pidsMatching(`burrow-init-${id}`).find((pid) =>
-        readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('/bin/sh\0'),
-      );
-      expect(init, `pid 1 of ${id}`).toBeGreaterThan(0);
-      return init!;
-    });
+    const inits = ids.map(initOf);
     // settled, as instances are when stopped: their processes started, their stocks refilled
     await new Promise((r) => setTimeout(r, 1000));
     const watched = watch(inits, 15_000);
@@ -108,4 +142,31 @@ describe('stopping instances', () => {
       expect(s.orphaned, `pid 1 of ${ids[i]} seen as a zombie of the host's init`).toBe(0);
     }
   }, 120_000);
+
+  it("leaves no pid 1 to the host's init when a process inside takes seconds to exit", async () => {
+    const id = await start('ubuntu');
+    const bash = async (command: string) => {
+      const res = await server.api(`/v1/instance/${id}/bash`, { json: { command, timeout: 60 } });
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { output?: string; error?: string };
+      return `${body.output ?? ''}${body.error ?? ''}`;
+    };
+    await bash(`cat > /tmp/slow.py <<'EOF'\n${SLOW_EXIT}\nEOF`);
+    // a child of pid 1 (double fork): the stop's wait for the processes inside skips those
+    await bash('(setsid python3 /tmp/slow.py 800 > /tmp/slow.log 2>&1 &)');
+    await eventually(
+      async () => /populated/.test(await bash('cat /tmp/slow.log')),
+      'mapped',
+      60_000,
+    );
+    expect(await bash('cat /tmp/slow.log')).not.toMatch(/failed/);
+    const init = initOf(id);
+    const watched = watch([init], 60_000);
+    await watched.started;
+    expect((await server.api(`/v1/instance/${id}/stop`, { method: 'POST' })).status).toBe(200);
+    const [seen] = await watched.result;
+    console.log(`pid 1 reaped ${seen!.ms} ms after the stop`);
+    expect(seen!.gone, 'pid 1 is gone').toBe(true);
+    expect(seen!.orphaned, "pid 1 seen as a zombie of the host's init").toBe(0);
+  }, 180_000);
 });

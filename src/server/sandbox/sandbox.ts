@@ -118,8 +118,13 @@ const SEED_WRITES = 16;
 
 /** How long a stop waits for the processes inside to end before it ends pid 1 anyway. */
 const KILL_INSIDE_MS = 3000;
-/** How long a stop waits for pid 1's parent to reap it before it kills what is left anyway. */
-const REAP_INIT_MS = 2000;
+/**
+ * How long a stop waits for what it SIGKILLed to be reaped by its own parent before it kills that
+ * parent too (which hands the rest to the host's init). The kill cannot be refused; the wait is for
+ * the kernel to finish the exits, which some processes make slow on purpose (an exit that must
+ * free hundreds of GiB of mappings took 3–5 s here). The stop's answer does not wait for it.
+ */
+const REAP_MS = 30_000;
 
 /** open(2)'s O_PATH (the same on x86_64 and arm64), which Node's constants lack. */
 const O_PATH = 0o10000000;
@@ -1178,15 +1183,17 @@ export class Sandbox {
    * Kill one process of the sandbox with everything below it: the processes inside first
    * (their bubblewrap then exits on its own), then the process itself.
    */
-  async terminate(proc: Supervised): Promise<void> {
+  async terminate(proc: Supervised, reapMs = KILL_INSIDE_MS): Promise<void> {
     if (!proc.running) return;
-    const below = descendants(proc.pid);
-    for (const pid of [proc.pid, ...below]) signalQuietly(pid, 'SIGCONT');
-    for (const pid of below) signalQuietly(pid, 'SIGKILL');
+    // by start time: while the namespace dies, a number seen may go to another process
+    const below = descendants(proc.pid).flatMap((pid) => processRef(pid) ?? []);
+    signalQuietly(proc.pid, 'SIGCONT');
+    for (const ref of below) signalProcess(ref, 'SIGCONT');
+    for (const ref of below) signalProcess(ref, 'SIGKILL');
     if (below.length > 0) {
       // the process reaps what it started and then exits by itself; ended first, it would
       // leave them to the host's init (a busy machine can take over a second for all to end)
-      await raceDeadline(proc.exited, KILL_INSIDE_MS);
+      await raceDeadline(proc.exited, reapMs);
     }
     await proc.kill(200);
   }
@@ -1235,6 +1242,8 @@ export class Sandbox {
   }
 
   async #stop(): Promise<void> {
+    /** Whether processes of the instance were still there after every kill and wait. */
+    let lingering = false;
     // a process started ahead and never used ends by itself once its descriptor closes, reaped
     // by its wrapper; killed with its wrapper, it would be left to the host's init to reap
     const prepared = this.#prepared;
@@ -1265,25 +1274,47 @@ export class Sandbox {
         // Its parent, the anchor that made its pid namespace, reaps it and then ends by itself.
         // Killed with the rest at once, the anchor often died first, and pid 1 became a zombie
         // of the host's init (which need not reap: in a container it may be the server itself).
-        await until(() => reaped(init), { timeoutMs: REAP_INIT_MS, intervalMs: 2 });
+        // pid 1 dies last in its namespace, after every process in there has exited.
+        const done = await until(() => reaped(init), { timeoutMs: REAP_MS, intervalMs: 5 });
+        if (!done) {
+          this.#log.warn(
+            { instance: this.#name },
+            `the instance's pid 1 was not reaped ${REAP_MS} ms after SIGKILL; killing its parent`,
+          );
+        }
       }
       await this.#cgroup.kill();
       await Promise.all([...this.#procs].map((p) => p.exited));
-      await this.#cgroup
-        .remove()
-        .catch((err: unknown) => this.#log.warn({ err }, 'could not remove the instance cgroup'));
+      lingering = this.#cgroup.pids().length > 0;
+      if (!lingering) {
+        await this.#cgroup
+          .remove()
+          .catch((err: unknown) => this.#log.warn({ err }, 'could not remove the instance cgroup'));
+      }
     } else {
       // by start time: a number seen before the waits may have gone to another process since
       const all = this.pids().flatMap((pid) => processRef(pid) ?? []);
       // pid 1 dying makes the kernel kill the whole pid namespace
       const init = this.#init ? all.find((ref) => ref.pid === this.#init) : undefined;
       if (init) signalProcess(init, 'SIGKILL');
-      await Promise.all([...this.#procs].map((p) => this.terminate(p)));
+      await Promise.all([...this.#procs].map((p) => this.terminate(p, REAP_MS)));
       for (const ref of all) signalProcess(ref, 'SIGKILL');
-      await until(() => !all.some(stillRunning), { timeoutMs: 3000, intervalMs: 20 });
+      lingering = !(await until(() => !all.some(stillRunning), {
+        timeoutMs: 3000,
+        intervalMs: 20,
+      }));
     }
     await this.#quota?.remove();
     if (this.mode === 'isolated') await rm(this.#diskDir, { recursive: true, force: true });
+    if (lingering) {
+      // a process the kernel has not let die yet still runs as the instance's ids: no later
+      // instance may get them while it exists (the next server start sweeps what is left)
+      this.#log.error(
+        { instance: this.#name, uid: this.uid },
+        "processes of the instance outlived its stop; its host ids stay taken until the server's next start",
+      );
+      return;
+    }
     if (this.uid !== undefined) this.#host.releaseUid(this.uid);
     if (this.#subids) this.#host.releaseSubordinate(this.#subids);
   }
