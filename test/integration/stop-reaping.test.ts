@@ -83,7 +83,8 @@ function watch(pids: number[], limitMs: number) {
     check();
   });
   const result = new Promise<Watched[]>((resolve, reject) =>
-    child.once('exit', () => {
+    // 'close', not 'exit': its output may still be unread when it exits
+    child.once('close', () => {
       try {
         resolve(JSON.parse(text.split('\n')[1]!) as Watched[]);
       } catch (err) {
