@@ -7,9 +7,10 @@
  * race can take an operation outside what the instance itself can reach, and what the instance
  * cannot read, the tools cannot read.
  *
- * - The source is sent on stdin (`python3 -I -c <boot>` reads it first), so nothing of the
- *   package needs to be visible inside the sandbox; then stdin/stdout carry frames
- *   (frames.ts): JSON headers with binary payloads, no base64.
+ * - The source (toolbox.py and the modules it imports) is sent on stdin (`python3 -I -c <boot>`
+ *   reads it first, ../../internal/python.ts), so nothing of the package needs to be visible
+ *   inside the sandbox; then stdin/stdout carry frames (frames.ts): JSON headers with binary
+ *   payloads, no base64.
  * - Started on the first call; one request at a time, in call order (a serial queue); every call
  *   has a deadline, and a process that misses it is killed. A process that died is replaced by
  *   the next call, and a call that was in flight when it died is retried once on the new one.
@@ -20,6 +21,7 @@
  * (../sandbox/sidecar.ts); this module is the toolbox's protocol on top of it.
  */
 import { readFileSync } from 'node:fs';
+import { pythonBoot, pythonMessage } from '../../internal/python.js';
 import { SerialQueue } from '../../internal/serial.js';
 import type { Logger } from '../../internal/log.js';
 import type { SandboxSpawn } from '../sandbox/sandbox.js';
@@ -96,12 +98,19 @@ export const DEFAULT_TIMEOUT_MS = 60_000;
 const START_TIMEOUT_MS = 20_000;
 const STDERR_TAIL = 8 * 1024;
 const DEFAULT_PYTHON = '/usr/bin/python3';
-/** Reads the source (its byte length on the first line, then the bytes) and runs it. */
-const BOOT =
-  "import sys;b=sys.stdin.buffer;exec(compile(b.read(int(b.readline())),'toolbox.py','exec'))";
+/** Loads the modules sent first on stdin and runs toolbox.py, the last of them. */
+const BOOT = pythonBoot('toolbox.py');
+/** toolbox.py and the modules it imports, dependencies first. */
+const MODULES = ['toolbox_fs', 'toolbox_ops', 'toolbox'] as const;
 
-let source: Buffer | undefined;
-const toolboxSource = () => (source ??= readFileSync(new URL('./toolbox.py', import.meta.url)));
+let message: Buffer | undefined;
+const toolboxMessage = () =>
+  (message ??= pythonMessage(
+    MODULES.map((name) => ({
+      name,
+      source: readFileSync(new URL(`./${name}.py`, import.meta.url)),
+    })),
+  ));
 
 /** The error for each way the toolbox process stops answering. */
 function toolboxError(kind: SidecarFailure, message: string): Error {
@@ -120,7 +129,7 @@ class ToolboxProcess {
     opts: ToolboxOptions,
     readonly generation: number,
   ) {
-    const src = toolboxSource();
+    const boot = toolboxMessage();
     // Any process of the instance may hold a copy of the stdout pipe's write end
     // (pidfd_getfd): it is read only while a reply is awaited, within the frame bounds, and
     // never after a violation or the exit (the sidecar stops reading then).
@@ -131,7 +140,7 @@ class ToolboxProcess {
         argv: [opts.python ?? DEFAULT_PYTHON, '-I', '-c', BOOT],
         env: { HOME: opts.home, PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' },
         cwd: opts.home,
-        boot: [`${src.length}\n`, src],
+        boot: [boot],
         stderrChars: STDERR_TAIL,
         error: toolboxError,
         log: opts.log,

@@ -18,96 +18,23 @@ long as its kernel). Requests for different kernels run concurrently.
 import json
 import os
 import queue
-import re
 import signal
 import sys
 import threading
 import time
 import traceback
 
-# The protocol owns the original stdout; anything else that prints (libraries, kernels, which
-# inherit fd 1) goes to stderr.
-PROTO = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
-os.dup2(2, 1)
-
-from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel  # noqa: E402
-from jupyter_client.manager import KernelManager  # noqa: E402
+# bridge_reply comes first: it takes the original stdout for the protocol before any library
+# or kernel can print there.
+from bridge_reply import send
+from bridge_outputs import Outputs, plain_error
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from jupyter_client.manager import KernelManager
 
 SETPRIV = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.access(p, os.X_OK)), None)
 # Seconds a kernel gets to go idle after an interrupt before it is restarted (default).
 INTERRUPT_GRACE = 5.0
 STARTUP_TIMEOUT = 60.0
-# Characters of stream text kept per stream name; the rest is dropped with a notice.
-MAX_STREAM = 4 * 1024 * 1024
-# Longest reply line the server accepts (pool.ts MAX_LINE_BYTES); a longer result is trimmed.
-MAX_LINE_BYTES = 64 * 1024 * 1024
-TRIMMED = "\n[burrow: output too large for one reply; the rest was dropped]\n"
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-_send_lock = threading.Lock()
-
-
-def _clean(value):
-    """JSON-safe copy: NaN/Infinity (which JSON.parse rejects) become null."""
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-def _dumps(obj):
-    try:
-        return json.dumps(obj, ensure_ascii=False, allow_nan=False, default=str)
-    except ValueError:
-        return json.dumps(_clean(obj), ensure_ascii=False, allow_nan=False, default=str)
-
-
-def _fits(line):
-    return len(line) <= MAX_LINE_BYTES // 4 or len(line.encode("utf-8")) <= MAX_LINE_BYTES
-
-
-def _trimmed(obj):
-    """A reply too long for one line: an execution's outputs are kept while they fit in half the
-    line, its streams are cut short; anything else, or what still does not fit, is an error."""
-    result = obj.get("result")
-    if obj.get("ok") and isinstance(result, dict) and isinstance(result.get("outputs"), list):
-        result = dict(result)
-        budget, kept = MAX_LINE_BYTES // 2, []
-        for out in result["outputs"]:
-            budget -= len(_dumps(out).encode("utf-8"))
-            if budget < 0:
-                kept.append({"output_type": "stream", "name": "stderr", "text": TRIMMED})
-                break
-            kept.append(out)
-        result["outputs"] = kept
-        # each character is at most 6 bytes of JSON: both streams fit in the other half
-        chars = MAX_LINE_BYTES // 24
-        for name in ("stdout", "stderr"):
-            text = result.get(name)
-            if isinstance(text, str) and len(text) > chars:
-                result[name] = text[:chars] + TRIMMED
-        line = _dumps({**obj, "result": result})
-        if _fits(line):
-            return line
-    return _dumps(
-        {
-            "id": obj.get("id"),
-            "ok": False,
-            "error": {"code": "too_large", "message": "the reply is too large to send"},
-        }
-    )
-
-
-def send(obj):
-    line = _dumps(obj)
-    if not _fits(line):
-        line = _trimmed(obj)
-    with _send_lock:
-        PROTO.write(line + "\n")
-        PROTO.flush()
 
 
 class BridgeError(Exception):
@@ -124,85 +51,6 @@ class DeathSignalKernelManager(KernelManager):
         return [SETPRIV, "--pdeathsig", "SIGKILL", "--", *cmd] if SETPRIV else cmd
 
 
-class Outputs:
-    """nbformat v4 outputs built from iopub messages, as a notebook frontend would."""
-
-    def __init__(self):
-        self.items = []
-        self.streams = {"stdout": [], "stderr": []}
-        self.sizes = {"stdout": 0, "stderr": 0}
-        self.clear_on_next = False
-        self.display = {}  # display_id -> [output dicts]
-        self.error = None
-        self.execution_count = None
-
-    def _add(self, out):
-        if self.clear_on_next:
-            self._clear()
-        last = self.items[-1] if self.items else None
-        if (
-            out["output_type"] == "stream"
-            and last is not None
-            and last["output_type"] == "stream"
-            and last["name"] == out["name"]
-        ):
-            last["text"] += out["text"]
-            return
-        self.items.append(out)
-
-    def _clear(self):
-        self.items = []
-        self.display = {}
-        self.clear_on_next = False
-
-    def stream_text(self, name):
-        return "".join(self.streams.get(name, []))
-
-    def handle(self, msg_type, content):
-        if msg_type == "stream":
-            name = content.get("name", "stdout")
-            text = content.get("text", "")
-            size = self.sizes.get(name, 0)
-            if size >= MAX_STREAM:
-                return
-            if size + len(text) > MAX_STREAM:
-                text = text[: MAX_STREAM - size] + "\n[burrow: output truncated]\n"
-            self.sizes[name] = size + len(text)
-            self.streams.setdefault(name, []).append(text)
-            self._add({"output_type": "stream", "name": name, "text": text})
-        elif msg_type in ("display_data", "execute_result"):
-            out = {
-                "output_type": msg_type,
-                "data": content.get("data", {}),
-                "metadata": content.get("metadata", {}),
-            }
-            if msg_type == "execute_result":
-                out["execution_count"] = content.get("execution_count")
-            self._add(out)
-            display_id = (content.get("transient") or {}).get("display_id")
-            if display_id:
-                self.display.setdefault(display_id, []).append(out)
-        elif msg_type == "update_display_data":
-            display_id = (content.get("transient") or {}).get("display_id")
-            for out in self.display.get(display_id, []):
-                out["data"] = content.get("data", {})
-                out["metadata"] = content.get("metadata", {})
-        elif msg_type == "clear_output":
-            if content.get("wait"):
-                self.clear_on_next = True
-            else:
-                self._clear()
-        elif msg_type == "error":
-            self.error = {
-                "ename": content.get("ename", ""),
-                "evalue": content.get("evalue", ""),
-                "traceback": list(content.get("traceback", [])),
-            }
-            self._add({"output_type": "error", **self.error})
-        elif msg_type == "execute_input":
-            self.execution_count = content.get("execution_count")
-
-
 def _is_ipykernel(spec):
     return any("ipykernel" in arg for arg in spec.argv)
 
@@ -215,14 +63,6 @@ def _zombie(pid):
             return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except OSError:
         return False
-
-
-def plain_error(error):
-    return {
-        "ename": error["ename"],
-        "evalue": error["evalue"],
-        "traceback": [ANSI.sub("", line) for line in error["traceback"]],
-    }
 
 
 class Kernel:

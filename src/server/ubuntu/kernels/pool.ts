@@ -9,6 +9,7 @@ import type { CodeExecuteResult, KernelInfo } from '../../../api/index.js';
 import { parseBounded } from '../../../internal/json-bounded.js';
 import { LineDecoder } from '../../../internal/lines.js';
 import { KeyedSerialQueue } from '../../../internal/serial.js';
+import { pythonBoot, pythonMessage } from '../../../internal/python.js';
 import { HttpError, serverError } from '../../errors.js';
 import type { Logger } from '../../instances/runtime.js';
 import type { SandboxSpawn } from '../../sandbox/index.js';
@@ -55,19 +56,25 @@ interface Pending {
 }
 
 /**
- * The Python side, bridge.py (shipped beside this module), read once. It reaches the bridge
- * process as the first line of its stdin (see BOOT), so no file has to be visible in the sandbox.
+ * The Python side: bridge.py and the modules it imports (shipped beside this module, dependencies
+ * first), read once. They reach the bridge process first on its stdin (../../../internal/python.ts),
+ * so no file has to be visible in the sandbox.
  */
-let bridgeSource: Promise<string> | undefined;
-function readBridgeSource(): Promise<string> {
-  bridgeSource ??= readFile(new URL('./bridge.py', import.meta.url), 'utf8');
-  bridgeSource.catch(() => (bridgeSource = undefined));
-  return bridgeSource;
+const MODULES = ['bridge_reply', 'bridge_outputs', 'bridge'] as const;
+let bridgeMessage: Promise<Buffer> | undefined;
+function readBridgeMessage(): Promise<Buffer> {
+  bridgeMessage ??= Promise.all(
+    MODULES.map(async (name) => ({
+      name,
+      source: await readFile(new URL(`./${name}.py`, import.meta.url)),
+    })),
+  ).then(pythonMessage);
+  bridgeMessage.catch(() => (bridgeMessage = undefined));
+  return bridgeMessage;
 }
 
-/** Boot line: read the script (a JSON string) from stdin's first line and run it. */
-const BOOT =
-  "import sys,json;exec(compile(json.loads(sys.stdin.readline()),'<burrow-kernel-bridge>','exec'))";
+/** Loads the modules and runs the bridge; its label names the process on its command line. */
+const BOOT = pythonBoot('<burrow-kernel-bridge>');
 const READY_TIMEOUT_MS = 30_000;
 const STDERR_TAIL = 16 * 1024;
 /**
@@ -90,7 +97,7 @@ class BridgeProcess {
   readonly #lines = new LineDecoder({ maxBytes: MAX_LINE_BYTES });
   #nextId = 1;
 
-  private constructor(opts: PoolOptions, source: string, env: Record<string, string>) {
+  private constructor(opts: PoolOptions, program: Buffer, env: Record<string, string>) {
     const log = opts.log;
     // Any process of the instance may hold a copy of the stdout pipe's write end: lines are
     // bounded, and nothing is read after a violation or the exit (the sidecar stops reading).
@@ -101,7 +108,7 @@ class BridgeProcess {
         argv: [opts.python ?? SYSTEM_PYTHON, '-I', '-u', '-c', BOOT],
         env,
         cwd: opts.cwd,
-        boot: [`${JSON.stringify(source)}\n`],
+        boot: [program],
         stderrChars: STDERR_TAIL,
         onStderr: (text) => log?.debug({ kernelBridge: text.trimEnd() }, 'kernel bridge stderr'),
         error: (_kind, message) => new BridgeGone(message),
@@ -134,14 +141,14 @@ class BridgeProcess {
   }
 
   static async start(opts: PoolOptions): Promise<BridgeProcess> {
-    const source = await readBridgeSource();
+    const program = await readBridgeMessage();
     const env = {
       ...(await opts.env()),
       PYTHONUNBUFFERED: '1',
       // debugpy's "frozen modules" warning on every kernel start
       PYDEVD_DISABLE_FILE_VALIDATION: '1',
     };
-    const bridge = new BridgeProcess(opts, source, env);
+    const bridge = new BridgeProcess(opts, program, env);
     const ready = new Promise<unknown>((resolve, reject) => {
       bridge.#pending.set(0, { resolve, reject });
     });
