@@ -32,9 +32,6 @@ export {
   NotebookCellType,
   NotebookCreateRequest,
   NotebookDeleteResult,
-  PROXY_SCHEMES,
-  ProxySettings,
-  proxyServerProblem,
   Resolution,
   ResumeQuery,
   SaveAuthQuery,
@@ -47,6 +44,14 @@ export {
   UploadFields,
   UploadResult,
 } from './schemas.js';
+export {
+  PROXY_SCHEMES,
+  ProxySettings,
+  parseProxyServer,
+  proxyServerProblem,
+  type ProxyScheme,
+  type ProxyServer,
+} from './proxy.js';
 export { ComputerAction, Coordinates, MOUSE_BUTTONS, MouseButton } from './computer.js';
 export type { ParsedComputerAction } from './computer.js';
 export { API_VERSION, VersionResult } from './meta.js';

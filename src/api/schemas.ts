@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { StartProfile } from './extensions.js';
 import { DeviceName, Geolocation, Locale, TimeZoneId } from './identity.js';
+import { ProxySettings } from './proxy.js';
 
 export const INSTANCE_TYPES = ['ubuntu', 'browser', 'windows'] as const;
 export const INSTANCE_STATUSES = [
@@ -208,65 +209,6 @@ export type CodeExecuteResult = z.output<typeof CodeExecuteResult>;
 
 // ---------------------------------------------------------------------------------------------
 // Requests
-
-// ---- upstream proxy (start option `proxy`) ----
-
-/** Schemes of the upstream proxies the egress chains to; `socks5h` is read as `socks5`. */
-export const PROXY_SCHEMES = ['http', 'https', 'socks5', 'socks5h'] as const;
-
-/**
- * Why `server` is no usable upstream address, or `undefined`: Playwright's form,
- * `scheme://host:port` or `host:port` (then `http://`), no credentials, path or query in it.
- */
-export function proxyServerProblem(server: string): string | undefined {
-  const text = server.trim();
-  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`;
-  let url: URL;
-  try {
-    url = new URL(withScheme);
-  } catch {
-    return 'is not a proxy address (expected scheme://host:port)';
-  }
-  const scheme = url.protocol.slice(0, -1).toLowerCase();
-  if (!(PROXY_SCHEMES as readonly string[]).includes(scheme)) {
-    return `scheme ${scheme}:// is not supported (http://, https:// or socks5://)`;
-  }
-  if (url.hostname === '') return 'has no host';
-  if (url.username !== '' || url.password !== '') {
-    return 'must not carry credentials: give them as username and password';
-  }
-  if ((url.pathname !== '' && url.pathname !== '/') || url.search !== '' || url.hash !== '') {
-    return 'must not have a path, query or fragment (expected scheme://host:port)';
-  }
-  return undefined;
-}
-
-/**
- * The instance's upstream proxy: its egress chains every connection to it (after its own checks),
- * except to the hosts of `bypass` (comma-separated, each with its subdomains, as Playwright's).
- * The credentials are kept in memory only and never answered.
- */
-export const ProxySettings = z
-  .object({
-    server: z
-      .string()
-      .min(1)
-      .max(2048)
-      .superRefine((server, ctx) => {
-        const problem = proxyServerProblem(server);
-        if (problem) ctx.addIssue({ code: 'custom', message: `proxy server ${problem}` });
-      }),
-    username: z.string().max(255).optional(),
-    password: z.string().max(255).optional(),
-    bypass: z.string().max(4096).optional(),
-  })
-  .refine((p) => p.password === undefined || p.username !== undefined, {
-    message: 'a proxy password needs a username',
-    path: ['username'],
-  });
-export type ProxySettings = z.input<typeof ProxySettings>;
-
-// ---- end of upstream proxy ----
 
 export const StartRequest = z.object({
   /** Default `ubuntu`, as upstream. */

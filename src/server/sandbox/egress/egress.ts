@@ -39,43 +39,44 @@
  * For whoever wires it in: set the proxy variables in lower case too (curl reads `http_proxy`
  * only in lower case), and `no_proxy=localhost,127.0.0.1,::1` keeps the instance's own loopback
  * services out of the proxy (through it, `localhost` means the host's).
+ *
+ * This class is admission and wiring: what may be reached (names, addresses, ports, the cap of
+ * connections) and how refusals are answered and logged. The rest is in files of their own:
+ * `dial.ts` (resolving and connecting out, pinned), `route.ts` (the upstream proxy and connections
+ * opened ahead by `check`), `splice.ts` (joining both ends, the ClientHello check, hanging up),
+ * and the fronts, one per way a client asks (`fronts/connect.ts`, `fronts/request.ts`,
+ * `fronts/upgrade.ts`); the rules themselves are `policy.ts`, the wire details `proxy-http.ts`.
  */
 import type { LookupAddress } from 'node:dns';
-import { lookup } from 'node:dns/promises';
 import http from 'node:http';
 import net from 'node:net';
-import tls from 'node:tls';
-import { background } from '../../../internal/background.js';
-import { withDeadline } from '../../../internal/deadline.js';
 import type { Logger } from '../../../internal/log.js';
+import { Dialer } from './dial.js';
+import type { Front } from './fronts/front.js';
+import { serveConnect } from './fronts/connect.js';
+import { serveRequest } from './fronts/request.js';
+import { serveUpgrade } from './fronts/upgrade.js';
 import {
   blockedDomainMatcher,
   checkAddresses,
   hostAddresses,
-  type AddressRefusalCode,
   type HostAccess,
   type RefusedEndpoint,
 } from './policy.js';
+import { label, plainResponse, type Authority } from './proxy-http.js';
 import {
-  forwardHeaders,
-  headerValues,
-  parseAuthority,
-  parseProxyTarget,
-  plainResponse,
-  requestFraming,
-  responseHead,
-  type Authority,
-  type Framing,
-  type ProxyTarget,
-} from './proxy-http.js';
-import { MAX_CLIENT_HELLO_BYTES, sniffClientHello } from './sni.js';
-import {
-  bypasses,
-  openTunnel,
-  UpstreamFailure,
-  upstreamLabel,
-  type UpstreamProxy,
-} from './upstream.js';
+  asRefusal,
+  errorCode,
+  Refusal,
+  refusalHint,
+  type EgressVerdict,
+  type Kind,
+} from './refusal.js';
+import { Routes } from './route.js';
+import { hangUp, splice } from './splice.js';
+import type { UpstreamProxy } from './upstream.js';
+
+export { refusalHint, type EgressRefusalCode, type EgressVerdict } from './refusal.js';
 
 export interface EgressPolicy {
   /**
@@ -134,121 +135,6 @@ const DEFAULTS: Required<EgressOptions> = {
   maxConnections: 256,
 };
 
-/** How long a name `check` resolved is reused by the connection that follows it, in ms. */
-const CHECKED_TTL_MS = 5_000;
-/** Names remembered so at most. */
-const MAX_CHECKED = 64;
-/** How long a tunnel `check` opened through the upstream waits for its connection, in ms. */
-const PARKED_TTL_MS = 5_000;
-
-/** Bytes of a tunnel's first flight held back while its ClientHello is read. */
-const MAX_SNIFF_BYTES = 2 * MAX_CLIENT_HELLO_BYTES;
-/** How long a refused client gets to read the answer before its socket is destroyed, in ms. */
-const LINGER_MS = 2_000;
-/** TLS alert record: fatal (2), access_denied (49). */
-const TLS_ACCESS_DENIED = Uint8Array.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31]);
-
-export type EgressRefusalCode =
-  | 'bad_request'
-  | 'origin_form'
-  | 'header_too_large'
-  | 'blocked_domain'
-  | AddressRefusalCode
-  | 'blocked_sni'
-  | 'tls_invalid'
-  | 'dns_failed'
-  | 'connect_failed'
-  | 'upstream_failed'
-  | 'timeout'
-  | 'busy'
-  | 'internal'
-  | 'proxy_refused'
-  | UpstreamFailure['code'];
-
-/** A parked connection's key: its target, and whether it is a tunnel through the upstream. */
-const parkedKey = (target: Authority, via: UpstreamProxy | undefined) =>
-  `${via ? 'upstream' : 'direct'} ${label(target)}`;
-
-/** Why a connection is not served; `status` is what the client is answered. */
-class Refusal extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: EgressRefusalCode,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-type Kind = 'connect' | 'http' | 'upgrade' | 'navigate';
-
-/** The egress's decision on a target, from `Egress.check`. */
-export interface EgressVerdict {
-  code: EgressRefusalCode;
-  message: string;
-}
-
-/**
- * The operator's switch behind a refusal, for logs and refusal bodies: a host-local port needs
- * `--allow-host-port`, a blocked domain was asked for by the instance's `blocked_domains`.
- */
-export function refusalHint(code: EgressRefusalCode, port: number): string | undefined {
-  switch (code) {
-    case 'host_local':
-      return `burrow serve --allow-host-port ${port} (or --allow-host-loopback) lets instances reach it`;
-    case 'blocked_domain':
-    case 'blocked_sni':
-      return "the instance's blocked_domains refuse it";
-    case 'protected_port':
-      return "burrow's own ports are never reachable from an instance";
-    default:
-      return undefined;
-  }
-}
-
-const bracketed = (host: string) => (host.includes(':') ? `[${host}]` : host);
-/** `host:port` for logs and messages. */
-const label = (t: Authority) => `${bracketed(t.host)}:${t.port}`;
-/** The `Host` header a client should have sent for `t`. */
-const hostHeader = (t: Authority) => (t.port === 80 ? bracketed(t.host) : label(t));
-
-/** A `lookup` that answers with addresses already resolved and checked, never asking DNS again. */
-function pinnedLookup(addresses: readonly LookupAddress[]): net.LookupFunction {
-  return (_hostname, options, callback) => {
-    if (options.all) callback(null, [...addresses]);
-    else callback(null, addresses[0]!.address, addresses[0]!.family);
-  };
-}
-
-/**
- * Close `socket` gently: send `answer` (if any) and FIN, keep reading and dropping what the peer
- * still sends (closing with unread bytes would reset the connection and could discard the answer
- * before the peer reads it); it closes once the peer's FIN arrives, or is destroyed
- * `LINGER_MS` after, whatever the peer sends meanwhile.
- */
-function hangUp(socket: net.Socket, answer?: string | Uint8Array): void {
-  if (socket.destroyed) return;
-  if (socket.writableEnded && answer !== undefined) {
-    socket.destroy();
-    return;
-  }
-  socket.on('data', () => {});
-  socket.resume();
-  // a deadline, not an idle timer: a peer that keeps sending must not keep the socket open
-  const deadline = setTimeout(() => socket.destroy(), LINGER_MS);
-  deadline.unref();
-  socket.once('close', () => clearTimeout(deadline));
-  // autoDestroy closes it once both sides have ended.
-  if (socket.writableEnded) return;
-  if (answer === undefined) socket.end();
-  else socket.end(answer);
-}
-
-function errorCode(err: unknown): string {
-  const e = err as NodeJS.ErrnoException | undefined;
-  return e?.code ?? e?.message ?? String(err);
-}
-
 export class Egress {
   readonly #policy: EgressPolicy;
   readonly #log: Logger;
@@ -256,33 +142,25 @@ export class Egress {
   #blocked: (host: string) => string | undefined;
   /** Never listens: Node's HTTP parser, fed with `emit('connection')`. */
   readonly #server: http.Server;
-  /** Keeps upstream connections of plain HTTP requests alive between requests. */
-  readonly #agent: http.Agent;
+  readonly #dialer: Dialer;
+  readonly #routes: Routes;
+  /** What the fronts are lent (fronts/front.ts). */
+  readonly #front: Front;
   readonly #clients = new Set<net.Socket>();
   /** Connections past the cap, answered 503 and lingering until their peer has read it. */
   readonly #refused = new Set<net.Socket>();
-  readonly #upstreams = new Set<net.Socket>();
   /** Responses in flight per client connection (a parse error then cannot be answered). */
   readonly #inFlight = new WeakMap<net.Socket, number>();
   #closed = false;
   /** Host-local refusals already logged as warnings. */
   readonly #warned = new Set<string>();
-  /** Names `check` resolved a moment ago, oldest first: the next connection to each reuses them. */
-  readonly #checked = new Map<string, { at: number; addresses: LookupAddress[] }>();
-  #proxy: UpstreamProxy | undefined;
-  /** Tunnels through the upstream that `check` opened, for the navigation's own connection. */
-  readonly #parked = new Map<string, net.Socket>();
-  /** Upstream failure codes already logged as warnings. */
-  readonly #upstreamWarned = new Set<string>();
 
   /**
    * Chain to `upstream` from now on (a warm-pool instance taking its user's `proxy`), or connect
    * directly again with `undefined`. Connections opened earlier keep their way out.
    */
   setUpstream(upstream: UpstreamProxy | undefined): void {
-    this.#proxy = upstream;
-    for (const s of this.#parked.values()) s.destroy();
-    this.#parked.clear();
+    this.#routes.setUpstream(upstream);
   }
 
   /**
@@ -298,7 +176,35 @@ export class Egress {
     this.#log = log;
     this.#opts = { ...DEFAULTS, ...options };
     this.#blocked = blockedDomainMatcher(policy.blockedDomains);
-    this.#proxy = policy.upstream;
+    this.#dialer = new Dialer(this.#opts, log);
+    this.#routes = new Routes({
+      upstream: policy.upstream,
+      dialer: this.#dialer,
+      admitHop: (hop) => this.#addresses(hop),
+      connectTimeoutMs: this.#opts.connectTimeoutMs,
+      log,
+      onEvent: policy.onEvent,
+    });
+    this.#front = {
+      closed: () => this.#closed,
+      admit: (kind, target, alsoNamed) => this.#admit(kind, target, alsoNamed),
+      routes: this.#routes,
+      dialer: this.#dialer,
+      splice: (client, upstream, head, sniff) =>
+        splice(
+          client,
+          upstream,
+          head,
+          sniff && {
+            target: sniff,
+            blocked: (name) => this.#blocked(name),
+            helloTimeoutMs: this.#opts.helloTimeoutMs,
+            log,
+          },
+        ),
+      refuseRaw: (kind, socket, err) => this.#refuseRaw(kind, socket, err),
+      refuseResponse: (res, err) => this.#refuseResponse(res, err),
+    };
     this.#server = http.createServer({
       maxHeaderSize: this.#opts.maxHeaderBytes,
       requireHostHeader: false,
@@ -309,17 +215,12 @@ export class Egress {
     this.#server.keepAliveTimeout = this.#opts.idleTimeoutMs;
     this.#server.on('request', (req, res) => this.#onRequest(req, res));
     this.#server.on('connect', (req, socket, head) =>
-      this.#onConnect(req, socket as net.Socket, head),
+      serveConnect(this.#front, req, socket as net.Socket, head),
     );
     this.#server.on('upgrade', (req, socket, head) =>
-      this.#onUpgrade(req, socket as net.Socket, head),
+      serveUpgrade(this.#front, req, socket as net.Socket, head),
     );
     this.#server.on('clientError', (err, socket) => this.#onClientError(err, socket as net.Socket));
-    this.#agent = new http.Agent({
-      keepAlive: true,
-      timeout: this.#opts.idleTimeoutMs,
-      maxTotalSockets: this.#opts.maxConnections,
-    });
   }
 
   /** Serve one accepted client connection (a net.Socket from the instance's listener). */
@@ -352,10 +253,9 @@ export class Egress {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const s of [...this.#clients, ...this.#refused, ...this.#upstreams]) s.destroy();
-    for (const s of this.#parked.values()) s.destroy();
-    this.#parked.clear();
-    this.#agent.destroy();
+    for (const s of [...this.#clients, ...this.#refused]) s.destroy();
+    this.#dialer.close();
+    this.#routes.close();
   }
 
   /**
@@ -368,33 +268,22 @@ export class Egress {
   async check(host: string, port: number): Promise<EgressVerdict | undefined> {
     if (this.#closed) return undefined;
     try {
-      const addresses = await this.#admit('navigate', { host, port });
-      if (net.isIP(host) === 0) {
-        // the navigation's own connection follows at once: it uses these, not a second lookup
-        const key = host.toLowerCase();
-        this.#checked.delete(key);
-        this.#checked.set(key, { at: Date.now(), addresses });
-        if (this.#checked.size > MAX_CHECKED) {
-          this.#checked.delete(this.#checked.keys().next().value!);
-        }
-      }
+      const target = { host, port };
+      const addresses = await this.#admit('navigate', target);
+      // the navigation's own connection follows at once: it uses these, not a second lookup
+      if (net.isIP(host) === 0) this.#dialer.remember(host, addresses);
       // the navigation's connection is made now, and kept for it: a target that refuses it (or
       // never answers) fails the navigation the way it fails in Chromium, not with a 502 page
-      const upstream = this.#chained(host);
-      const target = { host, port };
-      const socket = upstream
-        ? await this.#tunnel(upstream, target)
-        : await this.#dial(target, addresses);
-      this.#park(target, socket, upstream);
+      await this.#routes.preconnect(target, addresses);
       return undefined;
     } catch (err) {
-      const r = this.#asRefusal(err);
+      const r = asRefusal(err, this.#log);
       this.#logRefusal('navigate', r);
       return { code: r.code, message: r.message };
     }
   }
 
-  // ---- policy ----
+  // ---- admission ----
 
   /** The host-access rules as they are now (ports opened and nodes joined later count). */
   #access(): HostAccess {
@@ -422,27 +311,11 @@ export class Egress {
           );
         }
       }
-      const family = net.isIP(target.host);
-      addresses = family ? [{ address: target.host, family }] : await this.#resolve(target.host);
-      const access = this.#access();
-      const refused = checkAddresses(
-        access,
-        addresses.map((a) => a.address),
-        target.port,
-        hostAddresses(),
-      );
-      if (refused) {
-        const hint = refusalHint(refused.code, target.port);
-        throw new Refusal(
-          403,
-          refused.code,
-          hint ? `${refused.message}; ${hint}` : refused.message,
-        );
-      }
+      addresses = await this.#addresses(target);
     } catch (err) {
-      const r = this.#asRefusal(err);
+      const r = asRefusal(err, this.#log);
       // a name this host cannot resolve may still be one the upstream can: it resolves it there
-      if (r.code === 'dns_failed' && this.#chained(target.host)) {
+      if (r.code === 'dns_failed' && this.#routes.chained(target.host)) {
         this.#log.debug({ egress: kind, target: label(target), decision: 'to upstream' });
         return [];
       }
@@ -452,254 +325,30 @@ export class Egress {
     return addresses;
   }
 
-  // ---- the upstream proxy ----
-
-  /** The upstream a connection to `host` goes through, unless none is set or `host` bypasses it. */
-  #chained(host: string): UpstreamProxy | undefined {
-    const u = this.#proxy;
-    return u && !bypasses(u, host) ? u : undefined;
-  }
-
-  /** A connection to a checked target: through the upstream when chained, else direct. */
-  async #open(target: Authority, addresses: readonly LookupAddress[]): Promise<net.Socket> {
-    const upstream = this.#chained(target.host);
-    const key = parkedKey(target, upstream);
-    const parked = this.#parked.get(key);
-    if (parked) {
-      this.#parked.delete(key);
-      if (!parked.destroyed) return parked;
-    }
-    if (!upstream) return this.#dial(target, addresses);
-    return this.#tunnel(upstream, target);
-  }
-
   /**
-   * Keep a connection `check` opened (direct, or a tunnel through `via`) for the connection that
-   * follows (or destroy it unused). A plain-HTTP request goes through the shared agent and leaves
-   * it unused: it is then only the connection a local browser's preconnect would have made.
+   * `target`'s addresses (resolved unless it is one), each checked, or a Refusal. The upstream
+   * proxy's own address is admitted by this alone, like a target's but without the blocked
+   * domains (route.ts).
    */
-  #park(target: Authority, socket: net.Socket, via: UpstreamProxy | undefined): void {
-    const key = parkedKey(target, via);
-    this.#parked.get(key)?.destroy();
-    this.#parked.set(key, socket);
-    const timer = setTimeout(() => {
-      if (this.#parked.get(key) === socket) this.#parked.delete(key);
-      socket.destroy();
-    }, PARKED_TTL_MS);
-    timer.unref();
-    socket.once('close', () => {
-      clearTimeout(timer);
-      if (this.#parked.get(key) === socket) this.#parked.delete(key);
-    });
-    // a connection of a closed egress, or one whose route setUpstream changed meanwhile, is not kept
-    if (this.#closed || this.#chained(target.host) !== via) socket.destroy();
-  }
-
-  /**
-   * A tunnel to `target` through `u`: the upstream's own address is checked like any target (the
-   * host's ports only where the operator allowed them), then the connection, TLS for `https://`,
-   * and the proxy's handshake, all within the connect deadline. Failures are Refusals with the
-   * `proxy_*` codes, logged as a warning once per code.
-   */
-  async #tunnel(u: UpstreamProxy, target: Authority): Promise<net.Socket> {
-    const hop = { host: u.host, port: u.port };
-    let addresses: LookupAddress[];
-    try {
-      addresses = await this.#admitHop(hop);
-    } catch (err) {
-      const r = this.#asRefusal(err);
-      throw this.#upstreamFailed(
-        r.code === 'dns_failed' || r.code === 'timeout'
-          ? new Refusal(
-              502,
-              'proxy_unreachable',
-              `upstream proxy ${upstreamLabel(u)}: ${r.message}`,
-            )
-          : new Refusal(403, 'proxy_refused', `upstream proxy ${upstreamLabel(u)}: ${r.message}`),
-      );
-    }
-    let socket: net.Socket;
-    try {
-      socket = await this.#dial(hop, addresses);
-    } catch (err) {
-      const r = this.#asRefusal(err);
-      throw this.#upstreamFailed(
-        new Refusal(502, 'proxy_unreachable', `upstream proxy ${upstreamLabel(u)}: ${r.message}`),
-      );
-    }
-    const ms = this.#opts.connectTimeoutMs;
-    const timer = setTimeout(() => socket.destroy(new Error(`no answer within ${ms} ms`)), ms);
-    try {
-      if (u.scheme === 'https') socket = await this.#secure(socket, u);
-      await openTunnel(socket, u, target);
-      clearTimeout(timer);
-      if (socket.destroyed) throw new UpstreamFailure('proxy_unreachable', 'closed');
-      this.#log.debug({ egress: 'upstream', target: label(target), via: upstreamLabel(u) });
-      return socket;
-    } catch (err) {
-      clearTimeout(timer);
-      socket.destroy();
-      const r =
-        err instanceof UpstreamFailure
-          ? new Refusal(502, err.code, err.message)
-          : new Refusal(
-              502,
-              'proxy_unreachable',
-              `upstream proxy ${upstreamLabel(u)}: ${errorCode(err)}`,
-            );
-      throw this.#upstreamFailed(r);
-    }
-  }
-
-  /** The upstream's own address, checked and resolved like a target's (no blocked domains). */
-  async #admitHop(hop: Authority): Promise<LookupAddress[]> {
-    const family = net.isIP(hop.host);
-    const addresses = family ? [{ address: hop.host, family }] : await this.#resolve(hop.host);
-    const access = this.#access();
+  async #addresses(target: Authority): Promise<LookupAddress[]> {
+    const family = net.isIP(target.host);
+    const addresses = family
+      ? [{ address: target.host, family }]
+      : await this.#dialer.resolve(target.host);
     const refused = checkAddresses(
-      access,
+      this.#access(),
       addresses.map((a) => a.address),
-      hop.port,
+      target.port,
       hostAddresses(),
     );
     if (refused) {
-      const hint = refusalHint(refused.code, hop.port);
+      const hint = refusalHint(refused.code, target.port);
       throw new Refusal(403, refused.code, hint ? `${refused.message}; ${hint}` : refused.message);
     }
     return addresses;
   }
 
-  /** TLS to an `https://` upstream, its certificate checked against its name. */
-  #secure(socket: net.Socket, u: UpstreamProxy): Promise<net.Socket> {
-    return new Promise((resolve, reject) => {
-      const secure = tls.connect({
-        socket,
-        ...(net.isIP(u.host) === 0 && { servername: u.host }),
-        ALPNProtocols: ['http/1.1'],
-      });
-      this.#trackUpstream(secure);
-      secure.once('secureConnect', () => resolve(secure));
-      secure.once('error', (err) =>
-        reject(
-          new UpstreamFailure('proxy_unreachable', `${upstreamLabel(u)}: TLS ${errorCode(err)}`),
-        ),
-      );
-      secure.once('close', () =>
-        reject(new UpstreamFailure('proxy_unreachable', `${upstreamLabel(u)}: TLS closed`)),
-      );
-    });
-  }
-
-  /** Log an upstream failure (a warning the first time per code) and hand it back. */
-  #upstreamFailed(r: Refusal): Refusal {
-    const entry = { egress: 'upstream', decision: 'failed', code: r.code, reason: r.message };
-    if (!this.#upstreamWarned.has(r.code)) {
-      this.#upstreamWarned.add(r.code);
-      this.#log.warn(entry, 'egress: the upstream proxy failed');
-      this.#policy.onEvent?.(r.code, `the upstream proxy failed: ${r.message}`);
-    } else this.#log.debug(entry);
-    return r;
-  }
-
-  async #resolve(host: string): Promise<LookupAddress[]> {
-    // RFC 6761: localhost and its subdomains are loopback, whatever DNS says (browsers agree)
-    const name = host.toLowerCase().replace(/\.+$/, '');
-    if (name === 'localhost' || name.endsWith('.localhost')) {
-      return [
-        { address: '127.0.0.1', family: 4 },
-        { address: '::1', family: 6 },
-      ];
-    }
-    const checked = this.#checked.get(host.toLowerCase());
-    if (checked) {
-      this.#checked.delete(host.toLowerCase());
-      // used once, and only fresh: a later connection asks DNS again (the addresses are checked
-      // again by the caller either way)
-      if (Date.now() - checked.at <= CHECKED_TTL_MS) return checked.addresses;
-    }
-    const ms = this.#opts.connectTimeoutMs;
-    try {
-      const found = await withDeadline(
-        lookup(host, { all: true, verbatim: true }),
-        ms,
-        () => new Refusal(504, 'timeout', `resolving ${host} took over ${ms} ms`),
-      );
-      if (found.length === 0) throw new Refusal(502, 'dns_failed', `${host} has no address`);
-      return found;
-    } catch (err) {
-      if (err instanceof Refusal) throw err;
-      throw new Refusal(502, 'dns_failed', `cannot resolve ${host} (${errorCode(err)})`);
-    }
-  }
-
-  #asRefusal(err: unknown): Refusal {
-    if (err instanceof Refusal) return err;
-    this.#log.error({ egress: 'internal', err: errorCode(err) }, 'egress: unexpected error');
-    return new Refusal(500, 'internal', 'internal error');
-  }
-
-  // ---- connections ----
-
-  #trackUpstream(socket: net.Socket): void {
-    if (this.#upstreams.has(socket)) return; // a kept-alive socket, seen again
-    this.#upstreams.add(socket);
-    socket.on('error', (err) => this.#log.debug({ egress: 'upstream', err: errorCode(err) }));
-    socket.once('close', () => this.#upstreams.delete(socket));
-    if (this.#closed) socket.destroy();
-  }
-
-  /** TCP connection to a checked target, within the connect deadline. */
-  #dial(target: Authority, addresses: readonly LookupAddress[]): Promise<net.Socket> {
-    const ms = this.#opts.connectTimeoutMs;
-    return new Promise((resolve, reject) => {
-      const socket = background(
-        net.connect({
-          host: target.host,
-          port: target.port,
-          lookup: pinnedLookup(addresses),
-          autoSelectFamily: true,
-          allowHalfOpen: true,
-          noDelay: true,
-          keepAlive: true,
-          keepAliveInitialDelay: 30_000,
-        }),
-      );
-      const timer = setTimeout(() => {
-        reject(new Refusal(504, 'timeout', `connecting to ${label(target)} took over ${ms} ms`));
-        socket.destroy();
-      }, ms);
-      socket.once('connect', () => {
-        clearTimeout(timer);
-        resolve(socket);
-      });
-      socket.once('error', (err) => {
-        reject(new Refusal(502, 'connect_failed', `${label(target)}: ${errorCode(err)}`));
-      });
-      socket.once('close', () => {
-        clearTimeout(timer);
-        reject(new Refusal(502, 'connect_failed', `${label(target)}: closed`));
-      });
-      this.#trackUpstream(socket);
-    });
-  }
-
-  /** Apply the connect deadline to a client request's socket, when it is a new one. */
-  #watchConnect(req: http.ClientRequest, target: Authority): void {
-    req.once('socket', (socket) => {
-      this.#trackUpstream(socket);
-      if (!socket.connecting) return;
-      const ms = this.#opts.connectTimeoutMs;
-      const timer = setTimeout(
-        () =>
-          req.destroy(
-            new Refusal(504, 'timeout', `connecting to ${label(target)} took over ${ms} ms`),
-          ),
-        ms,
-      );
-      socket.once('connect', () => clearTimeout(timer));
-      socket.once('close', () => clearTimeout(timer));
-    });
-  }
+  // ---- refusals ----
 
   /** Log a refusal: its code and message, which name host and port but never a path. */
   #logRefusal(kind: Kind, r: Refusal): void {
@@ -713,7 +362,7 @@ export class Egress {
   }
 
   #refuseRaw(kind: Kind, socket: net.Socket, err: unknown): void {
-    const r = this.#asRefusal(err);
+    const r = asRefusal(err, this.#log);
     this.#logRefusal(kind, r);
     try {
       hangUp(socket, plainResponse(r.status, r.code, r.message));
@@ -723,7 +372,7 @@ export class Egress {
   }
 
   #refuseResponse(res: http.ServerResponse, err: unknown): void {
-    const r = this.#asRefusal(err);
+    const r = asRefusal(err, this.#log);
     this.#logRefusal('http', r);
     if (res.headersSent) {
       res.destroy();
@@ -743,303 +392,14 @@ export class Egress {
     }
   }
 
-  /**
-   * Join a client and an upstream socket both ways, half-close included. With `sniff`, client
-   * bytes are held back until they are known not to be a TLS ClientHello naming a blocked domain.
-   */
-  #splice(client: net.Socket, upstream: net.Socket, head: Buffer, sniff: Authority | undefined) {
-    client.setTimeout(0); // a tunnel may idle for long (WebSockets); keepalive finds dead peers
-    client.allowHalfOpen = true;
-    upstream.allowHalfOpen = true;
-    // Once one side is closed both ways, nothing more can reach it: the other side sends what it
-    // still holds, then goes too (at once after an error).
-    client.once('close', (hadError) => (hadError ? upstream.destroy() : hangUp(upstream)));
-    upstream.once('close', (hadError) => (hadError ? client.destroy() : hangUp(client)));
-    upstream.pipe(client);
-
-    const forward = (first: Buffer) => {
-      if (first.length > 0) upstream.write(first);
-      client.pipe(upstream);
-      if (client.readableEnded && !upstream.writableEnded) upstream.end();
-    };
-    if (sniff === undefined) {
-      forward(head);
-      return;
-    }
-
-    let held = head;
-    let timer: NodeJS.Timeout | undefined;
-    const settle = () => {
-      clearTimeout(timer);
-      client.off('data', onData);
-      client.off('end', onEnd);
-      client.off('close', settle);
-    };
-    const refuse = (code: EgressRefusalCode, detail: object) => {
-      settle();
-      this.#log.debug({
-        egress: 'connect',
-        target: label(sniff),
-        decision: 'refused',
-        code,
-        ...detail,
-      });
-      upstream.destroy();
-      hangUp(client, TLS_ACCESS_DENIED);
-    };
-    // Decide on what is held; true once decided (forwarded or refused).
-    const decide = (): boolean => {
-      const hello = sniffClientHello(held);
-      switch (hello.kind) {
-        case 'incomplete':
-          if (held.length === 0) return false;
-          if (held.length > MAX_SNIFF_BYTES) {
-            refuse('tls_invalid', { reason: 'ClientHello too large' });
-            return true;
-          }
-          timer ??= setTimeout(
-            () => refuse('timeout', { reason: 'ClientHello incomplete' }),
-            this.#opts.helloTimeoutMs,
-          ).unref();
-          return false;
-        case 'invalid':
-          refuse('tls_invalid', { reason: hello.reason });
-          return true;
-        case 'client-hello': {
-          for (const name of hello.serverNames) {
-            const hit = this.#blocked(name);
-            if (hit !== undefined) {
-              refuse('blocked_sni', { server_name: name });
-              return true;
-            }
-          }
-          break;
-        }
-        case 'not-tls':
-          break;
-      }
-      settle();
-      forward(held);
-      return true;
-    };
-    const onData = (chunk: Buffer) => {
-      held = held.length === 0 ? chunk : Buffer.concat([held, chunk]);
-      decide();
-    };
-    const onEnd = () => {
-      // The client finished sending before a decision: nothing at all passes, or a partial hello.
-      if (held.length === 0) {
-        settle();
-        forward(held);
-      } else refuse('tls_invalid', { reason: 'client closed mid-ClientHello' });
-    };
-    if (decide()) return;
-    client.on('data', onData);
-    client.once('end', onEnd);
-    client.once('close', settle);
-  }
-
-  // ---- CONNECT ----
-
-  #onConnect(req: http.IncomingMessage, socket: net.Socket, head: Buffer): void {
-    this.#openTunnel(req, socket, head).catch((err: unknown) =>
-      this.#refuseRaw('connect', socket, err),
-    );
-  }
-
-  async #openTunnel(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
-    const target = parseAuthority(req.url ?? '');
-    if (target === undefined) throw new Refusal(400, 'bad_request', 'CONNECT needs host:port');
-    const addresses = await this.#admit('connect', target);
-    const upstream = await this.#open(target, addresses);
-    if (socket.destroyed || this.#closed) {
-      upstream.destroy();
-      return;
-    }
-    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    this.#splice(socket, upstream, head, target);
-  }
-
-  // ---- absolute-form requests ----
-
-  /** Target, `Host` header and body framing of an absolute-form request, or a 400 Refusal. */
-  #requestTarget(req: http.IncomingMessage): {
-    target: ProxyTarget;
-    host: Authority | undefined;
-    framing: Framing;
-  } {
-    const target = parseProxyTarget(req.url ?? '');
-    if (target === undefined) {
-      throw new Refusal(
-        400,
-        'origin_form',
-        'this is a proxy: send absolute-form requests (GET http://host/path) or CONNECT host:port',
-      );
-    }
-    const framing = requestFraming(req.httpVersion, req.rawHeaders);
-    if ('refused' in framing) throw new Refusal(400, 'bad_request', framing.refused);
-    const values = headerValues(req.rawHeaders, 'host');
-    if (values.length > 1) throw new Refusal(400, 'bad_request', 'more than one Host header');
-    if (values[0] === undefined) return { target, host: undefined, framing };
-    const host = parseAuthority(values[0], target.port);
-    if (host === undefined) throw new Refusal(400, 'bad_request', 'malformed Host header');
-    return { target, host, framing };
-  }
+  // ---- the HTTP parser's events ----
 
   #onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
     const socket = req.socket as net.Socket;
     this.#inFlight.set(socket, (this.#inFlight.get(socket) ?? 0) + 1);
     res.once('close', () => this.#inFlight.set(socket, (this.#inFlight.get(socket) ?? 1) - 1));
-    // A request in flight is not idle (long polls wait for minutes); Node then skips the timeout.
-    res.on('timeout', () => {});
-    this.#forward(req, res).catch((err: unknown) => this.#refuseResponse(res, err));
+    serveRequest(this.#front, req, res);
   }
-
-  /**
-   * The request to the checked addresses of `target` that relays `req`: origin-form path, the
-   * client's headers without hop-by-hop ones, a Host header when the client sent none, and the
-   * body framing the client's head was read with (a chunked body stays chunked on every method:
-   * Node would send a GET's body unframed, which the upstream would read as a second request).
-   * Upgrades get a connection of their own (it becomes the tunnel); plain requests share the agent.
-   */
-  #request(
-    req: http.IncomingMessage,
-    target: ProxyTarget,
-    host: Authority | undefined,
-    framing: Framing,
-    addresses: readonly LookupAddress[],
-    upgrade: boolean,
-  ): http.ClientRequest {
-    const headers = forwardHeaders(req.rawHeaders, upgrade ? { upgrade: true } : {});
-    if (host === undefined) headers.push('Host', hostHeader(target));
-    if (framing.kind === 'chunked') headers.push('Transfer-Encoding', 'chunked');
-    // through an upstream proxy, each request gets a tunnel of its own (no keep-alive pool)
-    const chained = this.#chained(target.host) !== undefined;
-    const up = http.request({
-      // no agent at all when chained: Node uses `createConnection` only without one
-      agent: chained ? undefined : upgrade ? false : this.#agent,
-      host: target.host,
-      port: target.port,
-      method: req.method ?? 'GET',
-      path: target.path,
-      headers,
-      setHost: false,
-      lookup: pinnedLookup(addresses), // Node 20 tries each address (autoSelectFamily)
-      ...(chained && {
-        createConnection: (_opts: unknown, done: (err: Error | null, s: net.Socket) => void) => {
-          this.#open(target, addresses).then(
-            (s) => {
-              done(null, s);
-              // a tunnel comes paused (nothing of it is lost before its reader is there); the
-              // request attaches its reader on the next tick
-              setImmediate(() => s.resume());
-            },
-            (err: Error) => done(err, undefined as unknown as net.Socket),
-          );
-          return undefined;
-        },
-      }),
-    });
-    this.#watchConnect(up, target);
-    return up;
-  }
-
-  async #forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const { target, host, framing } = this.#requestTarget(req);
-    const addresses = await this.#admit('http', target, host?.host);
-    if (res.destroyed || this.#closed) return;
-    const up = this.#request(req, target, host, framing, addresses, false);
-    up.once('response', (upRes) => {
-      upRes.on('error', () => res.destroy());
-      try {
-        res.writeHead(
-          upRes.statusCode ?? 502,
-          upRes.statusMessage,
-          forwardHeaders(upRes.rawHeaders),
-        );
-      } catch (err) {
-        upRes.destroy();
-        this.#refuseResponse(
-          res,
-          new Refusal(502, 'upstream_failed', `${label(target)}: bad response (${errorCode(err)})`),
-        );
-        return;
-      }
-      upRes.pipe(res);
-    });
-    up.on('error', (err) => {
-      this.#refuseResponse(
-        res,
-        err instanceof Refusal
-          ? err
-          : new Refusal(502, 'upstream_failed', `${label(target)}: ${errorCode(err)}`),
-      );
-    });
-    res.once('close', () => {
-      if (!res.writableFinished) up.destroy();
-    });
-    req.on('error', () => up.destroy());
-    req.pipe(up);
-  }
-
-  // ---- absolute-form upgrades (WebSocket over plain HTTP) ----
-
-  #onUpgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer): void {
-    this.#openUpgrade(req, socket, head).catch((err: unknown) =>
-      this.#refuseRaw('upgrade', socket, err),
-    );
-  }
-
-  async #openUpgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
-    const { target, host, framing } = this.#requestTarget(req);
-    // what follows an upgrade's head is the new protocol, relayed only after the upstream's 101
-    if (framing.kind !== 'none') {
-      throw new Refusal(400, 'bad_request', 'an upgrade request cannot have a body');
-    }
-    const addresses = await this.#admit('upgrade', target, host?.host);
-    if (socket.destroyed || this.#closed) return;
-    const up = this.#request(req, target, host, framing, addresses, true);
-    let answered = false;
-    socket.once('close', () => {
-      if (!answered) up.destroy();
-    });
-    up.once('upgrade', (upRes, upSocket, upHead) => {
-      answered = true;
-      socket.write(
-        responseHead(upRes.statusCode ?? 101, upRes.statusMessage ?? '', upRes.rawHeaders),
-      );
-      if (upHead.length > 0) socket.write(upHead);
-      this.#splice(socket, upSocket as net.Socket, head, undefined);
-    });
-    up.once('response', (upRes) => {
-      // The server declined the switch: relay its answer as a plain response and close.
-      answered = true;
-      upRes.on('error', () => socket.destroy());
-      const status = upRes.statusCode ?? 502;
-      socket.write(
-        responseHead(status, upRes.statusMessage ?? '', [
-          ...forwardHeaders(upRes.rawHeaders),
-          'Connection',
-          'close',
-        ]),
-      );
-      upRes.pipe(socket);
-    });
-    up.on('error', (err) => {
-      if (answered) socket.destroy();
-      else
-        this.#refuseRaw(
-          'upgrade',
-          socket,
-          err instanceof Refusal
-            ? err
-            : new Refusal(502, 'upstream_failed', `${label(target)}: ${errorCode(err)}`),
-        );
-    });
-    up.end();
-  }
-
-  // ---- parse errors ----
 
   #onClientError(err: Error, socket: net.Socket): void {
     const code = errorCode(err);

@@ -14,6 +14,12 @@ export interface Authority {
   port: number;
 }
 
+const bracketed = (host: string) => (host.includes(':') ? `[${host}]` : host);
+/** `host:port` for logs and messages (IPv6 in brackets). */
+export const label = (t: Authority) => `${bracketed(t.host)}:${t.port}`;
+/** The `Host` header a client should have sent for `t`. */
+export const hostHeader = (t: Authority) => (t.port === 80 ? bracketed(t.host) : label(t));
+
 function parsePort(s: string): number | undefined {
   if (!/^\d{1,5}$/.test(s)) return undefined;
   const port = Number(s);

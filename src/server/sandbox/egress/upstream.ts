@@ -12,9 +12,10 @@
  */
 import type net from 'node:net';
 import { isIP } from 'node:net';
+import { parseProxyServer, type ProxyScheme, type ProxySettings } from '../../../api/index.js';
 import { normalizeHost } from './policy.js';
 
-export type UpstreamScheme = 'http' | 'https' | 'socks5';
+export type UpstreamScheme = ProxyScheme;
 
 export interface UpstreamProxy {
   readonly scheme: UpstreamScheme;
@@ -28,46 +29,21 @@ export interface UpstreamProxy {
 }
 
 /** What `POST /v1/start` takes as `proxy` (validated by its schema before it gets here). */
-export interface UpstreamSettings {
-  server: string;
-  username?: string | undefined;
-  password?: string | undefined;
-  bypass?: string | undefined;
-}
-
-const DEFAULT_PORTS: Record<UpstreamScheme, number> = { http: 80, https: 443, socks5: 1080 };
+export type UpstreamSettings = ProxySettings;
 
 /**
- * Read `server` as Playwright takes it: `scheme://host:port`, or `host:port` meaning `http://`.
- * `socks5h://` is read as `socks5://` (names are always resolved by the upstream). A reason when
- * it is no proxy address this egress can use.
+ * Read `server` with the API's own reader (`parseProxyServer`, which the start schema checked it
+ * with), its host reduced to the one spelling `normalizeHost` gives. A reason when it is no proxy
+ * address this egress can use.
  */
 export function parseUpstreamServer(
   server: string,
 ): { scheme: UpstreamScheme; host: string; port: number } | { error: string } {
-  const text = server.trim();
-  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`;
-  let url: URL;
-  try {
-    url = new URL(withScheme);
-  } catch {
-    return { error: 'is not a URL (expected scheme://host:port)' };
-  }
-  const raw = url.protocol.slice(0, -1).toLowerCase();
-  const scheme = raw === 'socks5h' ? 'socks5' : raw;
-  if (scheme !== 'http' && scheme !== 'https' && scheme !== 'socks5') {
-    return { error: `scheme ${raw}:// is not supported (http://, https:// or socks5://)` };
-  }
-  if (url.username !== '' || url.password !== '') {
-    return { error: 'carries credentials: give them as username and password instead' };
-  }
-  if ((url.pathname !== '' && url.pathname !== '/') || url.search !== '' || url.hash !== '') {
-    return { error: 'has a path, query or fragment (expected scheme://host:port)' };
-  }
-  const host = normalizeHost(url.hostname);
+  const parsed = parseProxyServer(server);
+  if ('error' in parsed) return parsed;
+  const host = normalizeHost(parsed.host);
   if (host === undefined) return { error: 'has no valid host' };
-  const port = url.port === '' ? DEFAULT_PORTS[scheme] : Number(url.port);
-  return { scheme, host, port };
+  return { ...parsed, host };
 }
 
 /** The bypass list as entries: comma- or semicolon-separated, `*.` and leading dots dropped. */
