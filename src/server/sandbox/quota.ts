@@ -172,7 +172,7 @@ const REFILL_DELAY_MS = 1500;
  *
  * A stock disk is what a fresh one is: nothing ran with it, its root is root-owned, and the
  * instance's directories on it are made and given to the instance's uid at its start
- * (sandbox.ts), exactly as on a disk made then.
+ * (space/isolated.ts), exactly as on a disk made then.
  */
 export class DiskStock {
   readonly #dir: string;
