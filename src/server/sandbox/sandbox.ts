@@ -119,7 +119,7 @@ export class Sandbox {
     host: SandboxHost,
     dir: string,
     opts: SandboxOptions,
-    space: (ctx: SpaceContext) => ProcessSpace,
+    makeSpace: (ctx: SpaceContext) => ProcessSpace,
   ) {
     this.#host = host;
     this.#onCrash = opts.onCrash;
@@ -127,7 +127,7 @@ export class Sandbox {
     this.#name = opts.name;
     this.#background = opts.background ?? false;
     this.hostRun = join(dir, 'run');
-    this.#space = space({
+    const space = makeSpace({
       host,
       name: opts.name,
       cgroupFiles: () => this.#cgroup?.procsFiles ?? [],
@@ -136,19 +136,19 @@ export class Sandbox {
         if (!this.#stopping) this.#onCrash?.(`the instance's init exited (${describeExit(e)})`);
       },
     });
-    const spaceOf = this.#space;
+    this.#space = space;
     this.#seeds = new HomeSeeds(
       {
-        home: spaceOf.home,
+        home: space.home,
         get hostHome() {
-          return spaceOf.disk.home;
+          return space.disk.home;
         },
-        uid: spaceOf.uid,
+        uid: space.uid,
       },
       () => this.#spawned,
     );
     this.#listeners = new Listeners({
-      network: spaceOf.network,
+      network: space.network,
       track: (proc) => this.#track(proc),
       stopping: () => this.#stopping !== undefined,
     });
