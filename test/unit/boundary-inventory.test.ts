@@ -83,9 +83,10 @@ describe('the boundary inventory (ISOLATION.md)', () => {
         .map((l) => `${relative(serverDir, file)}: ${l.trim()}`),
     );
     expect(users).toEqual([
+      // the listen step, on the root side of a chain
+      "sandbox/listen.ts: const proc = network.enter(['ignore', 'ignore', 'pipe', 'ipc'], (namespaces, tools) => [",
       // Sandbox.spawn refusing one
       "sandbox/sandbox.ts: if (Array.isArray(stdio) && stdio.includes('ipc')) throw new Error('spawn: no IPC channel');",
-      "sandbox/sandbox.ts: const proc = this.#spawnChain(['ignore', 'ignore', 'pipe', 'ipc'], (pass) => {",
     ]);
   });
 

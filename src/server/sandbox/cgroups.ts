@@ -27,7 +27,6 @@ import {
 } from 'node:fs';
 import { mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { until } from '../../internal/deadline.js';
 import { signalQuietly } from '../../internal/process.js';
 
@@ -40,6 +39,8 @@ const PARENT = 'burrow';
 
 /** The CPU limit's period: an instance gets `cpus` × this much CPU time in each. */
 const CPU_PERIOD_US = 100_000;
+/** How long `remove` retries a directory the kernel still calls busy while exits settle. */
+const REMOVE_MS = 1000;
 
 /**
  * Let an instance spend up to one period's quota it left unused before, on top of the period's
@@ -361,20 +362,26 @@ export class Cgroup {
     );
   }
 
-  /** Remove the cgroup directories (they must be empty). Retries briefly while exits settle. */
+  /** Remove the cgroup directories (they must be empty). Retries for a second while exits settle. */
   async remove(): Promise<void> {
     for (const dir of [...this.dirs].reverse()) {
-      for (let i = 0; i < 50; i++) {
-        try {
-          await rmdir(dir);
-          break;
-        } catch (err) {
-          const code = (err as NodeJS.ErrnoException).code;
-          if (code === 'ENOENT') break;
-          if (code !== 'EBUSY' || i === 49) throw err;
-          await sleep(20);
-        }
-      }
+      let busy: unknown;
+      const removed = await until(
+        async () => {
+          try {
+            await rmdir(dir);
+            return true;
+          } catch (err) {
+            const code = (err as NodeJS.ErrnoException).code;
+            if (code === 'ENOENT') return true;
+            if (code !== 'EBUSY') throw err;
+            busy = err;
+            return false;
+          }
+        },
+        { timeoutMs: REMOVE_MS, intervalMs: 20 },
+      );
+      if (!removed) throw busy;
     }
   }
 

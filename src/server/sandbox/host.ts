@@ -197,7 +197,7 @@ export class SandboxHost {
   /**
    * Where the sandbox of instance `name` keeps its disk: root-owned 0711, traversable (bubblewrap,
    * as the instance's uid, resolves the directories it binds by path) but not listable. What is
-   * in there belongs to the instance's uid alone (sandbox.ts).
+   * in there belongs to the instance's uid alone (space/isolated.ts).
    */
   async instanceDir(name: string): Promise<string> {
     const dir = join(this.root, name);

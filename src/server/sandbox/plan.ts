@@ -4,7 +4,7 @@
  * absolute paths of the programs of the root-side chain and the file system bubblewrap builds,
  * as typed steps (rootfs.ts) with host paths already resolved. A spawn adds only what belongs to
  * its instance and to itself: the namespaces of the instance's pid 1, its uid and cgroup, the
- * descriptors of its directories, the environment, the working directory (sandbox.ts).
+ * descriptors of its directories, the environment, the working directory (space/isolated.ts).
  *
  * What the plan holds is read from the host when it is built: a tool installed, or a font cache
  * created, after that is seen by the next server run.
@@ -12,7 +12,7 @@
 import { initMounts, instanceMounts, type MountStep } from './rootfs.js';
 import { toolPath, type Tool } from './support.js';
 
-/** The programs of the root-side chain (sandbox.ts), by absolute path. */
+/** The programs of the root-side chain (space/), by absolute path. */
 export type ChainTools = Readonly<
   Record<'perl' | 'nsenter' | 'setpriv' | 'bwrap' | 'unshare' | 'sh', string>
 >;
@@ -40,7 +40,7 @@ export function buildSpawnPlan(bwrapPath?: string): SpawnPlan {
     nsenter: need('nsenter'),
     setpriv: need('setpriv'),
     bwrap: need('bwrap'),
-    // the user-namespace chain's anchor (sandbox.ts)
+    // the user-namespace chain's anchor (space/userns.ts)
     unshare: need('unshare'),
     sh: need('sh'),
   });

@@ -20,6 +20,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { until } from '../../internal/deadline.js';
 import { stage, untraced } from '../../internal/stages.js';
 
 const run = promisify(execFile);
@@ -172,7 +173,7 @@ const REFILL_DELAY_MS = 1500;
  *
  * A stock disk is what a fresh one is: nothing ran with it, its root is root-owned, and the
  * instance's directories on it are made and given to the instance's uid at its start
- * (sandbox.ts), exactly as on a disk made then.
+ * (space/isolated.ts), exactly as on a disk made then.
  */
 export class DiskStock {
   readonly #dir: string;
@@ -217,9 +218,17 @@ export class DiskStock {
 
   /** Resolve once the stock is full (or closed): for tests and the first instances' start. */
   async filled(): Promise<void> {
-    while (!this.#closed && this.#ready.length < this.#size && (this.#filling || this.#timer)) {
-      await (this.#filling ?? new Promise((r) => setTimeout(r, 10)));
-    }
+    const done = () =>
+      this.#closed || this.#ready.length >= this.#size || (!this.#filling && !this.#timer);
+    // a fill under way is waited for; a refill whose timer has not fired yet, polled
+    await until(
+      async () => {
+        if (done()) return true;
+        await this.#filling;
+        return done();
+      },
+      { timeoutMs: Infinity, intervalMs: 10 },
+    );
   }
 
   /**

@@ -4,7 +4,7 @@
  * uidmap (`newuidmap`/`newgidmap`, setuid root or with file capabilities, which check the ranges
  * against those files).
  *
- * How an instance uses its pair (sandbox.ts, the user-namespace chain): `unshare` makes the outer
+ * How an instance uses its pair (space/subids.ts, the user-namespace chain): `unshare` makes the outer
  * user namespace with the server's uid as its root and the instance's host uid as `user` (1000)
  * (`--map-users`: unshare runs newuidmap for it); there the anchor mounts the instance's disk (a
  * tmpfs), hands home, tmp and shm to 1000, and drops to 1000 before its bubblewrap makes the

@@ -19,7 +19,7 @@ export const TOOLS = {
   setpriv: ['/usr/bin/setpriv', '/bin/setpriv'],
   ip: ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'],
   sh: ['/bin/sh', '/usr/bin/sh'],
-  // Debian's perl-base (Essential): the first step of every spawn chain (sandbox.ts)
+  // Debian's perl-base (Essential): the first step of every spawn chain (space/chain.ts)
   perl: ['/usr/bin/perl', '/bin/perl'],
 } as const;
 
