@@ -2,7 +2,6 @@
  * One handler per operation of the table. Each receives the validated path, query and body and
  * returns the response body; the app turns thrown HttpErrors into `{"detail": ...}`.
  */
-import { identityOf } from '../../api/identity.js';
 import type { z } from 'zod';
 import {
   DEFAULT_HANDOFF_SECONDS,
@@ -20,6 +19,7 @@ import { artifactHandlers } from './artifact-routes.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
 import { serverError } from '../errors.js';
 import { versionInfo } from '../meta.js';
+import { planStart } from '../instances/plan.js';
 import type { Registry } from '../instances/registry.js';
 import type { CapabilityName } from '../instances/runtime.js';
 import { uploadHandler, type UploadHandler } from './upload.js';
@@ -103,31 +103,23 @@ export function createHandlers(
       return { draining: true as const, deadline: opts.drain().toISOString() };
     },
     start: async ({ body }) => {
+      // defaults, identity, the browser-only options and the warm pool's say: once (plan.ts)
+      const plan = planStart(body);
       // the extensions named, resolved before anything starts (an unknown id is a 404)
-      const ids = [...new Set(body.extensions ?? [])];
-      if (ids.length > 0 && body.instance_type !== 'browser') {
-        throw serverError('extensions_browser_only', { type: body.instance_type });
-      }
-      // devices and identity: applied by the browser instance's Chromium (chromium/identity.ts)
-      if (identityOf(body) && body.instance_type !== 'browser') {
-        throw serverError('identity_browser_only', { type: body.instance_type });
-      }
-      const found = ids.length > 0 ? await extensionStore().resolve(ids) : [];
+      const ids = plan.extensionIds;
+      const found = ids.length > 0 ? await extensionStore().resolve([...ids]) : [];
       const extensions = found.map((e) => ({ id: e.id, dir: e.dir }));
-      if (!body.profile) {
-        const started = await registry.start(body, { extensions });
+      if (!plan.profile) {
+        const started = await registry.start(plan, { extensions });
         await registry.flushed(); // its row is where every node lists it
         return registry.view(started);
       }
       // the profile is held from here (a second start naming it is a 409) until the instance
       // has stopped and saved it, or this start failed
-      if (body.instance_type !== 'browser') {
-        throw serverError('profiles_browser_only', { type: body.instance_type });
-      }
-      const { name, save_changes } = body.profile;
-      const profile = await profileStore().open(projectOf(), name, save_changes, log);
+      const { name, saveChanges } = plan.profile;
+      const profile = await profileStore().open(projectOf(), name, saveChanges, log);
       try {
-        const started = await registry.start(body, {
+        const started = await registry.start(plan, {
           extensions,
           profile,
           onCreate: profile.setHolder,
