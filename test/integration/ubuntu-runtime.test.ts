@@ -842,8 +842,11 @@ const dir = runDir + '/k1';
 mkdirSync(dir, { recursive: true });
 const log = { info() {}, warn() {}, error() {}, debug() {} };
 const sandboxHost = await SandboxHost.create({ runDir, log });
-const rt = new UbuntuRuntime({ id: 'k1', type: 'ubuntu', resolution: [640, 482], blockedDomains: [], dir, token: 't',
-  publicUrl: 'http://x', log, chromiumPath: '', maxUploadBytes: 1, failed() {}, sandboxHost });
+const rt = new UbuntuRuntime({
+  instance: { id: 'k1', type: 'ubuntu', dir, token: 't' },
+  plan: { resolution: [640, 482], blockedDomains: [], pooled: false, extensions: [] },
+  services: { publicUrl: 'http://x', log, chromiumPath: '', maxUploadBytes: 1, failed() {}, sandboxHost },
+});
 await rt.start();
 await rt.tools.bash({ command: 'setsid sleep 1003 & sleep 1004 &' });
 console.log(JSON.stringify(rt.sandbox.pids()));
