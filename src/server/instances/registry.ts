@@ -1,8 +1,9 @@
 /**
- * The instance registry: the life cycle of instances (start, warm-pool claim, pause, resume,
- * stop, teardown), with ids, tokens and directories; runtimes own the processes. Its parts live
- * beside it: the plan of a start (plan.ts: defaults, identity, what a warm instance serves, the
- * upstream proxy), the listed instances and their rows in the store (listing.ts: every status
+ * The instance registry: the life cycle of instances (whether a start may go ahead, pause,
+ * resume, extend, stop, teardown) behind the methods the server calls; runtimes own the
+ * processes. Its parts live beside it: the plan of a start (plan.ts: defaults, identity, what a
+ * warm instance serves, the upstream proxy), how an instance comes to be (starts.ts: cold starts,
+ * pool fills, claims), the listed instances and their rows in the store (listing.ts: every status
  * change goes through `move`), their clocks (clocks.ts: expiry and idle), and the status guard of
  * its operations (guard.ts). Hand-offs to a person (handoffs.ts) end with the instance.
  */
