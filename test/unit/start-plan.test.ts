@@ -9,6 +9,7 @@ import { StartRequest } from '../../src/api/index.js';
 import { refusal, requireStatus } from '../../src/server/instances/guard.js';
 import {
   DEFAULT_RESOLUTION,
+  holdStart,
   planStart,
   WARM_REUSE,
   warmServes,
@@ -97,6 +98,51 @@ describe('planStart', () => {
     expect(refused({ instance_type: 'browser', ...all })).toBeUndefined();
     // an empty list names no extension
     expect(refused({ instance_type: 'ubuntu', extensions: [] })).toBeUndefined();
+  });
+});
+
+describe('holdStart', () => {
+  /** Sources that record what was asked of them, in order. */
+  const sources = (calls: string[]) => ({
+    extensions: async (ids: readonly string[]) => {
+      calls.push(`extensions ${ids.join(',')}`);
+      return ids.map((id) => ({ id, dir: `/ext/${id}` }));
+    },
+    profile: async (name: string, saveChanges: boolean) => {
+      calls.push(`profile ${name} ${saveChanges}`);
+      return {
+        name,
+        entries: [],
+        maxBytes: 1,
+        release: () => calls.push(`release ${name}`),
+        setHolder: (id: string) => calls.push(`holder ${id}`),
+      };
+    },
+  });
+
+  it('resolves the extensions first, then holds the profile until released', async () => {
+    const calls: string[] = [];
+    const plan = planStart({
+      instance_type: 'browser',
+      extensions: ['ext_a'],
+      profile: { name: 'p', save_changes: true },
+    });
+    const held = await holdStart(plan, sources(calls));
+    expect(held.extensions).toEqual([{ id: 'ext_a', dir: '/ext/ext_a' }]);
+    expect(held.profile?.name).toBe('p');
+    held.onCreate?.('inst_1');
+    held.release();
+    expect(calls).toEqual(['extensions ext_a', 'profile p true', 'holder inst_1', 'release p']);
+  });
+
+  it('asks nothing of the stores for a start that names neither', async () => {
+    const calls: string[] = [];
+    const held = await holdStart(planStart({ instance_type: 'browser' }), sources(calls));
+    held.release();
+    expect(held).toMatchObject({ extensions: [] });
+    expect(held.profile).toBeUndefined();
+    expect(held.onCreate).toBeUndefined();
+    expect(calls).toEqual([]);
   });
 });
 

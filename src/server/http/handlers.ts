@@ -19,7 +19,7 @@ import { artifactHandlers } from './artifact-routes.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
 import { serverError } from '../errors.js';
 import { versionInfo } from '../meta.js';
-import { planStart } from '../instances/plan.js';
+import { holdStart, planStart } from '../instances/plan.js';
 import type { Registry } from '../instances/registry.js';
 import type { CapabilityName } from '../instances/runtime.js';
 import { uploadHandler, type UploadHandler } from './upload.js';
@@ -105,29 +105,19 @@ export function createHandlers(
     start: async ({ body }) => {
       // defaults, identity, the browser-only options and the warm pool's say: once (plan.ts)
       const plan = planStart(body);
-      // the extensions named, resolved before anything starts (an unknown id is a 404)
-      const ids = plan.extensionIds;
-      const found = ids.length > 0 ? await extensionStore().resolve([...ids]) : [];
-      const extensions = found.map((e) => ({ id: e.id, dir: e.dir }));
-      if (!plan.profile) {
-        const started = await registry.start(plan, { extensions });
+      // its extensions resolved (an unknown id is a 404), then its profile held (a second start
+      // naming it is a 409) until the instance has stopped and saved it, or this start failed
+      const held = await holdStart(plan, {
+        extensions: async (ids) =>
+          (await extensionStore().resolve(ids)).map((e) => ({ id: e.id, dir: e.dir })),
+        profile: (name, saveChanges) => profileStore().open(projectOf(), name, saveChanges, log),
+      });
+      try {
+        const started = await registry.start(plan, held);
         await registry.flushed(); // its row is where every node lists it
         return registry.view(started);
-      }
-      // the profile is held from here (a second start naming it is a 409) until the instance
-      // has stopped and saved it, or this start failed
-      const { name, saveChanges } = plan.profile;
-      const profile = await profileStore().open(projectOf(), name, saveChanges, log);
-      try {
-        const started = await registry.start(plan, {
-          extensions,
-          profile,
-          onCreate: profile.setHolder,
-        });
-        await registry.flushed();
-        return registry.view(started);
       } catch (err) {
-        profile.release();
+        held.release();
         throw err;
       }
     },

@@ -6,6 +6,10 @@
  * with a warm instance, the registry claiming one or starting cold) reads the plan instead of the
  * request, so a new start option is one field here and one row of `WARM_REUSE`.
  *
+ * What the plan names but the registry cannot fetch itself (uploaded extensions, a held profile:
+ * their stores are the HTTP layer's) is resolved and held by `holdStart`, before anything of the
+ * instance exists, and released by its caller when the start fails.
+ *
  * `WARM_REUSE` is the one table of what lets a warm instance serve a start: every start option
  * has a row (the compiler holds it to the request's schema), and a start naming an option whose
  * row is `launch` is always started cold.
@@ -13,6 +17,7 @@
 import { identityOf, type BrowserIdentity } from '../../api/identity.js';
 import type { InstanceType, ProxySettings, Resolution, StartRequest } from '../../api/index.js';
 import { serverError } from '../errors.js';
+import type { InstanceExtension, InstanceProfile, StartResources } from './runtime.js';
 import {
   probeUpstream,
   upstreamFromSettings,
@@ -133,4 +138,33 @@ export async function resolveUpstream(
   const failure = await probeUpstream(host, upstream);
   if (failure) throw serverError(failure.code, { reason: failure.message });
   return upstream;
+}
+
+/** Where a start's extensions and profile come from (extensions/store.ts, profiles/store.ts). */
+export interface StartSources {
+  /** The uploaded extensions of `ids`, or the 404 naming one that is unknown. */
+  extensions(ids: readonly string[]): Promise<readonly InstanceExtension[]>;
+  /** The profile `name`, held from now on (a second holder is a 409) until it is released. */
+  profile(
+    name: string,
+    saveChanges: boolean,
+  ): Promise<InstanceProfile & { setHolder(id: string): void }>;
+}
+
+/** What a start holds before its instance exists; `release` when the start failed. */
+export interface StartHold extends StartResources {
+  /** Let go of what is held (the profile; idempotent). */
+  release(): void;
+}
+
+/**
+ * The extensions `plan` names, resolved before anything starts, then its profile, held from here
+ * until the instance has stopped and saved it, or the start failed (`release`).
+ */
+export async function holdStart(plan: StartPlan, sources: StartSources): Promise<StartHold> {
+  const ids = plan.extensionIds;
+  const extensions = ids.length > 0 ? await sources.extensions(ids) : [];
+  if (!plan.profile) return { extensions, release: () => {} };
+  const profile = await sources.profile(plan.profile.name, plan.profile.saveChanges);
+  return { extensions, profile, onCreate: profile.setHolder, release: () => profile.release() };
 }
