@@ -3,7 +3,9 @@
  * cap); a runtime owns the processes. What an instance offers besides its life cycle is a set of
  * capability objects (`computer`, `tools`, `files`, `kernels`, `env`, `browser`, `liveView`); a
  * capability the type lacks is absent, and one lookup (`Registry.capability`)
- * answers the 400 naming the type.
+ * answers the 400 naming the type. A runtime is made with a read-only `RuntimeContext`: who the
+ * instance is, what its start asked for (the registry's plan, plan.ts) and what the server lends
+ * it.
  */
 import type { BrowserIdentity } from '../../api/identity.js';
 import type { IncomingMessage } from 'node:http';
