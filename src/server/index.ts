@@ -33,7 +33,7 @@ import { PostgresProfileBackend } from './cluster/profile-backend.js';
 import { startRefusal } from './host/requirements.js';
 import { DEFAULT_RESOLUTION, Registry } from './instances/registry.js';
 import { MemoryInstanceStore } from './instances/store.js';
-import type { RuntimeFactory } from './instances/runtime.js';
+import { withServices, type RuntimeFactory } from './instances/runtime.js';
 import { SandboxHost } from './sandbox/index.js';
 import { ProfileTemplate } from './chromium/index.js';
 import {
@@ -121,7 +121,7 @@ function withArtifacts(
   const wrap =
     (f: RuntimeFactory): RuntimeFactory =>
     (ctx) =>
-      f({ ...ctx, artifacts: store.forInstance(ctx.id) });
+      f(withServices(ctx, { artifacts: store.forInstance(ctx.instance.id) }));
   return { browser: wrap(factories.browser), ubuntu: wrap(factories.ubuntu) };
 }
 

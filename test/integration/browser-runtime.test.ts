@@ -48,23 +48,26 @@ async function withRuntime(
   });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
   const ctx: RuntimeContext = {
-    id: `inst_rt_${randomBytes(4).toString('hex')}`,
-    type: 'browser',
-    resolution: [800, 600],
-    blockedDomains: [],
-    dir,
-    token,
-    publicUrl: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
-    log: silent,
-    chromiumPath,
-    maxUploadBytes: 1024,
-    failed: (reason) => failures.push(reason),
-    sandboxHost: await testSandboxHost(
-      join(dir, `run-${process.pid}-${randomBytes(4).toString('hex')}`),
-      {
-        disableIsolation: unisolated,
-      },
-    ),
+    instance: {
+      id: `inst_rt_${randomBytes(4).toString('hex')}`,
+      type: 'browser',
+      dir,
+      token,
+    },
+    plan: { resolution: [800, 600], blockedDomains: [], pooled: false, extensions: [] },
+    services: {
+      publicUrl: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
+      log: silent,
+      chromiumPath,
+      maxUploadBytes: 1024,
+      failed: (reason) => failures.push(reason),
+      sandboxHost: await testSandboxHost(
+        join(dir, `run-${process.pid}-${randomBytes(4).toString('hex')}`),
+        {
+          disableIsolation: unisolated,
+        },
+      ),
+    },
   };
   try {
     runtime = await createBrowserRuntime(ctx);
@@ -96,14 +99,14 @@ describe('browser runtime', () => {
       await page.setContent('<title>kept</title><p id="n">1</p>');
 
       await runtime.pause();
-      const pids = instancePids(ctx.id);
+      const pids = instancePids(ctx.instance.id);
       expect(pids.length).toBeGreaterThan(3);
-      expect(instanceFrozen(ctx.id)).toBe(true);
+      expect(instanceFrozen(ctx.instance.id)).toBe(true);
       expect(pids.map(processState).filter((s) => !['D', 'T', ''].includes(s))).toEqual([]);
 
       await runtime.resume();
-      expect(instanceFrozen(ctx.id)).toBe(false);
-      expect(instancePids(ctx.id).map(processState)).not.toContain('T');
+      expect(instanceFrozen(ctx.instance.id)).toBe(false);
+      expect(instancePids(ctx.instance.id).map(processState)).not.toContain('T');
       expect(await page.title()).toBe('kept');
       expect(await page.evaluate(() => (document.getElementById('n')!.textContent = '2'))).toBe(
         '2',
@@ -115,10 +118,10 @@ describe('browser runtime', () => {
 
   it('stop leaves no process and no temp link behind, and is idempotent', async () => {
     await withRuntime(async ({ runtime, ctx, failures }) => {
-      expect(instancePids(ctx.id).length).toBeGreaterThan(0);
+      expect(instancePids(ctx.instance.id).length).toBeGreaterThan(0);
       await Promise.all([runtime.stop(), runtime.stop()]);
-      expect(instancePids(ctx.id)).toEqual([]);
-      expect(tmpLinks(ctx.dir)).toEqual([]);
+      expect(instancePids(ctx.instance.id)).toEqual([]);
+      expect(tmpLinks(ctx.instance.dir)).toEqual([]);
       await expect(runtime.browser!.start()).rejects.toMatchObject({ status: 400 });
       expect(failures).toEqual([]);
     });
@@ -126,7 +129,7 @@ describe('browser runtime', () => {
 
   it('Chromium killed from outside reports failed() and leaves nothing', async () => {
     await withRuntime(async ({ runtime, ctx, failures }) => {
-      const main = instanceChromium(ctx.id);
+      const main = instanceChromium(ctx.instance.id);
       process.kill(main!, 'SIGKILL');
       await eventually(() => failures.length > 0, 'failed() to be called');
       // (inside the sandbox, bubblewrap reports a killed command as status 128 + 9)
@@ -134,7 +137,7 @@ describe('browser runtime', () => {
         expect.stringMatching(/^Chromium exited unexpectedly \((SIGKILL|code 137)\)$/),
       ]);
       await runtime.stop();
-      await eventually(() => instancePids(ctx.id).length === 0, 'no process left');
+      await eventually(() => instancePids(ctx.instance.id).length === 0, 'no process left');
       expect(() => runtime.browser!.cdpUrl()).toThrow(/not running/);
     });
   });

@@ -56,18 +56,16 @@ async function startInstance(
   writeFileSync(join(data, 'auth_states', 'secret.json'), '{"cookie":"s3cret"}');
   const failures: string[] = [];
   const ctx: RuntimeContext = {
-    id,
-    type: 'ubuntu',
-    resolution,
-    blockedDomains: [],
-    dir,
-    token: 'tok',
-    publicUrl: 'http://127.0.0.1:1',
-    log: quiet,
-    chromiumPath: '/usr/lib/chromium/chromium',
-    maxUploadBytes: 1 << 20,
-    failed: (r) => failures.push(r),
-    sandboxHost: await testSandboxHost(runDir, { disableIsolation: !!opts.disableIsolation }),
+    instance: { id, type: 'ubuntu', dir, token: 'tok' },
+    plan: { resolution, blockedDomains: [], pooled: false, extensions: [] },
+    services: {
+      publicUrl: 'http://127.0.0.1:1',
+      log: quiet,
+      chromiumPath: '/usr/lib/chromium/chromium',
+      maxUploadBytes: 1 << 20,
+      failed: (r) => failures.push(r),
+      sandboxHost: await testSandboxHost(runDir, { disableIsolation: !!opts.disableIsolation }),
+    },
   };
   const rt = new UbuntuRuntime(ctx);
   await rt.start();
@@ -78,7 +76,7 @@ async function startInstance(
 async function cleanUp(inst: Instance): Promise<void> {
   try {
     await inst.rt.stop();
-    await inst.rt.ctx.sandboxHost.close();
+    await inst.rt.ctx.services.sandboxHost.close();
   } finally {
     rmSync(inst.data, { recursive: true, force: true });
   }
@@ -844,8 +842,11 @@ const dir = runDir + '/k1';
 mkdirSync(dir, { recursive: true });
 const log = { info() {}, warn() {}, error() {}, debug() {} };
 const sandboxHost = await SandboxHost.create({ runDir, log });
-const rt = new UbuntuRuntime({ id: 'k1', type: 'ubuntu', resolution: [640, 482], blockedDomains: [], dir, token: 't',
-  publicUrl: 'http://x', log, chromiumPath: '', maxUploadBytes: 1, failed() {}, sandboxHost });
+const rt = new UbuntuRuntime({
+  instance: { id: 'k1', type: 'ubuntu', dir, token: 't' },
+  plan: { resolution: [640, 482], blockedDomains: [], pooled: false, extensions: [] },
+  services: { publicUrl: 'http://x', log, chromiumPath: '', maxUploadBytes: 1, failed() {}, sandboxHost },
+});
 await rt.start();
 await rt.tools.bash({ command: 'setsid sleep 1003 & sleep 1004 &' });
 console.log(JSON.stringify(rt.sandbox.pids()));

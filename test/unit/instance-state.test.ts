@@ -77,7 +77,7 @@ describe('the instance life cycle', () => {
     expect(life).toMatchObject({ status: 'terminated', endReason: 'stopped' });
   });
 
-  it('is moved by the registry alone: no other server module calls transition', () => {
+  it('is moved by the registry alone (its listing): no other server module calls transition', () => {
     const root = join(import.meta.dirname, '../../src/server');
     const walk = (dir: string): string[] =>
       readdirSync(dir).flatMap((n) => {
@@ -88,6 +88,6 @@ describe('the instance life cycle', () => {
       .filter((f) => /\btransition\(/.test(readFileSync(f, 'utf8')))
       .map((f) => relative(root, f))
       .sort();
-    expect(callers).toEqual(['instances/registry.ts', 'instances/state.ts']);
+    expect(callers).toEqual(['instances/listing.ts', 'instances/state.ts']);
   });
 });

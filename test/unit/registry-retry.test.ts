@@ -1,5 +1,5 @@
 /**
- * A cold start that fails is retried once with a fresh instance (src/server/instances/registry.ts,
+ * A cold start that fails is retried once with a fresh instance (src/server/instances/starts.ts,
  * START_ATTEMPTS); a second failure is answered with its reason. The runtimes here are stand-ins:
  * a process killed at exactly the moment an instance comes up cannot be produced on demand, which
  * is the fault this injects.
@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { planStart } from '../../src/server/instances/plan.js';
 import { Registry } from '../../src/server/instances/registry.js';
 import type { InstanceRuntime, RuntimeFactory } from '../../src/server/instances/runtime.js';
 import type { SandboxHost } from '../../src/server/sandbox/index.js';
@@ -30,10 +31,10 @@ function factory(failures: string[]): {
     const runtime: InstanceRuntime = {
       start: async () => {
         if (failure) throw new Error(failure);
-        started.push(ctx.id);
+        started.push(ctx.instance.id);
       },
       stop: async () => {
-        stopped.push(ctx.id);
+        stopped.push(ctx.instance.id);
       },
       pause: async () => {},
       resume: async () => {},
@@ -60,7 +61,7 @@ describe('a cold start that fails', () => {
   it('is retried once with a fresh instance; the failed one is torn down and not listed', async () => {
     const f = factory(['Chromium exited (code 137)']);
     const reg = registry(f.make);
-    const rec = await reg.start({ instance_type: 'browser' });
+    const rec = await reg.start(planStart({ instance_type: 'browser' }));
     expect(rec.status).toBe('running');
     expect(f.started).toEqual([rec.id]);
     expect(f.stopped).toHaveLength(1);
@@ -72,7 +73,7 @@ describe('a cold start that fails', () => {
   it('fails when the retry fails too, and names its reason', async () => {
     const f = factory(['Chromium exited (code 137)', 'Chromium exited (SIGKILL)']);
     const reg = registry(f.make);
-    await expect(reg.start({ instance_type: 'browser' })).rejects.toMatchObject({
+    await expect(reg.start(planStart({ instance_type: 'browser' }))).rejects.toMatchObject({
       status: 500,
       message: expect.stringContaining('Chromium exited (SIGKILL)'),
     });
@@ -87,7 +88,7 @@ describe('a cold start that fails', () => {
       'Xvfb did not start within 10 s',
     ]);
     const reg = registry(f.make);
-    await expect(reg.start({ instance_type: 'browser' })).rejects.toMatchObject({
+    await expect(reg.start(planStart({ instance_type: 'browser' }))).rejects.toMatchObject({
       status: 500,
       message: expect.stringContaining('Xvfb did not start'),
     });

@@ -13,6 +13,7 @@ import type {
   RuntimeContext,
   RuntimeFactory,
 } from '../instances/runtime.js';
+import { runtimeContext } from '../instances/runtime.js';
 import { InstanceMachine } from '../instances/machine.js';
 import { createHash } from 'node:crypto';
 import { join, posix } from 'node:path';
@@ -61,34 +62,35 @@ class BrowserRuntime extends InstanceMachine {
 
   constructor(ctx: RuntimeContext) {
     super(ctx);
-    this.#files = new BrowserFiles(() => this.created, ctx.maxUploadBytes, ctx.log);
+    const { services } = this.ctx;
+    this.#files = new BrowserFiles(() => this.created, services.maxUploadBytes, services.log);
     this.browser = new BrowserController({
       ctx: this.ctx, // replaced per launch: see #launchOptions
-      downloads: ctx.artifacts,
-      onCrash: (reason) => ctx.failed(reason),
+      downloads: services.artifacts,
+      onCrash: (reason) => services.failed(reason),
       launch: () => this.#launchOptions(),
       // a navigation the egress would refuse fails as a local Chromium's would (issue 20)
       checkNavigation: async (url) => this.egress?.checkNavigation(url),
     });
-    this.#computer = this.#newComputer();
+    this.#computer = this.#newComputer(this.ctx.plan.resolution);
     this.#actions = new ComputerRunner(this.#computer);
-    this.#screencast = this.#newScreencast();
+    this.#screencast = this.#newScreencast(this.ctx.plan.resolution);
   }
 
-  #newComputer(): CdpComputer {
+  #newComputer(resolution: readonly [number, number]): CdpComputer {
     return new CdpComputer({
       page: () => this.browser.activePage(),
       screenshot: () => this.browser.screenshot(),
-      resolution: this.ctx.resolution,
+      resolution,
     });
   }
 
-  #newScreencast(): Screencast {
+  #newScreencast(resolution: readonly [number, number]): Screencast {
     return new Screencast({
       page: () => this.browser.activePage(),
       input: this.#computer,
-      resolution: this.ctx.resolution,
-      log: this.ctx.log,
+      resolution,
+      log: this.ctx.services.log,
     });
   }
 
@@ -102,14 +104,12 @@ class BrowserRuntime extends InstanceMachine {
     const loopbackName = (d: string) => /(^|\.)localhost\.?$/i.test(d.trim());
     if (req.blockedDomains.some(loopbackName)) return false;
     const [width, height] = req.resolution;
-    const size = this.ctx.resolution;
+    const size = this.ctx.plan.resolution; // the pooled one's (the machine applies the user's after)
     if (width !== size[0] || height !== size[1]) {
-      size[0] = width;
-      size[1] = height;
       // nobody has used them yet: fresh ones start from the new size's centre
-      this.#computer = this.#newComputer();
+      this.#computer = this.#newComputer(req.resolution);
       this.#actions = new ComputerRunner(this.#computer);
-      this.#screencast = this.#newScreencast();
+      this.#screencast = this.#newScreencast(req.resolution);
       await this.browser.resize(width, height);
     }
     return true;
@@ -130,14 +130,14 @@ class BrowserRuntime extends InstanceMachine {
     const extensions = extensionArgs(this.#extensionPaths(sandbox));
     if (sandbox.mode === 'none') {
       return {
-        ctx: { ...this.ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
+        ctx: this.#chromiumContext(sandbox),
         spawn: (argv, o) => sandbox.spawn(argv, o),
         // root cannot run Chromium's sandbox; this mode has no other
         args: [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), ...extensions],
       };
     }
     return {
-      ctx: { ...this.ctx, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
+      ctx: this.#chromiumContext(sandbox),
       processDir: posix.join(sandbox.home, CHROMIUM_DIR),
       members: () => sandbox.pids(),
       spawn: (argv, o) => sandbox.spawn(argv, o),
@@ -153,9 +153,18 @@ class BrowserRuntime extends InstanceMachine {
     };
   }
 
+  /** The context as Chromium's launch reads it: its directory is on the instance's disk. */
+  #chromiumContext(sandbox: Sandbox): RuntimeContext {
+    const { instance } = this.ctx;
+    return runtimeContext({
+      ...this.ctx,
+      instance: { ...instance, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
+    });
+  }
+
   /** Where Chromium finds the instance's extensions, as it sees them. */
   #extensionPaths(sandbox: Sandbox): string[] {
-    return (this.ctx.extensions ?? []).map((e) => posix.join(sandbox.home, EXTENSIONS_DIR, e.id));
+    return this.ctx.plan.extensions.map((e) => posix.join(sandbox.home, EXTENSIONS_DIR, e.id));
   }
 
   /**
@@ -166,13 +175,13 @@ class BrowserRuntime extends InstanceMachine {
    * after its path, which is known before it starts.
    */
   async #seedExtensions(sandbox: Sandbox): Promise<void> {
-    const list = this.ctx.extensions ?? [];
+    const list = this.ctx.plan.extensions;
     for (const e of list) {
       await sandbox.seedReadOnly(`${EXTENSIONS_DIR}/${e.id}`, e.dir, ['_metadata']);
     }
     // the saved profile's files, if any, with the extensions allowed in its preferences; they
     // replace the fresh profile's skeleton a sandbox made ahead holds (chromium/profile-template.ts)
-    const entries = [...(this.ctx.profile?.entries ?? [])];
+    const entries = [...(this.ctx.plan.profile?.entries ?? [])];
     if (entries.length > 0) await sandbox.emptySeeded(PROFILE_DIR);
     if (list.length > 0) {
       const at = entries.findIndex((e) => e.path === PREFERENCES && e.data);
@@ -199,7 +208,8 @@ class BrowserRuntime extends InstanceMachine {
    * released in any case.
    */
   async #saveProfile(): Promise<void> {
-    const profile = this.ctx.profile;
+    const { instance, plan, services } = this.ctx;
+    const profile = plan.profile;
     if (!profile) return;
     try {
       const sandbox = this.created;
@@ -211,11 +221,11 @@ class BrowserRuntime extends InstanceMachine {
         });
       await profile.save(entries);
     } catch (err) {
-      this.ctx.log.warn(
-        { instance: this.ctx.id, profile: profile.name, err },
+      services.log.warn(
+        { instance: instance.id, profile: profile.name, err },
         `profile ${profile.name} not saved; its previous version is kept`,
       );
-      this.ctx.event?.(
+      services.event?.(
         'profile_not_saved',
         `profile ${profile.name} not saved, its previous version is kept: ${(err as Error).message}`,
       );
@@ -243,7 +253,7 @@ class BrowserRuntime extends InstanceMachine {
   protected async halt(): Promise<void> {
     await this.#screencast.close();
     // a profile written back is Chromium's files after a clean exit (its cookies included)
-    await this.browser.dispose({ flush: Boolean(this.ctx.profile?.save) });
+    await this.browser.dispose({ flush: Boolean(this.ctx.plan.profile?.save) });
     await this.#files.stop();
     await this.#saveProfile();
   }
@@ -263,9 +273,9 @@ class BrowserRuntime extends InstanceMachine {
       return recordScreencast(
         {
           page: () => this.browser.activePage(),
-          size: this.ctx.resolution,
+          size: this.ctx.plan.resolution,
           ffmpeg: box.ffmpeg,
-          log: this.ctx.log,
+          log: this.ctx.services.log,
         },
         file,
       );
@@ -286,7 +296,8 @@ class BrowserRuntime extends InstanceMachine {
   /** The live-view page: a CDP screencast of the active tab with input (chromium/screencast.ts). */
   readonly liveView: LiveViewCapability = {
     url: async () => {
-      const { publicUrl, id, token } = this.ctx;
+      const { publicUrl } = this.ctx.services;
+      const { id, token } = this.ctx.instance;
       const base = publicUrl.replace(/\/+$/, '');
       return `${base}/stream/${encodeURIComponent(id)}/?token=${encodeURIComponent(token)}`;
     },

@@ -23,7 +23,7 @@ export interface BrowserControllerOptions {
   args?: readonly string[];
   /** How Chromium is started (e.g. in a sandbox); default a child process on the host. */
   spawn?: LaunchOptions['spawn'];
-  /** `ctx.dir` as the spawned Chromium sees it, when `spawn` shows it elsewhere. */
+  /** `ctx.instance.dir` as the spawned Chromium sees it, when `spawn` shows it elsewhere. */
   processDir?: string;
   /** Creates Chromium's directories (see `LaunchOptions.mkdir`). */
   mkdir?: LaunchOptions['mkdir'];
@@ -149,17 +149,18 @@ export class BrowserController implements BrowserCapability {
     } = opts;
     const downloadDir = downloads?.downloadDir;
     const env = typeof opts.env === 'function' ? opts.env() : opts.env;
-    const base = ctx.publicUrl.replace(/^http/, 'ws').replace(/\/+$/, '');
+    const { instance, plan, services } = ctx;
+    const base = services.publicUrl.replace(/^http/, 'ws').replace(/\/+$/, '');
     // a missing Chromium is a 503 naming it and its package, not a failed spawn
-    const lacking = chromiumRefusal(ctx.chromiumPath);
+    const lacking = chromiumRefusal(services.chromiumPath);
     if (lacking)
       return Promise.reject(serverError('instance_requirements_missing', { detail: lacking }));
     return ChromiumSession.launch({
-      executablePath: ctx.chromiumPath,
-      operatorFlags: ctx.programs?.chromiumFlags ?? [],
-      dir: ctx.dir,
-      windowSize: ctx.resolution,
-      blockedDomains: ctx.blockedDomains,
+      executablePath: services.chromiumPath,
+      operatorFlags: services.programs?.chromiumFlags ?? [],
+      dir: instance.dir,
+      windowSize: plan.resolution,
+      blockedDomains: plan.blockedDomains,
       headless,
       ...(env ? { env } : {}),
       ...(args ? { args } : {}),
@@ -168,11 +169,11 @@ export class BrowserController implements BrowserCapability {
       ...(mkdir ? { mkdir } : {}),
       ...(members ? { members } : {}),
       ...(checkNavigation ? { checkNavigation } : {}),
-      ...(ctx.identity ? { identity: ctx.identity } : {}),
+      ...(plan.identity ? { identity: plan.identity } : {}),
       ...(downloads && downloadDir !== undefined && { downloads, extraDirs: [downloadDir] }),
-      relayUrl: `${base}/cdp/${encodeURIComponent(ctx.id)}`,
-      token: ctx.token,
-      log: ctx.log,
+      relayUrl: `${base}/cdp/${encodeURIComponent(instance.id)}`,
+      token: instance.token,
+      log: services.log,
       onExit: (reason) => {
         this.#session = undefined; // only the current session can exit on its own
         onCrash(reason);

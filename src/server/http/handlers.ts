@@ -2,7 +2,6 @@
  * One handler per operation of the table. Each receives the validated path, query and body and
  * returns the response body; the app turns thrown HttpErrors into `{"detail": ...}`.
  */
-import { identityOf } from '../../api/identity.js';
 import type { z } from 'zod';
 import {
   DEFAULT_HANDOFF_SECONDS,
@@ -20,6 +19,7 @@ import { artifactHandlers } from './artifact-routes.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
 import { serverError } from '../errors.js';
 import { versionInfo } from '../meta.js';
+import { holdStart, planStart } from '../instances/plan.js';
 import type { Registry } from '../instances/registry.js';
 import type { CapabilityName } from '../instances/runtime.js';
 import { uploadHandler, type UploadHandler } from './upload.js';
@@ -103,39 +103,21 @@ export function createHandlers(
       return { draining: true as const, deadline: opts.drain().toISOString() };
     },
     start: async ({ body }) => {
-      // the extensions named, resolved before anything starts (an unknown id is a 404)
-      const ids = [...new Set(body.extensions ?? [])];
-      if (ids.length > 0 && body.instance_type !== 'browser') {
-        throw serverError('extensions_browser_only', { type: body.instance_type });
-      }
-      // devices and identity: applied by the browser instance's Chromium (chromium/identity.ts)
-      if (identityOf(body) && body.instance_type !== 'browser') {
-        throw serverError('identity_browser_only', { type: body.instance_type });
-      }
-      const found = ids.length > 0 ? await extensionStore().resolve(ids) : [];
-      const extensions = found.map((e) => ({ id: e.id, dir: e.dir }));
-      if (!body.profile) {
-        const started = await registry.start(body, { extensions });
+      // defaults, identity, the browser-only options and the warm pool's say: once (plan.ts)
+      const plan = planStart(body);
+      // its extensions resolved (an unknown id is a 404), then its profile held (a second start
+      // naming it is a 409) until the instance has stopped and saved it, or this start failed
+      const held = await holdStart(plan, {
+        extensions: async (ids) =>
+          (await extensionStore().resolve(ids)).map((e) => ({ id: e.id, dir: e.dir })),
+        profile: (name, saveChanges) => profileStore().open(projectOf(), name, saveChanges, log),
+      });
+      try {
+        const started = await registry.start(plan, held);
         await registry.flushed(); // its row is where every node lists it
         return registry.view(started);
-      }
-      // the profile is held from here (a second start naming it is a 409) until the instance
-      // has stopped and saved it, or this start failed
-      if (body.instance_type !== 'browser') {
-        throw serverError('profiles_browser_only', { type: body.instance_type });
-      }
-      const { name, save_changes } = body.profile;
-      const profile = await profileStore().open(projectOf(), name, save_changes, log);
-      try {
-        const started = await registry.start(body, {
-          extensions,
-          profile,
-          onCreate: profile.setHolder,
-        });
-        await registry.flushed();
-        return registry.view(started);
       } catch (err) {
-        profile.release();
+        held.release();
         throw err;
       }
     },

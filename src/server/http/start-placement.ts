@@ -30,7 +30,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { pipeline } from 'node:stream/promises';
 import { Agent, request, type Dispatcher } from 'undici';
-import { identityOf } from '../../api/identity.js';
 import { operations, type Instance, type StartRequest } from '../../api/index.js';
 import type { Database } from '../cluster/database.js';
 import type { NodeAdvert } from '../cluster/nodes.js';
@@ -50,6 +49,7 @@ import {
   type ServerErrorCode,
 } from '../errors.js';
 import { CLIENT_HEADER, type ClientSigner } from '../cluster/forwarded-client.js';
+import { warmServes } from '../instances/plan.js';
 import { FORWARDED_BY, forwardHeaders } from './forward.js';
 import { parseInput, parseJsonBody } from './request-body.js';
 
@@ -125,8 +125,8 @@ export class StartPlacement {
   ): Promise<T | undefined> {
     const type = body.instance_type ?? 'ubuntu';
     if (type !== 'browser' && type !== 'ubuntu') return undefined; // no node runs it: refused here
-    // what Registry.start takes from a warm pool: no extensions, no profile, no identity
-    const warmEligible = !identityOf(body) && !body.profile && (body.extensions?.length ?? 0) === 0;
+    // what Registry.start takes from a warm pool: the one table of it (instances/plan.ts)
+    const warmEligible = warmServes(body);
     const exclude = new Set<string>();
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       const nodes = this.nodes();

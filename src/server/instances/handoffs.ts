@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import type { Handoff, HandoffStatus } from '../../api/index.js';
 import { serverError } from '../errors.js';
+import { raceDeadline } from '../../internal/deadline.js';
 
 /** Ended hand-offs kept per instance for status calls; older ones are forgotten. */
 const KEEP_ENDED = 50;
@@ -96,17 +97,15 @@ export class Handoffs {
   ): Promise<HandoffRecord> {
     const h = this.get(instanceId, handoffId);
     if (h.status !== 'pending' || seconds <= 0) return h;
-    await new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        h.waiters.delete(done);
-        signal?.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, seconds * 1000);
-      h.waiters.add(done);
-      signal?.addEventListener('abort', done, { once: true });
-    });
+    let wake = () => {};
+    const ended = new Promise<void>((resolve) => (wake = resolve));
+    h.waiters.add(wake);
+    try {
+      // an abort ends the wait as the deadline does: the caller reads the hand-off as it is
+      await raceDeadline(ended, seconds * 1000, { signal }).catch(() => undefined);
+    } finally {
+      h.waiters.delete(wake);
+    }
     return h;
   }
 

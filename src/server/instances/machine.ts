@@ -12,7 +12,13 @@ import type { InstanceArtifacts } from '../artifacts/store.js';
 import { openEgress, Sandbox, type InstanceEgress, type SandboxLimits } from '../sandbox/index.js';
 import { serverError } from '../errors.js';
 import { stage, StageTrace, traceStages } from '../../internal/stages.js';
-import type { ClaimRequest, InstanceRuntime, RuntimeContext } from './runtime.js';
+import {
+  claimedContext,
+  runtimeContext,
+  type ClaimRequest,
+  type InstanceRuntime,
+  type RuntimeContext,
+} from './runtime.js';
 
 /**
  * The root of an isolated instance's disk on the host: root-owned, never shown inside (the
@@ -25,29 +31,23 @@ export function uploadSpoolDir(sandbox: Sandbox | undefined): string | undefined
     : undefined;
 }
 
-/**
- * The context as the machine keeps it: a claim from the warm pool replaces the blocked domains
- * (and, where the type allows it, the resolution) in place, so every part reading it sees the
- * user's values from then on.
- */
-export interface MachineContext extends RuntimeContext {
-  blockedDomains: readonly string[];
-  /** `[width, height]`; shared by reference with whatever draws at this size. */
-  readonly resolution: [number, number];
-}
-
 export abstract class InstanceMachine implements InstanceRuntime {
-  readonly ctx: MachineContext;
+  #ctx: RuntimeContext;
   #sandbox: Sandbox | undefined;
   #egress: InstanceEgress | undefined;
   #stopping: Promise<void> | undefined;
 
   constructor(ctx: RuntimeContext) {
-    this.ctx = {
-      ...ctx,
-      resolution: [ctx.resolution[0], ctx.resolution[1]],
-      blockedDomains: [...ctx.blockedDomains],
-    };
+    this.#ctx = runtimeContext(ctx);
+  }
+
+  /**
+   * The instance's context, read-only; a claim from the warm pool replaces it with one carrying
+   * the user's plan (resolution, blocked domains, upstream), so every part that reads it at use
+   * sees the user's values from then on.
+   */
+  get ctx(): RuntimeContext {
+    return this.#ctx;
   }
 
   /**
@@ -66,8 +66,9 @@ export abstract class InstanceMachine implements InstanceRuntime {
 
   /**
    * What a claim from the warm pool needs of this type: false when it cannot honour `req` (the
-   * registry then starts a fresh instance); else apply the type's part of it. The machine
-   * applies the blocked domains and the normal CPU weight after it.
+   * registry then starts a fresh instance); else apply the type's part of it (`this.ctx` is still
+   * the pooled one here). The machine then applies the blocked domains and the upstream, puts the
+   * user's plan in the context and the normal CPU weight.
    */
   protected abstract adopt(req: ClaimRequest): Promise<boolean>;
 
@@ -90,25 +91,26 @@ export abstract class InstanceMachine implements InstanceRuntime {
     try {
       await traceStages(trace, () => this.#start());
     } finally {
-      const { ctx } = this;
-      ctx.log.debug(
-        { instance: ctx.id, type: ctx.type, pooled: ctx.pooled ?? false, stages: trace.stages },
-        `start of ${ctx.type} ${ctx.id}: ${trace.elapsed().toFixed(0)} ms: ${trace.summary()}`,
+      const { instance, plan, services } = this.ctx;
+      const { id, type } = instance;
+      services.log.debug(
+        { instance: id, type, pooled: plan.pooled, stages: trace.stages },
+        `start of ${type} ${id}: ${trace.elapsed().toFixed(0)} ms: ${trace.summary()}`,
       );
     }
   }
 
   async #start(): Promise<void> {
-    const { ctx } = this;
-    const onCrash = (reason: string) => ctx.failed(reason);
-    const background = ctx.pooled ?? false;
-    const made = ctx.sandbox;
+    const { instance, plan, services } = this.ctx;
+    const onCrash = (reason: string) => services.failed(reason);
+    const background = plan.pooled;
+    const made = plan.sandbox;
     const sandbox = await stage('sandbox', async () => {
       if (!made) {
-        return Sandbox.create(ctx.sandboxHost, {
-          dir: ctx.dir,
-          name: ctx.id,
-          log: ctx.log,
+        return Sandbox.create(services.sandboxHost, {
+          dir: instance.dir,
+          name: instance.id,
+          log: services.log,
           onCrash,
           background,
         });
@@ -134,11 +136,11 @@ export abstract class InstanceMachine implements InstanceRuntime {
           ? stage('egress', () =>
               openEgress(
                 sandbox,
-                ctx.sandboxHost,
-                ctx.blockedDomains,
-                ctx.log,
-                ctx.upstream,
-                ctx.event && ((type, message) => ctx.event?.(type, message)),
+                services.sandboxHost,
+                plan.blockedDomains,
+                services.log,
+                plan.upstream,
+                services.event && ((type, message) => services.event?.(type, message)),
               ),
             ).then((opened) => {
               this.#egress = opened;
@@ -163,7 +165,7 @@ export abstract class InstanceMachine implements InstanceRuntime {
     if (!(await this.adopt(req))) return false;
     egress.setBlockedDomains(req.blockedDomains);
     egress.setUpstream(req.upstream);
-    this.ctx.blockedDomains = [...req.blockedDomains];
+    this.#ctx = claimedContext(this.#ctx, req);
     await sandbox.foreground();
     return true;
   }
@@ -202,7 +204,7 @@ export abstract class InstanceMachine implements InstanceRuntime {
 
   /** Downloads and recordings, kept past the stop (artifacts/store.ts). */
   get artifacts(): InstanceArtifacts | undefined {
-    return this.ctx.artifacts;
+    return this.ctx.services.artifacts;
   }
 
   /** Limits that apply (GET /v1/instance/{id}), once the sandbox exists. */

@@ -76,7 +76,7 @@ export class WarmPool<InstanceRecord extends PooledInstance> {
    * A ready instance of `type`, removed from the pool. Types whose screen cannot change after
    * start (`ubuntu`: Xvfb keeps its framebuffer size) are taken only at the size they have.
    */
-  take(type: InstanceType, resolution: Resolution): InstanceRecord | undefined {
+  take(type: InstanceType, resolution: readonly [number, number]): InstanceRecord | undefined {
     const list = this.#list(type);
     const i =
       type === 'browser'

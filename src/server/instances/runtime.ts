@@ -3,7 +3,9 @@
  * cap); a runtime owns the processes. What an instance offers besides its life cycle is a set of
  * capability objects (`computer`, `tools`, `files`, `kernels`, `env`, `browser`, `liveView`); a
  * capability the type lacks is absent, and one lookup (`Registry.capability`)
- * answers the 400 naming the type.
+ * answers the 400 naming the type. A runtime is made with a read-only `RuntimeContext`: who the
+ * instance is, what its start asked for (the registry's plan, plan.ts) and what the server lends
+ * it.
  */
 import type { BrowserIdentity } from '../../api/identity.js';
 import type { IncomingMessage } from 'node:http';
@@ -32,17 +34,50 @@ import type { AddCellRequest, ExecuteCellRequest } from '../../api/index.js';
 export type { Logger } from '../../internal/log.js';
 import type { Logger } from '../../internal/log.js';
 
-export interface RuntimeContext {
+/** Who the instance is: fixed for its life. */
+export interface InstanceIdentity {
   readonly id: string;
   readonly type: InstanceType;
-  /** `[width, height]` in pixels. */
-  readonly resolution: readonly [number, number];
-  /** Bare host names whose host and subdomains the instance's browsers must refuse. */
-  readonly blockedDomains: readonly string[];
   /** The instance's own directory; created before `start`, removed by the registry after `stop`. */
   readonly dir: string;
   /** Per-instance secret carried by `cdp_url` and `stream_url`; dies with the instance. */
   readonly token: string;
+}
+
+/**
+ * What its start asked for, resolved (the runtime's part of the registry's `StartPlan`,
+ * plan.ts). A warm-pool claim replaces it with the user's (`claimedContext`).
+ */
+export interface InstancePlan {
+  /** `[width, height]` in pixels. */
+  readonly resolution: readonly [number, number];
+  /** Bare host names whose host and subdomains the instance's browsers must refuse. */
+  readonly blockedDomains: readonly string[];
+  /**
+   * Started for the warm pool (src/server/instances/pool.ts): run at a low CPU weight, and be
+   * ready for `claim`.
+   */
+  readonly pooled: boolean;
+  /**
+   * A sandbox made ahead for this instance (src/server/sandbox/stock.ts), named by its id: the
+   * start takes it instead of building one. Default: the start builds its own.
+   */
+  readonly sandbox?: Sandbox | undefined;
+  /** The upstream proxy its egress chains to (`proxy` of the start), credentials included. */
+  readonly upstream?: UpstreamProxy | undefined;
+  /**
+   * Browser extensions the instance's Chromium loads (browser instances only): each is copied
+   * read-only onto the instance's disk before anything runs in it.
+   */
+  readonly extensions: readonly InstanceExtension[];
+  /** The persistent profile the instance's Chromium runs with (browser instances only). */
+  readonly profile?: InstanceProfile | undefined;
+  /** Device and identity every page of the instance's Chromium gets (browser instances only). */
+  readonly identity?: BrowserIdentity | undefined;
+}
+
+/** What the server lends every instance, and how the instance tells the registry. */
+export interface InstanceServices {
   /**
    * Base for URLs handed to clients, e.g. `http://127.0.0.1:8787` (http scheme; swap to ws for
    * WebSockets). WebSocket paths: `/cdp/<id>/...` and `/stream/<id>/...` reach `upgrade`.
@@ -58,38 +93,69 @@ export interface RuntimeContext {
   readonly programs?: ProgramPaths | undefined;
   /** Largest upload accepted, in bytes. */
   readonly maxUploadBytes: number;
+  /** The server-wide sandbox layer every instance is built with (src/server/sandbox/). */
+  readonly sandboxHost: SandboxHost;
+  /** The instance's downloads and recordings (artifacts/store.ts); kept past its stop. */
+  readonly artifacts?: InstanceArtifacts | undefined;
   /** Tell the registry a process died on its own: the instance goes to `error`. */
-  failed(reason: string): void;
+  readonly failed: (reason: string) => void;
   /**
    * Something happened that no call answers for (an upstream proxy failed, a profile was not
    * saved): kept with the instance and shown by `GET /v1/instance/{id}` (`events`).
    */
-  event?(type: string, message: string): void;
-  /** The server-wide sandbox layer every instance is built with (src/server/sandbox/). */
-  readonly sandboxHost: SandboxHost;
-  /**
-   * A sandbox made ahead for this instance (src/server/sandbox/stock.ts), named by its id: the
-   * start takes it instead of building one. Default: the start builds its own.
-   */
-  readonly sandbox?: Sandbox | undefined;
-  /**
-   * Started for the warm pool (src/server/instances/pool.ts): run at a low CPU weight, and be ready for
-   * `claim`. Default false.
-   */
-  readonly pooled?: boolean;
-  /** The instance's downloads and recordings (artifacts/store.ts); kept past its stop. */
-  readonly artifacts?: InstanceArtifacts | undefined;
-  /** The upstream proxy its egress chains to (`proxy` of the start), credentials included. */
-  readonly upstream?: UpstreamProxy | undefined;
-  /**
-   * Browser extensions the instance's Chromium loads (browser instances only): each is copied
-   * read-only onto the instance's disk before anything runs in it. Default none.
-   */
-  readonly extensions?: readonly InstanceExtension[] | undefined;
-  /** The persistent profile the instance's Chromium runs with (browser instances only). */
-  readonly profile?: InstanceProfile | undefined;
-  /** Device and identity every page of the instance's Chromium gets (browser instances only). */
-  readonly identity?: BrowserIdentity | undefined;
+  readonly event?: ((type: string, message: string) => void) | undefined;
+}
+
+/**
+ * What a runtime is made with: who the instance is, what its start asked for, what the server
+ * lends it. Frozen (`runtimeContext`): a part that needs another value gets a new context, never
+ * an edited one.
+ */
+export interface RuntimeContext {
+  readonly instance: InstanceIdentity;
+  readonly plan: InstancePlan;
+  readonly services: InstanceServices;
+}
+
+/**
+ * The context of `parts`, frozen with its groups and their lists (the objects they hold, a
+ * sandbox, a logger, a profile, stay as they are).
+ */
+export function runtimeContext(parts: RuntimeContext): RuntimeContext {
+  const { plan } = parts;
+  return Object.freeze({
+    instance: Object.freeze({ ...parts.instance }),
+    plan: Object.freeze({
+      ...plan,
+      resolution: Object.freeze([plan.resolution[0], plan.resolution[1]] as const),
+      blockedDomains: Object.freeze([...plan.blockedDomains]),
+      extensions: Object.freeze(plan.extensions.map((e) => Object.freeze({ ...e }))),
+    }),
+    services: Object.freeze({ ...parts.services }),
+  });
+}
+
+/** `ctx` with `services` added to what the server lends (e.g. the instance's artifacts). */
+export function withServices(
+  ctx: RuntimeContext,
+  services: Partial<InstanceServices>,
+): RuntimeContext {
+  return runtimeContext({ ...ctx, services: { ...ctx.services, ...services } });
+}
+
+/** `ctx` once a warm-pool claim handed the instance to its user: the user's values, no pool. */
+export function claimedContext(ctx: RuntimeContext, req: ClaimRequest): RuntimeContext {
+  const { upstream: _pooled, ...plan } = ctx.plan;
+  return runtimeContext({
+    ...ctx,
+    plan: {
+      ...plan,
+      pooled: false,
+      resolution: req.resolution,
+      blockedDomains: req.blockedDomains,
+      ...(req.upstream && { upstream: req.upstream }),
+    },
+  });
 }
 
 /** An uploaded browser extension as an instance gets it (extensions/store.ts). */
@@ -124,12 +190,10 @@ export interface InstanceProfile {
   release(): void;
 }
 
-/** What `POST /v1/start` hands the registry besides the request. */
-export interface StartExtras {
+/** What `POST /v1/start` resolved and holds for the registry besides the plan (plan.ts). */
+export interface StartResources {
   extensions?: readonly InstanceExtension[];
   profile?: InstanceProfile;
-  /** Device and identity (start options `device`, `locale`, …); set by the registry. */
-  identity?: BrowserIdentity;
   /** Told each id the start gives the instance (a failed attempt's retry gets a new one). */
   onCreate?: (id: string) => void;
 }

@@ -1,9 +1,9 @@
 /**
  * The life cycle of an instance (COMPAT.md "Instance lifecycle", six statuses): the table of the
  * moves it can make, and the one function that makes them. Every status change of the registry
- * goes through `transition`, which refuses a move the table lacks: two things racing to change
- * an instance (a stop during a start, a crash during a pause) cannot both win, and the loser sees
- * `false` instead of overwriting what happened.
+ * goes through `transition` (called by its listing, listing.ts), which refuses a move the table
+ * lacks: two things racing to change an instance (a stop during a start, a crash during a pause)
+ * cannot both win, and the loser sees `false` instead of overwriting what happened.
  *
  *   warm_pool ──claim──▶ deploying ──▶ running ◀──▶ paused
  *       │                    │            │           │
@@ -34,7 +34,7 @@ export const LIVE_STATUSES: ReadonlySet<InstanceStatus> = new Set([
 
 /**
  * An instance's status and, once it ended, why. Read-only to everyone: only `transition` moves
- * it, and only the registry calls that.
+ * it, and only the registry's listing (listing.ts) calls that.
  */
 export class Lifecycle {
   #status: InstanceStatus;

@@ -35,7 +35,7 @@ export interface InstanceRow {
   limits?: InstanceLimits;
   /** The upstream proxy's address it was started with; never its credentials. */
   proxy?: { server: string };
-  /** What happened to it that no call answered for (registry.ts `event`). */
+  /** What happened to it that no call answered for (`InstanceServices.event`; listing.ts). */
   events?: { at: string; type: string; message: string }[];
 }
 

@@ -66,7 +66,7 @@ export class UbuntuRuntime extends InstanceMachine {
    * blocked domains (it reads them from the context the machine updates).
    */
   protected async adopt(req: ClaimRequest): Promise<boolean> {
-    const [w, h] = this.ctx.resolution;
+    const [w, h] = this.ctx.plan.resolution;
     return this.#started !== undefined && req.resolution[0] === w && req.resolution[1] === h;
   }
 
@@ -82,13 +82,14 @@ export class UbuntuRuntime extends InstanceMachine {
   async #prepare(s: Started): Promise<void> {
     s.bash.prewarm();
     await s.kernels.warm('python3').catch((err: unknown) => {
-      this.ctx.log.warn({ err, instance: this.ctx.id }, 'could not start a kernel ahead of use');
+      const { instance, services } = this.ctx;
+      services.log.warn({ err, instance: instance.id }, 'could not start a kernel ahead of use');
     });
   }
 
   /** The display (beside the egress: neither needs the other), then the tools on it. */
   protected async boot(sandbox: Sandbox): Promise<void> {
-    const { ctx } = this;
+    const { instance, plan, services } = this.ctx;
     this.env.setBase('HOME', sandbox.home);
     this.env.setBase('TMPDIR', sandbox.tmp);
     if (sandbox.mode === 'isolated') {
@@ -97,10 +98,10 @@ export class UbuntuRuntime extends InstanceMachine {
     const displayInfo = await stage('display', () =>
       Display.start(
         sandbox,
-        ctx.resolution,
+        plan.resolution,
         this.env.current(),
-        (reason) => ctx.failed(reason),
-        ctx.programs?.xvfb,
+        (reason) => services.failed(reason),
+        services.programs?.xvfb,
       ),
     );
     for (const [k, v] of Object.entries(displayInfo.sandboxEnv)) this.env.setBase(k, v);
@@ -112,7 +113,7 @@ export class UbuntuRuntime extends InstanceMachine {
       spawn: (argv, o) => sandbox.spawn(argv, o),
       home: sandbox.home,
       writable,
-      log: ctx.log,
+      log: services.log,
     });
     const files = new InstanceFiles(toolbox, writable);
     this.#started = {
@@ -126,10 +127,10 @@ export class UbuntuRuntime extends InstanceMachine {
         sandboxHome: sandbox.home,
         toolbox,
         env: () => this.env.current(),
-        log: ctx.log,
+        log: services.log,
       }),
       desktop: new UbuntuDesktop({
-        ctx,
+        ctx: () => this.ctx,
         displayEnv: displayInfo.hostEnv,
         runDir: sandbox.hostRun,
         browserSandbox: {
@@ -141,15 +142,15 @@ export class UbuntuRuntime extends InstanceMachine {
           hostHome: sandbox.hostHome,
           tmp: sandbox.tmp,
           isolated: sandbox.mode === 'isolated',
-          hostLoopback: hostLoopbackAllowed(ctx.sandboxHost),
+          hostLoopback: hostLoopbackAllowed(services.sandboxHost),
           checkNavigation: async (url) => this.egress?.checkNavigation(url),
         },
       }),
       files,
     };
-    if (ctx.pooled) await this.#prepare(this.#started);
-    ctx.log.info(
-      { instance: ctx.id, sandbox: sandbox.mode, display: displayInfo.number },
+    if (plan.pooled) await this.#prepare(this.#started);
+    services.log.info(
+      { instance: instance.id, sandbox: sandbox.mode, display: displayInfo.number },
       'ubuntu instance started',
     );
   }
@@ -172,7 +173,7 @@ export class UbuntuRuntime extends InstanceMachine {
     artifacts.setRecorder(async (file, dir) => {
       await box.mkdir(dir);
       return recordDisplay(
-        { display: inside, size: this.ctx.resolution, ffmpeg: box.ffmpeg },
+        { display: inside, size: this.ctx.plan.resolution, ffmpeg: box.ffmpeg },
         file,
       );
     });
@@ -208,7 +209,7 @@ export class UbuntuRuntime extends InstanceMachine {
   /** Uploads into the instance's file system, written inside the sandbox (toolbox/upload.ts). */
   readonly files: FilesCapability = {
     upload: async (path, filename, mediaType, file) =>
-      upload(this.#get().files, path, filename, mediaType, file, this.ctx.maxUploadBytes),
+      upload(this.#get().files, path, filename, mediaType, file, this.ctx.services.maxUploadBytes),
     spoolDir: () => uploadSpoolDir(this.created),
   };
 

@@ -10,7 +10,7 @@ import type { ParsedComputerAction, ToolResult } from '../../../api/index.js';
 import { BrowserController, CHROMIUM_DIR } from '../../chromium/index.js';
 import { ComputerRunner } from '../../computer/runner.js';
 import { refuseUpgrade, serverError } from '../../errors.js';
-import type { RuntimeContext, StreamPage } from '../../instances/runtime.js';
+import { runtimeContext, type RuntimeContext, type StreamPage } from '../../instances/runtime.js';
 import { vncLiveViewPage } from '../liveview-page.js';
 import { VncServer } from '../vnc.js';
 import {
@@ -23,7 +23,8 @@ import {
 import { XComputer } from './computer.js';
 
 export interface DesktopOptions {
-  ctx: RuntimeContext;
+  /** The instance's context, read at each use: a warm-pool claim replaces it with the user's. */
+  ctx: () => RuntimeContext;
   /** Environment naming the instance's display for X clients on the host (`DISPLAY`, `XAUTHORITY`). */
   displayEnv: Readonly<Record<string, string>>;
   /** A server-only directory of the instance (x11vnc's password file). */
@@ -73,12 +74,14 @@ export class UbuntuDesktop {
   readonly vnc: VncServer;
   /** `browser/*` on the desktop: a headful Chromium on the display with the same CDP relay. */
   readonly browser: BrowserController;
-  readonly #ctx: RuntimeContext;
+  readonly #ctx: () => RuntimeContext;
   #stopping: Promise<void> | undefined;
 
   constructor(opts: DesktopOptions) {
-    const { ctx, displayEnv, runDir, browserSandbox: box } = opts;
-    this.#ctx = ctx;
+    const { displayEnv, runDir, browserSandbox: box } = opts;
+    this.#ctx = opts.ctx;
+    const ctx = opts.ctx(); // what a claim leaves as it was: the instance, the services, the size
+    const { instance, services } = ctx;
     const display = displayEnv.DISPLAY;
     if (!display) throw new Error('the display environment has no DISPLAY');
     const inside = box.env();
@@ -87,7 +90,7 @@ export class UbuntuDesktop {
       xauthority: displayEnv.XAUTHORITY,
       // made once and kept by the X client (no-isolation: Xvfb's socket on the host)
       connect: box.isolated ? (path) => connectInside(box, path) : undefined,
-      resolution: ctx.resolution,
+      resolution: ctx.plan.resolution,
       // xdotool and x11vnc parse replies of an X server the instance controls: they run in there
       xdotoolIn: {
         exec: (argv, o) => box.exec(argv, { ...o, env: { ...box.env(), ...o.env } }),
@@ -104,8 +107,8 @@ export class UbuntuDesktop {
         ? {
             displayEnv: { DISPLAY: inside.DISPLAY ?? display, XAUTHORITY: inside.XAUTHORITY ?? '' },
             runDir,
-            log: ctx.log,
-            ...(ctx.programs && { x11vnc: ctx.programs.x11vnc }),
+            log: services.log,
+            ...(services.programs && { x11vnc: services.programs.x11vnc }),
             sandbox: {
               spawn: (argv, o) => box.spawn(argv, { ...o, env: { ...box.env(), ...o.env } }),
               tmp: box.tmp,
@@ -115,8 +118,8 @@ export class UbuntuDesktop {
         : {
             displayEnv,
             runDir,
-            log: ctx.log,
-            ...(ctx.programs && { x11vnc: ctx.programs.x11vnc }),
+            log: services.log,
+            ...(services.programs && { x11vnc: services.programs.x11vnc }),
           },
     );
     // Chromium runs inside the sandbox, so a page sees only what the instance's processes see
@@ -126,19 +129,21 @@ export class UbuntuDesktop {
       const { TMPDIR: _tmpdir, ...rest } = box.env();
       return rest;
     };
-    const browserCtx = () => ({
-      ...ctx,
-      dir: join(box.hostHome, CHROMIUM_DIR),
-      failed: (reason: string) => ctx.failed(reason),
-    });
+    // read at each launch: a warm-pool claim may have changed the blocked domains since
+    const browserCtx = () => {
+      const now = this.#ctx();
+      return runtimeContext({
+        ...now,
+        instance: { ...now.instance, dir: join(box.hostHome, CHROMIUM_DIR) },
+      });
+    };
     this.browser = new BrowserController({
       ctx: browserCtx(),
-      // read at each launch: a warm-pool claim may have changed the blocked domains since
       launch: () => ({ ctx: browserCtx() }),
       processDir: posix.join(box.home, CHROMIUM_DIR),
       members: () => box.pids(),
       // downloads kept in the instance's ~/Downloads and listed by the API (../../artifacts/store.ts)
-      downloads: ctx.artifacts,
+      downloads: services.artifacts,
       spawn: (argv, o) => box.spawn(argv, o),
       mkdir: async (paths) => {
         const r = await box.exec(['mkdir', '-p', '--', ...paths], {
@@ -168,7 +173,8 @@ export class UbuntuDesktop {
             !box.hostLoopback && isLoopbackUrl(url) ? undefined : box.checkNavigation!(url),
         }),
       // a user closing the desktop browser is not an instance failure: browser/start opens it again
-      onCrash: (reason) => ctx.log.info({ instance: ctx.id, reason }, 'desktop browser exited'),
+      onCrash: (reason) =>
+        services.log.info({ instance: instance.id, reason }, 'desktop browser exited'),
     });
   }
 
@@ -183,7 +189,9 @@ export class UbuntuDesktop {
   /** Starts x11vnc if need be; the URL of the live-view page, carrying the instance token. */
   async streamUrl(): Promise<string> {
     await this.vnc.ensure();
-    const { publicUrl, id, token } = this.#ctx;
+    const { instance, services } = this.#ctx();
+    const { id, token } = instance;
+    const { publicUrl } = services;
     return `${publicUrl.replace(/\/+$/, '')}/stream/${encodeURIComponent(id)}/?token=${encodeURIComponent(token)}`;
   }
 
