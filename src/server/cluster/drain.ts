@@ -8,6 +8,7 @@
  * deadline, when the instances still live are stopped with `end_reason: "node_drained"`. Then the
  * server closes, and `drained` resolves (the CLI exits 0 on it).
  */
+import { until } from '../../internal/deadline.js';
 import type { Health } from '../instances/health.js';
 import type { Registry } from '../instances/registry.js';
 import type { Logger } from '../instances/runtime.js';
@@ -66,9 +67,10 @@ export class Drain {
       // the database may be away: the node still refuses starts itself
       log.warn({ err }, 'could not mark this node draining in the cluster');
     });
-    while (live().length > 0 && Date.now() < this.#deadline.getTime()) {
-      await new Promise((r) => setTimeout(r, LOOK_MS));
-    }
+    await until(() => live().length === 0, {
+      timeoutMs: this.#deadline.getTime() - Date.now(),
+      intervalMs: LOOK_MS,
+    });
     const left = live();
     if (left.length > 0) {
       log.info({ instances: left.length }, 'drain deadline: stopping the instances still running');
