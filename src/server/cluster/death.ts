@@ -32,6 +32,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { repeat } from '../../internal/repeat.js';
 import { RUN_HEADER } from '../instances/health.js';
+import { LIVE_STATUSES } from '../instances/state.js';
 import type { Database } from './database.js';
 import { NODES_CHANNEL } from './nodes.js';
 
@@ -110,9 +111,9 @@ export async function declareLost(
          row = row || jsonb_build_object('status', 'error', 'end_reason', 'node_lost'),
          ended_reason = coalesce(ended_reason, 'node_lost'),
          updated_at = now()
-       WHERE node = $1 AND run = $2 AND row->>'status' IN ('deploying', 'running', 'paused')
+       WHERE node = $1 AND run = $2 AND row->>'status' = ANY($3::text[])
        RETURNING id`,
-      [name, run],
+      [name, run, [...LIVE_STATUSES]],
     );
     await q('SELECT pg_notify($1, $2)', [NODES_CHANNEL, name]);
     return lost.rows.map((r) => r.id);
