@@ -12,12 +12,12 @@ import { until } from '../../internal/deadline.js';
 import type { Health } from '../instances/health.js';
 import type { Registry } from '../instances/registry.js';
 import type { Logger } from '../instances/runtime.js';
-import type { ClusterNode } from './node.js';
 
 export interface DrainOptions {
   registry: Registry;
   health: Health;
-  cluster: ClusterNode | undefined;
+  /** Marks this node draining in its cluster (placement leaves it out); alone, nothing. */
+  cluster: { drain(): Promise<void> };
   /** How long live instances may run on after the drain began. */
   deadlineMs: number;
   log: Logger;
@@ -63,7 +63,7 @@ export class Drain {
     );
     // nobody may claim a pooled instance here any more: the pool's room goes back to the machine
     await registry.closePool();
-    await cluster?.drain().catch((err: unknown) => {
+    await cluster.drain().catch((err: unknown) => {
       // the database may be away: the node still refuses starts itself
       log.warn({ err }, 'could not mark this node draining in the cluster');
     });
