@@ -236,18 +236,13 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     stockPrepare: (sandbox): Promise<void> => template.seed(sandbox),
   });
   await parts.open({ registry, health, sandboxHost });
-  let drained!: () => void;
-  const drainedPromise = new Promise<void>((resolve) => (drained = resolve));
   const drain = new Drain({
     registry,
     health,
     cluster: parts,
     deadlineMs: parts.drainMs,
     log: logger,
-    close: async () => {
-      await close(); // defined below, called only once the server runs
-      drained();
-    },
+    close: () => close(), // defined below, called only once the server runs
   });
   const app = await buildApp({
     apiKey,
@@ -307,7 +302,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     apiKey,
     clustered: parts.clustered,
     drain: () => drain.start(),
-    drained: drainedPromise,
+    drained: drain.drained,
     host,
     port: address.port,
     dataDir,

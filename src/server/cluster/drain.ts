@@ -32,9 +32,15 @@ export class Drain {
   readonly #opts: DrainOptions;
   #done: Promise<void> | undefined;
   #deadline: Date | undefined;
+  /** Resolves when a drain, begun by anyone, has closed the server (never without a drain). */
+  readonly drained: Promise<void>;
+  readonly #closed: () => void;
 
   constructor(opts: DrainOptions) {
     this.#opts = opts;
+    let closed!: () => void;
+    this.drained = new Promise<void>((resolve) => (closed = resolve));
+    this.#closed = closed;
   }
 
   /** When the remaining instances are stopped, once the drain began. */
@@ -81,5 +87,6 @@ export class Drain {
       });
     }
     await this.#opts.close();
+    this.#closed();
   }
 }
