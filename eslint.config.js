@@ -26,6 +26,33 @@ const NODE_GLOBALS = readonly([
   ...['queueMicrotask', 'structuredClone', 'TextEncoder', 'TextDecoder', 'performance'],
 ]);
 
+/** STYLE.md 9: the public surface is curated. */
+const NO_EXPORT_ALL = {
+  selector: 'ExportAllDeclaration',
+  message: 'Curated public surface: no export * (STYLE.md 9).',
+};
+
+/**
+ * STYLE.md 15: a deadline, a poll or a pause is written once, in src/internal/ (deadline.ts:
+ * `raceDeadline`, `withDeadline`, `until`, `abortable`; serial.ts, backoff.ts, repeat.ts), where
+ * its timer is cleared, unref'd and its late rejection handled. Elsewhere a hand-made one is
+ * refused: `Promise.race` (a deadline race), and a `new Promise` whose executor arms a timer
+ * (a sleep or a deadline). A plain pause is `setTimeout` of `node:timers/promises`.
+ */
+const HAND_MADE_TIMERS = [
+  {
+    selector: "CallExpression[callee.object.name='Promise'][callee.property.name='race']",
+    message:
+      'A deadline race is raceDeadline/withDeadline of src/internal/deadline.ts (STYLE.md 15).',
+  },
+  {
+    selector:
+      "NewExpression[callee.name='Promise'] > :function CallExpression[callee.name=/^(setTimeout|setInterval)$/]",
+    message:
+      'A sleep, poll or deadline made of new Promise and a timer: use src/internal/ (deadline.ts `until`, `withDeadline`; repeat.ts) or setTimeout of node:timers/promises (STYLE.md 15).',
+  },
+];
+
 export default tseslint.config(
   {
     ignores: [
@@ -49,14 +76,15 @@ export default tseslint.config(
         'error',
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
       ],
-      'no-restricted-syntax': [
-        'error',
-        {
-          selector: 'ExportAllDeclaration',
-          message: 'Curated public surface: no export * (STYLE.md 9).',
-        },
-      ],
+      'no-restricted-syntax': ['error', NO_EXPORT_ALL, ...HAND_MADE_TIMERS],
     },
+  },
+  {
+    // src/internal/ is where those mechanisms are written. Tests wait for real time on purpose
+    // (a pause before asserting that nothing happened) and drive the global timers with
+    // vi.useFakeTimers, which a promise of node:timers/promises does not follow.
+    files: ['src/internal/**', 'test/**'],
+    rules: { 'no-restricted-syntax': ['error', NO_EXPORT_ALL] },
   },
   {
     // Plain JavaScript modules shipped in src/ as they are: outside the TypeScript project, so

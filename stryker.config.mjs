@@ -52,6 +52,7 @@ export default {
     // the API key and the per-instance (cdp_url, live-view) token
     span(APP, /^export function safeEqual\(/),
     span(APP, /^ {2}app\.addHook\('onRequest', async \(req\) => \{$/),
+    span(APP, /^export const WEBSOCKET_ROUTES\b/),
     span(APP, /^export function handleUpgrade\(/),
     span(APP, /^export function registerStreamPages\(/),
   ],

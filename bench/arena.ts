@@ -13,6 +13,7 @@
  * served on 127.0.0.1. Prints p50/p95 per phase and the totals' ratio to the local launch.
  * Between measured runs the pool is refilled, untimed.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -109,7 +110,7 @@ const clients = new Map<RunningServer, Burrow>(
 );
 const settle = async () => {
   await Promise.all([cold.warmPool.ready(), pool.warmPool.ready()]);
-  await new Promise((r) => setTimeout(r, 300)); // the last instance's teardown
+  await sleep(300); // the last instance's teardown
 };
 
 const kinds = {

@@ -12,6 +12,7 @@
  *
  * `node --import tsx bench/computer.ts [N]` (default N = 30 clicks per figure).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -104,7 +105,7 @@ async function main(): Promise<void> {
       flatten: true,
     });
     await cdp.send('Page.navigate', { url: siteUrl }, sessionId);
-    await new Promise((r) => setTimeout(r, 1000));
+    await sleep(1000);
     return { cdp, sessionId };
   };
   const click = (id: string, screenshot: boolean) =>

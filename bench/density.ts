@@ -9,6 +9,7 @@
  *     instances that map them), and the kernel's own count for its cgroup;
  *   - what the defaults allow (instance cap, memory limit) against this machine's memory.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { totalmem } from 'node:os';
 import { tmpdir } from 'node:os';
@@ -67,7 +68,7 @@ try {
   }
   const startAll = performance.now() - t0;
   process.stderr.write('\n');
-  await new Promise((r) => setTimeout(r, 5000)); // start-up work settles
+  await sleep(5000); // start-up work settles
   const full = await listLatency();
   const per = ids.map(pss);
   const cg = ids.map(cgroupMemory);

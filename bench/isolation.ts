@@ -15,6 +15,7 @@
  * `node --import tsx bench/isolation.ts [N]` (default N = 5), as root or as a normal user (the
  * privilege level the sandbox is built at is the server's: see bench/start-to-page.ts).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -131,7 +132,7 @@ async function idleMemory(api: Api): Promise<Record<string, number>> {
     const ids: string[] = [];
     for (let i = 0; i < IDLE; i++)
       ids.push(String((await api('/v1/start', { instance_type: type })).id));
-    await new Promise((r) => setTimeout(r, 3000)); // let start-up work settle
+    await sleep(3000); // let start-up work settle
     const per = ids.map((id) => pssKiB(instancePids(id)));
     mem[type] = median(per) / 1024;
     for (const id of ids) await api(`/v1/instance/${id}/stop`, {});

@@ -8,6 +8,7 @@
  *
  * `node --import tsx bench/kernel.ts [N]` (default N = 50).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -125,7 +126,7 @@ async function pooled(dataDir: string): Promise<{ bash: number; code: number }> 
   const call = poster(server);
   const first = async (path: string, body: unknown): Promise<number> => {
     await server.warmPool.ready();
-    await new Promise((r) => setTimeout(r, 300)); // the last instance's teardown
+    await sleep(300); // the last instance's teardown
     const [t, inst] = await time(async () => {
       const inst = await call('/v1/start', { instance_type: 'ubuntu' });
       await call(`/v1/instance/${String(inst.id)}/${path}`, body);

@@ -13,6 +13,7 @@
  *
  * It prints the figures and the ratios recording on ÷ off.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -90,7 +91,7 @@ type Cores = { instance: number; ffmpeg: number; server: number };
 async function cores(id: string, ms: number): Promise<Cores> {
   const before = instanceCpu(id);
   const self = process.cpuUsage();
-  await new Promise((r) => setTimeout(r, ms));
+  await sleep(ms);
   const after = instanceCpu(id);
   const selfUsed = process.cpuUsage(self);
   let used = 0;
@@ -149,10 +150,10 @@ async function cpuOf(type: 'browser' | 'ubuntu'): Promise<void> {
   try {
     const page = browser.contexts()[0]!.pages()[0]!;
     await page.goto(pageUrl);
-    await new Promise((r) => setTimeout(r, 1000));
+    await sleep(1000);
     const off = await cores(id, WINDOW_MS);
     const { recording_id } = await client.recordings.start(id);
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500);
     const on = await cores(id, WINDOW_MS);
     await client.recordings.stop(id);
     const clip = await clipFps(id, recording_id);

@@ -18,6 +18,7 @@
  * own port. The sandbox around Chromium is left out (it is not on this path: the pipe is the
  * same either way).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -188,7 +189,7 @@ for (const setup of Object.keys(setups) as Setup[]) {
     )}`,
   });
 }
-await new Promise((r) => setTimeout(r, 500));
+await sleep(500);
 
 const rtt = Object.fromEntries(ways.map((w) => [w, [] as number[]])) as Record<Way, number[]>;
 const shots = Object.fromEntries(ways.map((w) => [w, 0])) as Record<Way, number>;

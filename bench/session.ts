@@ -11,6 +11,7 @@
  *
  * and prints the medians, bridge ÷ local, and the bridge's own overhead over the bare calls.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -89,7 +90,7 @@ try {
   for (let i = 0; i < n; i++) {
     for (const name of names) {
       await settle(); // no pool refill runs beside a measured run
-      await new Promise((r) => setTimeout(r, 300)); // nor the last instance's teardown
+      await sleep(300); // nor the last instance's teardown
       const t0 = performance.now();
       await runs[name]();
       times[name].push(performance.now() - t0);

@@ -40,6 +40,7 @@
  * (src/server/sandbox/sandbox.ts). `BURROW_LOG_LEVEL=debug` logs each start's stages
  * (src/internal/stages.ts).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -120,7 +121,7 @@ async function serveInProcessOfItsOwn(): Promise<{
       child.kill('SIGTERM');
       await exited;
     },
-    sandboxStock: { ready: () => new Promise((resolve) => setTimeout(resolve, 4000)) },
+    sandboxStock: { ready: () => sleep(4000) },
   };
 }
 
@@ -142,7 +143,7 @@ async function tornDown(id: string): Promise<void> {
   const t = performance.now();
   while (existsSync(join(instancesDir, id))) {
     if (performance.now() - t > 30_000) throw new Error(`${id} still torn down after 30 s`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
+    await sleep(2);
   }
   teardowns.push(performance.now() - t);
 }
@@ -179,7 +180,7 @@ async function viaLaunch(args: readonly string[], chromiumSandbox = false): Prom
  */
 const quiet = async () => {
   await server.sandboxStock.ready();
-  if (idleMs > 0) await new Promise((resolve) => setTimeout(resolve, idleMs));
+  if (idleMs > 0) await sleep(idleMs);
 };
 
 /** Chromium refuses to run its own sandbox as root: that baseline exists only for a normal user. */

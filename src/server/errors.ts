@@ -110,7 +110,7 @@ export const SERVER_ERRORS = {
     status: 502,
     message: 'Instance {id} lives on node {node}, which did not answer: {reason}',
   },
-  // --- keys of projects (cluster/keys.ts, http/key-routes.ts) ---
+  // --- keys of projects (cluster/keys.ts, http/cluster/keys.ts) ---
   keys_need_cluster: {
     status: 501,
     message:

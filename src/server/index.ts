@@ -6,14 +6,8 @@
  * // server.url, server.apiKey
  * ```
  */
-import { ClusterNode } from './cluster/node.js';
-import { Forwarder } from './http/forward.js';
-import { ProjectKeys } from './cluster/keys.js';
-import { ClusterView } from './cluster/placement.js';
-import { KeyScope } from './http/key-routes.js';
-import { StartPlacement } from './http/start-placement.js';
+import { compose } from './cluster/compose.js';
 import { Drain } from './cluster/drain.js';
-import { StartRefusals } from './cluster/refusals.js';
 import { serverError } from './errors.js';
 import { Health } from './instances/health.js';
 import { randomBytes } from 'node:crypto';
@@ -23,26 +17,17 @@ import { join } from 'node:path';
 import type { AddressInfo, Socket } from 'node:net';
 import { background } from '../internal/background.js';
 import { pidAlive } from '../internal/process.js';
-import { buildApp, createLogger, handleUpgrade } from './http/app.js';
+import { buildApp, createLogger } from './http/app.js';
 import { ArtifactStore } from './artifacts/store.js';
 import { AuthStore } from './auth-states/store.js';
 import { ExtensionStore } from './extensions/store.js';
 import { ProfileStore } from './profiles/store.js';
-import { PostgresExtensions } from './cluster/extension-backend.js';
-import { PostgresProfileBackend } from './cluster/profile-backend.js';
 import { startRefusal } from './host/requirements.js';
 import { DEFAULT_RESOLUTION, Registry } from './instances/registry.js';
-import { MemoryInstanceStore } from './instances/store.js';
 import { withServices, type RuntimeFactory } from './instances/runtime.js';
 import { SandboxHost } from './sandbox/index.js';
 import { ProfileTemplate } from './chromium/index.js';
-import {
-  ConfigError,
-  resolveServerConfig,
-  type ServerConfig,
-  type ServerOptions,
-  type WarmPoolSizes,
-} from './config.js';
+import { resolveServerConfig, type ServerOptions, type WarmPoolSizes } from './config.js';
 
 export {
   ConfigError,
@@ -89,9 +74,6 @@ export interface RunningServer extends AsyncDisposable {
   /** Resolves when a drain, begun here or by `POST /v1/node/drain`, has closed the server. */
   readonly drained: Promise<void>;
 }
-
-/** How long a drain lets instances run on when no cluster setting says (`cluster.drainSeconds`). */
-const DEFAULT_DRAIN_MS = 300_000;
 
 /**
  * Removes instance directories of earlier server runs whose process is gone; returns their
@@ -162,51 +144,29 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     secrets: [apiKey],
     ...(options.logDestination && { destination: options.logDestination }),
   });
-  const cluster =
-    config.cluster &&
-    (await openCluster(config, logger, (why) => {
-      // called by lease renewals (after join, so `health` and `registry` exist by then)
-      if (!/taken by another run/.test(why)) {
-        logger.warn({ why }, 'the cluster lease ran out without renewal; still trying');
-        return;
-      }
-      logger.error(
-        { why },
-        'this node lost its place in the cluster (declared lost, or its name taken): its instances stop; restart it to rejoin',
-      );
-      health.lost();
-      for (const r of registry.list()) {
-        if (r.live) void registry.stop(r.id, 'node_lost').catch(() => {});
-      }
-    }));
+  // alone, the single-node defaults; with --cluster, the cluster's parts (cluster/compose.ts)
+  const parts = await compose(config, { log: logger, journal: join(runDir, JOURNAL), earlier });
   const authStore = new AuthStore(dataDir, {
     secretKeyFile: config.secretKeys.secretKeyFile,
     oldSecretKeyFiles: config.secretKeys.oldSecretKeyFiles,
     env: config.secretKeys.env,
-    ...(cluster && { backend: cluster.authStates, shared: true }),
+    ...parts.authStates,
   });
   await authStore.ready; // states of 0.1 and of rotated-out keys re-encrypted
-  // what another node saves or deletes shows here too
-  await cluster?.authStates.watch((id) => void authStore.refresh(id).catch(() => {}));
-  // and what it saved or deleted while this node did not listen (the database restarted)
-  cluster?.db.onRelisten(() => void authStore.refreshAll().catch(() => {}));
+  await parts.followAuthStates(authStore);
   // uploaded browser extensions; half-written uploads of an earlier run are removed. On a
   // cluster node they are the cluster's, and the directory this node's cache of them
-  const sharedExtensions = cluster && new PostgresExtensions(cluster.db);
   const extensions = new ExtensionStore(dataDir, {
     maxBytes: config.maxExtensionBytes,
-    shared: sharedExtensions,
+    shared: parts.extensions,
   });
   await extensions.ready;
-  // an extension deleted through another node leaves this node's cache too
-  await sharedExtensions?.watch((id) => void extensions.evict(id).catch(() => {}));
+  await parts.followExtensions(extensions);
   // persistent browser profiles, sealed with the auth states' key (the cluster's, on a node)
-  const profileBackend =
-    cluster && new PostgresProfileBackend(cluster.db, { node: cluster.name, run: cluster.run });
   const profiles = new ProfileStore(dataDir, {
     keyring: authStore.keyring,
     maxBytes: config.maxProfileBytes,
-    ...(profileBackend && { backend: profileBackend }),
+    backend: parts.profiles,
   });
   await profiles.ready;
   const artifacts = new ArtifactStore({
@@ -236,8 +196,6 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   });
   // readiness: this machine can start a sandbox (a self-test), and the server is not draining
   const health = new Health(sandboxHost, runDir, logger);
-  // `/livez` names this run, so a join that probes this name's previous run tells the two apart
-  if (cluster) health.run = cluster.run;
   const { maxInstances, maxUploadBytes, warmPool, sandboxStock } = config;
   checkCapacity(maxInstances, warmPool, sandboxHost.limits.memoryBytes, logger);
   // every sandbox made ahead gets a fresh Chromium profile's skeleton (chromium/profile-template.ts)
@@ -266,61 +224,25 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     maxUploadBytes,
     log: logger,
     sandboxHost,
-    store: cluster?.store ?? new MemoryInstanceStore({ journal: join(runDir, JOURNAL), earlier }),
-    ...(cluster && {
-      newId: () => cluster.newId(),
-      // the others place starts by this node's free slots and warm pool: published on change
-      changed: () => cluster.advertise(advert),
-    }),
+    store: parts.store,
+    ...parts.registry,
     admission: async () => {
       // a draining node takes no starts, nor warm-pool claims (drain.ts)
-      if (health.draining) throw serverError('node_draining', { node: cluster?.name ?? host });
-      await cluster?.admit();
+      if (health.draining) throw serverError('node_draining', { node: parts.name });
+      await parts.admit();
     },
     warmPool,
     sandboxStock,
     stockPrepare: (sandbox): Promise<void> => template.seed(sandbox),
   });
-  /** What this node can take now: free slots under its cap, and its warm pool. */
-  const advert = () => ({
-    capacity: maxInstances,
-    freeSlots: Math.max(0, maxInstances - registry.liveCount),
-    warm: registry.pooled,
-  });
-  // a node adopts its name's earlier rows only once its join proved the name is its own (a second
-  // process given a live node's name must not end that node's instances)
-  if (!cluster) await registry.adopt();
-  else health.joining();
-  const { maxConnectionsPerClient } = config;
-  const forwarder = cluster && new Forwarder(cluster, cluster.clientSigner);
-  const placement =
-    cluster &&
-    new StartPlacement({
-      name: cluster.name,
-      db: cluster.db,
-      view: await ClusterView.open(cluster.db),
-      local: advert,
-      signer: cluster.clientSigner,
-      clusterMax: config.cluster?.maxInstances,
-      // a drain leaves this node out of its own placements at once, before the database says so
-      draining: () => health.draining,
-    });
-  // starts refused here, counted for the autoscaler (cluster/refusals.ts)
-  const refusals = cluster && new StartRefusals(cluster.db, cluster.name);
-  // keys of projects live in the cluster's database; the server's own key stays the admin's
-  const keys = cluster && new KeyScope(await ProjectKeys.open(cluster.db), authStore);
-  let drained!: () => void;
-  const drainedPromise = new Promise<void>((resolve) => (drained = resolve));
+  await parts.open({ registry, health, sandboxHost });
   const drain = new Drain({
     registry,
     health,
-    cluster: cluster || undefined,
-    deadlineMs: config.cluster?.drainMs ?? DEFAULT_DRAIN_MS,
+    cluster: parts,
+    deadlineMs: parts.drainMs,
     log: logger,
-    close: async () => {
-      await close(); // defined below, called only once the server runs
-      drained();
-    },
+    close: () => close(), // defined below, called only once the server runs
   });
   const app = await buildApp({
     apiKey,
@@ -332,22 +254,13 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     extensions,
     profiles,
     mcp: config.mcp,
-    ...(maxConnectionsPerClient !== undefined && { maxConnectionsPerClient }),
-    forwarder,
-    placement,
-    keys,
-    ...(refusals && { refusedStart: (status: number) => refusals.count(status) }),
-    ...(cluster && { forwardedClient: (req) => cluster.clientSigner.clientOf(req) }),
+    maxConnectionsPerClient: config.maxConnectionsPerClient,
+    cluster: parts.http,
     health,
     drain: () => {
       void drain.start();
       return drain.deadline!;
     },
-  });
-  app.server.on('upgrade', (req, socket, head) => {
-    const local = () => handleUpgrade(registry, req, socket, head);
-    if (forwarder) forwarder.upgrade(req, socket, head, local);
-    else local();
   });
   await app.listen({ host, port: config.port });
   // an embedded server's socket and connections never hold the process alone (background.ts)
@@ -358,13 +271,6 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const wildcard = host === '0.0.0.0' || host === '::';
   const url = `http://${urlHost(wildcard ? '127.0.0.1' : host)}:${address.port}`;
   publicUrl ||= url;
-  if (cluster && !config.publicUrl) {
-    // any node forwards a cdp_url to its owner, but clients should not need to know the nodes
-    logger.warn(
-      { url },
-      'cluster mode without --public-url: cdp_url and stream_url carry this node’s own address',
-    );
-  }
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
@@ -372,42 +278,31 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       artifacts.closing(); // the retained files go with the run directory
       // a profile template still being made is cut short: the stock's fill waits for it
       await Promise.all([template.close(), registry.close()]);
-      await profileBackend?.settled(); // the stopped instances' profiles released
+      await parts.released(); // the stopped instances' profiles released
       await artifacts.close();
-      await app.close();
-      await forwarder?.close();
-      await placement?.close();
-      await refusals?.close();
-      await cluster?.close();
+      await app.close(); // and the cluster's plug-in: its forwarding and placement
+      await parts.close();
       await sandboxHost.close();
       await rm(runDir, { recursive: true, force: true });
     })());
   // a node takes its slot (the ids it mints) once others can reach it; refused (its name held
   // by a live node), everything started so far is closed again, so the process can exit
   try {
-    await cluster?.join({ url: config.cluster?.nodeUrl ?? url, ...advert() });
-    if (cluster) {
-      await registry.adopt();
-      health.joined();
-    }
+    await parts.listening(url);
   } catch (err) {
     await close().catch(() => {});
     throw err;
   }
   // instances never reach burrow's own port, whatever the operator allows on loopback
   sandboxHost.protectedPorts = () => [address.port];
-  // nor the cluster's database and nodes, wherever they are
-  if (cluster) sandboxHost.refusedEndpoints = () => cluster.endpoints();
   registry.startPool();
-  // a node is ready once it proved it can start a sandbox; a single server tests on first ask
-  if (cluster) void health.selfTest();
 
   return {
     url,
     apiKey,
-    clustered: Boolean(cluster),
+    clustered: parts.clustered,
     drain: () => drain.start(),
-    drained: drainedPromise,
+    drained: drain.drained,
     host,
     port: address.port,
     dataDir,
@@ -420,28 +315,6 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     close,
     [Symbol.asyncDispose]: close,
   };
-}
-
-/** This server as a node of its cluster (`--cluster`); refuses a node without a shared key. */
-async function openCluster(
-  config: ServerConfig,
-  log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void },
-  onLost: (why: string) => void,
-): Promise<ClusterNode> {
-  const c = config.cluster!;
-  const keys = config.secretKeys;
-  if (!keys.secretKeyFile && !keys.env.BURROW_SECRET_KEY && !keys.env.BURROW_SECRET_KEY_FILE) {
-    throw new ConfigError(
-      'cluster mode needs the auth-state key every node shares: give --secret-key-file (or BURROW_SECRET_KEY_FILE) the same 32-byte key on each node',
-    );
-  }
-  return ClusterNode.open({
-    databaseUrl: c.databaseUrl,
-    nodeName: c.nodeName,
-    leaseMs: c.leaseMs,
-    log,
-    onLost,
-  });
 }
 
 /**

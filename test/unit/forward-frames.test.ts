@@ -1,10 +1,10 @@
 /**
- * The forwarder's view of a joined WebSocket (src/server/http/forward.ts): where the frames of
+ * The forwarder's view of a joined WebSocket (src/server/http/cluster/forward.ts): where the frames of
  * one direction end, whether a close went by, and the close frame it sends when an owner node
  * vanished (4001 `node_lost`).
  */
 import { describe, expect, it } from 'vitest';
-import { closeFrame, FrameBoundary } from '../../src/server/http/forward.js';
+import { closeFrame, FrameBoundary } from '../../src/server/http/cluster/forward.js';
 
 /** A server-to-client frame (unmasked) or, with `mask`, a client-to-server one. */
 function frame(opcode: number, payload: Buffer, mask = false): Buffer {

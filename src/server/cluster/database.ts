@@ -11,6 +11,7 @@
  *   `search_path`, so one database can hold several clusters (and the tests one per case).
  */
 import pg from 'pg';
+import { RetryBackoff } from '../../internal/backoff.js';
 import { MIGRATIONS } from './migrations.js';
 
 /** The advisory-lock key of migrations: "burrow" as ASCII in a 64-bit integer. */
@@ -42,9 +43,8 @@ export class Database {
   #listener: pg.Client | undefined;
   /** The connection being made (first or again), while it is. */
   #connecting: Promise<pg.Client> | undefined;
-  /** The one timer of the next attempt to listen again, while one is waiting. */
-  #retry: NodeJS.Timeout | undefined;
-  #backoffMs = 0;
+  /** The one timer of the next attempt to listen again: 100 ms, doubling up to 5 s. */
+  readonly #retry = new RetryBackoff(100, 5000);
   readonly #channels = new Map<string, Set<Notify>>();
   readonly #relistened = new Set<() => void>();
   #closed = false;
@@ -164,7 +164,7 @@ export class Database {
       this.#channels.set(channel, (fns = new Set()));
       // a connection being made listens on every channel, this one included, before it is up
       if (this.#listener) await this.#listener.query(`LISTEN ${channel}`);
-      else if (!this.#retry) await (this.#connecting ??= this.#connect());
+      else if (!this.#retry.pending) await (this.#connecting ??= this.#connect());
     }
     fns.add(fn);
     return () => {
@@ -221,27 +221,24 @@ export class Database {
     if (this.#listener !== client) return; // an attempt's client, or one already replaced
     this.#listener = undefined;
     client.end().catch(() => {});
-    this.#backoffMs = 0;
+    this.#retry.succeeded(); // the first attempt comes soon again
     this.#relisten();
   }
 
   /** Schedule the one attempt to listen again (no-op while one waits or runs). */
   #relisten(): void {
-    if (this.#closed || this.#retry || this.#connecting) return;
-    this.#backoffMs = Math.min(5000, Math.max(100, this.#backoffMs * 2));
-    this.#retry = setTimeout(() => {
-      this.#retry = undefined;
+    if (this.#closed || this.#retry.pending || this.#connecting) return;
+    this.#retry.schedule(() => {
       if (this.#closed) return;
       const attempt = (this.#connecting = this.#connect());
       attempt.then(
         () => {
-          this.#backoffMs = 0;
+          this.#retry.succeeded();
           for (const fn of this.#relistened) fn();
         },
         () => this.#relisten(),
       );
-    }, this.#backoffMs);
-    this.#retry.unref();
+    });
   }
 
   get closed(): boolean {
@@ -252,8 +249,7 @@ export class Database {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    clearTimeout(this.#retry);
-    this.#retry = undefined;
+    this.#retry.cancel();
     const listener = this.#listener;
     this.#listener = undefined;
     await this.#connecting?.catch(() => {}); // an attempt under way ends its own client

@@ -29,7 +29,10 @@
  * same transaction (`declareLost(…, {restarted: true})`). A run that answers as itself (two
  * processes given one name) keeps the name.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { repeat } from '../../internal/repeat.js';
 import { RUN_HEADER } from '../instances/health.js';
+import { LIVE_STATUSES } from '../instances/state.js';
 import type { Database } from './database.js';
 import { NODES_CHANNEL } from './nodes.js';
 
@@ -76,7 +79,7 @@ export async function nodeAnswers(
 ): Promise<boolean> {
   const attempts = opts.attempts ?? 3;
   for (let i = 0; i < attempts; i++) {
-    if (i > 0) await new Promise((r) => setTimeout(r, opts.gapMs ?? 250));
+    if (i > 0) await sleep(opts.gapMs ?? 250);
     if (await probeOnce(url, opts.timeoutMs ?? 1000, run)) return true;
   }
   return false;
@@ -108,9 +111,9 @@ export async function declareLost(
          row = row || jsonb_build_object('status', 'error', 'end_reason', 'node_lost'),
          ended_reason = coalesce(ended_reason, 'node_lost'),
          updated_at = now()
-       WHERE node = $1 AND run = $2 AND row->>'status' IN ('deploying', 'running', 'paused')
+       WHERE node = $1 AND run = $2 AND row->>'status' = ANY($3::text[])
        RETURNING id`,
-      [name, run],
+      [name, run, [...LIVE_STATUSES]],
     );
     await q('SELECT pg_notify($1, $2)', [NODES_CHANNEL, name]);
     return lost.rows.map((r) => r.id);
@@ -137,17 +140,18 @@ export interface DeathWatchOptions extends ProbeOptions {
 export class DeathWatch {
   readonly #db: Database;
   readonly #opts: DeathWatchOptions;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #stop = new AbortController();
   #checking: Promise<void> = Promise.resolve();
-  #stopped = false;
 
   constructor(db: Database, opts: DeathWatchOptions) {
     this.#db = db;
     this.#opts = opts;
   }
 
+  /** Look every third of the lease (at least every 250 ms) until `stop`. */
   start(): void {
-    this.#schedule();
+    const every = Math.max(250, Math.floor(this.#opts.leaseMs / 3));
+    void repeat(() => this.check().catch(() => {}), every, this.#stop.signal);
   }
 
   /**
@@ -166,7 +170,7 @@ export class DeathWatch {
       await Promise.all(
         due.rows.map(async (n) => {
           if (await answers(n.url, n.run)) return; // late renewals (a database that came back): alive
-          if (this.#stopped) return;
+          if (this.#stop.signal.aborted) return;
           const ids = await declareLost(this.#db, n.name, n.run);
           if (ids) {
             this.#opts.log.warn(
@@ -183,22 +187,7 @@ export class DeathWatch {
   }
 
   stop(): Promise<void> {
-    this.#stopped = true;
-    clearTimeout(this.#timer);
+    this.#stop.abort();
     return this.#checking;
-  }
-
-  #schedule(): void {
-    if (this.#stopped) return;
-    this.#timer = setTimeout(
-      () => {
-        this.check().then(
-          () => this.#schedule(),
-          () => this.#schedule(),
-        );
-      },
-      Math.max(250, Math.floor(this.#opts.leaseMs / 3)),
-    );
-    this.#timer.unref();
   }
 }

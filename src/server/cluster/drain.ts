@@ -8,15 +8,16 @@
  * deadline, when the instances still live are stopped with `end_reason: "node_drained"`. Then the
  * server closes, and `drained` resolves (the CLI exits 0 on it).
  */
+import { until } from '../../internal/deadline.js';
 import type { Health } from '../instances/health.js';
 import type { Registry } from '../instances/registry.js';
 import type { Logger } from '../instances/runtime.js';
-import type { ClusterNode } from './node.js';
 
 export interface DrainOptions {
   registry: Registry;
   health: Health;
-  cluster: ClusterNode | undefined;
+  /** Marks this node draining in its cluster (placement leaves it out); alone, nothing. */
+  cluster: { drain(): Promise<void> };
   /** How long live instances may run on after the drain began. */
   deadlineMs: number;
   log: Logger;
@@ -31,9 +32,15 @@ export class Drain {
   readonly #opts: DrainOptions;
   #done: Promise<void> | undefined;
   #deadline: Date | undefined;
+  /** Resolves when a drain, begun by anyone, has closed the server (never without a drain). */
+  readonly drained: Promise<void>;
+  readonly #closed: () => void;
 
   constructor(opts: DrainOptions) {
     this.#opts = opts;
+    let closed!: () => void;
+    this.drained = new Promise<void>((resolve) => (closed = resolve));
+    this.#closed = closed;
   }
 
   /** When the remaining instances are stopped, once the drain began. */
@@ -62,13 +69,14 @@ export class Drain {
     );
     // nobody may claim a pooled instance here any more: the pool's room goes back to the machine
     await registry.closePool();
-    await cluster?.drain().catch((err: unknown) => {
+    await cluster.drain().catch((err: unknown) => {
       // the database may be away: the node still refuses starts itself
       log.warn({ err }, 'could not mark this node draining in the cluster');
     });
-    while (live().length > 0 && Date.now() < this.#deadline.getTime()) {
-      await new Promise((r) => setTimeout(r, LOOK_MS));
-    }
+    await until(() => live().length === 0, {
+      timeoutMs: this.#deadline.getTime() - Date.now(),
+      intervalMs: LOOK_MS,
+    });
     const left = live();
     if (left.length > 0) {
       log.info({ instances: left.length }, 'drain deadline: stopping the instances still running');
@@ -79,5 +87,6 @@ export class Drain {
       });
     }
     await this.#opts.close();
+    this.#closed();
   }
 }

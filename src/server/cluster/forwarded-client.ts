@@ -1,6 +1,6 @@
 /**
  * The real client of a forwarded request. A node that forwards a request to the owner of an
- * instance (../http/forward.ts) is not the client: the owner's per-client connection cap
+ * instance (../http/cluster/forward.ts) is not the client: the owner's per-client connection cap
  * (../http/limits.ts) must count the address the forwarding node saw. The forwarding node says it in
  * `x-burrow-client`, signed, because anyone can send a header: an address is believed only with
  * a valid signature under a key every node derives from the cluster's secret, never because of

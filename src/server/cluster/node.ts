@@ -6,6 +6,7 @@
  * (ids.ts) and the nodes' URLs (kept current by NOTIFY).
  */
 import { randomBytes } from 'node:crypto';
+import { withDeadline } from '../../internal/deadline.js';
 import { serverError } from '../errors.js';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
@@ -149,21 +150,14 @@ export class ClusterNode {
    * (its row and its id's owner are written there). Rejects with the 503 for the client.
    */
   async admit(timeoutMs = 2000): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
+      await withDeadline(
         this.db.query('SELECT 1'),
-        new Promise((_, reject) => {
-          timer = setTimeout(
-            () => reject(new Error(`no answer within ${timeoutMs} ms`)),
-            timeoutMs,
-          );
-        }),
-      ]);
+        timeoutMs,
+        () => new Error(`no answer within ${timeoutMs} ms`),
+      );
     } catch (err) {
       throw serverError('cluster_database_unavailable', { reason: (err as Error).message });
-    } finally {
-      clearTimeout(timer);
     }
   }
 

@@ -9,6 +9,7 @@
  * not by itself make a node dead (a database fail-over must not look like node death); the
  * death detector also probes the node directly.
  */
+import { repeat } from '../../internal/repeat.js';
 import type { Database } from './database.js';
 
 /** Slots are 12 bits in an id: 1 … 4095 (0 is never given). */
@@ -109,7 +110,8 @@ export class NodeLease {
   readonly #leaseMs: number;
   readonly #onLost: ((why: string) => void) | undefined;
   #advert: NodeAdvert;
-  #timer: NodeJS.Timeout | undefined;
+  /** Ends the renewals (`leave`). */
+  readonly #renewals = new AbortController();
   #renewing: Promise<void> = Promise.resolve();
   #lastRenewed = Date.now();
   #left: Promise<void> | undefined;
@@ -207,7 +209,7 @@ export class NodeLease {
     const sentAt = Date.now();
     const clock = await db.query<{ db_now: Date }>('SELECT clock_timestamp() AS db_now');
     lease.#sawClock(sentAt, clock.rows[0]?.db_now);
-    lease.#schedule();
+    void lease.#renewEvery(Math.max(100, Math.floor(lease.#leaseMs / 3)));
     return lease;
   }
 
@@ -279,8 +281,7 @@ export class NodeLease {
   /** Leave the cluster: the lease ends now and the slot stays this name's. Idempotent. */
   leave(): Promise<void> {
     return (this.#left ??= (async () => {
-      clearTimeout(this.#timer);
-      this.#timer = undefined;
+      this.#renewals.abort();
       await this.#renewing;
       await this.#db
         .query(
@@ -292,25 +293,25 @@ export class NodeLease {
     })());
   }
 
-  #schedule(): void {
-    this.#timer = setTimeout(
-      () => {
-        if (this.#left) return;
+  /**
+   * Renews every `ms` until `leave`, or until the lease is found taken. A renewal that fails
+   * while the database does not answer is not a lost lease until the lease ran out.
+   */
+  #renewEvery(ms: number): Promise<void> {
+    return repeat(
+      () =>
         this.renew().then(
-          () => this.#schedule(),
+          () => true,
           (err: Error) => {
-            // a database that does not answer for a while is not a lost lease until it ran out
             const taken = /taken by another run/.test(err.message);
             if (taken || Date.now() - this.#lastRenewed > this.#leaseMs) {
               this.#onLost?.(err.message);
-              if (taken) return;
             }
-            this.#schedule();
+            return !taken;
           },
-        );
-      },
-      Math.max(100, Math.floor(this.#leaseMs / 3)),
+        ),
+      ms,
+      this.#renewals.signal,
     );
-    this.#timer.unref();
   }
 }

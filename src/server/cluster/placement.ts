@@ -21,6 +21,7 @@
 import type { Database } from './database.js';
 import { NODES_CHANNEL, type NodeAdvert } from './nodes.js';
 import { END_WINDOW_SECONDS, type ClusterLoad } from '../instances/retry-after.js';
+import { LIVE_STATUSES } from '../instances/state.js';
 
 // the formula is shared with a single node's own cap (retry-after.ts)
 export {
@@ -122,8 +123,9 @@ export async function readClusterLoad(
   const live = await db.query<{ left: number | null }>(
     `SELECT extract(epoch FROM ((i.row->>'expires_at')::timestamptz - now()))::float8 AS left
      FROM instances i JOIN nodes n ON n.name = i.node AND n.run = i.run
-     WHERE i.ended_reason IS NULL AND i.row->>'status' IN ('deploying', 'running', 'paused')
+     WHERE i.ended_reason IS NULL AND i.row->>'status' = ANY($1::text[])
        AND n.lease_until > now() AND n.state <> 'left'`,
+    [[...LIVE_STATUSES]],
   );
   const ended = await db.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM instances

@@ -18,6 +18,8 @@
  * - **Projects.** Rows are keyed by (project, name), the admin's project being `''`.
  */
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { raceDeadline } from '../../internal/deadline.js';
 import { serverError } from '../errors.js';
 import type { Database, Rows } from './database.js';
 
@@ -202,7 +204,7 @@ export class PostgresProfileBackend {
         // tried until the database answers; a node that closes or dies frees its holds anyway
         // (its run is no longer up: LIVE_HOLD)
         if (this.#db.closed) return;
-        await new Promise((r) => setTimeout(r, wait).unref());
+        await sleep(wait, undefined, { ref: false });
       }
     }
   }
@@ -212,12 +214,7 @@ export class PostgresProfileBackend {
    * the database is away does not wait for it: its run's end frees them).
    */
   async settled(timeoutMs = 5000): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all([...this.#releasing]),
-      new Promise((r) => (timer = setTimeout(r, timeoutMs))),
-    ]);
-    clearTimeout(timer);
+    await raceDeadline(Promise.all([...this.#releasing]), timeoutMs);
   }
 
   /** A query whose failure (the database away) is the 503 a client can retry, not a 500. */

@@ -1,13 +1,15 @@
 /**
  * The HTTP face of the server: one route per row of the operation table, API-key auth on every
  * route, FastAPI-shaped 422s, `{"detail": ...}` and `x-burrow-error` for every other error (a row
- * of the catalogue in `errors.ts`), and the WebSocket upgrade routing for `/cdp/<id>/...` and
- * `/stream/<id>/...`. What the HTTP server itself refuses (slow or idle clients, too many
+ * of the catalogue in `errors.ts`), and the WebSocket routes (`WEBSOCKET_ROUTES`: `/cdp/<id>/...`
+ * and `/stream/<id>/...`). What the HTTP server itself refuses (slow or idle clients, too many
  * connections, `CONNECT`, unparseable requests) is in `limits.ts`; how JSON bodies are
- * parsed, in `request-body.ts`; what never reaches a log line, in `logger.ts`.
+ * parsed, in `request-body.ts`; what never reaches a log line, in `logger.ts`. A cluster node's
+ * forwarding, placement and keys of projects are one plug-in (`cluster/plugin.ts`), registered
+ * only on a node.
  */
-import { FORWARDED_BY, type Forwarder } from './forward.js';
-import type { StartPlacement } from './start-placement.js';
+import type { ClusterHttpParts } from '../cluster/compose.js';
+import { ClusterPlugin } from './cluster/plugin.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -31,7 +33,13 @@ import type { AuthStore } from '../auth-states/store.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
 import { MULTIPART_LIMITS } from './upload.js';
 import { createHandlers, type Handlers, type MultipartOperationId } from './handlers.js';
-import { registerHandoffDone, tokenRoute, viewerAccess, withBanner } from './handoff.js';
+import {
+  registerHandoffDone,
+  tokenRoute,
+  viewerAccess,
+  withBanner,
+  type ViewerAccess,
+} from './handoff.js';
 import type { ExtensionStore } from '../extensions/store.js';
 import type { ProfileStore } from '../profiles/store.js';
 import {
@@ -42,9 +50,9 @@ import {
   type HttpLimits,
 } from './limits.js';
 import { requestSerializer } from './logger.js';
-import { ADMIN, type KeyScope } from './key-routes.js';
+import { ADMIN } from '../cluster/keys.js';
 import { registerMcpRoute } from './mcp.js';
-import type { Registry } from '../instances/registry.js';
+import type { InstanceView, Registry } from '../instances/registry.js';
 import { parseInput, parseJsonBody, RequestInvalid } from './request-body.js';
 
 export { createLogger } from './logger.js';
@@ -69,14 +77,11 @@ export interface AppOptions {
   profiles?: ProfileStore | undefined;
   /** The MCP endpoint's idle time and session cap (mcp.ts); defaults there. */
   mcp?: { idleMs?: number; maxSessions?: number } | undefined;
-  /** Cluster mode: requests for other nodes' instances go to them (forward.ts). */
-  forwarder?: Forwarder | undefined;
-  /** Cluster mode: keys of projects, and what each may see (key-routes.ts). */
-  keys?: KeyScope | undefined;
-  /** Cluster mode: the client a request forwarded by another node proves it carries (limits.ts). */
-  forwardedClient?: ((req: IncomingMessage) => string | undefined) | undefined;
-  /** Cluster mode: where `POST /v1/start` starts its instance (start-placement.ts). */
-  placement?: StartPlacement | undefined;
+  /**
+   * A cluster node's parts (../cluster/compose.ts): the app then registers the cluster's plug-in
+   * (cluster/plugin.ts: forwarding, placement, keys of projects); absent, a single server.
+   */
+  cluster?: ClusterHttpParts | undefined;
   /** `GET /livez` and `GET /readyz` (../instances/health.ts); absent, readiness is always false. */
   health?: Health | undefined;
   /**
@@ -84,11 +89,6 @@ export interface AppOptions {
    * the remaining instances will be stopped; absent, the route answers 404.
    */
   drain?: (() => Date) | undefined;
-  /**
-   * Cluster mode: a start this node answered 429 or 503 (../cluster/refusals.ts counts them for
-   * the autoscaler), through `POST /v1/start` or the MCP tool.
-   */
-  refusedStart?: ((status: number) => void) | undefined;
 }
 
 /** Default of `AppOptions.maxJsonBodyBytes`. */
@@ -167,10 +167,16 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         serializers: { ...childOpts.serializers, req: logRequest },
       }),
   });
+  const { registry, health } = opts;
+  const cluster =
+    opts.cluster &&
+    new ClusterPlugin(opts.cluster, {
+      authStore: opts.authStore,
+      draining: () => health?.draining ?? false,
+    });
   const guards = guardServer(app.server, limits, opts.logger, {
-    forwardedClient: opts.forwardedClient,
+    forwardedClient: cluster?.forwardedClient,
   });
-  const { registry } = opts;
   const touched = touching(
     registry,
     createHandlers(registry, opts.authStore, {
@@ -178,12 +184,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       extensions: opts.extensions,
       profiles: opts.profiles,
       log: opts.logger,
-      keys: opts.keys?.keys,
+      keys: cluster?.keys.keys,
       drain: opts.drain,
     }),
   );
-  // a project key's calls see its project's rows only (key-routes.ts)
-  const handlers = opts.keys ? opts.keys.wrap(touched) : touched;
+  // a project key's calls see its project's rows only (cluster/keys.ts)
+  const handlers = cluster ? cluster.keys.wrap(touched) : touched;
 
   // Bodies arrive as text and are parsed per route, so malformed JSON becomes a FastAPI 422.
   app.removeAllContentTypeParsers();
@@ -204,25 +210,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     const key = req.headers['x-api-key'];
     if (typeof key !== 'string') throw serverError('unauthorized');
     // the server's own key is the admin; in cluster mode a project's key is looked up
-    const principal = safeEqual(key, opts.apiKey) ? ADMIN : await opts.keys?.authenticate(key);
+    const principal = safeEqual(key, opts.apiKey) ? ADMIN : await cluster?.keys.authenticate(key);
     if (!principal) throw serverError('unauthorized');
     authenticated(req.raw.socket, req.raw);
-    await opts.keys?.admit(req, principal);
+    await cluster?.keys.admit(req, principal);
   });
-  const { refusedStart } = opts;
-  if (refusedStart) {
-    // a start this node answered 429 or 503, whether it refused it or a node it placed it on
-    // did; a start forwarded to this node is counted by the node that answers the client
-    app.addHook('onRequest', async (req, reply) => {
-      if (req.method !== 'POST' || req.url.split('?', 1)[0] !== '/v1/start') return;
-      if (req.headers[FORWARDED_BY] !== undefined) return;
-      reply.raw.once('finish', () => refusedStart(reply.raw.statusCode));
-    });
-  }
-  if (opts.forwarder) app.addHook('onRequest', opts.forwarder.hook);
-  if (opts.keys) app.addHook('preHandler', opts.keys.bind);
-  // after the body is read: a start's body says where it can go
-  if (opts.placement) app.addHook('preHandler', opts.placement.hook);
+  // a node's counting of refused starts, forwarding, principals and placement (cluster/plugin.ts)
+  if (cluster) await app.register(cluster.register);
 
   app.setErrorHandler((err: unknown, req, reply) => {
     if (err instanceof RequestInvalid) return reply.code(422).send({ detail: err.detail });
@@ -295,18 +289,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   // MCP over Streamable HTTP (src/server/mcp/), behind the same API key
   // in a cluster its starts are placed, and other nodes' instances reached, as over HTTP
-  const { placement, forwarder } = opts;
-  registerMcpRoute(app, {
-    handlers,
-    ...opts.mcp,
-    ...(placement &&
-      forwarder && {
-        cluster: {
-          placement,
-          route: (id: string) => forwarder.route(id),
-          refused: opts.refusedStart,
-        },
-      }),
+  registerMcpRoute(app, { handlers, ...opts.mcp, cluster: cluster?.mcp });
+
+  // WebSockets (`WEBSOCKET_ROUTES`); on a node, another node's instances are joined to it first
+  const local = (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+    handleUpgrade(registry, req, socket, head);
+  app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (cluster) cluster.upgrade(req, socket, head, local);
+    else local(req, socket, head);
   });
 
   return app;
@@ -334,10 +324,42 @@ function touching(registry: Registry, handlers: Handlers): Handlers {
  */
 export const UPGRADE_TIMEOUT_MS = 15_000;
 
+/** What opens one of the WebSocket routes, and what the instance's runtime is told it is. */
+interface WebSocketRoute {
+  /** The token's name in a 401 (`token_invalid`). */
+  what: 'CDP' | 'live-view';
+  /** The access `token` gives to `rec`, or undefined when it gives none. */
+  access(registry: Registry, rec: InstanceView, token: string): ViewerAccess | undefined;
+}
+
 /**
- * Handles WebSocket upgrades for `/cdp/<id>/<rest>` and `/stream/<id>/<rest>` (token-checked). A
- * paused instance is refused at once (its frozen browser would never answer), and any handshake
- * still unanswered after `UPGRADE_TIMEOUT_MS` gets a 504.
+ * The WebSocket routes, by the first segment of `/<kind>/<id>/<rest>`: every upgrade the server
+ * answers itself goes through this table (on a cluster node, one for another node's instance is
+ * joined to that node first: cluster/plugin.ts).
+ */
+export const WEBSOCKET_ROUTES: Readonly<Record<'cdp' | 'stream', WebSocketRoute>> = {
+  // `cdp_url`: DevTools through the instance's relay, with the instance's own token only
+  cdp: {
+    what: 'CDP',
+    access: (_registry, rec, token) => (safeEqual(token, rec.token) ? {} : undefined),
+  },
+  // the live view's socket: the instance's token, or a pending hand-off's (handoff.ts)
+  stream: {
+    what: 'live-view',
+    access: (registry, rec, token) => {
+      try {
+        return viewerAccess(registry, rec, token);
+      } catch {
+        return undefined;
+      }
+    },
+  },
+};
+
+/**
+ * Handles WebSocket upgrades by `WEBSOCKET_ROUTES` (token-checked). A paused instance is refused
+ * at once (its frozen browser would never answer), and any handshake still unanswered after
+ * `UPGRADE_TIMEOUT_MS` gets a 504.
  */
 export function handleUpgrade(
   registry: Registry,
@@ -349,27 +371,22 @@ export function handleUpgrade(
   const url = new URL(req.url ?? '/', 'http://localhost');
   const m = /^\/(cdp|stream)\/([^/]+)\/(.*)$/.exec(url.pathname);
   if (!m) return refuseUpgrade(socket, serverError('not_found'));
-  const [, kind, id, rest] = m as unknown as [string, 'cdp' | 'stream', string, string];
+  const [, kind, id, rest] = m as unknown as [
+    string,
+    keyof typeof WEBSOCKET_ROUTES,
+    string,
+    string,
+  ];
+  const route = WEBSOCKET_ROUTES[kind];
   const token = url.searchParams.get('token') ?? '';
   let rec;
   try {
-    rec = tokenRoute(registry, id, kind === 'cdp' ? 'CDP' : 'live-view');
+    rec = tokenRoute(registry, id, route.what);
   } catch (err) {
     return refuseUpgrade(socket, err instanceof HttpError ? err : serverError('internal_error'));
   }
-  // the live view also opens with a pending hand-off's token (handoff.ts); CDP only with the instance's
-  let access: ReturnType<typeof viewerAccess> | undefined;
-  try {
-    access = kind === 'stream' ? viewerAccess(registry, rec, token) : undefined;
-  } catch {
-    access = undefined;
-  }
-  if (kind === 'cdp' ? !safeEqual(token, rec.token) : !access) {
-    return refuseUpgrade(
-      socket,
-      serverError('token_invalid', { kind: kind === 'cdp' ? 'CDP' : 'live-view' }),
-    );
-  }
+  const access = route.access(registry, rec, token);
+  if (!access) return refuseUpgrade(socket, serverError('token_invalid', { kind: route.what }));
   try {
     authenticated(socket, req);
   } catch (err) {
@@ -392,7 +409,7 @@ export function handleUpgrade(
   socket.once('close', () => clearTimeout(deadline));
   // an open client keeps the instance from being idle; a hand-off's socket closes as it ends
   socket.once('close', registry.connected(id));
-  if (access?.handoff) registry.handoffs.attach(access.handoff, socket);
+  if (access.handoff) registry.handoffs.attach(access.handoff, socket);
   rec.runtime.upgrade(kind, rest, req, socket, head);
 }
 

@@ -97,7 +97,7 @@ export function createHandlers(
     ...artifactHandlers(registry),
     // burrow extension: API keys of projects, cluster mode (key-handlers.ts)
     ...keyHandlers(opts.keys),
-    // burrow extension: the node itself (a project's key is refused it: key-routes.ts)
+    // burrow extension: the node itself (a project's key is refused it: cluster/keys.ts)
     nodeDrain: async () => {
       if (!opts.drain) throw serverError('not_found');
       return { draining: true as const, deadline: opts.drain().toISOString() };

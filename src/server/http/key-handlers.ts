@@ -1,14 +1,14 @@
 /**
  * The handlers of the key routes (`POST /v1/keys`, `GET /v1/keys`, `DELETE /v1/keys/{key_id}`),
  * and the principal a handler runs for: the admin's only; without a cluster, 501. Who asks is
- * set by key-routes.ts around every handler of a cluster node.
+ * set by cluster/keys.ts around every handler of a cluster node.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { KeyCreated, KeyInfo } from '../../api/index.js';
 import type { Principal, ProjectKeys } from '../cluster/keys.js';
 import { serverError } from '../errors.js';
 
-/** The principal the current handler runs for (set by `KeyScope.bind`, key-routes.ts). */
+/** The principal the current handler runs for (set by `KeyScope.bind`, cluster/keys.ts). */
 export const running = new AsyncLocalStorage<Principal>();
 
 export function keyHandlers(keys: ProjectKeys | undefined) {

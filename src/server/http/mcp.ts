@@ -401,7 +401,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
         });
         // a session ends also outside any request of its client (its event stream gone, the
         // node closing): its stops then run as the key that opened it, which the project
-        // scoping of a cluster asks of every call (key-routes.ts)
+        // scoping of a cluster asks of every call (cluster/keys.ts)
         const principal = running.getStore();
         const closeSession = () =>
           principal ? running.run(principal, () => session.close()) : session.close();

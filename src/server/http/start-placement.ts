@@ -50,7 +50,7 @@ import {
 } from '../errors.js';
 import { CLIENT_HEADER, type ClientSigner } from '../cluster/forwarded-client.js';
 import { warmServes } from '../instances/plan.js';
-import { FORWARDED_BY, forwardHeaders } from './forward.js';
+import { FORWARDED_BY, forwardHeaders } from './cluster/forward.js';
 import { parseInput, parseJsonBody } from './request-body.js';
 
 export interface StartPlacementOptions {

@@ -1,6 +1,6 @@
 /**
  * Cluster mode: a request for an instance of another node goes to that node in one hop. The
- * instance id says which node owns it (../cluster/ids.ts), so a node forwards without asking the
+ * instance id says which node owns it (../../cluster/ids.ts), so a node forwards without asking the
  * database, and refuses a forged or foreign id (404) before anything else happens.
  *
  * - **HTTP.** Every route under `/v1/instance/{id}` and the live-view pages under
@@ -12,10 +12,10 @@
  * - **One hop.** A forwarded request carries `x-burrow-forwarded-by`; a node never forwards such
  *   a request again (two nodes that disagree on an owner cannot bounce it between them).
  * - **The client.** A forwarded request carries the client's address, signed
- *   (../cluster/forwarded-client.ts), for the owner's per-client connection cap; what the
+ *   (../../cluster/forwarded-client.ts), for the owner's per-client connection cap; what the
  *   client itself sent in that header is dropped. `x-forwarded-for` is kept for logs and
  *   proxies, never believed.
- * - **An owner that is gone**, declared dead (../cluster/death.ts) or left the cluster.
+ * - **An owner that is gone**, declared dead (../../cluster/death.ts) or left the cluster.
  *   `GET /v1/instance/{id}` is answered here from the shared row (for a lost node `error`,
  *   `end_reason: "node_lost"`); everything else, WebSocket upgrades included, is 410
  *   (`instance_node_lost`, or `instance_gone` after a node left). A joined socket whose owner vanished (the
@@ -27,10 +27,10 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Agent } from 'undici';
-import type { Route } from '../cluster/node.js';
-import { CLIENT_HEADER, type ClientSigner } from '../cluster/forwarded-client.js';
-import { HttpError, refuseUpgrade, serverError } from '../errors.js';
-import { NODE_LOST_CLOSE, probeOnce } from '../cluster/death.js';
+import type { Route } from '../../cluster/node.js';
+import { CLIENT_HEADER, type ClientSigner } from '../../cluster/forwarded-client.js';
+import { HttpError, refuseUpgrade, serverError } from '../../errors.js';
+import { NODE_LOST_CLOSE, probeOnce } from '../../cluster/death.js';
 
 export const FORWARDED_BY = 'x-burrow-forwarded-by';
 
@@ -60,7 +60,7 @@ const INSTANCE_PATH = /^\/(?:v1\/instance|stream|cdp)\/([^/?#]+)/;
 
 /**
  * The answer for an id no node has: the API's 404, but on the token-checked routes (`cdp_url`,
- * the live view), which need no key, the 401 of a wrong token (../http/handoff.ts, `tokenRoute`).
+ * the live view), which need no key, the 401 of a wrong token (../handoff.ts, `tokenRoute`).
  */
 const unknownId = (id: string, url: string) =>
   url.startsWith('/cdp/')
@@ -116,13 +116,13 @@ export class Forwarder {
   readonly #signer: ClientSigner | undefined;
   readonly #agent = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
 
-  /** `signer`: signs the client's address for the owner (../cluster/forwarded-client.ts). */
+  /** `signer`: signs the client's address for the owner (../../cluster/forwarded-client.ts). */
   constructor(router: InstanceRouter, signer?: ClientSigner) {
     this.#router = router;
     this.#signer = signer;
   }
 
-  /** Which node answers for instance `id` (the MCP tools' calls go there too: mcp.ts). */
+  /** Which node answers for instance `id` (the MCP tools' calls go there too: ../mcp.ts). */
   route(id: string): Promise<Route> {
     return this.#router.route(id);
   }

@@ -1,5 +1,5 @@
 /**
- * Keys of projects on the HTTP side (the keys themselves: ../cluster/keys.ts).
+ * Keys of projects on the HTTP side (the keys themselves: ../../cluster/keys.ts).
  *
  * - **Who asks.** The app's auth hook resolves `x-api-key` to a principal: the server's own key
  *   is the admin, any other key is looked up (`KeyScope.authenticate`). A `preHandler` hook runs
@@ -12,7 +12,7 @@
  * - **Profiles are a project's.** A browser profile (a logged-in browser) belongs to the project
  *   of the key that first started with it; a project key lists, starts from and deletes its
  *   own only, by name, and another project's profile of that name does not exist for it
- *   (profiles/store.ts). The admin's list shows every project's.
+ *   (../../profiles/store.ts). The admin's list shows every project's.
  * - **What stays the admin's.** Keys, and managing uploaded extensions: an extension is code the
  *   operator vets and runs in every project's browsers, holding nobody's data, so one upload
  *   serves all; a project key may start with an extension by id but is refused uploading,
@@ -22,13 +22,13 @@
  *   way to do the same thing, for a setup that has a single key holder anyway.
  */
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import type { AuthStore } from '../auth-states/store.js';
-import { fromStorageState } from '../auth-states/storage-state.js';
-import { ADMIN, type Principal, type ProjectKeys } from '../cluster/keys.js';
-import { serverError } from '../errors.js';
+import type { AuthStore } from '../../auth-states/store.js';
+import { fromStorageState } from '../../auth-states/storage-state.js';
+import { ADMIN, type Principal, type ProjectKeys } from '../../cluster/keys.js';
+import { serverError } from '../../errors.js';
 import { instanceIdOf } from './forward.js';
-import { running } from './key-handlers.js';
-import type { Handlers } from './handlers.js';
+import { running } from '../key-handlers.js';
+import type { Handlers } from '../handlers.js';
 
 /** The principal of an authenticated request, from the auth hook to the handler. */
 const principals = new WeakMap<object, Principal>();
@@ -79,7 +79,7 @@ export class KeyScope {
     principals.set(req.raw, principal);
     if (principal.admin) return;
     // the id the URL names (what forwarding reads) and the one the route was given (what the
-    // handler reads): the same once the target has the router's spelling (limits.ts,
+    // handler reads): the same once the target has the router's spelling (../limits.ts,
     // `originForm`), both checked all the same
     const ids = new Set<string>();
     const named = req.url.startsWith('/v1/instance/') ? instanceIdOf(req.url) : undefined;
