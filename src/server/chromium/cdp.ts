@@ -6,7 +6,7 @@
 import { JsonTooCostly, parseBounded } from '../../internal/json-bounded.js';
 import { connectWebSocket, type CdpParams, type CdpTransport } from './transport.js';
 
-export { CDP_MAX_PAYLOAD, type CdpParams } from './transport.js';
+export type { CdpParams } from './transport.js';
 
 const DEFAULT_TIMEOUT_MS = 15_000;
 
