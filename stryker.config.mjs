@@ -40,7 +40,12 @@ export default {
     'src/server/toolbox/frames.ts',
     'src/server/toolbox/fsops.ts',
     'src/server/toolbox/paths.ts',
+    // the DevTools multiplexer: routing, its clients, the messages it reads, navigation traps
     'src/server/chromium/mux.ts',
+    'src/server/chromium/mux-client.ts',
+    'src/server/chromium/wire.ts',
+    'src/server/chromium/trap.ts',
+    'src/api/cdp-limits.ts',
     'src/server/auth-states/store.ts',
     'src/server/auth-states/secret-key.ts',
     // artifacts: the checks on what is opened and named

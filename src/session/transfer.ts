@@ -39,11 +39,12 @@ import { pipeline } from 'node:stream/promises';
 import type { Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket, { WebSocketServer } from 'ws';
+import { CDP_MAX_MESSAGE_BYTES } from '../api/cdp-limits.js';
 import { APIError, type Burrow } from '../client/index.js';
 import type { DriverConnectOptions, DriverConnection } from './driver.js';
 
-/** Largest CDP message relayed (the server's relay allows the same). */
-const MAX_PAYLOAD = 512 * 1024 * 1024;
+/** Largest CDP message relayed: the most the server's relay sends (src/api/cdp-limits.ts). */
+const MAX_PAYLOAD = CDP_MAX_MESSAGE_BYTES;
 /** Where uploads go, relative to the instance's home. */
 const UPLOAD_DIR = '.burrow/uploads';
 /** Chromium's download GUIDs; anything else is never used as a file name here. */

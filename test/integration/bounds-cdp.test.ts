@@ -19,7 +19,7 @@ import {
   type TestServer,
   startBrowser as startBrowserOn,
 } from '../helpers/server.js';
-import { CDP_MAX_COMMAND_BYTES } from '../../src/server/chromium/transport.js';
+import { CDP_MAX_COMMAND_BYTES } from '../../src/api/cdp-limits.js';
 
 const MiB = 1024 * 1024;
 const EPIPE = 32;

@@ -11,13 +11,13 @@ import { MAX_JSON_CONTAINERS } from '../../src/internal/json-bounded.js';
 import { LineDecoder, LineTooLong } from '../../src/internal/lines.js';
 import { CdpConnection } from '../../src/server/chromium/cdp.js';
 import {
-  CdpMux,
-  MAX_DECODED_BYTES,
-  MAX_IN_FLIGHT,
-  MAX_ROOT_EVENT_BYTES,
-  MAX_ROOT_REPLY_BYTES,
-} from '../../src/server/chromium/mux.js';
-import { CDP_MAX_COMMAND_WIRE_BYTES, CdpPipe } from '../../src/server/chromium/pipe.js';
+  CDP_MAX_COMMAND_WIRE_BYTES,
+  CDP_MAX_DECODED_BYTES as MAX_DECODED_BYTES,
+  CDP_MAX_ROOT_EVENT_BYTES as MAX_ROOT_EVENT_BYTES,
+  CDP_MAX_ROOT_REPLY_BYTES as MAX_ROOT_REPLY_BYTES,
+} from '../../src/api/cdp-limits.js';
+import { CdpMux, MAX_IN_FLIGHT } from '../../src/server/chromium/mux.js';
+import { CdpPipe } from '../../src/server/chromium/pipe.js';
 import { parseNotebook } from '../../src/server/ubuntu/kernels/nbformat.js';
 import {
   FrameDecoder,

@@ -43,11 +43,10 @@ describe('MCP tools and TOOLS.md', () => {
   });
 
   it('documents every error code the tools raise themselves', () => {
-    const toolModules = readdirSync(new URL('../../src/server/mcp/tools/', import.meta.url)).map(
-      (f) => `mcp/tools/${f}`,
-    );
+    const modules = (dir: string) =>
+      readdirSync(new URL(`../../src/server/${dir}/`, import.meta.url)).map((f) => `${dir}/${f}`);
     const sources = ['mcp/tools.ts', 'mcp/context.ts', 'mcp/page.ts', 'http/mcp.ts']
-      .concat(toolModules)
+      .concat(modules('mcp/tools'), modules('mcp/page'))
       .map((f) => readFileSync(new URL(`../../src/server/${f}`, import.meta.url), 'utf8'));
     const codes = new Set<string>();
     for (const src of sources) {

@@ -7,10 +7,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  CdpMux,
-  MAX_ROOT_EVENT_BYTES,
-  MAX_ROOT_REPLY_BYTES,
-} from '../../src/server/chromium/mux.js';
+  CDP_MAX_ROOT_EVENT_BYTES as MAX_ROOT_EVENT_BYTES,
+  CDP_MAX_ROOT_REPLY_BYTES as MAX_ROOT_REPLY_BYTES,
+} from '../../src/api/cdp-limits.js';
+import { CdpMux } from '../../src/server/chromium/mux.js';
 import { fakeChromium } from '../helpers/fake-chromium.js';
 
 const tick = () => new Promise((r) => setImmediate(r));

@@ -16,22 +16,24 @@ import type {
 import { runtimeContext } from '../instances/runtime.js';
 import { InstanceMachine } from '../instances/machine.js';
 import { createHash } from 'node:crypto';
-import { join, posix } from 'node:path';
+import { posix } from 'node:path';
 import {
   BrowserController,
   CdpComputer,
-  CHROMIUM_DIR,
   CHROMIUM_DIRS,
+  chromiumInSandbox,
+  chromiumSandbox,
+  liveViewUrl,
   PROFILE_DIR,
   Screencast,
-  type BrowserControllerOptions,
+  type ChromiumOptions,
 } from '../chromium/index.js';
 import { ffmpegIn } from '../artifacts/ffmpeg.js';
 import { recordScreencast } from '../chromium/recorder.js';
 import type { KeyDef } from '../computer/keys.js';
 import { ComputerRunner } from '../computer/runner.js';
 import { refuseUpgrade, serverError } from '../errors.js';
-import { chromiumProxyArgs, SANDBOX_PATH, type Sandbox } from '../sandbox/index.js';
+import { SANDBOX_PATH, type Sandbox } from '../sandbox/index.js';
 import { stage } from '../../internal/stages.js';
 import { BrowserFiles } from './files.js';
 import { browserLiveViewPage } from './liveview-page.js';
@@ -65,12 +67,8 @@ class BrowserRuntime extends InstanceMachine {
     const { services } = this.ctx;
     this.#files = new BrowserFiles(() => this.created, services.maxUploadBytes, services.log);
     this.browser = new BrowserController({
-      ctx: this.ctx, // replaced per launch: see #launchOptions
-      downloads: services.artifacts,
+      launch: () => this.#chromium(),
       onCrash: (reason) => services.failed(reason),
-      launch: () => this.#launchOptions(),
-      // a navigation the egress would refuse fails as a local Chromium's would (issue 20)
-      checkNavigation: async (url) => this.egress?.checkNavigation(url),
     });
     this.#computer = this.#newComputer(this.ctx.plan.resolution);
     this.#actions = new ComputerRunner(this.#computer);
@@ -121,44 +119,17 @@ class BrowserRuntime extends InstanceMachine {
   }
 
   /**
-   * Chromium runs inside the instance's sandbox as its unprivileged user, with Chromium's own
-   * sandbox on; its profile, downloads and temp files are on the instance's disk, and its network
-   * goes through the egress, which is where `localhost` pages of the host are allowed or not.
+   * Chromium in the instance's sandbox (chromium/in-sandbox.ts) with the instance's extensions;
+   * nothing of its own listens on its loopback, so every name goes to the egress.
    */
-  #launchOptions(): Partial<BrowserControllerOptions> {
+  #chromium(): ChromiumOptions {
     const sandbox = this.created!;
-    const extensions = extensionArgs(this.#extensionPaths(sandbox));
-    if (sandbox.mode === 'none') {
-      return {
-        ctx: this.#chromiumContext(sandbox),
-        spawn: (argv, o) => sandbox.spawn(argv, o),
-        // root cannot run Chromium's sandbox; this mode has no other
-        args: [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), ...extensions],
-      };
-    }
-    return {
-      ctx: this.#chromiumContext(sandbox),
-      processDir: posix.join(sandbox.home, CHROMIUM_DIR),
-      members: () => sandbox.pids(),
-      spawn: (argv, o) => sandbox.spawn(argv, o),
-      mkdir: async (paths) => {
-        if (sandbox.seeded(paths)) return;
-        const r = await sandbox.exec(['mkdir', '-p', '--', ...paths], {
-          env: { PATH: SANDBOX_PATH, HOME: sandbox.home },
-          timeoutMs: 10_000,
-        });
-        if (r.code !== 0) throw new Error(`mkdir failed: ${r.stderr.toString().trim()}`);
-      },
-      args: [...chromiumProxyArgs(true), ...extensions],
-    };
-  }
-
-  /** The context as Chromium's launch reads it: its directory is on the instance's disk. */
-  #chromiumContext(sandbox: Sandbox): RuntimeContext {
-    const { instance } = this.ctx;
-    return runtimeContext({
-      ...this.ctx,
-      instance: { ...instance, dir: join(sandbox.hostHome, CHROMIUM_DIR) },
+    return chromiumInSandbox(this.ctx, {
+      sandbox: chromiumSandbox(sandbox),
+      args: extensionArgs(this.#extensionPaths(sandbox)),
+      loopbackViaEgress: true,
+      // a navigation the egress would refuse fails as a local Chromium's would (issue 20)
+      checkNavigation: async (url) => this.egress?.checkNavigation(url),
     });
   }
 
@@ -296,10 +267,8 @@ class BrowserRuntime extends InstanceMachine {
   /** The live-view page: a CDP screencast of the active tab with input (chromium/screencast.ts). */
   readonly liveView: LiveViewCapability = {
     url: async () => {
-      const { publicUrl } = this.ctx.services;
-      const { id, token } = this.ctx.instance;
-      const base = publicUrl.replace(/\/+$/, '');
-      return `${base}/stream/${encodeURIComponent(id)}/?token=${encodeURIComponent(token)}`;
+      const { instance, services } = this.ctx;
+      return liveViewUrl(services.publicUrl, instance.id, instance.token);
     },
     page: async (rest) => browserLiveViewPage(rest),
   };

@@ -3,10 +3,11 @@
  * sessions (`Target.attachToTarget {flatten: true}` → pass the `sessionId` to `send`), over a
  * transport (transport.ts): the browser's pipe for the server, a WebSocket for tests.
  */
+import { withDeadline } from '../../internal/deadline.js';
 import { JsonTooCostly, parseBounded } from '../../internal/json-bounded.js';
 import { connectWebSocket, type CdpParams, type CdpTransport } from './transport.js';
 
-export { CDP_MAX_PAYLOAD, type CdpParams } from './transport.js';
+export type { CdpParams } from './transport.js';
 
 const DEFAULT_TIMEOUT_MS = 15_000;
 
@@ -26,7 +27,6 @@ interface Pending {
   method: string;
   resolve: (result: unknown) => void;
   reject: (err: Error) => void;
-  timer: NodeJS.Timeout;
 }
 
 interface Message {
@@ -59,10 +59,8 @@ export class CdpConnection {
         message: (text) => this.#onMessage(text),
         close: () => {
           this.#closeReason ??= 'CDP connection closed';
-          for (const p of this.#pending.values()) {
-            clearTimeout(p.timer);
+          for (const p of this.#pending.values())
             p.reject(new CdpError(p.method, this.#closeReason));
-          }
           this.#pending.clear();
           resolve();
         },
@@ -89,13 +87,20 @@ export class CdpConnection {
       return Promise.reject(new CdpError(method, this.#closeReason ?? 'CDP connection not open'));
     }
     const id = this.#nextId++;
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#pending.delete(id);
-        reject(new CdpError(method, `no answer within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.#pending.set(id, { method, resolve: resolve as (r: unknown) => void, reject, timer });
-      this.#transport.send(sessionId ? { id, method, params, sessionId } : { id, method, params });
+    const reply = new Promise<T>((resolve, reject) => {
+      this.#pending.set(id, { method, resolve: resolve as (r: unknown) => void, reject });
+      try {
+        this.#transport.send(
+          sessionId ? { id, method, params, sessionId } : { id, method, params },
+        );
+      } catch (err) {
+        this.#pending.delete(id); // never sent: no reply to wait for
+        throw err;
+      }
+    });
+    return withDeadline(reply, timeoutMs, () => {
+      this.#pending.delete(id); // a late reply is not decoded
+      return new CdpError(method, `no answer within ${timeoutMs} ms`);
     });
   }
 
@@ -114,22 +119,14 @@ export class CdpConnection {
     match: (params: CdpParams) => boolean = () => true,
     timeoutMs = DEFAULT_TIMEOUT_MS,
   ): Promise<CdpParams> {
-    return new Promise((resolve, reject) => {
-      const done = (err: Error | undefined, params?: CdpParams) => {
-        clearTimeout(timer);
-        off();
-        if (err) reject(err);
-        else resolve(params ?? {});
-      };
-      const timer = setTimeout(
-        () => done(new CdpError(method, `no event within ${timeoutMs} ms`)),
-        timeoutMs,
-      );
-      const off = this.on(method, (params, sid) => {
-        if ((sessionId === undefined || sid === sessionId) && match(params))
-          done(undefined, params);
+    let off = () => {};
+    const event = new Promise<CdpParams>((resolve) => {
+      off = this.on(method, (params, sid) => {
+        if ((sessionId === undefined || sid === sessionId) && match(params)) resolve(params);
       });
     });
+    const timedOut = () => new CdpError(method, `no event within ${timeoutMs} ms`);
+    return withDeadline(event, timeoutMs, timedOut).finally(() => off());
   }
 
   close(reason = 'CDP connection closed'): void {
@@ -157,7 +154,6 @@ export class CdpConnection {
       const p = head?.[1] !== undefined ? this.#pending.get(Number(head[1])) : undefined;
       if (p) {
         this.#pending.delete(Number(head![1]));
-        clearTimeout(p.timer);
         p.reject(new CdpError(p.method, `reply not decoded: ${err.message}`));
       }
       return;
@@ -166,7 +162,6 @@ export class CdpConnection {
       const p = this.#pending.get(msg.id);
       if (!p) return;
       this.#pending.delete(msg.id);
-      clearTimeout(p.timer);
       if (msg.error) p.reject(new CdpError(p.method, msg.error.message));
       else p.resolve(msg.result ?? {});
     } else if (msg.method) {

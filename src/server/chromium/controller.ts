@@ -8,35 +8,17 @@ import type { Duplex } from 'node:stream';
 import { SerialQueue } from '../../internal/serial.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import { chromiumRefusal } from '../host/requirements.js';
-import type { BrowserAuthData, BrowserCapability, RuntimeContext } from '../instances/runtime.js';
-import type { LaunchOptions } from './chromium.js';
-import type { DownloadSink } from './downloads.js';
-import { ChromiumSession, type ChromiumSessionOptions } from './session.js';
+import type { BrowserAuthData, BrowserCapability } from '../instances/runtime.js';
+import { ChromiumSession, type ChromiumOptions } from './session.js';
 
 export interface BrowserControllerOptions {
-  ctx: RuntimeContext;
-  /** Default true. A headful Chromium needs `DISPLAY` in `env`. */
-  headless?: boolean;
-  /** Extra environment for Chromium (e.g. `DISPLAY`); a function is read at each launch. */
-  env?: Record<string, string> | (() => Record<string, string>);
-  /** Extra Chromium flags. */
-  args?: readonly string[];
-  /** How Chromium is started (e.g. in a sandbox); default a child process on the host. */
-  spawn?: LaunchOptions['spawn'];
-  /** `ctx.instance.dir` as the spawned Chromium sees it, when `spawn` shows it elsewhere. */
-  processDir?: string;
-  /** Creates Chromium's directories (see `LaunchOptions.mkdir`). */
-  mkdir?: LaunchOptions['mkdir'];
-  /** The sandbox's processes, among which Chromium's strays are (see `LaunchOptions.members`). */
-  members?: LaunchOptions['members'];
-  /** Where downloads are kept and reported (the instance's artifacts, ../artifacts/store.ts). */
-  downloads?: DownloadSink | undefined;
+  /**
+   * The Chromium to launch, read at each launch: a warm-pool claim may have changed the blocked
+   * domains since, and the sandbox may be made after the controller (in-sandbox.ts builds it).
+   */
+  launch(): ChromiumOptions;
   /** Chromium died on its own while it should have been running. */
   onCrash(reason: string): void;
-  /** How a client's navigation the instance's egress would refuse fails (mux.ts). */
-  checkNavigation?: ChromiumSessionOptions['checkNavigation'];
-  /** Options read at each launch, over the ones above (e.g. a sandbox made after construction). */
-  launch?: () => Partial<Omit<BrowserControllerOptions, 'launch' | 'onCrash'>>;
 }
 
 export class BrowserController implements BrowserCapability {
@@ -134,49 +116,16 @@ export class BrowserController implements BrowserCapability {
   }
 
   #launch(): Promise<ChromiumSession> {
-    const opts = { ...this.#opts, ...this.#opts.launch?.() };
-    const {
-      ctx,
-      headless = true,
-      args,
-      spawn,
-      processDir,
-      mkdir,
-      members,
-      onCrash,
-      downloads,
-      checkNavigation,
-    } = opts;
-    const downloadDir = downloads?.downloadDir;
-    const env = typeof opts.env === 'function' ? opts.env() : opts.env;
-    const { instance, plan, services } = ctx;
-    const base = services.publicUrl.replace(/^http/, 'ws').replace(/\/+$/, '');
+    const options = this.#opts.launch();
     // a missing Chromium is a 503 naming it and its package, not a failed spawn
-    const lacking = chromiumRefusal(services.chromiumPath);
+    const lacking = chromiumRefusal(options.executablePath);
     if (lacking)
       return Promise.reject(serverError('instance_requirements_missing', { detail: lacking }));
     return ChromiumSession.launch({
-      executablePath: services.chromiumPath,
-      operatorFlags: services.programs?.chromiumFlags ?? [],
-      dir: instance.dir,
-      windowSize: plan.resolution,
-      blockedDomains: plan.blockedDomains,
-      headless,
-      ...(env ? { env } : {}),
-      ...(args ? { args } : {}),
-      ...(spawn ? { spawn } : {}),
-      ...(processDir !== undefined ? { processDir } : {}),
-      ...(mkdir ? { mkdir } : {}),
-      ...(members ? { members } : {}),
-      ...(checkNavigation ? { checkNavigation } : {}),
-      ...(plan.identity ? { identity: plan.identity } : {}),
-      ...(downloads && downloadDir !== undefined && { downloads, extraDirs: [downloadDir] }),
-      relayUrl: `${base}/cdp/${encodeURIComponent(instance.id)}`,
-      token: instance.token,
-      log: services.log,
+      ...options,
       onExit: (reason) => {
         this.#session = undefined; // only the current session can exit on its own
-        onCrash(reason);
+        this.#opts.onCrash(reason);
       },
     });
   }

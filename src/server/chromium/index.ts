@@ -1,11 +1,20 @@
 /**
- * What both instance types do with a Chromium (docs/architecture.md): launch, the CDP
- * client, the authenticated relay behind `cdp_url`, input, screenshots and screencast, auth-state
- * capture and apply. The `browser` runtime runs the controller headless; the ubuntu runtime runs
- * it headful on its display.
+ * What both instance types do with a Chromium (docs/architecture.md): launch (its options built
+ * for both in one place, in-sandbox.ts), the CDP client, the authenticated relay behind
+ * `cdp_url`, input, screenshots and screencast, auth-state capture and apply, and the public URLs
+ * of an instance (urls.ts). The `browser` runtime runs the controller headless; the ubuntu
+ * runtime runs it headful on its display.
  */
 export { BrowserController, type BrowserControllerOptions } from './controller.js';
-export { ChromiumSession, type ChromiumSessionOptions } from './session.js';
+export { ChromiumSession, type ChromiumOptions, type ChromiumSessionOptions } from './session.js';
+export {
+  chromiumInSandbox,
+  chromiumSandbox,
+  type ChromiumInstance,
+  type ChromiumSandbox,
+  type InSandboxOptions,
+} from './in-sandbox.js';
+export { cdpRelayUrl, liveViewUrl } from './urls.js';
 export {
   BASE_FLAGS,
   launchChromium,

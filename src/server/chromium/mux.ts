@@ -17,23 +17,16 @@
  * - A client that goes away has its session detached, which ends the sessions under it; when
  *   Chromium detaches a client's session (its page closed) the client is closed.
  *
- * Messages from Chromium are routed on their first and last bytes: Chromium writes a reply as
- * `{"id":N,…` and appends `,"sessionId":"…"}` to messages of a session, so a reply needs only its
- * id replaced and an event of a client's own session only that tail cut, without decoding (a
- * screenshot is tens of MiB). Messages of any other shape are parsed (never seen from Chromium,
- * kept for safety), as are the few that change ownership. Commands from clients are parsed and
- * written anew: Chromium then reads exactly the fields that the ownership check saw.
+ * Messages from Chromium are routed on their first and last bytes, without decoding (wire.ts);
+ * commands from clients are parsed and written anew: Chromium then reads exactly the fields that
+ * the ownership check saw. A navigation the egress would refuse is failed by a trap (trap.ts).
  */
+import { CDP_MAX_ROOT_EVENT_BYTES, CDP_MAX_ROOT_REPLY_BYTES } from '../../api/cdp-limits.js';
+import { ClientState as Client, type MuxPeer } from './mux-client.js';
 import { CdpMessageTooLarge, type CdpPipe } from './pipe.js';
+import { NavigationTraps } from './trap.js';
 import type { CdpCommand, CdpParams, CdpTransport, CdpTransportReader } from './transport.js';
-
-/** Where a client's messages go: its WebSocket, in the relay. */
-export interface MuxPeer {
-  /** One message, a JSON text. */
-  send(data: Buffer): void;
-  /** Chromium ended the client's session, or the browser is gone. */
-  close(): void;
-}
+import { clientCommand, errorReply, FAILED, incoming, type Incoming, type Parsed } from './wire.js';
 
 /** One client's connection, from `CdpMux.open`. */
 export interface MuxClient {
@@ -75,60 +68,6 @@ export const CONTEXT_PROXY_REFUSED =
 /** What a client attaches to: the browser, or one page target (`/devtools/page/<id>`). */
 export type MuxTarget = { type: 'browser' } | { type: 'page'; targetId: string };
 
-/** A message from Chromium, located but not decoded. */
-interface Incoming {
-  /** Wire id of a reply. */
-  id?: number | undefined;
-  /** Method of an event. */
-  method?: string | undefined;
-  sessionId?: string | undefined;
-  /** A reply carrying `result` (not `error`). */
-  ok: boolean;
-  /** The message with `id` in place of the wire id and, if `strip`, without its sessionId. */
-  rewrite(id: number | undefined, strip: boolean): Buffer;
-  /** The message decoded (used for the few messages that change ownership). */
-  parse(): Parsed;
-}
-
-interface Parsed {
-  id?: number;
-  method?: string;
-  params?: CdpParams;
-  result?: CdpParams;
-  error?: unknown;
-  sessionId?: string;
-}
-
-interface Client {
-  /** The session the server attached for it; its commands without `sessionId` go there. */
-  readonly session: string;
-  /** Its target when it is a page connection. */
-  readonly targetId: string | undefined;
-  /** Sessions it owns besides its own, with their targets when known. */
-  readonly owned: Map<string, string | undefined>;
-  peer: MuxPeer | undefined;
-  /** Messages that arrived before `connect`, and their length. */
-  queue: Buffer[];
-  queued: number;
-  /** Its commands Chromium has not answered yet. */
-  inFlight: number;
-  /**
-   * Sessions with a navigation being checked → the client's later messages on them, held so
-   * that they keep their order (its other sessions go on); `heldBytes` counts them all.
-   */
-  readonly held: Map<string, Buffer[]>;
-  heldBytes: number;
-  closed: boolean;
-}
-
-/** A navigation being failed: the server's own session on its page, with `Fetch` enabled. */
-interface Trap {
-  /** `host:port` of the refused URL (`URL.host`): its document requests fail. */
-  readonly host: string;
-  readonly reason: string;
-  release(): void;
-}
-
 interface Pending {
   /** The sender's own id. */
   id: number;
@@ -151,34 +90,8 @@ interface Pending {
  * Chromium answers, which may be never: a promise awaited forever). Playwright keeps a few dozen.
  */
 export const MAX_IN_FLIGHT = 10_000;
-/** Bytes held for a client that is not connected yet; past them it is dropped. */
-const MAX_QUEUED_BYTES = 64 * 1024 * 1024;
-/** A navigation's trap outlives its `Page.navigate` by this long at most (no reply ever came). */
-const TRAP_MS = 60_000;
-
-/**
- * What the server decodes itself is bounded far below what it only passes on: a message is
- * routed without decoding whatever its size, but JSON decoded into objects takes many times its
- * length in memory, and a process of the instance can write anything into the pipe. Messages
- * that change ownership (`Target.attachedToTarget`, attach replies) are a few hundred bytes.
- */
-export const MAX_DECODED_BYTES = 1024 * 1024;
-/**
- * Events for the server's own connection (its screencasts' frames are the largest) and replies
- * to its own commands (screenshots, storage), past which an event is dropped and a reply turned
- * into an error, never decoded.
- */
-export const MAX_ROOT_EVENT_BYTES = 16 * 1024 * 1024;
-export const MAX_ROOT_REPLY_BYTES = 64 * 1024 * 1024;
-
 /** Chromium parses `id` as a 32-bit integer. */
 const MAX_WIRE_ID = 2 ** 31 - 1;
-const HEAD_BYTES = 128;
-const TAIL_BYTES = 128;
-const REPLY_HEAD = /^\{"id":(\d+),"(result|error)"/;
-const EVENT_HEAD = /^\{"method":"([^"\\]+)",/;
-const SESSION_TAIL = /,"sessionId":"([^"\\]+)"\}$/;
-const CLOSE_BRACE = Buffer.from('}');
 
 export class CdpMux {
   readonly #pipe: CdpPipe;
@@ -189,10 +102,15 @@ export class CdpMux {
   readonly #clients = new Set<Client>();
   /** Sessions of departed clients, until Chromium has detached them: their events are dropped. */
   readonly #retired = new Set<string>();
-  /** Sessions on which a client enabled `Fetch` → their targets (undefined: the browser's). */
-  readonly #fetching = new Map<string, string | undefined>();
-  /** The server's sessions failing a refused navigation. */
-  readonly #traps = new Map<string, Trap>();
+  /** Refused navigations being failed, and the sessions where clients intercept (trap.ts). */
+  readonly #traps = new NavigationTraps({
+    command: (method, params, sessionId) => this.#command(method, params, sessionId),
+    fire: (method, params, sessionId) =>
+      this.#send({ id: 0, method, params }, sessionId, {
+        settle: () => {},
+      }),
+    detach: (sessionId) => this.#detach(sessionId),
+  });
   #lastId = 0;
   #rootReader: CdpTransportReader | undefined;
   #open = true;
@@ -240,22 +158,14 @@ export class CdpMux {
           if (typeof sessionId !== 'string') return reject(new Error(`${method} failed`));
           if (!this.#open) return reject(new Error('the browser is gone'));
           // registered before any event of the session can arrive (the reply comes first)
-          const client: Client = {
-            session: sessionId,
-            targetId: target.type === 'page' ? target.targetId : undefined,
-            owned: new Map(),
-            peer: undefined,
-            queue: [],
-            queued: 0,
-            inFlight: 0,
-            held: new Map(),
-            heldBytes: 0,
-            closed: false,
-          };
+          const client = new Client(
+            sessionId,
+            target.type === 'page' ? target.targetId : undefined,
+          );
           this.#clients.add(client);
           this.#sessions.set(sessionId, client);
           resolve({
-            connect: (peer) => this.#connect(client, peer),
+            connect: (peer) => client.connect(peer),
             receive: (data) => this.#fromClient(client, data),
             close: () => this.#drop(client, true),
           });
@@ -278,49 +188,42 @@ export class CdpMux {
     this.#rootReader?.close();
   }
 
-  #connect(client: Client, peer: MuxPeer): void {
-    if (client.closed) return peer.close();
-    client.peer = peer;
-    const queue = client.queue;
-    client.queue = [];
-    client.queued = 0;
-    for (const data of queue) peer.send(data);
-  }
-
+  /** Deliver to a client; one that left too much unconnected is dropped (its peer is told). */
   #deliver(client: Client, data: Buffer): void {
-    if (client.peer) return client.peer.send(data);
-    client.queued += data.length;
-    if (client.queued <= MAX_QUEUED_BYTES) return void client.queue.push(data);
-    this.#drop(client, true); // never read: its peer is told when it connects
+    if (!client.deliver(data)) this.#drop(client, true);
   }
 
   /** Forget a client; `detach` its session in Chromium too (unless Chromium ended it). */
   #drop(client: Client, detach: boolean): void {
     if (client.closed) return;
-    client.closed = true;
-    client.queue = [];
-    client.queued = 0;
-    client.held.clear();
-    client.heldBytes = 0;
+    client.close();
     this.#clients.delete(client);
     this.#sessions.delete(client.session);
-    this.#fetching.delete(client.session);
+    this.#traps.forget(client.session);
     for (const sessionId of client.owned.keys()) {
       this.#sessions.delete(sessionId);
-      this.#fetching.delete(sessionId);
+      this.#traps.forget(sessionId);
     }
     // replies still on their way are dropped (wire ids count up: none is reused meanwhile)
     for (const [id, p] of this.#pending) if (p.client === client) this.#pending.delete(id);
     if (detach && this.#open) {
       // the sessions it owns are children of this one: Chromium ends them with it
-      const sessions = [client.session, ...client.owned.keys()];
-      for (const sessionId of sessions) this.#retired.add(sessionId);
-      const params = { sessionId: client.session };
-      this.#send({ id: 0, method: 'Target.detachFromTarget', params }, undefined, {
-        settle: () => sessions.forEach((sessionId) => this.#retired.delete(sessionId)),
-      });
+      this.#detach(client.session, client.owned.keys());
     }
     if (this.#open) this.#opts.onClientClosed?.();
+  }
+
+  /**
+   * Detach `session` (a client's, or one of the server's own) and with it the sessions it owns:
+   * their events are dropped until Chromium has detached them.
+   */
+  #detach(session: string, owned: Iterable<string> = []): void {
+    const sessions = [session, ...owned];
+    for (const sessionId of sessions) this.#retired.add(sessionId);
+    const params = { sessionId: session };
+    this.#send({ id: 0, method: 'Target.detachFromTarget', params }, undefined, {
+      settle: () => sessions.forEach((sessionId) => this.#retired.delete(sessionId)),
+    });
   }
 
   // -- outgoing ----------------------------------------------------------------------------
@@ -332,7 +235,7 @@ export class CdpMux {
     if (method === 'Target.activateTarget' && typeof params.targetId === 'string') {
       pending.activates = params.targetId;
     } else if (method === 'Page.bringToFront' && route.client && sessionId !== undefined) {
-      pending.activates = this.#targetOf(route.client, sessionId);
+      pending.activates = route.client.targetOf(sessionId);
     } else if (
       route.client &&
       (method === 'Target.attachToTarget' || method === 'Target.attachToBrowserTarget')
@@ -356,52 +259,17 @@ export class CdpMux {
     return this.#lastId;
   }
 
-  #targetOf(client: Client, sessionId: string): string | undefined {
-    return sessionId === client.session ? client.targetId : client.owned.get(sessionId);
-  }
-
   /** Go on with what a client sent on `session` while its navigation was checked, in order. */
   #release(client: Client, session: string): void {
-    const waiting = client.held.get(session) ?? [];
-    client.held.delete(session);
-    while (waiting.length > 0 && !client.held.has(session) && !client.closed) {
-      const data = waiting.shift()!;
-      client.heldBytes -= data.length;
-      this.#fromClient(client, data);
-    }
-    // another navigation on it is being checked: the rest waits for that one
-    if (waiting.length > 0) client.held.get(session)?.push(...waiting);
+    client.release(session, (data) => this.#fromClient(client, data));
   }
 
   /** A command from a client: checked, given a wire id and its session, written anew. */
   #fromClient(client: Client, data: Buffer): void {
     if (client.closed) return;
-    let msg: unknown;
-    try {
-      msg = JSON.parse(data.toString());
-    } catch {
-      return this.#deliver(client, errorReply(undefined, -32700, 'Message must be a valid JSON'));
-    }
-    if (!isObject(msg) || !Number.isSafeInteger(msg.id)) {
-      return this.#deliver(
-        client,
-        errorReply(undefined, -32600, "Message must have integer 'id' property"),
-      );
-    }
-    const id = msg.id as number;
-    const { method, params = {}, sessionId } = msg;
-    if (typeof method !== 'string') {
-      return this.#deliver(
-        client,
-        errorReply(id, -32600, "Message must have string 'method' property"),
-      );
-    }
-    if (!isObject(params)) {
-      return this.#deliver(
-        client,
-        errorReply(id, -32602, "Message has property 'params' but it is not an object"),
-      );
-    }
+    const checked = clientCommand(data);
+    if ('refused' in checked) return this.#deliver(client, checked.refused);
+    const { id, method, params, sessionId } = checked;
     if (method === 'Target.createBrowserContext' && params.proxyServer !== undefined) {
       return this.#deliver(client, errorReply(id, -32000, CONTEXT_PROXY_REFUSED));
     }
@@ -412,11 +280,8 @@ export class CdpMux {
       }
       wireSession = sessionId;
     }
-    const held = client.held.get(wireSession);
-    if (held) {
-      held.push(data);
-      client.heldBytes += data.length;
-      if (client.heldBytes > MAX_QUEUED_BYTES) {
+    if (client.holding(wireSession)) {
+      if (!client.hold(wireSession, data)) {
         this.#drop(client, true);
         client.peer?.close();
       }
@@ -429,17 +294,15 @@ export class CdpMux {
       );
     }
     const sent = this.#opts.rewrite ? this.#opts.rewrite(method, params) : params;
-    if (method === 'Fetch.enable')
-      this.#fetching.set(wireSession, this.#targetOf(client, wireSession));
-    else if (method === 'Fetch.disable') this.#fetching.delete(wireSession);
-    const targetId = this.#targetOf(client, wireSession);
+    this.#traps.command(method, wireSession, client.targetOf(wireSession));
+    const targetId = client.targetOf(wireSession);
     if (
       method === 'Page.navigate' &&
       this.#opts.checkNavigation &&
       typeof sent.url === 'string' &&
       targetId !== undefined
     ) {
-      client.held.set(wireSession, []);
+      client.startHolding(wireSession);
       void this.#navigate(client, { id, method, params: sent }, wireSession, targetId);
       return;
     }
@@ -452,12 +315,10 @@ export class CdpMux {
   }
 
   /**
-   * A client's `Page.navigate` to a URL the egress would refuse fails in Chromium itself, with
-   * the `net::ERR_*` a local browser gives for that cause: the server attaches a session of its
-   * own to the page, pauses its document requests (`Fetch`, only while this navigation is under
-   * way) and fails the one to the refused host. Navigations it lets through are never paused.
-   * A client that intercepts requests itself (`page.route`, `setRequestInterception`) keeps
-   * them: its navigations get the proxy's refusal instead.
+   * A client's `Page.navigate`, once the egress said whether it would refuse the URL: refused,
+   * it goes out with a trap on its page (trap.ts) that fails its document request as a local
+   * browser would, released when its reply comes. Meanwhile the client's later messages on that
+   * session wait (`held`), and go on after it in order.
    */
   async #navigate(
     client: Client,
@@ -465,35 +326,27 @@ export class CdpMux {
     wireSession: string,
     targetId: string,
   ): Promise<void> {
-    let trap: Trap | undefined;
+    let release: (() => void) | undefined;
     try {
       const url = command.params.url as string;
       const refusal = await this.#opts.checkNavigation!(url);
-      if (refusal && !client.closed && !this.#intercepting(targetId)) {
-        trap = await this.#trap(targetId, url, refusal.reason);
+      if (refusal && !client.closed && !this.#traps.intercepting(targetId)) {
+        release = await this.#traps.set(targetId, url, refusal.reason);
       }
     } catch {
       // no trap: the egress refuses the connection anyway, with its own answer
     }
-    if (client.closed) trap?.release();
+    if (client.closed) release?.();
     else {
       try {
-        this.#send(command, wireSession, { client, after: trap?.release });
+        this.#send(command, wireSession, { client, after: release });
       } catch (err) {
-        trap?.release();
+        release?.();
         if (!(err instanceof CdpMessageTooLarge)) throw err;
         this.#deliver(client, errorReply(command.id, -32000, err.message));
       }
     }
     this.#release(client, wireSession);
-  }
-
-  /** Whether a client intercepts requests of `targetId` (or of the whole browser). */
-  #intercepting(targetId: string): boolean {
-    for (const target of this.#fetching.values()) {
-      if (target === undefined || target === targetId) return true;
-    }
-    return false;
   }
 
   /** A command of the mux itself, on `sessionId` (or the browser's root session). */
@@ -512,57 +365,6 @@ export class CdpMux {
     });
   }
 
-  async #trap(targetId: string, url: string, reason: string): Promise<Trap> {
-    const attached = await this.#command('Target.attachToTarget', { targetId, flatten: true });
-    const sessionId = attached.result?.sessionId;
-    if (typeof sessionId !== 'string') throw new Error('Target.attachToTarget failed');
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      clearTimeout(timer);
-      this.#traps.delete(sessionId);
-      this.#retired.add(sessionId);
-      this.#send({ id: 0, method: 'Target.detachFromTarget', params: { sessionId } }, undefined, {
-        settle: () => this.#retired.delete(sessionId),
-      });
-    };
-    const timer = setTimeout(release, TRAP_MS);
-    timer.unref();
-    const trap: Trap = { host: new URL(url).host, reason, release };
-    this.#traps.set(sessionId, trap);
-    try {
-      const patterns = [{ urlPattern: '*', resourceType: 'Document', requestStage: 'Request' }];
-      await this.#command('Fetch.enable', { patterns }, sessionId);
-    } catch (err) {
-      release();
-      throw err;
-    }
-    return trap;
-  }
-
-  /** An event of a trap's session: its paused document requests fail or go on. */
-  #trapped(trap: Trap, sessionId: string, msg: Incoming): void {
-    if (msg.method !== 'Fetch.requestPaused') return;
-    let requestId: unknown;
-    let host: string | undefined;
-    try {
-      const params = msg.parse().params;
-      requestId = params?.requestId;
-      const request = params?.request as { url?: unknown } | undefined;
-      if (typeof request?.url === 'string') host = new URL(request.url).host;
-    } catch {
-      // too large to read: detaching lets every paused request go on
-      return trap.release();
-    }
-    if (typeof requestId !== 'string') return trap.release();
-    const [method, params]: [string, CdpParams] =
-      host === trap.host
-        ? ['Fetch.failRequest', { requestId, errorReason: trap.reason }]
-        : ['Fetch.continueRequest', { requestId }];
-    this.#send({ id: 0, method, params }, sessionId, { settle: () => {} });
-  }
-
   // -- incoming ----------------------------------------------------------------------------
 
   /**
@@ -572,7 +374,7 @@ export class CdpMux {
    */
   #receive(data: Buffer): void {
     try {
-      const msg = locate(data) ?? decoded(data);
+      const msg = incoming(data);
       if (msg.id !== undefined) this.#reply(msg);
       else this.#event(msg, data);
     } catch (err) {
@@ -591,8 +393,8 @@ export class CdpMux {
     const { client } = p;
     if (!client) {
       const reply = msg.rewrite(p.id, false);
-      if (reply.length <= MAX_ROOT_REPLY_BYTES) return this.#toRoot(reply);
-      const why = `a reply of ${reply.length} bytes (the server reads at most ${MAX_ROOT_REPLY_BYTES})`;
+      if (reply.length <= CDP_MAX_ROOT_REPLY_BYTES) return this.#toRoot(reply);
+      const why = `a reply of ${reply.length} bytes (the server reads at most ${CDP_MAX_ROOT_REPLY_BYTES})`;
       return this.#toRoot(errorReply(p.id, -32000, why));
     }
     if (p.adopt && msg.ok) {
@@ -611,14 +413,13 @@ export class CdpMux {
       this.#ownership(msg);
     }
     const { sessionId } = msg;
-    const trap = sessionId !== undefined ? this.#traps.get(sessionId) : undefined;
-    if (trap) return this.#trapped(trap, sessionId!, msg);
+    if (sessionId !== undefined && this.#traps.event(sessionId, msg)) return;
     const client = sessionId !== undefined ? this.#sessions.get(sessionId) : undefined;
     if (client) {
       this.#deliver(client, sessionId === client.session ? msg.rewrite(undefined, true) : data);
     } else if (sessionId === undefined || !this.#retired.has(sessionId)) {
       // none of the server's own listeners needs a larger event: not decoded, dropped
-      if (data.length <= MAX_ROOT_EVENT_BYTES) this.#toRoot(data);
+      if (data.length <= CDP_MAX_ROOT_EVENT_BYTES) this.#toRoot(data);
     }
   }
 
@@ -641,7 +442,7 @@ export class CdpMux {
     } else {
       client.owned.delete(child);
       this.#sessions.delete(child);
-      this.#fetching.delete(child);
+      this.#traps.forget(child);
     }
   }
 
@@ -654,79 +455,4 @@ export class CdpMux {
   #toRoot(data: Buffer): void {
     this.#rootReader?.message(data.toString());
   }
-}
-
-/** Routes a message by its first and last bytes; undefined when it has another shape. */
-function locate(data: Buffer): Incoming | undefined {
-  const tail = data.toString('latin1', Math.max(0, data.length - TAIL_BYTES));
-  const session = SESSION_TAIL.exec(tail);
-  if (!session && !tail.endsWith('}}')) return undefined;
-  const bodyEnd = data.length - (session ? session[0].length : 0);
-  const sessionId = session?.[1];
-  const head = data.toString('latin1', 0, Math.min(data.length, HEAD_BYTES));
-  const reply = REPLY_HEAD.exec(head);
-  const event = reply ? undefined : EVENT_HEAD.exec(head);
-  if (!reply && !event) return undefined;
-  /** Offset of the `,` after the id. */
-  const idEnd = reply ? reply[0].length - reply[2]!.length - 3 : 0;
-  return {
-    id: reply ? Number(reply[1]) : undefined,
-    method: event?.[1],
-    sessionId,
-    ok: reply?.[2] === 'result',
-    rewrite: (id, strip) => {
-      const cut = strip && session !== null;
-      const renumber = id !== undefined && reply !== null;
-      if (!renumber && !cut) return data;
-      const parts = [data.subarray(renumber ? idEnd : 0, cut ? bodyEnd : data.length)];
-      if (renumber) parts.unshift(Buffer.from(`{"id":${id}`));
-      if (cut) parts.push(CLOSE_BRACE);
-      return Buffer.concat(parts);
-    },
-    parse: () => decode(data) as Parsed,
-  };
-}
-
-/** `data` decoded, refused past `MAX_DECODED_BYTES`. */
-function decode(data: Buffer): unknown {
-  if (data.length > MAX_DECODED_BYTES) {
-    throw new Error(`${data.length} bytes to decode (at most ${MAX_DECODED_BYTES})`);
-  }
-  return JSON.parse(data.toString());
-}
-
-/** The general case: any JSON object, decoded and, when rewritten, encoded again. */
-function decoded(data: Buffer): Incoming {
-  const value = decode(data);
-  if (!isObject(value)) throw new Error('not a JSON object');
-  const msg = value as Parsed;
-  const sessionId = typeof msg.sessionId === 'string' ? msg.sessionId : undefined;
-  return {
-    id: typeof msg.id === 'number' ? msg.id : undefined,
-    method: typeof msg.method === 'string' ? msg.method : undefined,
-    sessionId,
-    ok: msg.result !== undefined,
-    rewrite: (id, strip) => {
-      const out: Parsed = { ...msg };
-      if (id !== undefined) out.id = id;
-      if (strip) delete out.sessionId;
-      return Buffer.from(JSON.stringify(out));
-    },
-    parse: () => msg,
-  };
-}
-
-/** The reply of a mux command when the browser went away first. */
-const FAILED: Incoming = {
-  ok: false,
-  rewrite: () => Buffer.alloc(0),
-  parse: () => ({}),
-};
-
-function errorReply(id: number | undefined, code: number, message: string): Buffer {
-  return Buffer.from(JSON.stringify({ ...(id !== undefined && { id }), error: { code, message } }));
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

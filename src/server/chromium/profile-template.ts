@@ -28,7 +28,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join, posix } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { until } from '../../internal/deadline.js';
 import type { Logger } from '../../internal/log.js';
 import { untraced } from '../../internal/stages.js';
 import { chromiumProxyArgs, Sandbox, type SandboxHost } from '../sandbox/index.js';
@@ -53,6 +53,8 @@ export const CHROMIUM_DIRS = ['profile', 'tmp', 'home'].map((d) => `${CHROMIUM_D
 const MIN_SETTLE_MS = 500;
 const QUIET_MS = 400;
 const MAX_SETTLE_MS = 3000;
+/** How often the profile's list of files is read meanwhile. */
+const POLL_MS = 100;
 /** A skeleton is ~0.8 MB; anything far larger is not one. */
 const MAX_TEMPLATE_BYTES = 32 * 2 ** 20;
 
@@ -249,14 +251,17 @@ async function settled(dir: string, cancelled: () => boolean): Promise<void> {
   const began = Date.now();
   let last = '';
   let since = began;
-  while (Date.now() - began < MAX_SETTLE_MS && !cancelled()) {
-    const names = (await readdir(dir, { recursive: true })).sort().join('\n');
-    if (names !== last) {
-      last = names;
-      since = Date.now();
-    } else if (Date.now() - since >= QUIET_MS && Date.now() - began >= MIN_SETTLE_MS) {
-      return;
-    }
-    await sleep(100);
-  }
+  await until(
+    async () => {
+      if (cancelled()) return true;
+      const names = (await readdir(dir, { recursive: true })).sort().join('\n');
+      if (names !== last) {
+        last = names;
+        since = Date.now();
+        return false;
+      }
+      return Date.now() - since >= QUIET_MS && Date.now() - began >= MIN_SETTLE_MS;
+    },
+    { timeoutMs: MAX_SETTLE_MS, intervalMs: POLL_MS },
+  );
 }

@@ -6,9 +6,10 @@
  * frames without compression, up to `CDP_MAX_COMMAND_BYTES` from a client (1009 past it); the
  * browser stopping closes every client.
  *
- * A client that does not read is closed (1008) once more than `MAX_UNREAD_BYTES` wait for it and
- * another message comes: what it leaves unread costs the server memory, and nobody else waits
- * for it (every client's messages are handed to its own socket).
+ * A client that does not read is closed (1008) once more than `CDP_MAX_UNREAD_BYTES` wait for it
+ * and another message comes: what it leaves unread costs the server memory, and nobody else waits
+ * for it (every client's messages are handed to its own socket). Both sizes are in the one table
+ * of DevTools message sizes, src/api/cdp-limits.ts.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -17,17 +18,15 @@ import { WebSocketServer } from 'ws';
 import { refuseUpgrade, serverError } from '../errors.js';
 import type { Logger } from '../instances/runtime.js';
 import type { CdpMux, MuxClient, MuxTarget } from './mux.js';
-import { CDP_MAX_COMMAND_BYTES } from './transport.js';
+import { CDP_MAX_COMMAND_BYTES, CDP_MAX_UNREAD_BYTES } from '../../api/cdp-limits.js';
 
 const PAGE_PATH = /^devtools\/page\/([A-Za-z0-9-]+)$/;
 
-/**
- * Bytes a client may leave unread before the next message closes it: many seconds of a busy
- * screencast on a slow link; one message larger than this still goes to a client that keeps up.
- */
-export const MAX_UNREAD_BYTES = 64 * 1024 * 1024;
 /** Close code and reason for a client that did not read (1008: policy violation). */
-export const UNREAD_CLOSE = { code: 1008, reason: 'CDP client too slow: over 64 MiB unread' };
+export const UNREAD_CLOSE = {
+  code: 1008,
+  reason: `CDP client too slow: over ${CDP_MAX_UNREAD_BYTES / 2 ** 20} MiB unread`,
+};
 /** How long a closed client's socket may take to finish the closing handshake. */
 const CLOSE_GRACE_MS = 5000;
 
@@ -100,7 +99,7 @@ export class CdpRelay {
     client.connect({
       send: (data) => {
         if (ws.readyState !== ws.OPEN) return;
-        if (ws.bufferedAmount <= MAX_UNREAD_BYTES) return ws.send(data, { binary: false });
+        if (ws.bufferedAmount <= CDP_MAX_UNREAD_BYTES) return ws.send(data, { binary: false });
         this.#log?.warn({ unread: ws.bufferedAmount }, 'closing a CDP client that does not read');
         client.close();
         ws.close(UNREAD_CLOSE.code, UNREAD_CLOSE.reason);

@@ -23,7 +23,11 @@ const PIPE_EXIT_GRACE_MS = 2000;
 /** How long a stop that keeps the profile waits for Chromium's own exit (`close({flush})`). */
 const FLUSH_MS = 5000;
 
-export interface ChromiumSessionOptions extends LaunchOptions {
+/**
+ * One Chromium as the Chromium layer takes it: a plain options object, with nothing of the
+ * instance it serves besides what it says here (in-sandbox.ts builds it from an instance).
+ */
+export interface ChromiumOptions extends LaunchOptions {
   /**
    * Size every browser window's content area to `windowSize`, so that the viewport (and a
    * screenshot) is exactly that size. Default: `headless`.
@@ -34,14 +38,17 @@ export interface ChromiumSessionOptions extends LaunchOptions {
   /** Per-instance secret appended to `cdp_url`. */
   token: string;
   log: Logger;
-  /** Chromium exited although `close()` was not called. */
-  onExit(reason: string): void;
   /** Where downloads are kept and reported (the instance's artifacts, downloads.ts). */
   downloads?: DownloadSink | undefined;
   /** How a client's navigation the egress would refuse fails instead (mux.ts `checkNavigation`). */
   checkNavigation?: CdpMuxOptions['checkNavigation'];
   /** Device and identity every page gets before it runs (identity.ts). */
   identity?: BrowserIdentity | undefined;
+}
+
+export interface ChromiumSessionOptions extends ChromiumOptions {
+  /** Chromium exited although `close()` was not called. */
+  onExit(reason: string): void;
 }
 
 interface TargetInfo {

@@ -3,21 +3,7 @@
  * (mux.ts), or a DevTools WebSocket such as a `cdp_url` (tests and benchmarks use that one).
  */
 import WebSocket from 'ws';
-import { CDP_MAX_COMMAND_WIRE_BYTES, CDP_MAX_MESSAGE_BYTES } from './pipe.js';
-
-/**
- * Largest CDP message received from a browser (screenshots of big viewports are tens of MiB of
- * base64): what Chromium's own DevTools server sends at most, and Playwright accepts.
- */
-export const CDP_MAX_PAYLOAD = CDP_MAX_MESSAGE_BYTES;
-
-/**
- * Largest command a `cdp_url` client may send: under the 100 MiB Chromium's DevTools reader holds
- * (over a socket and over the pipe alike), with room for the id and session the relay writes
- * anew. File contents go through the `upload` operation; big `Runtime.evaluate` and
- * `DOM.setFileInputFiles` commands fit.
- */
-export const CDP_MAX_COMMAND_BYTES = CDP_MAX_COMMAND_WIRE_BYTES - 4 * 1024 * 1024;
+import { CDP_MAX_MESSAGE_BYTES } from '../../api/cdp-limits.js';
 
 export type CdpParams = Record<string, unknown>;
 
@@ -49,7 +35,7 @@ export interface CdpTransport {
 export function connectWebSocket(url: string, timeoutMs: number): Promise<CdpTransport> {
   const ws = new WebSocket(url, {
     perMessageDeflate: false,
-    maxPayload: CDP_MAX_PAYLOAD,
+    maxPayload: CDP_MAX_MESSAGE_BYTES,
     handshakeTimeout: timeoutMs,
   });
   return new Promise((resolve, reject) => {

@@ -2,8 +2,10 @@
  * The key names `computer` actions accept (COMPAT.md "computer actions"): X keysyms plus the
  * aliases `alt ctrl control meta super shift enter return` and common browser names
  * (`arrowdown`, `backspace`, `esc`, `pageup` …), matched case-insensitively. One table serves
- * both instance types: ubuntu instances need the X keysym for xdotool, browser instances need
- * the DOM `key`/`code`/`keyCode` triple for CDP `Input.dispatchKeyEvent` (US layout).
+ * both instance types and the MCP browser tools (whose Playwright names, `Enter`, `ArrowLeft`,
+ * `Control`, are names of this table too): ubuntu instances need the X keysym for xdotool,
+ * browsers need the DOM `key`/`code`/`keyCode` triple for CDP `Input.dispatchKeyEvent` (US
+ * layout, ../chromium/keyboard.ts).
  */
 
 export type Modifier = 'Alt' | 'Control' | 'Meta' | 'Shift';

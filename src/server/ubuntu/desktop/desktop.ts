@@ -4,22 +4,20 @@
  * the headful desktop browser, all on the instance's X display.
  */
 import type { IncomingMessage } from 'node:http';
-import { join, posix } from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { ParsedComputerAction, ToolResult } from '../../../api/index.js';
-import { BrowserController, CHROMIUM_DIR } from '../../chromium/index.js';
+import {
+  BrowserController,
+  chromiumInSandbox,
+  liveViewUrl,
+  type ChromiumSandbox,
+} from '../../chromium/index.js';
 import { ComputerRunner } from '../../computer/runner.js';
 import { refuseUpgrade, serverError } from '../../errors.js';
-import { runtimeContext, type RuntimeContext, type StreamPage } from '../../instances/runtime.js';
+import type { RuntimeContext, StreamPage } from '../../instances/runtime.js';
 import { vncLiveViewPage } from '../liveview-page.js';
 import { VncServer } from '../vnc.js';
-import {
-  chromiumProxyArgs,
-  connectInside,
-  isLoopbackUrl,
-  type NavigationRefusal,
-  type SandboxSpawn,
-} from '../../sandbox/index.js';
+import { connectInside, type NavigationRefusal } from '../../sandbox/index.js';
 import { XComputer } from './computer.js';
 
 export interface DesktopOptions {
@@ -33,17 +31,13 @@ export interface DesktopOptions {
   browserSandbox: BrowserSandbox;
 }
 
-/** What the desktop browser needs of the instance's sandbox. */
-export interface BrowserSandbox {
-  /** Start a process in the sandbox (`Sandbox.spawn`): tracked, paused and killed with it. */
-  spawn: SandboxSpawn;
+/** What the desktop (its browser, x11vnc, xdotool) needs of the instance's sandbox. */
+export interface BrowserSandbox extends ChromiumSandbox {
   /** Run a command in the sandbox to completion (`Sandbox.exec`). */
   exec(
     argv: string[],
     opts: { env: Record<string, string>; timeoutMs: number; stdin?: string },
   ): Promise<{ code: number | null; stdout: Buffer; stderr: Buffer; timedOut: boolean }>;
-  /** Every live process of the instance (`Sandbox.pids`). */
-  pids(): number[];
   /** The instance's /tmp as seen inside (x11vnc's socket). */
   tmp: string;
   /**
@@ -57,9 +51,24 @@ export interface BrowserSandbox {
   checkNavigation?: (url: string) => Promise<NavigationRefusal | undefined>;
   /** The instance's environment as processes in the sandbox get it (HOME, DISPLAY, XAUTHORITY …). */
   env(): Record<string, string>;
-  /** HOME inside the sandbox (`/home/user`) and on the host. */
-  home: string;
-  hostHome: string;
+}
+
+/** The desktop browser's own flags, besides those of every Chromium in a sandbox. */
+const DESKTOP_BROWSER_ARGS = [
+  '--window-position=0,0',
+  '--disable-infobars',
+  '--no-default-browser-check',
+  // bubblewrap's minimal /dev/shm need not be writable for an unprivileged server: use /tmp
+  '--disable-dev-shm-usage',
+];
+
+/**
+ * The instance's environment for its desktop browser, without TMPDIR: the launcher's own (short)
+ * directory holds Chromium's sockets.
+ */
+function chromiumEnv(box: BrowserSandbox): Record<string, string> {
+  const { TMPDIR: _tmpdir, ...rest } = box.env();
+  return rest;
 }
 
 /**
@@ -122,55 +131,20 @@ export class UbuntuDesktop {
             ...(services.programs && { x11vnc: services.programs.x11vnc }),
           },
     );
-    // Chromium runs inside the sandbox, so a page sees only what the instance's processes see
-    // (file:// included); its profile and downloads are in the instance's home.
-    const env = () => {
-      // TMPDIR: the launcher's own (short) directory for Chromium's sockets
-      const { TMPDIR: _tmpdir, ...rest } = box.env();
-      return rest;
-    };
-    // read at each launch: a warm-pool claim may have changed the blocked domains since
-    const browserCtx = () => {
-      const now = this.#ctx();
-      return runtimeContext({
-        ...now,
-        instance: { ...now.instance, dir: join(box.hostHome, CHROMIUM_DIR) },
-      });
-    };
+    // Chromium runs inside the sandbox (../../chromium/in-sandbox.ts), so a page sees only what
+    // the instance's processes see (file:// included); its profile and downloads are in the
+    // instance's home. Built at each launch: a warm-pool claim may have changed the blocked
+    // domains since.
     this.browser = new BrowserController({
-      ctx: browserCtx(),
-      launch: () => ({ ctx: browserCtx() }),
-      processDir: posix.join(box.home, CHROMIUM_DIR),
-      members: () => box.pids(),
-      // downloads kept in the instance's ~/Downloads and listed by the API (../../artifacts/store.ts)
-      downloads: services.artifacts,
-      spawn: (argv, o) => box.spawn(argv, o),
-      mkdir: async (paths) => {
-        const r = await box.exec(['mkdir', '-p', '--', ...paths], {
-          env: env(),
-          timeoutMs: 10_000,
-        });
-        if (r.code !== 0) throw new Error(`mkdir failed: ${r.stderr.toString().trim()}`);
-      },
-      headless: false,
-      env,
-      args: [
-        '--window-position=0,0',
-        '--disable-infobars',
-        '--no-default-browser-check',
-        // bubblewrap's minimal /dev/shm need not be writable for an unprivileged server: use /tmp
-        '--disable-dev-shm-usage',
-        // everything goes out through the egress (network.ts says what loopback means)
-        ...(box.isolated ? chromiumProxyArgs(box.hostLoopback) : []),
-        // unisolated as root: Chromium cannot run its own sandbox as root
-        ...(!box.isolated && process.getuid?.() === 0 ? ['--no-sandbox'] : []),
-      ],
-      // a navigation the egress would refuse fails as a local browser's would (issue 20); without
-      // host loopback, loopback names stay the instance's own and never reach the egress
-      ...(box.isolated &&
-        box.checkNavigation && {
-          checkNavigation: async (url: string) =>
-            !box.hostLoopback && isLoopbackUrl(url) ? undefined : box.checkNavigation!(url),
+      launch: () =>
+        chromiumInSandbox(this.#ctx(), {
+          sandbox: box,
+          headless: false,
+          env: chromiumEnv(box),
+          args: DESKTOP_BROWSER_ARGS,
+          // without host loopback, loopback names stay the instance's own
+          loopbackViaEgress: box.hostLoopback,
+          checkNavigation: box.checkNavigation,
         }),
       // a user closing the desktop browser is not an instance failure: browser/start opens it again
       onCrash: (reason) =>
@@ -190,9 +164,7 @@ export class UbuntuDesktop {
   async streamUrl(): Promise<string> {
     await this.vnc.ensure();
     const { instance, services } = this.#ctx();
-    const { id, token } = instance;
-    const { publicUrl } = services;
-    return `${publicUrl.replace(/\/+$/, '')}/stream/${encodeURIComponent(id)}/?token=${encodeURIComponent(token)}`;
+    return liveViewUrl(services.publicUrl, instance.id, instance.token);
   }
 
   streamPage(rest: string, query: URLSearchParams): Promise<StreamPage> {

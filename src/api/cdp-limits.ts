@@ -1,0 +1,60 @@
+/**
+ * The sizes of DevTools messages, said once for both sides: the server (its pipe to Chromium,
+ * src/server/chromium/pipe.ts; the multiplexer on it, mux.ts; the relay behind `cdp_url`,
+ * relay.ts) and the bridge (the local proxy in front of a `cdp_url`, src/session/transfer.ts).
+ * When Chromium's own buffers change, this table changes, and both sides with it: a bridge that
+ * allowed more than the server sends, or less than it, is how the two drifted apart before.
+ *
+ * Plain numbers, no I/O: src/api/ is the one place the server and the bridge both import.
+ */
+
+const MiB = 1024 * 1024;
+
+/**
+ * Longest message read from Chromium, and so the longest the relay sends a client: Chromium's own
+ * DevTools WebSocket server sends at most 256 MiB (`kSendBufferSizeForDevTools`), and Playwright
+ * and Puppeteer accept as much. Any process of the instance may hold a copy of the pipe
+ * (pidfd_getfd), so past this the pipe is failed.
+ */
+export const CDP_MAX_MESSAGE_BYTES = 256 * MiB;
+
+/**
+ * Longest message written to Chromium, NUL included: its pipe reader buffers at most 100 MiB
+ * (`kReceiveBufferSizeForDevTools`) and shuts the pipe down past it (the browser keeps running,
+ * deaf), so a longer one is refused before it is written.
+ */
+export const CDP_MAX_COMMAND_WIRE_BYTES = 100 * MiB;
+
+/**
+ * Largest command a `cdp_url` client may send (a longer frame closes it, 1009): under what
+ * Chromium's DevTools reader holds (over a socket and over the pipe alike), with room for the id
+ * and session the relay writes anew. File contents go through the `upload` operation; big
+ * `Runtime.evaluate` and `DOM.setFileInputFiles` commands fit.
+ */
+export const CDP_MAX_COMMAND_BYTES = CDP_MAX_COMMAND_WIRE_BYTES - 4 * MiB;
+
+/**
+ * Bytes a relay client may leave unread before its next message closes it (1008): many seconds
+ * of a busy screencast on a slow link; one message larger than this still goes to a client that
+ * keeps up.
+ */
+export const CDP_MAX_UNREAD_BYTES = 64 * MiB;
+
+/** Bytes the server holds for a relay client that is not connected yet; past them it is dropped. */
+export const CDP_MAX_QUEUED_BYTES = 64 * MiB;
+
+/**
+ * What the server decodes itself is bounded far below what it only passes on: a message is
+ * routed without decoding whatever its size, but JSON decoded into objects takes many times its
+ * length in memory. Messages that change ownership (`Target.attachedToTarget`, attach replies)
+ * are a few hundred bytes.
+ */
+export const CDP_MAX_DECODED_BYTES = 1 * MiB;
+
+/**
+ * Events for the server's own connection (its screencasts' frames are the largest) and replies
+ * to its own commands (screenshots, storage), past which an event is dropped and a reply turned
+ * into an error, never decoded.
+ */
+export const CDP_MAX_ROOT_EVENT_BYTES = 16 * MiB;
+export const CDP_MAX_ROOT_REPLY_BYTES = 64 * MiB;
