@@ -13,7 +13,6 @@ import type {
   RuntimeContext,
   RuntimeFactory,
 } from '../instances/runtime.js';
-import { runtimeContext } from '../instances/runtime.js';
 import { InstanceMachine } from '../instances/machine.js';
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
