@@ -38,6 +38,7 @@ import { SandboxHost } from './sandbox/index.js';
 import { ProfileTemplate } from './chromium/index.js';
 import {
   ConfigError,
+  DEFAULT_DRAIN_SECONDS,
   resolveServerConfig,
   type ServerConfig,
   type ServerOptions,
@@ -91,7 +92,7 @@ export interface RunningServer extends AsyncDisposable {
 }
 
 /** How long a drain lets instances run on when no cluster setting says (`cluster.drainSeconds`). */
-const DEFAULT_DRAIN_MS = 300_000;
+const DEFAULT_DRAIN_MS = DEFAULT_DRAIN_SECONDS * 1000;
 
 /**
  * Removes instance directories of earlier server runs whose process is gone; returns their

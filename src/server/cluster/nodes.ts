@@ -9,6 +9,7 @@
  * not by itself make a node dead (a database fail-over must not look like node death); the
  * death detector also probes the node directly.
  */
+import { DEFAULT_LEASE_SECONDS } from '../config.js';
 import type { Database } from './database.js';
 
 /** Slots are 12 bits in an id: 1 … 4095 (0 is never given). */
@@ -124,7 +125,7 @@ export class NodeLease {
     this.name = opts.name;
     this.slot = slot;
     this.#run = opts.run;
-    this.#leaseMs = opts.leaseMs ?? 15_000;
+    this.#leaseMs = opts.leaseMs ?? DEFAULT_LEASE_SECONDS * 1000;
     this.#onLost = opts.onLost;
     this.#advert = {
       url: opts.url,
@@ -153,7 +154,7 @@ export class NodeLease {
         `a node name is 1-63 letters, digits, '.', '_' or '-' (starting with a letter or digit), not ${JSON.stringify(opts.name)}`,
       );
     }
-    const leaseMs = opts.leaseMs ?? 15_000;
+    const leaseMs = opts.leaseMs ?? DEFAULT_LEASE_SECONDS * 1000;
     const slot = await db.transaction(async (q) => {
       // one joiner at a time: slots are handed out by looking at the others
       await q('LOCK TABLE nodes IN SHARE ROW EXCLUSIVE MODE');
