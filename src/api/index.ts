@@ -121,5 +121,11 @@ export type {
   ResponseKind,
   StreamOperationId,
 } from './operations.js';
+// the size of one CDP message on a cdp_url, each way
+export {
+  CDP_MAX_COMMAND_BYTES,
+  CDP_MAX_COMMAND_WIRE_BYTES,
+  CDP_MAX_MESSAGE_BYTES,
+} from './cdp-limits.js';
 export { jsonErrorOffset, validationDetail, wireParse } from './validation.js';
 export type { Location, ValidationErrorItem } from './validation.js';

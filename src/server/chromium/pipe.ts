@@ -10,17 +10,15 @@
 import type { Readable, Writable } from 'node:stream';
 
 /**
- * Longest message read from Chromium: its own DevTools WebSocket server sends at most 256 MiB
- * (`kSendBufferSizeForDevTools`), and Playwright and Puppeteer accept as much. Any process of the
- * instance may hold a copy of the pipe (pidfd_getfd), so past this the pipe is failed.
+ * Longest message read from Chromium (`CDP_MAX_MESSAGE_BYTES`, what its own DevTools server sends
+ * at most; src/api/cdp-limits.ts): any process of the instance may hold a copy of the pipe
+ * (pidfd_getfd), so past this the pipe is failed. Longest written (`CDP_MAX_COMMAND_WIRE_BYTES`):
+ * Chromium's pipe reader shuts the pipe down past it (the browser keeps running, deaf), so a
+ * longer one is refused here.
  */
-export const CDP_MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
-/**
- * Longest message written to Chromium, NUL included: its pipe reader buffers at most 100 MiB
- * (`kReceiveBufferSizeForDevTools`) and shuts the pipe down past it (the browser keeps running,
- * deaf), so a longer one is refused here.
- */
-export const CDP_MAX_COMMAND_WIRE_BYTES = 100 * 1024 * 1024;
+import { CDP_MAX_COMMAND_WIRE_BYTES, CDP_MAX_MESSAGE_BYTES } from '../../api/index.js';
+
+export { CDP_MAX_COMMAND_WIRE_BYTES, CDP_MAX_MESSAGE_BYTES };
 
 /** A message too long for Chromium's pipe reader: refused, nothing written. */
 export class CdpMessageTooLarge extends Error {

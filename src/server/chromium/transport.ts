@@ -3,7 +3,7 @@
  * (mux.ts), or a DevTools WebSocket such as a `cdp_url` (tests and benchmarks use that one).
  */
 import WebSocket from 'ws';
-import { CDP_MAX_COMMAND_WIRE_BYTES, CDP_MAX_MESSAGE_BYTES } from './pipe.js';
+import { CDP_MAX_COMMAND_BYTES, CDP_MAX_MESSAGE_BYTES } from '../../api/index.js';
 
 /**
  * Largest CDP message received from a browser (screenshots of big viewports are tens of MiB of
@@ -12,12 +12,11 @@ import { CDP_MAX_COMMAND_WIRE_BYTES, CDP_MAX_MESSAGE_BYTES } from './pipe.js';
 export const CDP_MAX_PAYLOAD = CDP_MAX_MESSAGE_BYTES;
 
 /**
- * Largest command a `cdp_url` client may send: under the 100 MiB Chromium's DevTools reader holds
- * (over a socket and over the pipe alike), with room for the id and session the relay writes
- * anew. File contents go through the `upload` operation; big `Runtime.evaluate` and
- * `DOM.setFileInputFiles` commands fit.
+ * Largest command a `cdp_url` client may send (src/api/cdp-limits.ts): under the 100 MiB
+ * Chromium's DevTools reader holds (over a socket and over the pipe alike). File contents go
+ * through the `upload` operation; big `Runtime.evaluate` and `DOM.setFileInputFiles` commands fit.
  */
-export const CDP_MAX_COMMAND_BYTES = CDP_MAX_COMMAND_WIRE_BYTES - 4 * 1024 * 1024;
+export { CDP_MAX_COMMAND_BYTES };
 
 export type CdpParams = Record<string, unknown>;
 
