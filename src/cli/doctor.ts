@@ -5,6 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { INSTANCE_TYPES, type RunnableInstanceType } from '../api/index.js';
 import { programPaths, type ServerOptions } from '../server/config.js';
 import { aptLine, present, requirements, type Requirement } from '../server/host/requirements.js';
 import {
@@ -49,7 +50,7 @@ export interface DoctorReport {
   programs: ProgramCheck[];
   isolation: GuaranteeCheck[];
   /** Per instance type: whether it can start here, and what stops it. */
-  instance_types: Record<'browser' | 'ubuntu', { ready: boolean; missing: string[] }>;
+  instance_types: Record<RunnableInstanceType, { ready: boolean; missing: string[] }>;
   /** One command installing every missing package (run as root), if any is missing. */
   fix?: string;
 }
@@ -60,21 +61,21 @@ const SANDBOX_TOOLS: Requirement[] = [
     name: 'bubblewrap',
     packages: ['bubblewrap'],
     neededFor: 'the sandbox of every instance',
-    types: ['browser', 'ubuntu'],
+    types: INSTANCE_TYPES,
     paths: ['/usr/bin/bwrap', '/bin/bwrap'],
   },
   {
     name: 'nsenter, unshare, setpriv',
     packages: ['util-linux'],
     neededFor: 'the sandbox of every instance',
-    types: ['browser', 'ubuntu'],
+    types: INSTANCE_TYPES,
     paths: ['/usr/bin/setpriv', '/bin/setpriv'],
   },
   {
     name: 'ip',
     packages: ['iproute2'],
     neededFor: 'the network of every instance',
-    types: ['browser', 'ubuntu'],
+    types: INSTANCE_TYPES,
     paths: ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'],
   },
   {
@@ -120,7 +121,7 @@ export async function report(
   const support = hostSupport(options.bwrapPath ?? (env.BURROW_BWRAP || undefined));
   const isolation = support.guarantees.map((g: Guarantee) => ({ ...g }));
   const coreGaps = isolation.filter((g) => !g.ok && CORE_GUARANTEES.includes(g.name));
-  const typeStatus = (type: 'browser' | 'ubuntu') => {
+  const typeStatus = (type: RunnableInstanceType) => {
     const missing = all.filter((r, i) => !ok[i] && r.types.includes(type)).map((r) => r.name);
     if (coreGaps.length > 0) missing.push(`isolation (${coreGaps.map((g) => g.name).join(', ')})`);
     return { ready: missing.length === 0, missing };

@@ -36,4 +36,6 @@ export interface DriverModule<C extends DriverConnection = DriverConnection> {
   connect(cdpUrl: string, options?: DriverConnectOptions): Promise<C>;
 }
 
-export type DriverName = 'playwright' | 'puppeteer';
+/** The drivers a session can connect, each an adapter loading its own peer dependency. */
+export const DRIVER_NAMES = ['playwright', 'puppeteer'] as const;
+export type DriverName = (typeof DRIVER_NAMES)[number];

@@ -9,7 +9,7 @@
  * not by itself make a node dead (a database fail-over must not look like node death); the
  * death detector also probes the node directly.
  */
-import { DEFAULT_LEASE_SECONDS } from '../config.js';
+import { DEFAULT_LEASE_SECONDS, type WarmPoolSizes } from '../config.js';
 import type { Database } from './database.js';
 
 /** Slots are 12 bits in an id: 1 … 4095 (0 is never given). */
@@ -28,7 +28,7 @@ export interface NodeAdvert {
   /** Of those, how many more it can start now. */
   freeSlots: number;
   /** Warm-pool instances ready per type. */
-  warm: Partial<Record<'browser' | 'ubuntu', number>>;
+  warm: WarmPoolSizes;
 }
 
 export interface NodeInfo extends NodeAdvert {

@@ -21,6 +21,7 @@ import type {
   InstanceStatus,
   InstanceType,
   Resolution,
+  RunnableInstanceType,
   StartRequest,
 } from '../../api/index.js';
 import { HttpError, serverError } from '../errors.js';
@@ -233,7 +234,7 @@ export class Registry {
   }
 
   /** Instances waiting in the warm pool, by type (they are not listed). */
-  get pooled(): { browser: number; ubuntu: number } {
+  get pooled(): Record<RunnableInstanceType, number> {
     return this.#pool.counts();
   }
 
