@@ -59,14 +59,14 @@ export function table(rows: readonly Record<string, string>[], columns: readonly
   return [line((c) => c.toUpperCase()), ...rows.map((r) => line((c) => r[c] ?? ''))].join('\n');
 }
 
-export const instanceRow = (i: Instance): Record<string, string> => ({
+const instanceRow = (i: Instance): Record<string, string> => ({
   id: i.id,
   type: i.instance_type,
   status: i.status,
   launched: i.launch_time,
   resolution: i.resolution ? i.resolution.join('x') : '',
 });
-export const INSTANCE_COLUMNS = ['id', 'type', 'status', 'launched', 'resolution'] as const;
+const INSTANCE_COLUMNS = ['id', 'type', 'status', 'launched', 'resolution'] as const;
 
 /** Prints instances as JSON or as a table. */
 export function printInstances(instances: Instance[], json: boolean | undefined): void {

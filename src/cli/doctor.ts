@@ -1,7 +1,7 @@
 /**
  * `burrow doctor`: what this machine has for burrow, what is missing, which isolation guarantees
  * (identity, limits, disk quota, egress, ...) it gives instances, and the command that fixes each
- * gap. `burrow serve` prints the same report at start (`report` + `formatReport`).
+ * gap. `burrow serve` prints the same report at start (`report` + `formatSummary`).
  */
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -31,17 +31,8 @@ export interface ProgramCheck {
   fix?: string;
 }
 
-export interface GuaranteeCheck {
-  name: string;
-  what: string;
-  ok: boolean;
-  /** `held` or `missing`, found by trying it once. */
-  status: 'held' | 'missing';
-  /** Instances refuse to start without it. */
-  core: boolean;
-  why?: string;
-  fix?: string;
-}
+/** A row of the isolation table: the sandbox's own guarantee, as its probe found it. */
+export type GuaranteeCheck = Guarantee;
 
 export interface DoctorReport {
   root: boolean;
@@ -140,7 +131,7 @@ export async function report(
 const sudo = (root: boolean, cmd: string) => (root ? cmd : `sudo ${cmd}`);
 
 /** The report as lines for a terminal. */
-export function formatReport(r: DoctorReport): string[] {
+function formatReport(r: DoctorReport): string[] {
   const lines = ['programs:'];
   for (const p of r.programs) {
     lines.push(

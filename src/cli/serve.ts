@@ -85,7 +85,7 @@ export interface ServeConfig {
  * The key in the file at `path`: its content without trailing line breaks. Errors say which
  * source failed and why, never what the file holds.
  */
-export async function readKeyFile(source: string, path: string): Promise<string> {
+async function readKeyFile(source: string, path: string): Promise<string> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -255,7 +255,7 @@ async function fromFlags(values: ServeValues, env: NodeJS.ProcessEnv): Promise<S
 const KEY_FLAG = '--api-key';
 
 /** `argv` with the value of `--api-key` (as `--api-key K` or `--api-key=K`) replaced by `***`. */
-export function redactKeyArgs(argv: readonly string[]): string[] {
+function redactKeyArgs(argv: readonly string[]): string[] {
   return argv.map((arg, i) => {
     if (arg.startsWith(`${KEY_FLAG}=`)) return `${KEY_FLAG}=***`;
     return argv[i - 1] === KEY_FLAG ? '***' : arg;
@@ -289,7 +289,7 @@ function hideKey(argv: readonly string[]): void {
  * through their egress, and the switch that opens one (issue 20). Anything else on the host's
  * loopback is refused (a navigation there fails with `net::ERR_CONNECTION_REFUSED`).
  */
-export function hostPortsLine(isolation: IsolationOptions = {}): string {
+function hostPortsLine(isolation: IsolationOptions = {}): string {
   const open =
     'open one with --allow-host-port PORT (repeatable) or all with --allow-host-loopback';
   if (isolation.allowHostLoopback) {

@@ -167,7 +167,7 @@ const SECRET_KEY_VARIABLES = [
 ] as const;
 
 /** What `env` says of each setting, each variable read and checked when it is asked for. */
-export function readEnvironment(env: Env): EnvSettings {
+function readEnvironment(env: Env): EnvSettings {
   /** The variable's text, or undefined when it is unset or empty. */
   const text = (name: string) =>
     env[name] === undefined || env[name] === '' ? undefined : env[name];
@@ -175,65 +175,31 @@ export function readEnvironment(env: Env): EnvSettings {
     const t = text(name);
     return t === undefined ? undefined : parseInteger(name, t, min, max);
   };
-  return {
-    get host() {
-      return text('BURROW_HOST');
-    },
-    get port() {
-      return int('BURROW_PORT', 0, 65535);
-    },
-    get apiKey() {
-      return text('BURROW_API_KEY');
-    },
-    get dataDir() {
-      return defaultDataDir(env);
-    },
-    get logLevel() {
-      const t = text('BURROW_LOG_LEVEL');
-      return t === undefined ? undefined : parseLogLevel('BURROW_LOG_LEVEL', t);
-    },
-    get maxInstances() {
-      return int('BURROW_MAX_INSTANCES', 1);
-    },
-    get maxUploadBytes() {
-      return int('BURROW_MAX_UPLOAD_BYTES', 1);
-    },
-    get maxExtensionBytes() {
-      return int('BURROW_MAX_EXTENSION_BYTES', 1);
-    },
-    get maxProfileBytes() {
-      return int('BURROW_MAX_PROFILE_BYTES', 1);
-    },
-    get maxConnectionsPerClient() {
-      return int('BURROW_MAX_CONNECTIONS_PER_CLIENT', 0);
-    },
-    get warmPool() {
-      const t = text('BURROW_WARM_POOL');
-      return t === undefined ? undefined : parseWarmPool(t, 'BURROW_WARM_POOL');
-    },
-    get sandboxStock() {
-      return int('BURROW_SANDBOX_STOCK', 0);
-    },
-    programs: (options) => programPaths(env, options),
-    get sandboxRoot() {
-      return text('BURROW_SANDBOX_ROOT');
-    },
-    get bwrapPath() {
-      return text('BURROW_BWRAP');
-    },
-    get artifactRetentionSeconds() {
-      return int('BURROW_ARTIFACT_RETENTION_SECONDS', 0);
-    },
-    get artifactRetainMaxBytes() {
-      return int('BURROW_ARTIFACT_RETAIN_MAX_BYTES', 0);
-    },
-    get mcpIdleSeconds() {
-      return int('BURROW_MCP_IDLE_SECONDS', 1);
-    },
-    get mcpMaxSessions() {
-      return int('BURROW_MCP_MAX_SESSIONS', 1);
-    },
-    get secretKeys() {
+  const parsed = <T>(name: string, parse: (source: string, text: string) => T) => {
+    const t = text(name);
+    return t === undefined ? undefined : parse(name, t);
+  };
+  const readers: { [K in keyof EnvSettings]: () => EnvSettings[K] } = {
+    host: () => text('BURROW_HOST'),
+    port: () => int('BURROW_PORT', 0, 65535),
+    apiKey: () => text('BURROW_API_KEY'),
+    dataDir: () => defaultDataDir(env),
+    logLevel: () => parsed('BURROW_LOG_LEVEL', parseLogLevel),
+    maxInstances: () => int('BURROW_MAX_INSTANCES', 1),
+    maxUploadBytes: () => int('BURROW_MAX_UPLOAD_BYTES', 1),
+    maxExtensionBytes: () => int('BURROW_MAX_EXTENSION_BYTES', 1),
+    maxProfileBytes: () => int('BURROW_MAX_PROFILE_BYTES', 1),
+    maxConnectionsPerClient: () => int('BURROW_MAX_CONNECTIONS_PER_CLIENT', 0),
+    warmPool: () => parsed('BURROW_WARM_POOL', (name, t) => parseWarmPool(t, name)),
+    sandboxStock: () => int('BURROW_SANDBOX_STOCK', 0),
+    programs: () => (options) => programPaths(env, options),
+    sandboxRoot: () => text('BURROW_SANDBOX_ROOT'),
+    bwrapPath: () => text('BURROW_BWRAP'),
+    artifactRetentionSeconds: () => int('BURROW_ARTIFACT_RETENTION_SECONDS', 0),
+    artifactRetainMaxBytes: () => int('BURROW_ARTIFACT_RETAIN_MAX_BYTES', 0),
+    mcpIdleSeconds: () => int('BURROW_MCP_IDLE_SECONDS', 1),
+    mcpMaxSessions: () => int('BURROW_MCP_MAX_SESSIONS', 1),
+    secretKeys: () => {
       const keys: SecretKeyEnv = {};
       for (const name of SECRET_KEY_VARIABLES) {
         const t = text(name);
@@ -241,7 +207,7 @@ export function readEnvironment(env: Env): EnvSettings {
       }
       return keys;
     },
-    get databaseUrl() {
+    databaseUrl: () => {
       const url = text('BURROW_DATABASE_URL');
       if (url !== undefined && !/^postgres(ql)?:\/\//.test(url)) {
         throw new ConfigError(
@@ -250,26 +216,21 @@ export function readEnvironment(env: Env): EnvSettings {
       }
       return url;
     },
-    get nodeName() {
-      return text('BURROW_NODE_NAME') ?? hostname();
-    },
-    get nodeUrl() {
+    nodeName: () => text('BURROW_NODE_NAME') ?? hostname(),
+    nodeUrl: () => {
       const url = text('BURROW_NODE_URL');
       if (url !== undefined && !/^https?:\/\/[^/]+/.test(url)) {
         throw new ConfigError(`BURROW_NODE_URL must be an http(s) URL, not ${JSON.stringify(url)}`);
       }
       return url;
     },
-    get leaseSeconds() {
-      return int('BURROW_LEASE_SECONDS', 1);
-    },
-    get clusterMaxInstances() {
-      return int('BURROW_CLUSTER_MAX_INSTANCES', 1);
-    },
-    get drainSeconds() {
-      return int('BURROW_DRAIN_SECONDS', 0);
-    },
+    leaseSeconds: () => int('BURROW_LEASE_SECONDS', 1),
+    clusterMaxInstances: () => int('BURROW_CLUSTER_MAX_INSTANCES', 1),
+    drainSeconds: () => int('BURROW_DRAIN_SECONDS', 0),
   };
+  // each a getter: a variable is read only when no option gave its setting
+  const getters = Object.entries(readers).map(([key, read]) => [key, { get: read }] as const);
+  return Object.defineProperties({}, Object.fromEntries(getters)) as EnvSettings;
 }
 
 /**

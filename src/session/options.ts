@@ -119,7 +119,7 @@ export interface OpenSessionOptions {
   transfer?: boolean;
 }
 
-export const DEFAULT_START_TIMEOUT_MS = 120_000;
+const DEFAULT_START_TIMEOUT_MS = 120_000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 const Reconnect = z.strictObject({

@@ -23,19 +23,6 @@ import { reapOrphans } from './reaper.js';
 import type { PlaywrightSession, PuppeteerSession, Session } from './session-types.js';
 import { connectDriver, transferSetup } from './transfer.js';
 
-export type {
-  DisconnectedEvent,
-  DriverSession,
-  PlaywrightSession,
-  PuppeteerSession,
-  ReconnectedEvent,
-  ReconnectFailedEvent,
-  Session,
-  SessionBase,
-  SessionEvents,
-  StoppedSession,
-} from './session-types.js';
-
 /** First and longest pause between status polls while the instance deploys. */
 const POLL_MIN_MS = 100;
 const POLL_MAX_MS = 2_000;
