@@ -24,7 +24,9 @@ function span(file, start) {
   return `${file}:${from + 1}-${to + 1}`;
 }
 
-const ARTIFACTS = 'src/server/artifacts/store.ts';
+const ARTIFACT = 'src/server/artifacts/instance.ts';
+const ARTIFACT_FILES = 'src/server/artifacts/safe-files.ts';
+const ARTIFACT_NAMES = 'src/server/artifacts/names.ts';
 const APP = 'src/server/http/app.ts';
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
@@ -49,11 +51,11 @@ export default {
     'src/server/auth-states/store.ts',
     'src/server/auth-states/secret-key.ts',
     // artifacts: the checks on what is opened and named
-    span(ARTIFACTS, /^ {2}async open\(kind/),
-    span(ARTIFACTS, /^ {2}async #openFile\(/),
-    span(ARTIFACTS, /^async function safeOpen\(/),
-    span(ARTIFACTS, /^export function safeFilename\(/),
-    span(ARTIFACTS, /^export function contentDisposition\(/),
+    span(ARTIFACT, /^ {2}async open\(kind/),
+    span(ARTIFACT, /^ {2}async #openFile\(/),
+    span(ARTIFACT_FILES, /^export async function safeOpen\(/),
+    span(ARTIFACT_NAMES, /^export function safeFilename\(/),
+    span(ARTIFACT_NAMES, /^export function contentDisposition\(/),
     // the API key and the per-instance (cdp_url, live-view) token
     span(APP, /^export function safeEqual\(/),
     span(APP, /^ {2}app\.addHook\('onRequest', async \(req\) => \{$/),

@@ -16,6 +16,7 @@
 import type { Browser, Page } from 'puppeteer-core';
 import {
   PeerDependencyError,
+  withDeadline,
   type DriverConnectOptions,
   type DriverConnection,
 } from '../../src/session/driver.js';
@@ -40,21 +41,17 @@ export async function connect(
   );
   const timeoutMs = options.timeoutMs ?? 30_000;
   const connecting = puppeteer.connect({ browserWSEndpoint: cdpUrl, defaultViewport: null });
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`Puppeteer did not connect within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-  });
   let browser: Browser;
   try {
-    browser = await Promise.race([connecting, timeout]);
+    browser = await withDeadline(
+      connecting,
+      timeoutMs,
+      () => new Error(`Puppeteer did not connect within ${timeoutMs} ms`),
+    );
   } catch (err) {
+    // a connection that comes after all is let go at once
     connecting.then((late) => late.disconnect()).catch(() => undefined);
     throw err;
-  } finally {
-    clearTimeout(timer);
   }
   let asked = false; // set before the driver call, which may emit 'disconnected' synchronously
   let disconnecting: Promise<void> | undefined;

@@ -19,11 +19,13 @@ export {
   FileRequest,
   INSTANCE_STATUSES,
   INSTANCE_TYPES,
+  WIRE_INSTANCE_TYPES,
   EndReason,
   Instance,
   InstanceLimits,
   InstanceStatus,
   InstanceType,
+  type RunnableInstanceType,
   KernelInfo,
   ModifyAuthQuery,
   NbOutput,
@@ -124,5 +126,11 @@ export type {
   ResponseKind,
   StreamOperationId,
 } from './operations.js';
+// the size of one CDP message on a cdp_url, each way
+export {
+  CDP_MAX_COMMAND_BYTES,
+  CDP_MAX_COMMAND_WIRE_BYTES,
+  CDP_MAX_MESSAGE_BYTES,
+} from './cdp-limits.js';
 export { jsonErrorOffset, validationDetail, wireParse } from './validation.js';
 export type { Location, ValidationErrorItem } from './validation.js';

@@ -10,7 +10,19 @@ import { StartProfile } from './extensions.js';
 import { DeviceName, Geolocation, Locale, TimeZoneId } from './identity.js';
 import { ProxySettings } from './proxy.js';
 
-export const INSTANCE_TYPES = ['ubuntu', 'browser', 'windows'] as const;
+/**
+ * The instance types burrow runs, in the order it lists and fills them. Every list or table keyed
+ * by type (the warm pool, the runtimes, requirements, placement) derives from this one.
+ */
+export const INSTANCE_TYPES = ['browser', 'ubuntu'] as const;
+export type RunnableInstanceType = (typeof INSTANCE_TYPES)[number];
+/**
+ * The instance types the wire names, in the spec's order (its 422 messages list them so): those
+ * burrow runs, and `windows`, which it refuses.
+ */
+export const WIRE_INSTANCE_TYPES = ['ubuntu', 'browser', 'windows'] as const satisfies readonly (
+  RunnableInstanceType | 'windows'
+)[];
 export const INSTANCE_STATUSES = [
   'deploying',
   'running',
@@ -20,7 +32,7 @@ export const INSTANCE_STATUSES = [
   'warm_pool',
 ] as const;
 
-export const InstanceType = z.enum(INSTANCE_TYPES);
+export const InstanceType = z.enum(WIRE_INSTANCE_TYPES);
 export type InstanceType = z.output<typeof InstanceType>;
 export const InstanceStatus = z.enum(INSTANCE_STATUSES);
 export type InstanceStatus = z.output<typeof InstanceStatus>;

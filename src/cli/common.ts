@@ -1,6 +1,7 @@
 /** What the API commands share: the client from flags or env, errors that say what to do, output. */
 import type { ParseArgsConfig } from 'node:util';
 import { Burrow, ConfigurationError, ConnectionError, type Instance } from '../client/index.js';
+import { DEFAULT_BASE_URL } from '../client/core.js';
 
 /** Flags every API command takes. */
 export const apiFlags = {
@@ -10,7 +11,7 @@ export const apiFlags = {
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
 
-export const apiFlagsUsage = `  --base-url URL   server (default: BURROW_BASE_URL, else http://127.0.0.1:8787)
+export const apiFlagsUsage = `  --base-url URL   server (default: BURROW_BASE_URL, else ${DEFAULT_BASE_URL})
   --api-key KEY    API key (default: BURROW_API_KEY)
   --json           print JSON instead of a table`;
 
@@ -59,14 +60,14 @@ export function table(rows: readonly Record<string, string>[], columns: readonly
   return [line((c) => c.toUpperCase()), ...rows.map((r) => line((c) => r[c] ?? ''))].join('\n');
 }
 
-export const instanceRow = (i: Instance): Record<string, string> => ({
+const instanceRow = (i: Instance): Record<string, string> => ({
   id: i.id,
   type: i.instance_type,
   status: i.status,
   launched: i.launch_time,
   resolution: i.resolution ? i.resolution.join('x') : '',
 });
-export const INSTANCE_COLUMNS = ['id', 'type', 'status', 'launched', 'resolution'] as const;
+const INSTANCE_COLUMNS = ['id', 'type', 'status', 'launched', 'resolution'] as const;
 
 /** Prints instances as JSON or as a table. */
 export function printInstances(instances: Instance[], json: boolean | undefined): void {
@@ -105,8 +106,6 @@ export async function withServerOrDataDir<T>(
   } catch (err) {
     const refused = err instanceof Error && err.cause instanceof ConnectionError;
     if (named || !refused) throw err;
-    return fromDir(`no server at ${DEFAULT_URL}`);
+    return fromDir(`no server at ${DEFAULT_BASE_URL}`);
   }
 }
-
-const DEFAULT_URL = 'http://127.0.0.1:8787';

@@ -1,10 +1,11 @@
 /**
  * `burrow doctor`: what this machine has for burrow, what is missing, which isolation guarantees
  * (identity, limits, disk quota, egress, ...) it gives instances, and the command that fixes each
- * gap. `burrow serve` prints the same report at start (`report` + `formatReport`).
+ * gap. `burrow serve` prints the same report at start (`report` + `formatSummary`).
  */
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { INSTANCE_TYPES, type RunnableInstanceType } from '../api/index.js';
 import { programPaths, type ServerOptions } from '../server/config.js';
 import { aptLine, present, requirements, type Requirement } from '../server/host/requirements.js';
 import {
@@ -30,17 +31,8 @@ export interface ProgramCheck {
   fix?: string;
 }
 
-export interface GuaranteeCheck {
-  name: string;
-  what: string;
-  ok: boolean;
-  /** `held` or `missing`, found by trying it once. */
-  status: 'held' | 'missing';
-  /** Instances refuse to start without it. */
-  core: boolean;
-  why?: string;
-  fix?: string;
-}
+/** A row of the isolation table: the sandbox's own guarantee, as its probe found it. */
+export type GuaranteeCheck = Guarantee;
 
 export interface DoctorReport {
   root: boolean;
@@ -49,7 +41,7 @@ export interface DoctorReport {
   programs: ProgramCheck[];
   isolation: GuaranteeCheck[];
   /** Per instance type: whether it can start here, and what stops it. */
-  instance_types: Record<'browser' | 'ubuntu', { ready: boolean; missing: string[] }>;
+  instance_types: Record<RunnableInstanceType, { ready: boolean; missing: string[] }>;
   /** One command installing every missing package (run as root), if any is missing. */
   fix?: string;
 }
@@ -60,21 +52,21 @@ const SANDBOX_TOOLS: Requirement[] = [
     name: 'bubblewrap',
     packages: ['bubblewrap'],
     neededFor: 'the sandbox of every instance',
-    types: ['browser', 'ubuntu'],
+    types: INSTANCE_TYPES,
     paths: ['/usr/bin/bwrap', '/bin/bwrap'],
   },
   {
     name: 'nsenter, unshare, setpriv',
     packages: ['util-linux'],
     neededFor: 'the sandbox of every instance',
-    types: ['browser', 'ubuntu'],
+    types: INSTANCE_TYPES,
     paths: ['/usr/bin/setpriv', '/bin/setpriv'],
   },
   {
     name: 'ip',
     packages: ['iproute2'],
     neededFor: 'the network of every instance',
-    types: ['browser', 'ubuntu'],
+    types: INSTANCE_TYPES,
     paths: ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'],
   },
   {
@@ -120,7 +112,7 @@ export async function report(
   const support = hostSupport(options.bwrapPath ?? (env.BURROW_BWRAP || undefined));
   const isolation = support.guarantees.map((g: Guarantee) => ({ ...g }));
   const coreGaps = isolation.filter((g) => !g.ok && CORE_GUARANTEES.includes(g.name));
-  const typeStatus = (type: 'browser' | 'ubuntu') => {
+  const typeStatus = (type: RunnableInstanceType) => {
     const missing = all.filter((r, i) => !ok[i] && r.types.includes(type)).map((r) => r.name);
     if (coreGaps.length > 0) missing.push(`isolation (${coreGaps.map((g) => g.name).join(', ')})`);
     return { ready: missing.length === 0, missing };
@@ -139,7 +131,7 @@ export async function report(
 const sudo = (root: boolean, cmd: string) => (root ? cmd : `sudo ${cmd}`);
 
 /** The report as lines for a terminal. */
-export function formatReport(r: DoctorReport): string[] {
+function formatReport(r: DoctorReport): string[] {
   const lines = ['programs:'];
   for (const p of r.programs) {
     lines.push(

@@ -5,23 +5,25 @@
  * own, `POST /v1/node/drain` (the operation `nodeDrain`), behind the admin key.
  */
 import { parseArgs } from 'node:util';
+import { DEFAULT_BASE_URL } from '../client/core.js';
+import { DEFAULT_DRAIN_SECONDS } from '../server/config.js';
 import { apiFlags } from './common.js';
 
 export const usage = `burrow drain [--base-url URL] [--api-key KEY] [--json]
 
 Drains the server at --base-url (a node's own URL, not a load balancer's: the node that answers
 is the one drained). It takes no new instances from now on and its GET /readyz answers 503; its
-running instances go on until they end or its drain deadline (BURROW_DRAIN_SECONDS, default 300),
+running instances go on until they end or its drain deadline (BURROW_DRAIN_SECONDS, default ${DEFAULT_DRAIN_SECONDS}),
 then they stop with end_reason node_drained and the server exits 0.
 
-  --base-url URL   server (default: BURROW_BASE_URL, else http://127.0.0.1:8787)
+  --base-url URL   server (default: BURROW_BASE_URL, else ${DEFAULT_BASE_URL})
   --api-key KEY    API key (default: BURROW_API_KEY)
   --json           print the server's answer as JSON`;
 
 export async function run(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: apiFlags });
   if (values.help) return console.log(usage);
-  const base = values['base-url'] ?? process.env.BURROW_BASE_URL ?? 'http://127.0.0.1:8787';
+  const base = values['base-url'] ?? process.env.BURROW_BASE_URL ?? DEFAULT_BASE_URL;
   const key = values['api-key'] ?? process.env.BURROW_API_KEY;
   if (!key) throw new Error('no API key: pass --api-key or set BURROW_API_KEY');
   let res: Response;

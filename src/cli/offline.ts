@@ -120,7 +120,7 @@ export async function authStateFromDataDir(dataDir: string, idOrName: string): P
 }
 
 /** Pids of the live processes (`burrow serve`, embedded servers) that run on the data dir. */
-export function serversOnDataDir(dataDir: string): number[] {
+function serversOnDataDir(dataDir: string): number[] {
   let runs: string[];
   try {
     runs = readdirSync(join(dataDir, 'instances'));

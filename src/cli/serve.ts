@@ -2,6 +2,13 @@ import { readFile, stat } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { serveLogDestination } from '../internal/log-format.js';
 import {
+  DEFAULT_ARTIFACT_RETENTION_SECONDS,
+  DEFAULT_DRAIN_SECONDS,
+  DEFAULT_HOST,
+  DEFAULT_LOG_LEVEL,
+  DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+  DEFAULT_PORT,
+  DEFAULT_SANDBOX_STOCK,
   parseCpus,
   parseInteger,
   parseLogLevel,
@@ -12,8 +19,8 @@ import {
 } from '../server/config.js';
 import { startServer } from '../server/index.js';
 
-export const usage = `burrow serve [--host 127.0.0.1] [--port 8787] [--api-key K | --api-key-file PATH]
-            [--data-dir D] [--max-instances N] [--public-url URL] [--log-level warn]
+export const usage = `burrow serve [--host ${DEFAULT_HOST}] [--port ${DEFAULT_PORT}] [--api-key K | --api-key-file PATH]
+            [--data-dir D] [--max-instances N] [--public-url URL] [--log-level ${DEFAULT_LOG_LEVEL}]
             [--max-connections-per-client N] [--warm-pool N | --warm-pool browser=N,ubuntu=M]
             [--sandbox-stock N]
             [--instance-memory SIZE] [--instance-pids N] [--instance-cpus N] [--instance-disk SIZE]
@@ -33,14 +40,14 @@ BURROW_API_KEY: a command line can be read by every local user, so --api-key war
 hides it from its command line once started, which leaves a short window).
 
   --max-connections-per-client N  authenticated connections one client address may hold
-                                  (default 64; 0 = no cap); past it requests get 429. Those
+                                  (default ${DEFAULT_MAX_CONNECTIONS_PER_CLIENT}; 0 = no cap); past it requests get 429. Those
                                   not authenticated yet have a budget of 16 of their own,
                                   oldest closed first
   --warm-pool N                   keep N browser instances started, so that start takes one in
                                   milliseconds; browser=N,ubuntu=M for both types. They count
                                   against --max-instances and are not listed until taken
   --sandbox-stock N               keep N sandboxes (namespaces, cgroup, disk; no browser) made
-                                  ahead for starts the warm pool does not serve (default 2;
+                                  ahead for starts the warm pool does not serve (default ${DEFAULT_SANDBOX_STOCK};
                                   0 = build each at its start); not counted as instances
   --instance-memory SIZE          memory limit of each instance, e.g. 2g (suffixes k, m, g, t)
   --instance-pids N               most processes and threads in each instance
@@ -58,7 +65,7 @@ hides it from its command line once started, which leaves a short window).
                                   with the current key at start; drop it afterwards
                                   (also BURROW_OLD_SECRET_KEY, BURROW_OLD_SECRET_KEY_FILE)
   --artifact-retention SECONDS    how long an instance's downloads and recordings stay
-                                  fetchable after it stopped (default 3600; 0 = not kept; also
+                                  fetchable after it stopped (default ${DEFAULT_ARTIFACT_RETENTION_SECONDS}; 0 = not kept; also
                                   BURROW_ARTIFACT_RETENTION_SECONDS)
   --cluster URL                   cluster mode: instance rows and auth states live in this
                                   PostgreSQL (postgres://user:pass@host/db), shared by every
@@ -70,7 +77,7 @@ hides it from its command line once started, which leaves a short window).
                                   listens on; also BURROW_NODE_URL)
 
 In cluster mode SIGTERM drains the node: no new instances, readiness (GET /readyz) false at
-once, running instances go on until they end or BURROW_DRAIN_SECONDS (default 300) pass, then
+once, running instances go on until they end or BURROW_DRAIN_SECONDS (default ${DEFAULT_DRAIN_SECONDS}) pass, then
 they stop (end_reason node_drained) and the process exits 0. SIGINT stops at once. GET /livez
 and GET /readyz answer without the API key and say nothing but ok / not ready.`;
 
@@ -85,7 +92,7 @@ export interface ServeConfig {
  * The key in the file at `path`: its content without trailing line breaks. Errors say which
  * source failed and why, never what the file holds.
  */
-export async function readKeyFile(source: string, path: string): Promise<string> {
+async function readKeyFile(source: string, path: string): Promise<string> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -255,7 +262,7 @@ async function fromFlags(values: ServeValues, env: NodeJS.ProcessEnv): Promise<S
 const KEY_FLAG = '--api-key';
 
 /** `argv` with the value of `--api-key` (as `--api-key K` or `--api-key=K`) replaced by `***`. */
-export function redactKeyArgs(argv: readonly string[]): string[] {
+function redactKeyArgs(argv: readonly string[]): string[] {
   return argv.map((arg, i) => {
     if (arg.startsWith(`${KEY_FLAG}=`)) return `${KEY_FLAG}=***`;
     return argv[i - 1] === KEY_FLAG ? '***' : arg;
@@ -289,7 +296,7 @@ function hideKey(argv: readonly string[]): void {
  * through their egress, and the switch that opens one (issue 20). Anything else on the host's
  * loopback is refused (a navigation there fails with `net::ERR_CONNECTION_REFUSED`).
  */
-export function hostPortsLine(isolation: IsolationOptions = {}): string {
+function hostPortsLine(isolation: IsolationOptions = {}): string {
   const open =
     'open one with --allow-host-port PORT (repeatable) or all with --allow-host-loopback';
   if (isolation.allowHostLoopback) {

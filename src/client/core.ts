@@ -35,7 +35,7 @@ import { parseRetryAfter, retryDelayMs, type Clock } from './retry.js';
 
 export const DEFAULT_BASE_URL = 'http://127.0.0.1:8787';
 export const DEFAULT_TIMEOUT_MS = 600_000;
-export const DEFAULT_MAX_RETRIES = 2;
+const DEFAULT_MAX_RETRIES = 2;
 
 export interface BurrowOptions {
   /**

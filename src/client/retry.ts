@@ -12,7 +12,7 @@
 import { APIError, ConnectionError } from './errors.js';
 
 export const RETRY_AFTER_CAP_MS = 60_000;
-export const BACKOFF_BASE_MS = 500;
+const BACKOFF_BASE_MS = 500;
 export const BACKOFF_MAX_MS = 8_000;
 
 /** Time and randomness, injectable so tests control them. */

@@ -15,6 +15,7 @@ import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo, Socket } from 'node:net';
+import type { RunnableInstanceType } from '../api/index.js';
 import { background } from '../internal/background.js';
 import { pidAlive } from '../internal/process.js';
 import { buildApp, createLogger } from './http/app.js';
@@ -48,7 +49,7 @@ export interface RunningServer extends AsyncDisposable {
   readonly dataDir: string;
   /** The warm pool: how many instances wait in it now, and a promise of it being full. */
   readonly warmPool: {
-    counts(): { browser: number; ubuntu: number };
+    counts(): Record<RunnableInstanceType, number>;
     /** Ids of the instances waiting in it (they are not listed by the API until claimed). */
     ids(): string[];
     /** Resolves once the pool holds what it should (or what the instance cap leaves room for). */
@@ -97,9 +98,9 @@ const JOURNAL = 'instances.jsonl';
 /** Runtimes are loaded on first use. */
 /** The factories with each instance's context given its artifacts (artifacts/store.ts). */
 function withArtifacts(
-  factories: Record<'browser' | 'ubuntu', RuntimeFactory>,
+  factories: Record<RunnableInstanceType, RuntimeFactory>,
   store: ArtifactStore,
-): Record<'browser' | 'ubuntu', RuntimeFactory> {
+): Record<RunnableInstanceType, RuntimeFactory> {
   const wrap =
     (f: RuntimeFactory): RuntimeFactory =>
     (ctx) =>
@@ -110,7 +111,7 @@ function withArtifacts(
 type BrowserModule = { createBrowserRuntime: RuntimeFactory };
 type UbuntuModule = { createUbuntuRuntime: RuntimeFactory };
 
-function runtimeFactories(): Record<'browser' | 'ubuntu', RuntimeFactory> {
+function runtimeFactories(): Record<RunnableInstanceType, RuntimeFactory> {
   // loaded at the first start of the type, and kept: a loader with hooks (tsx) answers even a
   // cached module's import through its own thread, which a busy machine delays by tens of ms
   let browser: Promise<BrowserModule> | undefined;

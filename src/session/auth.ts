@@ -83,12 +83,12 @@ function namedStates(states: AuthState[], name: string): SavedAuthState[] {
 }
 
 /** Reads a `storageState` JSON file (as Playwright's `storageState: path` does). */
-export async function readStorageState(path: string): Promise<StorageStateInput> {
+async function readStorageState(path: string): Promise<StorageStateInput> {
   return JSON.parse(await readFile(path, 'utf8')) as StorageStateInput;
 }
 
 /** Writes a `storageState` as JSON, mode 0600, atomically. */
-export async function writeStorageState(path: string, state: StorageState): Promise<void> {
+async function writeStorageState(path: string, state: StorageState): Promise<void> {
   await writeFileAtomic(path, `${JSON.stringify(state, null, 2)}\n`, 0o600);
 }
 

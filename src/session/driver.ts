@@ -4,8 +4,11 @@
  * closed, and disconnect without closing the remote browser.
  *
  * The adapters import this module (and nothing else of src/), so the session can name their
- * connection types without an import cycle between the two.
+ * connection types without an import cycle between the two. What an adapter needs of the package
+ * besides is handed on from here: the peer-dependency error, and the one deadline primitive of
+ * src/internal/ (adapters may not import internal/ themselves).
  */
+export { withDeadline } from '../internal/deadline.js';
 export { PeerDependencyError } from './errors.js';
 
 /** A live driver connection; `B`, `P` are the driver's browser and page types. */
@@ -36,4 +39,6 @@ export interface DriverModule<C extends DriverConnection = DriverConnection> {
   connect(cdpUrl: string, options?: DriverConnectOptions): Promise<C>;
 }
 
-export type DriverName = 'playwright' | 'puppeteer';
+/** The drivers a session can connect, each an adapter loading its own peer dependency. */
+export const DRIVER_NAMES = ['playwright', 'puppeteer'] as const;
+export type DriverName = (typeof DRIVER_NAMES)[number];

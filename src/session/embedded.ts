@@ -5,11 +5,12 @@
  * only then.
  */
 import { randomBytes } from 'node:crypto';
+import type { RunnableInstanceType } from '../api/index.js';
 import { enableBackgroundHandles } from '../internal/background.js';
 import { serveLogDestination } from '../internal/log-format.js';
 
 interface WarmPoolView {
-  counts(): { browser: number; ubuntu: number };
+  counts(): Record<RunnableInstanceType, number>;
   /** Resolves once the pool holds what it should (or what the instance cap leaves room for). */
   ready(): Promise<void>;
 }

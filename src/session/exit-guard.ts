@@ -22,7 +22,7 @@ let signalled = false;
 let crashing = false;
 
 /** Stops every live session; settles when all settled or after the deadline. */
-export async function stopAll(deadlineMs = EXIT_DEADLINE_MS): Promise<void> {
+async function stopAll(deadlineMs = EXIT_DEADLINE_MS): Promise<void> {
   await raceDeadline(Promise.allSettled([...live].map((s) => s.stop())), deadlineMs);
 }
 

@@ -11,7 +11,7 @@ export type {
   SessionBase,
   SessionEvents,
   StoppedSession,
-} from './session.js';
+} from './session-types.js';
 export type { OpenSessionOptions, ReconnectOptions } from './options.js';
 export type { SavedAuthState, SessionAuth } from './auth.js';
 export type { SessionDownloads, SessionRecording } from './artifacts.js';

@@ -28,7 +28,7 @@ export const LedgerEntry = z.object({
 export type LedgerEntry = z.output<typeof LedgerEntry>;
 
 /** `http://h:1/x/` and `http://h:1/x` are the same server. */
-export const normaliseBaseUrl = (url: string) => new URL(url).href.replace(/\/+$/, '');
+const normaliseBaseUrl = (url: string) => new URL(url).href.replace(/\/+$/, '');
 
 /** Start time of a live process, or null when unknown (not Linux, or no such process). */
 function processStart(pid: number): { start: string; zombie: boolean } | null {

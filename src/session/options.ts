@@ -3,9 +3,15 @@
  * the contract's own schemas (`StartRequest`), so the bounds are never written twice.
  */
 import { z } from 'zod';
-import { StartRequest, type ProxySettings, type Resolution } from '../api/index.js';
+import {
+  INSTANCE_TYPES,
+  StartRequest,
+  type ProxySettings,
+  type Resolution,
+  type RunnableInstanceType,
+} from '../api/index.js';
 import { Burrow, ConfigurationError } from '../client/index.js';
-import type { DriverName } from './driver.js';
+import { DRIVER_NAMES, type DriverName } from './driver.js';
 
 export interface ReconnectOptions {
   /** Attempts before giving up (then `reconnectFailed` is emitted). Default 5. */
@@ -23,7 +29,7 @@ export interface OpenSessionOptions {
    * `'browser'` (Chromium only) or `'ubuntu'` (a Linux desktop; the session also calls
    * `browser/start` and, on stop, `browser/stop`). Default `'browser'`.
    */
-  instanceType?: 'browser' | 'ubuntu';
+  instanceType?: RunnableInstanceType;
   /** Hours until the server terminates the instance, 0.01–24. Default: the server's, 1 hour. */
   timeoutHours?: number;
   /**
@@ -113,7 +119,7 @@ export interface OpenSessionOptions {
   transfer?: boolean;
 }
 
-export const DEFAULT_START_TIMEOUT_MS = 120_000;
+const DEFAULT_START_TIMEOUT_MS = 120_000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 const Reconnect = z.strictObject({
@@ -124,8 +130,8 @@ const Reconnect = z.strictObject({
 
 const Options = z
   .strictObject({
-    driver: z.enum(['playwright', 'puppeteer']).optional(),
-    instanceType: z.enum(['browser', 'ubuntu']).optional(),
+    driver: z.enum(DRIVER_NAMES).optional(),
+    instanceType: z.enum(INSTANCE_TYPES).optional(),
     timeoutHours: StartRequest.shape.timeout_hours.unwrap().optional(), // the server fills its default
     idleTimeoutSeconds: StartRequest.shape.idle_timeout_seconds,
     resolution: StartRequest.shape.resolution,
@@ -170,7 +176,7 @@ export interface ReconnectPolicy {
 /** Options after validation and defaults. */
 export interface ResolvedOptions {
   driver: DriverName;
-  instanceType: 'browser' | 'ubuntu';
+  instanceType: RunnableInstanceType;
   /** The `POST /v1/start` body. */
   start: StartRequest;
   authState: string | undefined;

@@ -14,7 +14,7 @@ import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import type { Supervised } from '../../internal/process.js';
 import type { SandboxSpawn } from '../sandbox/index.js';
 
-export const FFMPEG = '/usr/bin/ffmpeg';
+const FFMPEG = '/usr/bin/ffmpeg';
 /** Frames per second of recordings. */
 export const RECORDING_FPS = 15;
 /** How long ffmpeg may take to finalise a clip once asked to stop. */

@@ -10,6 +10,7 @@
  * death detector also probes the node directly.
  */
 import { repeat } from '../../internal/repeat.js';
+import { DEFAULT_LEASE_SECONDS, type WarmPoolSizes } from '../config.js';
 import type { Database } from './database.js';
 
 /** Slots are 12 bits in an id: 1 … 4095 (0 is never given). */
@@ -28,7 +29,7 @@ export interface NodeAdvert {
   /** Of those, how many more it can start now. */
   freeSlots: number;
   /** Warm-pool instances ready per type. */
-  warm: Partial<Record<'browser' | 'ubuntu', number>>;
+  warm: WarmPoolSizes;
 }
 
 export interface NodeInfo extends NodeAdvert {
@@ -126,7 +127,7 @@ export class NodeLease {
     this.name = opts.name;
     this.slot = slot;
     this.#run = opts.run;
-    this.#leaseMs = opts.leaseMs ?? 15_000;
+    this.#leaseMs = opts.leaseMs ?? DEFAULT_LEASE_SECONDS * 1000;
     this.#onLost = opts.onLost;
     this.#advert = {
       url: opts.url,
@@ -155,7 +156,7 @@ export class NodeLease {
         `a node name is 1-63 letters, digits, '.', '_' or '-' (starting with a letter or digit), not ${JSON.stringify(opts.name)}`,
       );
     }
-    const leaseMs = opts.leaseMs ?? 15_000;
+    const leaseMs = opts.leaseMs ?? DEFAULT_LEASE_SECONDS * 1000;
     const slot = await db.transaction(async (q) => {
       // one joiner at a time: slots are handed out by looking at the others
       await q('LOCK TABLE nodes IN SHARE ROW EXCLUSIVE MODE');

@@ -18,6 +18,7 @@
  *
  * Nothing here forwards: http/start-placement.ts sends the start where this says.
  */
+import type { RunnableInstanceType } from '../../api/index.js';
 import type { Database } from './database.js';
 import { NODES_CHANNEL, type NodeAdvert } from './nodes.js';
 import { END_WINDOW_SECONDS, type ClusterLoad } from '../instances/retry-after.js';
@@ -31,7 +32,7 @@ export {
   type ClusterLoad,
 } from '../instances/retry-after.js';
 
-type InstanceType = 'browser' | 'ubuntu';
+type InstanceType = RunnableInstanceType;
 
 /** A node as placement sees it. */
 export interface NodeLoad {

@@ -8,9 +8,10 @@
  */
 import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
+import type { RunnableInstanceType } from '../../api/index.js';
 import { DEFAULT_PROGRAMS } from '../config.js';
 
-export type RequirementType = 'browser' | 'ubuntu';
+export type RequirementType = RunnableInstanceType;
 
 export interface Requirement {
   /** What it is, e.g. `Chromium`. */

@@ -38,6 +38,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
+import { DEFAULT_MAX_CONNECTIONS_PER_CLIENT } from '../config.js';
 import { rawErrorResponse, serverError, type HttpError } from '../errors.js';
 
 export interface HttpLimits {
@@ -63,7 +64,7 @@ export const defaultHttpLimits: Readonly<HttpLimits> = {
   keepAliveTimeoutMs: 5_000,
   bodyGraceMs: 10_000,
   minBodyBytesPerSecond: 8 * 1024,
-  maxConnectionsPerClient: 64,
+  maxConnectionsPerClient: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
   maxUnauthenticatedPerClient: 16,
 };
 

@@ -14,12 +14,18 @@
  *   instances does not spin.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { InstanceType, Resolution } from '../../api/index.js';
+import {
+  INSTANCE_TYPES,
+  type InstanceType,
+  type Resolution,
+  type RunnableInstanceType,
+} from '../../api/index.js';
 import { RetryBackoff } from '../../internal/backoff.js';
 import type { Logger } from '../../internal/log.js';
+import type { WarmPoolSizes } from '../config.js';
 
-/** Instances kept started per type, ready to be claimed by `start`. */
-export type WarmPoolSizes = Partial<Record<InstanceType, number>>;
+/** Instances kept started per type, ready to be claimed by `start` (config.ts). */
+export type { WarmPoolSizes };
 
 /** What the pool needs to know of an instance (the registry's records). */
 export interface PooledInstance {
@@ -56,7 +62,7 @@ export class WarmPool<InstanceRecord extends PooledInstance> {
     return [...this.#ready.values()].flat();
   }
 
-  counts(): { browser: number; ubuntu: number } {
+  counts(): Record<RunnableInstanceType, number> {
     return { browser: this.#list('browser').length, ubuntu: this.#list('ubuntu').length };
   }
 
@@ -124,7 +130,7 @@ export class WarmPool<InstanceRecord extends PooledInstance> {
   /** The type to start next, or undefined when the pool is full or the cap leaves no room. */
   #next(): InstanceType | undefined {
     if (this.#opts.room() - this.#total <= 0) return undefined;
-    for (const type of ['browser', 'ubuntu'] as const) {
+    for (const type of INSTANCE_TYPES) {
       if (this.#list(type).length < (this.#opts.sizes[type] ?? 0)) return type;
     }
     return undefined;

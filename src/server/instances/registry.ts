@@ -9,7 +9,12 @@
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { EndReason, Instance, InstanceStatus } from '../../api/index.js';
+import type {
+  EndReason,
+  Instance,
+  InstanceStatus,
+  RunnableInstanceType,
+} from '../../api/index.js';
 import { HttpError, serverError } from '../errors.js';
 import { SandboxStock } from '../sandbox/index.js';
 import { InstanceClocks } from './clocks.js';
@@ -94,7 +99,7 @@ export class Registry {
   }
 
   /** Instances waiting in the warm pool, by type (they are not listed). */
-  get pooled(): { browser: number; ubuntu: number } {
+  get pooled(): Record<RunnableInstanceType, number> {
     return this.#pool.counts();
   }
 

@@ -4,7 +4,6 @@
  * program, the uids handed out, and the egress policy the operator chose.
  */
 import { randomInt } from 'node:crypto';
-import { availableParallelism } from 'node:os';
 import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { Logger } from '../../internal/log.js';
@@ -16,7 +15,7 @@ import { buildEtc } from './rootfs.js';
 import { buildSpawnPlan, type SpawnPlan } from './plan.js';
 import { buildSeccompFilter } from './seccomp.js';
 import { SubordinatePool, type SubordinateIds } from './subids.js';
-import { DEFAULT_SANDBOX_ROOT } from '../config.js';
+import { DEFAULT_INSTANCE_LIMITS, DEFAULT_SANDBOX_ROOT } from '../config.js';
 import {
   CORE_GUARANTEES,
   describeSupport,
@@ -34,19 +33,8 @@ export interface SandboxResourceLimits extends Limits {
   diskBytes: number;
 }
 
-/**
- * Defaults for a 24 GiB, 2-core machine: 50 idle browser instances fit (about 200 MiB each), and
- * one busy instance cannot take the machine: 2 GiB of memory, 1024 processes, 4 GiB of disk
- * (sparse: only what is written takes space), and CPU time of all cores but half of one, so a
- * spinning instance always leaves the server and the others something. (A cap of one core on two
- * doubled Chromium's start-up, which runs on both; instances that compete share by equal weight.)
- */
-export const DEFAULT_LIMITS: SandboxResourceLimits = {
-  memoryBytes: 2 * 1024 ** 3,
-  pids: 1024,
-  cpus: Math.max(1, availableParallelism() - 0.5),
-  diskBytes: 4 * 1024 ** 3,
-};
+/** An instance's limits where no setting says (config-schema.ts says why these). */
+export const DEFAULT_LIMITS: SandboxResourceLimits = { ...DEFAULT_INSTANCE_LIMITS };
 
 export interface SandboxHostOptions {
   /** The server run's directory in the data dir; its name also names this run's sandbox root. */

@@ -1,6 +1,6 @@
 /** `instance_*`: start, list, stop an instance, and the URL of its active tab. */
 import { z } from 'zod';
-import { StartRequest, type Instance } from '../../../api/index.js';
+import { INSTANCE_TYPES, StartRequest, type Instance } from '../../../api/index.js';
 import { defineTool, instanceId, json, text } from './common.js';
 
 export const instanceTools = [
@@ -9,7 +9,7 @@ export const instanceTools = [
     description:
       'Start a remote instance: "browser" (Chromium) or "ubuntu" (a Linux desktop with bash, files, code execution and a browser). Returns its id and live-view URL; later tools act on it by default. It is stopped when this MCP session ends.',
     input: StartRequest.extend({
-      instance_type: z.enum(['browser', 'ubuntu']).describe('"browser" or "ubuntu"'),
+      instance_type: z.enum(INSTANCE_TYPES).describe('"browser" or "ubuntu"'),
       auth_state: z
         .string()
         .min(1)
