@@ -9,12 +9,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type {
-  EndReason,
-  Instance,
-  InstanceStatus,
-  RunnableInstanceType,
-} from '../../api/index.js';
+import type { EndReason, Instance, InstanceStatus, RunnableInstanceType } from '../../api/index.js';
 import { HttpError, serverError } from '../errors.js';
 import { SandboxStock } from '../sandbox/index.js';
 import { InstanceClocks } from './clocks.js';
