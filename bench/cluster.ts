@@ -6,7 +6,7 @@
  * run:
  *
  *   (a) HTTP: `GET /v1/instance/{id}` on the owner directly and through node 2 (one hop, the
- *       Forwarder of src/server/http/forward.ts), and through a bare proxy in this process
+ *       Forwarder of src/server/http/cluster/forward.ts), and through a bare proxy in this process
  *       (the floor of any HTTP hop on this machine at this moment), N each, interleaved in
  *       blocks of 50 over one keep-alive connection per way; p50/p95 and what each way adds to
  *       the owner's p50;
