@@ -27,6 +27,7 @@ import { createServer, request, type Server } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -153,11 +154,11 @@ describe('cluster nodes dying and draining', () => {
 
   it('declares no node dead after PostgreSQL was away for longer than the lease', async () => {
     pg.pause();
-    await new Promise((r) => setTimeout(r, (LEASE_SECONDS * 2 + 1) * 1000));
+    await sleep((LEASE_SECONDS * 2 + 1) * 1000);
     pg.resume();
     await db.query('SELECT 1').catch(() => {}); // the pool reconnects
     // every lease looks expired now; the watches probe and find the nodes alive
-    await new Promise((r) => setTimeout(r, LEASE_SECONDS * 2 * 1000));
+    await sleep(LEASE_SECONDS * 2 * 1000);
     expect(await states()).toEqual({ 'node-1': 'up', 'node-2': 'up' });
     await eventually(
       async () => (await db.query('SELECT 1 FROM nodes WHERE lease_until < now()')).rowCount === 0,
@@ -343,6 +344,13 @@ describe('cluster nodes dying and draining', () => {
 
     expect((await fetch(`${n2.url}/readyz`)).status).toBe(503);
     expect((await fetch(`${n2.url}/livez`)).status).toBe(200);
+    // its row says `draining` once the drain's write landed: the CLI returns when the drain began,
+    // and that write follows the pool's close (a read right away raced it on a slow machine)
+    await eventually(
+      async () => (await states())['node-2'] === 'draining',
+      "node 2's row draining",
+      30_000,
+    );
     // a start through it is placed on another node; one that must stay there is refused
     const placed = await n2.api('/v1/start', { json: { instance_type: 'browser' } });
     expect(placed.status, await placed.clone().text()).toBe(200);
