@@ -310,8 +310,9 @@ describe('an ubuntu instance attacking from its shell', () => {
       [join(group, 'cpu.shares')]: MOST_SHARES,
       [join(reference, 'cpu.shares')]: MOST_SHARES / 4,
     });
-    const outside = await spinOutside(reference);
+    let outside: Awaited<ReturnType<typeof spinOutside>> | undefined;
     try {
+      outside = await spinOutside(reference);
       const before = cpuStat();
       const spin = [
         'import os, time',
@@ -346,7 +347,7 @@ describe('an ubuntu instance attacking from its shell', () => {
       // while the spinner outside, weighted below the instance, ran beside it on what was left
       expect(ref, 'cores the spinner outside got in the same window').toBeGreaterThan(0.2);
     } finally {
-      await outside.stop();
+      await outside?.stop();
       restore();
       rmdirSync(reference); // a cgroup's directory goes with rmdir, once its processes did
     }
