@@ -128,8 +128,13 @@ async function visit(node: TestServer, id: string, path: string): Promise<string
   const browser = await chromium.connectOverCDP(cdp_url);
   try {
     const page = await browser.contexts()[0]!.newPage();
+    const began = performance.now();
     await page.goto(`${origin}${path}`);
-    await expect.poll(() => page.textContent('#status')).not.toBe('checking');
+    // its script runs at the pace the page loaded at (was: vitest's default second)
+    const loadMs = performance.now() - began;
+    await expect
+      .poll(() => page.textContent('#status'), { timeout: 1_000 + 10 * loadMs })
+      .not.toBe('checking');
     const status = (await page.textContent('#status')) ?? '';
     const ext = await page.getAttribute('body', 'data-burrow-ext');
     await page.close();

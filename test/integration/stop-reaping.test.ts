@@ -10,6 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, pidsMatching, testServer, type TestServer } from '../helpers/server.js';
 
@@ -102,23 +103,52 @@ async function start(type: 'browser' | 'ubuntu'): Promise<string> {
 }
 
 /**
- * A process of its own that exits slowly on purpose: hundreds of GiB of read-only anonymous
- * memory, each page mapped to the shared zero page (a few GiB of page tables, no memory), which
- * its exit must unmap. Prints `populated` once mapped, then sleeps.
+ * The CPU time (s) the slow exit below spends unmapping: longer than the 2 s the stop once waited
+ * for pid 1 (commit cfd1412), and it is CPU time, so the exit takes at least this long on a busy
+ * machine too.
+ */
+const EXIT_CPU_S = 3;
+
+/**
+ * A process of its own that exits slowly on purpose: thousands of read-only shared mappings of one
+ * 64 MiB memory file, every page mapped with a page table entry of its own (no huge pages), which
+ * its exit must unmap one by one, dropping each page's reverse mapping; that costs about as much
+ * CPU as mapping them did (zero-page mappings cost ten times more to map than to unmap). How many
+ * mappings it takes is measured first, on a few of them, by the CPU time their unmapping costs
+ * (`plan`); the populating's CPU time and how much longer than that it took (the machine's load)
+ * give the test its budget. Prints `plan …`, then `populated` once mapped, then sleeps.
  */
 const SLOW_EXIT = `
-import ctypes, sys, time
+import ctypes, math, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-chunk = 16 << 30
-for _ in range(int(sys.argv[1]) // 16):
-    p = libc.mmap(None, chunk, 1, 0x22 | 0x4000, -1, 0)  # PROT_READ; PRIVATE, ANONYMOUS, NORESERVE
-    libc.madvise(p, chunk, 15)  # MADV_NOHUGEPAGE
-    if libc.madvise(p, chunk, 22) != 0:  # MADV_POPULATE_READ
-        print('populate failed', ctypes.get_errno(), flush=True)
-        sys.exit(1)
+size = 64 << 20
+fd = os.memfd_create('slow-exit')
+os.ftruncate(fd, size)
+def populate(n):
+    maps = []
+    for _ in range(n):
+        p = libc.mmap(None, size, 1, 0x01, fd, 0)  # PROT_READ, MAP_SHARED
+        if p in (None, ctypes.c_void_p(-1).value) or libc.madvise(p, size, 15) != 0 or libc.madvise(p, size, 22) != 0:
+            print('populate failed', ctypes.get_errno(), flush=True)  # MADV_NOHUGEPAGE, MADV_POPULATE_READ
+            sys.exit(1)
+        maps.append(p)
+    return maps
+cpu, wall = time.thread_time(), time.monotonic()
+sample = populate(32)
+populate_cpu, populate_wall = time.thread_time() - cpu, time.monotonic() - wall
+cpu = time.thread_time()
+for p in sample: libc.munmap(p, size)
+unmap_cpu = (time.thread_time() - cpu) / 32
+n = math.ceil(float(sys.argv[1]) / unmap_cpu)
+print('plan maps=%d unmap_cpu=%.6f populate_cpu=%.3f wall_per_cpu=%.2f' % (n, unmap_cpu, populate_cpu / 32 * n, populate_wall / max(populate_cpu, 1e-3)), flush=True)
+if n > 60000:
+    print('populate failed: more mappings than a process may have', flush=True)
+    sys.exit(1)
+populate(n)
 print('populated', flush=True)
 time.sleep(100000)
 `;
@@ -130,7 +160,7 @@ describe('stopping instances', () => {
     );
     const inits = ids.map(initOf);
     // settled, as instances are when stopped: their processes started, their stocks refilled
-    await new Promise((r) => setTimeout(r, 1000));
+    await sleep(1000);
     const watched = watch(inits, 15_000);
     await watched.started;
     const stops = await Promise.all(
@@ -154,20 +184,33 @@ describe('stopping instances', () => {
     };
     await bash(`cat > /tmp/slow.py <<'EOF'\n${SLOW_EXIT}\nEOF`);
     // a child of pid 1 (double fork): the stop's wait for the processes inside skips those
-    await bash('(setsid python3 /tmp/slow.py 800 > /tmp/slow.log 2>&1 &)');
+    await bash(`(setsid python3 /tmp/slow.py ${EXIT_CPU_S} > /tmp/slow.log 2>&1 &)`);
+    let plan: RegExpExecArray | null = null;
     await eventually(
-      async () => /populated/.test(await bash('cat /tmp/slow.log')),
-      'mapped',
+      async () => !!(plan = /^plan .*$|failed.*/m.exec(await bash('cat /tmp/slow.log'))),
+      'the slow exit measured',
       60_000,
+    );
+    expect(plan![0]).toMatch(/^plan /);
+    // its populating, as long as the CPU time measured at the machine's present pace, four times
+    const populateCpu = Number(/populate_cpu=([\d.]+)/.exec(plan![0])![1]);
+    const pace = Math.max(1, Number(/wall_per_cpu=([\d.]+)/.exec(plan![0])![1]));
+    await eventually(
+      async () => /^populated$|failed/m.test(await bash('cat /tmp/slow.log')),
+      `mapped (${plan![0]})`,
+      30_000 + 4 * populateCpu * pace * 1000,
     );
     expect(await bash('cat /tmp/slow.log')).not.toMatch(/failed/);
     const init = initOf(id);
-    const watched = watch([init], 60_000);
+    // the stop waits 30 s at most for pid 1 to be reaped; the exit's CPU time at the same pace
+    const watched = watch([init], 60_000 + 4 * EXIT_CPU_S * pace * 1000);
     await watched.started;
     expect((await server.api(`/v1/instance/${id}/stop`, { method: 'POST' })).status).toBe(200);
     const [seen] = await watched.result;
     console.log(`pid 1 reaped ${seen!.ms} ms after the stop`);
     expect(seen!.gone, 'pid 1 is gone').toBe(true);
     expect(seen!.orphaned, "pid 1 seen as a zombie of the host's init").toBe(0);
-  }, 180_000);
+    // the exit was as slow as meant: longer than the 2 s the stop once waited
+    expect(seen!.ms, 'pid 1 reaped after the slow exit').toBeGreaterThan(2_000);
+  }, 600_000);
 });

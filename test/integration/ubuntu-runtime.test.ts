@@ -18,6 +18,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alive, processState } from '../../src/internal/process.js';
 import type { RuntimeContext } from '../../src/server/instances/runtime.js';
@@ -82,7 +83,20 @@ async function cleanUp(inst: Instance): Promise<void> {
   }
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * The round trip of a trivial command through `run`, in milliseconds, as this machine answers it
+ * now: the slowest of three, after a first call that starts what it needs.
+ */
+async function roundTrip(run: (command: string) => Promise<unknown>): Promise<number> {
+  await run('true');
+  const trips: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const began = performance.now();
+    await run('true');
+    trips.push(performance.now() - began);
+  }
+  return Math.max(...trips);
+}
 
 /** The command line of `pid`, arguments joined by spaces ('' once it is gone). */
 function commandLine(pid: number): string {
@@ -231,14 +245,17 @@ describe('ubuntu runtime in its sandbox', () => {
     });
 
     it('returns at the timeout while the command keeps running; check_session reports it', async () => {
-      const started = Date.now();
+      // the bound of the timed call: its timeout plus a round trip of the same session as this
+      // machine answers it now (three times, and 0.6 s), less than the command runs
+      const trip = await roundTrip((command) => bash({ command, session: 5 }));
+      const boundMs = 300 + 3 * trip + 600;
+      const started = performance.now();
       const r = await bash({
-        command:
-          'echo start; sleep 1.5; echo finished; exit_code_test() { return 4; }; exit_code_test',
+        command: `echo start; sleep ${(boundMs + 1000) / 1000}; echo finished; exit_code_test() { return 4; }; exit_code_test`,
         timeout: 0.3,
         session: 5,
       });
-      expect(Date.now() - started).toBeLessThan(1200);
+      expect(performance.now() - started, `round trip ${trip} ms`).toBeLessThan(boundMs);
       expect(r.output).toBe('start\n');
       expect(r.system).toMatch(/session 5: command still running after 0.3 s/);
       const busy = await bash({ command: 'echo no', session: 5 });
@@ -247,7 +264,11 @@ describe('ubuntu runtime in its sandbox', () => {
       expect(during.system).toMatch(/session 5: still running/);
       const list = await bash({ list_sessions: true });
       expect(list.output).toMatch(/^5: busy/m);
-      await sleep(1800);
+      await eventually(
+        async () => !/^5: busy/m.test((await bash({ list_sessions: true })).output ?? ''),
+        'the command to finish',
+        30_000 + boundMs,
+      );
       const after = await bash({ check_session: 5 });
       expect(after.output).toBe('finished\n');
       expect(after.system).toBe('session 5: exit status 4');
@@ -257,8 +278,12 @@ describe('ubuntu runtime in its sandbox', () => {
     it('uses the lowest idle session, creating one when all are busy', async () => {
       expect((await bash({ restart: true })).system).toBe('all bash sessions restarted');
       expect((await bash({ list_sessions: true })).system).toBe('no bash sessions');
-      const slow = bash({ command: 'sleep 0.8; echo slow', session: 1 });
-      await sleep(100);
+      const slow = bash({ command: 'sleep 1.5; echo slow', session: 1 });
+      // the call below while session 1 is still busy (its shell starts first)
+      await eventually(
+        async () => /^1: busy/m.test((await bash({ list_sessions: true })).output ?? ''),
+        'session 1 busy',
+      );
       const other = await bash({ command: 'echo quick' });
       expect(other.system).toMatch(/^session 2: /);
       expect((await slow).output).toBe('slow\n');
@@ -293,8 +318,10 @@ describe('ubuntu runtime in its sandbox', () => {
     it('reports a shell that exited after its call timed out through check_session', async () => {
       const r = await bash({ command: 'sleep 0.4; echo bye; exit 6', timeout: 0.1, session: 7 });
       expect(r.system).toMatch(/still running/);
-      await sleep(700);
-      expect((await bash({ list_sessions: true })).output).toMatch(/^7: exited/m);
+      await eventually(
+        async () => /^7: exited/m.test((await bash({ list_sessions: true })).output ?? ''),
+        'session 7 exited',
+      );
       const checked = await bash({ check_session: 7 });
       expect(checked.output).toBe('bye\n');
       expect(checked.system).toBe(
@@ -762,12 +789,17 @@ describe('ubuntu runtime in its sandbox', () => {
       });
       const read = () => Number(readFileSync(join(inst.rt.sandbox.hostTmp, 'counter'), 'utf8'));
       const states = (pids: number[]) => pids.map(processState).filter((s) => s !== '');
-      await sleep(300);
+      // the loop's pace on this machine now: how long it takes to count three more
+      await eventually(() => existsSync(join(inst.rt.sandbox.hostTmp, 'counter')), 'the counter');
+      const first = read();
+      const began = performance.now();
+      await eventually(() => read() >= first + 3, 'three counts');
+      const threeCounts = performance.now() - began;
       expect(instanceFrozen(inst.id)).toBe(false);
       await rt.pause();
-      await sleep(100);
       const frozen = read();
-      await sleep(500);
+      // frozen for as long as it took to count three times, three times over (0.5 s at least)
+      await sleep(Math.max(500, 3 * threeCounts));
       expect(read()).toBe(frozen);
       // the whole cgroup is frozen; its members (every process of the instance: bash, Xvfb, the
       // counter loop) show `D` under the v1 freezer (`T` if stopped by a signal instead)
@@ -778,8 +810,7 @@ describe('ubuntu runtime in its sandbox', () => {
       for (const state of states(pids)) expect(['D', 'T', 'Z']).toContain(state);
       await rt.resume();
       expect(instanceFrozen(inst.id)).toBe(false);
-      await sleep(400);
-      expect(read()).toBeGreaterThan(frozen);
+      await eventually(() => read() > frozen, 'the counter to go on');
       expect(states(instancePids(inst.id)).filter((s) => s === 'S').length).toBeGreaterThan(0);
       expect((await bash({ command: 'echo resumed' })).output).toBe('resumed\n');
     });
@@ -867,8 +898,8 @@ setInterval(() => {}, 1000);
     try {
       expect(pids.length).toBeGreaterThan(5);
       child.kill('SIGKILL');
-      const deadline = Date.now() + 5000;
-      while (pids.some(alive) && Date.now() < deadline) await sleep(50);
+      // the kernel ends them once the server is gone (a wait for that, not a bound on it)
+      await eventually(() => !pids.some(alive), 'its processes to end', 30_000).catch(() => {});
       expect(pids.filter(alive)).toEqual([]);
       expect(() => execFileSync('pgrep', ['-f', 'Xvfb -screen 0 640x482x24'])).toThrow();
     } finally {

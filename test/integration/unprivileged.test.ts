@@ -59,7 +59,25 @@ interface Run {
   stderr: string;
 }
 
-function run(argv: string[], env: Record<string, string> = {}, timeoutMs = 300_000): Promise<Run> {
+/**
+ * How long one cold start of `node --import tsx` takes on this machine now (ms), measured once
+ * when this file loads: every case starts one or more, and what they start after it (a server,
+ * instances, Chromium) goes at the same pace, so each case's time budget is scaled by it.
+ */
+const COLD_START_MS = await (async () => {
+  const began = performance.now();
+  execFileSync(process.execPath, ['--import', 'tsx', '-e', '0'], { stdio: 'ignore' });
+  return performance.now() - began;
+})();
+/** A case's time budget: a minute, and a hundred and twenty cold starts at today's pace. */
+const CASE_MS = 60_000 + 120 * COLD_START_MS;
+
+/** Runs `argv`; killed (its output kept for the failure) shortly before its case's budget ends. */
+function run(
+  argv: string[],
+  env: Record<string, string> = {},
+  timeoutMs = CASE_MS - 5_000,
+): Promise<Run> {
   const child = spawn(argv[0]!, argv.slice(1), {
     cwd: root,
     env: { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin', ...env },
@@ -158,7 +176,7 @@ afterAll(() => {
   rmSync('/tmp/bci-host-marker', { force: true });
 });
 
-describe('as a normal user', () => {
+describe('as a normal user', { timeout: CASE_MS }, () => {
   it('doctor --json: the unprivileged level and its guarantee table, each found by trying', async () => {
     const r = await asUser(['src/cli/main.ts', 'doctor', '--json']);
     const doctor = JSON.parse(r.stdout) as Doctor;
@@ -240,130 +258,138 @@ describe('as a normal user', () => {
   });
 });
 
-describe('as a normal user with a subordinate range in /etc/subuid and /etc/subgid', () => {
-  beforeAll(() => subordinateRange(true));
-  afterAll(() => subordinateRange(false));
+describe(
+  'as a normal user with a subordinate range in /etc/subuid and /etc/subgid',
+  { timeout: CASE_MS },
+  () => {
+    beforeAll(() => subordinateRange(true));
+    afterAll(() => subordinateRange(false));
 
-  it('doctor says identity held, naming the range, found by mapping a uid of it', async () => {
-    expect(existsSync('/usr/bin/newuidmap'), 'uidmap is installed (scripts/setup.sh)').toBe(true);
-    const r = await asUser(['src/cli/main.ts', 'doctor', '--json']);
-    const doctor = JSON.parse(r.stdout) as Doctor;
-    expect(doctor.level).toBe('unprivileged');
-    const identity = doctor.isolation.find((g) => g.name === 'identity')!;
-    expect(identity.status, identity.why).toBe('held');
-    expect(identity.why).toContain(`subordinate range in /etc/subuid (${SUB_START}:${SUB_COUNT}`);
-    // the rest as without a range
-    expect(table(doctor)).toMatchObject({
-      namespaces: 'held',
-      'disk-quota': 'held',
-      egress: 'held',
+    it('doctor says identity held, naming the range, found by mapping a uid of it', async () => {
+      expect(existsSync('/usr/bin/newuidmap'), 'uidmap is installed (scripts/setup.sh)').toBe(true);
+      const r = await asUser(['src/cli/main.ts', 'doctor', '--json']);
+      const doctor = JSON.parse(r.stdout) as Doctor;
+      expect(doctor.level).toBe('unprivileged');
+      const identity = doctor.isolation.find((g) => g.name === 'identity')!;
+      expect(identity.status, identity.why).toBe('held');
+      expect(identity.why).toContain(`subordinate range in /etc/subuid (${SUB_START}:${SUB_COUNT}`);
+      // the rest as without a range
+      expect(table(doctor)).toMatchObject({
+        namespaces: 'held',
+        'disk-quota': 'held',
+        egress: 'held',
+      });
     });
-  });
 
-  it('each instance runs as a host uid of its own from the range; one escaped from its namespaces reaches neither the other instance nor the server', async () => {
-    const r = await asUser(['test/helpers/as-user.ts'], { OPENS: '1', ESCAPE: '1' });
-    const f = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as Record<string, unknown>;
-    expect(f.error, r.stderr).toBeUndefined();
-    // what the server reads and writes on the instances' disks works through its view of them
-    expect(f.title).toBe('local page');
-    expect(f.download).toBe('same bytes');
-    expect(f.recording).toBe('completed');
-    expect(f.downloadAfterStop).toBe('same bytes');
-    expect(f.bash).toBe('hello from user 1000\nburrow\n');
-    expect(f.quota).toBe('4294967296 /home/user\n4294967296 /tmp\n');
-    expect(f.upload).toBe('uploaded bytes\nuser\n');
-    expect(f.fds).toMatch(/^0 1 2 3 \n/);
-    expect(f.nsFdsAnywhere).toBe('');
-    expect(f.seeOther).not.toContain('sleep 300');
-    // seen from the host (/proc/PID/status): every process of an instance has its one uid, the
-    // two differ, both in the range, neither the server's
-    const [mine, theirs] = f.hostUids as number[][];
-    expect(mine).toHaveLength(1);
-    expect(theirs).toHaveLength(1);
-    for (const u of [mine![0]!, theirs![0]!]) {
-      expect(u).toBeGreaterThanOrEqual(SUB_START);
-      expect(u).toBeLessThan(SUB_START + SUB_COUNT);
-      expect(u).not.toBe(uid);
-    }
-    expect(mine![0]).not.toBe(theirs![0]);
-    // as that uid in the host's pid and mount namespaces: no signal to the other instance's pid 1
-    // (kill or pidfd) or the server, no reading its environment or files, nor the user's home
-    expect(f.escaped).toBe(
-      'kill other 1\nkill server 1\npidfd other -1 1\nenviron other 1\nfiles other 2\nserver home 2\n',
-    );
-  });
-});
+    it('each instance runs as a host uid of its own from the range; one escaped from its namespaces reaches neither the other instance nor the server', async () => {
+      const r = await asUser(['test/helpers/as-user.ts'], { OPENS: '1', ESCAPE: '1' });
+      const f = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as Record<string, unknown>;
+      expect(f.error, r.stderr).toBeUndefined();
+      // what the server reads and writes on the instances' disks works through its view of them
+      expect(f.title).toBe('local page');
+      expect(f.download).toBe('same bytes');
+      expect(f.recording).toBe('completed');
+      expect(f.downloadAfterStop).toBe('same bytes');
+      expect(f.bash).toBe('hello from user 1000\nburrow\n');
+      expect(f.quota).toBe('4294967296 /home/user\n4294967296 /tmp\n');
+      expect(f.upload).toBe('uploaded bytes\nuser\n');
+      expect(f.fds).toMatch(/^0 1 2 3 \n/);
+      expect(f.nsFdsAnywhere).toBe('');
+      expect(f.seeOther).not.toContain('sleep 300');
+      // seen from the host (/proc/PID/status): every process of an instance has its one uid, the
+      // two differ, both in the range, neither the server's
+      const [mine, theirs] = f.hostUids as number[][];
+      expect(mine).toHaveLength(1);
+      expect(theirs).toHaveLength(1);
+      for (const u of [mine![0]!, theirs![0]!]) {
+        expect(u).toBeGreaterThanOrEqual(SUB_START);
+        expect(u).toBeLessThan(SUB_START + SUB_COUNT);
+        expect(u).not.toBe(uid);
+      }
+      expect(mine![0]).not.toBe(theirs![0]);
+      // as that uid in the host's pid and mount namespaces: no signal to the other instance's pid 1
+      // (kill or pidfd) or the server, no reading its environment or files, nor the user's home
+      expect(f.escaped).toBe(
+        'kill other 1\nkill server 1\npidfd other -1 1\nenviron other 1\nfiles other 2\nserver home 2\n',
+      );
+    });
+  },
+);
 
-describe('a simulated unprivileged container (root, no CAP_SYS_ADMIN, read-only cgroupfs)', () => {
-  /** `argv` as root in a mount namespace with cgroupfs read-only and CAP_SYS_ADMIN gone. */
-  const contained = (argv: string[]) =>
-    run([
-      'unshare',
-      '--mount',
-      '--propagation',
-      'private',
-      '--',
-      'sh',
-      '-c',
-      'mount -o remount,bind,ro /sys/fs/cgroup && for d in /sys/fs/cgroup/*/; do mount -o remount,bind,ro "$d" 2>/dev/null; done; exec capsh --drop=cap_sys_admin -- -c \'exec "$@"\' capsh "$@"',
-      'contained',
-      ...argv,
-    ]);
+describe(
+  'a simulated unprivileged container (root, no CAP_SYS_ADMIN, read-only cgroupfs)',
+  { timeout: CASE_MS },
+  () => {
+    /** `argv` as root in a mount namespace with cgroupfs read-only and CAP_SYS_ADMIN gone. */
+    const contained = (argv: string[]) =>
+      run([
+        'unshare',
+        '--mount',
+        '--propagation',
+        'private',
+        '--',
+        'sh',
+        '-c',
+        'mount -o remount,bind,ro /sys/fs/cgroup && for d in /sys/fs/cgroup/*/; do mount -o remount,bind,ro "$d" 2>/dev/null; done; exec capsh --drop=cap_sys_admin -- -c \'exec "$@"\' capsh "$@"',
+        'contained',
+        ...argv,
+      ]);
 
-  it('doctor tells the truth: container-root, no limits, the core guarantees hold', async () => {
-    const r = await contained([
-      process.execPath,
-      '--import',
-      'tsx',
-      'src/cli/main.ts',
-      'doctor',
-      '--json',
-    ]);
-    const doctor = JSON.parse(r.stdout) as Doctor;
-    expect(doctor.level).toBe('container-root');
-    const t = table(doctor);
-    expect(t.limits).toBe('missing');
-    for (const core of ['namespaces', 'seccomp', 'egress', 'devtools', 'chromium-sandbox']) {
-      expect(t[core], core).toBe('held');
-    }
-    expect(t.identity).toBe('held');
-    expect(t['disk-quota']).toBe('missing');
-    const limits = doctor.isolation.find((g) => g.name === 'limits')!;
-    expect(limits.why).toMatch(/read-only/);
-  });
+    it('doctor tells the truth: container-root, no limits, the core guarantees hold', async () => {
+      const r = await contained([
+        process.execPath,
+        '--import',
+        'tsx',
+        'src/cli/main.ts',
+        'doctor',
+        '--json',
+      ]);
+      const doctor = JSON.parse(r.stdout) as Doctor;
+      expect(doctor.level).toBe('container-root');
+      const t = table(doctor);
+      expect(t.limits).toBe('missing');
+      for (const core of ['namespaces', 'seccomp', 'egress', 'devtools', 'chromium-sandbox']) {
+        expect(t[core], core).toBe('held');
+      }
+      expect(t.identity).toBe('held');
+      expect(t['disk-quota']).toBe('missing');
+      const limits = doctor.isolation.find((g) => g.name === 'limits')!;
+      expect(limits.why).toMatch(/read-only/);
+    });
 
-  it('instances start with what holds: no limits or quota, the rest as at the root level', async () => {
-    const r = await contained([
-      'env',
-      `HOME=${home}`,
-      `BURROW_DATA_DIR=${join(home, 'contained')}`,
-      'OPENS=1',
-      process.execPath,
-      '--import',
-      'tsx',
-      'test/helpers/as-user.ts',
-    ]);
-    const f = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as Record<string, unknown>;
-    expect(f.error, r.stderr).toBeUndefined();
-    expect(f.uid).toBe(0);
-    expect(f.title).toBe('local page');
-    expect(f.download).toBe('same bytes');
-    expect(f.recording).toBe('completed');
-    expect(f.downloadAfterStop).toBe('same bytes');
-    expect(f.limits).toEqual({ memory_bytes: null, pids: null, cpus: null, disk_bytes: null });
-    expect(f.bash).toBe('hello from user 1000\nburrow\n');
-    expect(f.fds).toMatch(/^0 1 2 3 \n/);
-    expect(f.setns).toBe('done\n');
-    expect(f.hostTmp).toContain("cannot access '/tmp/bci-host-marker'");
-    expect(f.unshare).toMatch(/exit 1/);
-    expect(f.ptrace).toBe('ptrace=-1 errno=1\n');
-    expect(f.blocked).toBe('403');
-    expect(f.apiPort).toBe('403');
-    expect(f.pause).toMatchObject({ status: 503 });
-  });
-});
+    it('instances start with what holds: no limits or quota, the rest as at the root level', async () => {
+      const r = await contained([
+        'env',
+        `HOME=${home}`,
+        `BURROW_DATA_DIR=${join(home, 'contained')}`,
+        'OPENS=1',
+        process.execPath,
+        '--import',
+        'tsx',
+        'test/helpers/as-user.ts',
+      ]);
+      const f = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as Record<string, unknown>;
+      expect(f.error, r.stderr).toBeUndefined();
+      expect(f.uid).toBe(0);
+      expect(f.title).toBe('local page');
+      expect(f.download).toBe('same bytes');
+      expect(f.recording).toBe('completed');
+      expect(f.downloadAfterStop).toBe('same bytes');
+      expect(f.limits).toEqual({ memory_bytes: null, pids: null, cpus: null, disk_bytes: null });
+      expect(f.bash).toBe('hello from user 1000\nburrow\n');
+      expect(f.fds).toMatch(/^0 1 2 3 \n/);
+      expect(f.setns).toBe('done\n');
+      expect(f.hostTmp).toContain("cannot access '/tmp/bci-host-marker'");
+      expect(f.unshare).toMatch(/exit 1/);
+      expect(f.ptrace).toBe('ptrace=-1 errno=1\n');
+      expect(f.blocked).toBe('403');
+      expect(f.apiPort).toBe('403');
+      expect(f.pause).toMatchObject({ status: 503 });
+    });
+  },
+);
 
-describe('at the root level', () => {
+describe('at the root level', { timeout: CASE_MS }, () => {
   let server: TestServer;
   beforeAll(async () => {
     server = await testServer();

@@ -5,6 +5,7 @@
  * server. `stop` answers once the instance is unusable; its processes follow.
  */
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { chromium } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -50,23 +51,38 @@ async function start(server: TestServer, body: Record<string, unknown>) {
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
+/**
+ * Waits for the pool of a new server to hold one instance with its Chromium, and answers how long
+ * that took (ms): the pool's pace on this machine now, which the waits below are scaled by.
+ */
+async function firstFill(server: TestServer): Promise<number> {
+  const began = performance.now();
+  await eventually(
+    async () => (await pooledIds(server)).length === 1,
+    'a pooled instance',
+    120_000,
+  );
+  return performance.now() - began;
+}
+
+/** How long to wait for the pool to refill: its first fill's time, many times over. */
+const refillMs = (fillMs: number) => 30_000 + 5 * fillMs;
+
 const servers: TestServer[] = [];
 afterAll(async () => {
   await Promise.all(servers.map((s) => s.close()));
   expect(instanceProcesses()).toEqual([]);
 });
 
-describe('warm pool', () => {
+describe('warm pool', { timeout: 300_000 }, () => {
+  /** The first server's first fill (ms), measured by the first case. */
+  let fill = 30_000;
   it('hands a pooled instance over with the caller’s options, unlisted before, refilled after', async () => {
     const server = await testServer({ warmPool: { browser: 1 }, maxInstances: 4 });
     servers.push(server);
     const site = await startSite();
     try {
-      await eventually(
-        async () => (await pooledIds(server)).length === 1,
-        'a pooled instance',
-        30_000,
-      );
+      fill = await firstFill(server);
       const [pooled] = await pooledIds(server);
       expect((await server.api('/v1/instances').then((r) => r.json())) as unknown[]).toEqual([]);
       expect((await server.api(`/v1/instance/${pooled}`)).status).toBe(404);
@@ -122,7 +138,7 @@ describe('warm pool', () => {
       await eventually(
         async () => (await pooledIds(server)).some((id) => id !== pooled),
         'the pool refilled',
-        30_000,
+        refillMs(fill),
       );
       const [next] = (await pooledIds(server)).filter((id) => id !== pooled);
       expect(next).toBeDefined();
@@ -157,7 +173,7 @@ describe('warm pool', () => {
       await eventually(
         async () => (await pooledIds(server)).length >= 1,
         'a pooled instance',
-        30_000,
+        refillMs(fill),
       );
       const second = await start(server, {});
       expect(second.body.id).not.toBe(firstId);
@@ -179,11 +195,7 @@ describe('warm pool', () => {
   it('shares the cap: the pool gives way to a cold start and never causes a 429', async () => {
     const server = await testServer({ warmPool: { browser: 1 }, maxInstances: 2 });
     servers.push(server);
-    await eventually(
-      async () => (await pooledIds(server)).length === 1,
-      'a pooled instance',
-      30_000,
-    );
+    const fill = await firstFill(server);
     // a request the pool cannot serve (a loopback name to block) starts cold; the pool makes room
     const [pooled] = await pooledIds(server);
     const cold = await start(server, { blocked_domains: ['localhost'] });
@@ -194,18 +206,23 @@ describe('warm pool', () => {
     const third = await start(server, {});
     expect(third.status).toBe(429);
     expect(instancePids(pooled!).length === 0 || second.body.id === pooled).toBe(true);
-    // two live instances fill the cap: nothing is started for the pool meanwhile
-    await new Promise((r) => setTimeout(r, 1_500));
+    // two live instances fill the cap: nothing is started for the pool meanwhile (for as long as
+    // it took to fill, in which it would have started one)
+    await sleep(Math.max(1_500, fill));
     const ids = await serverInstanceIds(server);
     expect(ids.filter((id) => id !== cold.body.id && id !== second.body.id)).toEqual([]);
     for (const id of [cold.body.id, second.body.id] as string[]) {
       await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
     }
-    await eventually(async () => (await pooledIds(server)).length === 1, 'refilled', 30_000);
+    await eventually(
+      async () => (await pooledIds(server)).length === 1,
+      'refilled',
+      refillMs(fill),
+    );
   });
 });
 
-describe('warm pool of ubuntu instances', () => {
+describe('warm pool of ubuntu instances', { timeout: 300_000 }, () => {
   it('hands over a desktop with bash and a started kernel; another size starts fresh', async () => {
     const server = await testServer({ warmPool: { ubuntu: 1 }, maxInstances: 3 });
     servers.push(server);
@@ -256,7 +273,9 @@ describe('stop', () => {
   it('answers at once: the instance is unusable, its processes go right after', async () => {
     const server = await testServer();
     servers.push(server);
+    const began = performance.now();
     const { body } = await start(server, {});
+    const startMs = performance.now() - began; // the pace of this machine now
     const id = body.id as string;
     const { cdp_url } = (await (await server.api(`/v1/instance/${id}/browser/cdp_url`)).json()) as {
       cdp_url: string;
@@ -274,6 +293,6 @@ describe('stop', () => {
     expect((await server.api(`/v1/instance/${id}/screenshot`)).status).toBeGreaterThanOrEqual(400);
     await expect(chromium.connectOverCDP(cdp_url, { timeout: 5_000 })).rejects.toThrow();
     await disconnected;
-    await eventually(() => instancePids(id).length === 0, 'no process left', 15_000);
+    await eventually(() => instancePids(id).length === 0, 'no process left', 15_000 + 3 * startMs);
   });
 });

@@ -5,13 +5,22 @@
  * require()`, dynamic `import()`, and `import('…')` types. The package's own name resolves through
  * package.json `exports` to the source file it is built from.
  *
- * test/unit/dependencies.test.ts runs the rules on the real tree and on small made-up graphs (to
- * show each rule does refuse what it should).
+ * The rules themselves are data, in ./floors.ts. scripts/check-deps.ts runs them on the real tree
+ * (`npm run lint`); ./dependencies.test.ts runs them on the real tree and on small made-up graphs
+ * (to show each rule does refuse what it should).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { dirname, join, posix, relative } from 'node:path';
 import ts from 'typescript';
+import {
+  KNOWN_CYCLES,
+  KNOWN_VIOLATIONS,
+  PART_RULES,
+  SERVER_FLOORS,
+  SERVER_ROOMS,
+  type PartRule,
+} from './floors.js';
 
 export interface Edge {
   /** Repository-relative path of the importing module. */
@@ -192,32 +201,8 @@ export function layerOf(file: string): string {
 
 const isServer = (layer: string) => layer === 'server' || layer.startsWith('server/');
 
-/**
- * The floor plan of src/server/ (docs/architecture.md), top floor first: a room imports only
- * rooms on the floors below its own, never a room beside it or above it. A folder missing here
- * has no row and may not be imported or import anything of the server.
- */
-export const SERVER_FLOORS: readonly (readonly string[])[] = [
-  ['server'], // the composition root
-  ['server/http'], // routes, bodies, limits, the API docs and MCP endpoints
-  ['server/browser', 'server/ubuntu', 'server/mcp', 'server/cluster', 'server/profiles'], // the instance types, the MCP tools, the cluster's storage, profiles
-  ['server/chromium', 'server/auth-states', 'server/extensions'],
-  ['server/instances'], // the runtime contract, registry, pool
-  ['server/toolbox', 'server/artifacts'],
-  ['server/sandbox'],
-  ['server/computer', 'server/pages', 'server/host'],
-  ['server/base'], // errors, meta
-];
-
-/** Each server room with the rooms it may import: one row per room, derived from the floors. */
-export const SERVER_ROOMS: Readonly<Record<string, readonly string[]>> = Object.fromEntries(
-  SERVER_FLOORS.flatMap((floor, i) =>
-    floor.map((room) => [room, SERVER_FLOORS.slice(i + 1).flat()] as const),
-  ),
-);
-
-/** Packages src/api may use: the wire contract is schemas and nothing else. */
-const API_PACKAGES = new Set(['pkg:zod']);
+/** The part a layer's own rule is written for: every room of src/server/ is `server`. */
+const partOf = (layer: string) => (isServer(layer) ? 'server' : layer);
 
 export interface Violation {
   rule: string;
@@ -227,13 +212,35 @@ export interface Violation {
 export interface RuleOptions {
   /** The package name (its own specifiers are resolved before the rules run). */
   packageName: string;
-  /** The session's leaf module adapters may import besides the public entry points. */
-  driverModule: string;
   /** The modules that are the package's public entry points. */
   entryModules: ReadonlySet<string>;
 }
 
-/** Every edge of `graph` that breaks a rule, with the rule's words. */
+/** The words of `rule` for an import of part `to` by a package named `pkg`. */
+const says = (rule: PartRule, to: string, pkg: string) =>
+  rule.says.replaceAll('{to}', to).replaceAll('{package}', pkg);
+
+/** Whether `edge`, from a module of the part `rule` is written for, breaks that rule. */
+function breaksPartRule(rule: PartRule, edge: Edge, opts: RuleOptions): boolean {
+  const from = partOf(layerOf(edge.from));
+  if (edge.to.includes(':')) return !!rule.onlyOutside && !rule.onlyOutside.includes(edge.to);
+  const to = partOf(layerOf(edge.to));
+  if (rule.onlyParts && to !== from && !rule.onlyParts.includes(to)) return true;
+  if (rule.neverParts?.includes(to)) {
+    // the embedded default: session/ loads the server's entry point lazily, with import()
+    const lazy = !!rule.lazyServerEntry && edge.dynamic && opts.entryModules.has(edge.to);
+    if (!lazy) return true;
+  }
+  if (rule.throughEntryPoints) {
+    const sameAdapter = to === from && edge.to.split('/')[1] === edge.from.split('/')[1];
+    const publicEntry = opts.entryModules.has(edge.to) && edge.spec.startsWith(opts.packageName);
+    const besides = rule.throughEntryPoints.besides.includes(edge.to);
+    if (!sameAdapter && !publicEntry && !besides) return true;
+  }
+  return false;
+}
+
+/** Every edge of `graph` that breaks a rule of test/repo/floors.ts, with the rule's words. */
 export function checkRules(graph: Graph, opts: RuleOptions): Violation[] {
   const out: Violation[] = [];
   const refuse = (rule: string, edge: Edge) => out.push({ rule, edge });
@@ -245,24 +252,9 @@ export function checkRules(graph: Graph, opts: RuleOptions): Violation[] {
       refuse('an import names a module that does not exist', edge);
       continue;
     }
-    if (from === 'api' && (local ? to !== 'api' : !API_PACKAGES.has(to))) {
-      refuse('api/ imports only zod (and itself)', edge);
-    }
-    if ((from === 'client' || from === 'session') && local && isServer(to)) {
-      // the embedded default: session/ loads the server's entry point lazily, with import()
-      const lazy = from === 'session' && edge.dynamic && opts.entryModules.has(edge.to);
-      if (!lazy) {
-        refuse(
-          `${from}/ never imports server/ (session/ may only load its entry point with import())`,
-          edge,
-        );
-      }
-    }
-    if (from === 'internal' && local && to !== 'internal') {
-      refuse('internal/ is a leaf: it imports no other part of src/', edge);
-    }
-    if (isServer(from) && local && (to === 'client' || to === 'session')) {
-      refuse(`server/ never imports ${to}/`, edge);
+    const own = PART_RULES[partOf(from)];
+    if (own && breaksPartRule(own, edge, opts)) {
+      refuse(says(own, partOf(to), opts.packageName), edge);
     }
     if (isServer(from) && local && isServer(to) && to !== from) {
       const row = SERVER_ROOMS[from];
@@ -274,19 +266,19 @@ export function checkRules(graph: Graph, opts: RuleOptions): Violation[] {
         refuse(`${from} imports only the floors below it; ${to} is ${where}`, edge);
       }
     }
-    if (from === 'adapters' && local) {
-      const sameAdapter = edge.to.split('/')[1] === edge.from.split('/')[1] && to === 'adapters';
-      const publicEntry = opts.entryModules.has(edge.to) && edge.spec.startsWith(opts.packageName);
-      const leaf = edge.to === opts.driverModule;
-      if (!sameAdapter && !publicEntry && !leaf) {
-        refuse(
-          `adapters import only the package's entry points (${opts.packageName}, ${opts.packageName}/…) or ${opts.driverModule}`,
-          edge,
-        );
-      }
-    }
   }
   return out;
+}
+
+/** The folders of src/server/ under `root` that have no floor: each room must have its row. */
+export function roomsWithoutFloor(root: string): string[] {
+  const dir = join(root, 'src', 'server');
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((name) => statSync(join(dir, name)).isDirectory())
+    .map((name) => `server/${name}`)
+    .filter((room) => !SERVER_ROOMS[room])
+    .sort();
 }
 
 /** Every cycle of the graph's internal edges (all of them: static, dynamic and type-only). */
@@ -370,3 +362,32 @@ export const repoRoot = (from: string) => {
   while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
   return dir;
 };
+
+/** The rule options of the checkout at `root`: its package name and entry points. */
+export function optionsFor(root: string): RuleOptions {
+  const { name, entries } = packageEntries(root);
+  return { packageName: name, entryModules: new Set(entries.values()) };
+}
+
+/**
+ * Everything the floor plan refuses in the checkout at `root`, one line each, the known
+ * exceptions of ./floors.ts left out: the imports that break a rule, the cycles, and the folders
+ * of src/server/ without a floor. What `npm run lint` prints (scripts/check-deps.ts).
+ */
+export function floorPlanProblems(root: string): string[] {
+  const graph = buildGraph(root, ['src', 'adapters']);
+  const known = (v: Violation) =>
+    KNOWN_VIOLATIONS.some((k) => k.from === v.edge.from && k.to === v.edge.to);
+  return [
+    ...checkRules(graph, optionsFor(root))
+      .filter((v) => !known(v))
+      .map(describe),
+    ...cycles(graph)
+      .map((c) => c.join(' -> '))
+      .filter((c) => !KNOWN_CYCLES.some((k) => k.cycle === c))
+      .map((c) => `an import cycle: ${c}`),
+    ...roomsWithoutFloor(root).map(
+      (room) => `src/${room}/ has no floor: add its row to SERVER_FLOORS (test/repo/floors.ts)`,
+    ),
+  ];
+}

@@ -1,6 +1,6 @@
 /**
  * The import rules of docs/architecture.md, checked on the module graph of src/ and adapters/ as
- * the TypeScript parser reads it (test/helpers/deps.ts): api/ imports only zod; client/ and
+ * the TypeScript parser reads it (./deps.ts, the rules as data in ./floors.ts): api/ imports only zod; client/ and
  * session/ never import server/ (session/ may load the server's entry point lazily with
  * `import()`); server/ never imports client/ or session/; inside server/, each room imports only
  * the rooms on the floors below its own (SERVER_FLOORS: the entry point and the modules at the
@@ -18,32 +18,16 @@ import {
   checkRules,
   cycles,
   describe as show,
+  floorPlanProblems,
   importsOf,
-  packageEntries,
+  optionsFor,
   repoRoot,
+  roomsWithoutFloor,
   type Graph,
-  type RuleOptions,
-} from '../helpers/deps.js';
+} from './deps.js';
+import { KNOWN_CYCLES, KNOWN_VIOLATIONS } from './floors.js';
 
 const root = repoRoot(dirname(fileURLToPath(import.meta.url)));
-
-function optionsFor(dir: string): RuleOptions {
-  const { name, entries } = packageEntries(dir);
-  return {
-    packageName: name,
-    driverModule: 'src/session/driver.ts',
-    entryModules: new Set(entries.values()),
-  };
-}
-
-/**
- * Imports the rules refuse that are known and being removed, each with where that is tracked.
- * The last test fails once one of them is gone, so the list only shrinks.
- */
-const KNOWN_VIOLATIONS: readonly { from: string; to: string; why: string }[] = [];
-
-/** Cycles known and being removed, as `a -> b -> a` strings of the shortest cycle shown. */
-const KNOWN_CYCLES: readonly { cycle: string; why: string }[] = [];
 
 describe('the real tree', () => {
   const graph = buildGraph(root, ['src', 'adapters']);
@@ -80,6 +64,11 @@ describe('the real tree', () => {
       .map((c) => c.join(' -> '))
       .filter((c) => !KNOWN_CYCLES.some((k) => k.cycle === c));
     expect(found).toEqual([]);
+  });
+
+  it('has a floor for every room of src/server/, and nothing for `npm run lint` to print', () => {
+    expect(roomsWithoutFloor(root)).toEqual([]);
+    expect(floorPlanProblems(root)).toEqual([]);
   });
 
   it('still needs every known exception (remove the ones that are gone)', () => {
@@ -191,5 +180,17 @@ describe('the checker itself', () => {
       'src/client/index.ts -> src/server/index.ts -> src/client/index.ts',
       'src/server/browser/b.ts -> src/server/ubuntu/u.ts -> src/server/browser/b.ts',
     ]);
+  });
+
+  it('names each folder of src/server/ without a floor, subfolders belonging to their room', () => {
+    // src/server/stray/ has no row; src/server/sandbox/space/ is part of server/sandbox
+    mkdirSync(join(fixture, 'src/server/sandbox/space'), { recursive: true });
+    writeFileSync(join(fixture, 'src/server/sandbox/space/none.ts'), "import '../a.js';");
+    expect(roomsWithoutFloor(fixture)).toEqual(['server/stray']);
+    const again = checkRules(buildGraph(fixture, ['src']), optionsFor(fixture)).map(show);
+    expect(again.filter((v) => v.includes('space/'))).toEqual([]);
+    expect(floorPlanProblems(fixture)).toContain(
+      'src/server/stray/ has no floor: add its row to SERVER_FLOORS (test/repo/floors.ts)',
+    );
   });
 });
