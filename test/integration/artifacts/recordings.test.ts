@@ -12,31 +12,20 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { APIError, Burrow, NotFoundError } from '../../../src/client/index.js';
-import {
-  eventually,
-  instanceProcesses,
-  pidsMatching,
-  testServer,
-  type TestServer,
-} from '../../helpers/server.js';
+import { APIError, NotFoundError } from '../../../src/client/index.js';
+import { eventually, instanceProcesses, pidsMatching } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
-let client: Burrow;
 let dir = '';
 
-beforeAll(async () => {
-  server = await testServer();
-  client = new Burrow({ baseUrl: server.url, apiKey: server.apiKey, maxRetries: 0 });
+beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'burrow-rec-'));
-}, 60_000);
-
-afterAll(async () => {
-  await client?.close();
-  await server?.close();
+});
+afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
   expect(instanceProcesses()).toEqual([]);
 });
+const server = useServer({}, { timeout: 60_000, client: { maxRetries: 0 } });
 
 interface Probe {
   codec: string;
@@ -48,7 +37,7 @@ interface Probe {
 
 /** Fetch a clip and read it with ffprobe. */
 async function probe(instanceId: string, recordingId: string): Promise<Probe> {
-  const res = await client.recordings.get(instanceId, recordingId);
+  const res = await server.client.recordings.get(instanceId, recordingId);
   expect(res.headers['content-type']).toBe('video/mp4');
   expect(res.headers['content-disposition']).toContain(`${recordingId}.mp4`);
   const chunks: Buffer[] = [];
@@ -91,31 +80,31 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function recordThree(id: string, act: (i: number) => Promise<void>) {
   const clips: string[] = [];
   for (let i = 0; i < 2; i++) {
-    const { recording_id } = await client.recordings.start(id);
+    const { recording_id } = await server.client.recordings.start(id);
     clips.push(recording_id);
-    const conflict = await client.recordings.start(id).catch((e: unknown) => e);
+    const conflict = await server.client.recordings.start(id).catch((e: unknown) => e);
     expect(conflict).toBeInstanceOf(APIError);
     expect((conflict as APIError).status).toBe(409);
     await act(i);
     await sleep(1500);
-    const clip = await client.recordings.stop(id);
+    const clip = await server.client.recordings.stop(id);
     expect(clip).toMatchObject({ id: recording_id, state: 'completed' });
     expect(clip.duration_seconds).toBeGreaterThan(1);
   }
-  const { recording_id: last } = await client.recordings.start(id);
+  const { recording_id: last } = await server.client.recordings.start(id);
   clips.push(last);
   await act(2);
   await sleep(1500);
-  const running = await client.recordings.list(id);
+  const running = await server.client.recordings.list(id);
   expect(running.find((r) => r.id === last)?.state).toBe('recording');
-  const early = await client.recordings.get(id, last).catch((e: unknown) => e);
+  const early = await server.client.recordings.get(id, last).catch((e: unknown) => e);
   expect((early as APIError).status).toBe(409);
   return clips;
 }
 
 async function checkAfterStop(id: string, clips: string[], size: [number, number]) {
-  await client.instances.stop(id);
-  const list = await client.recordings.list(id);
+  await server.client.instances.stop(id);
+  const list = await server.client.recordings.list(id);
   expect(list.map((r) => [r.id, r.state])).toEqual(clips.map((c) => [c, 'completed']));
   for (const c of clips) {
     const p = await probe(id, c);
@@ -131,9 +120,10 @@ async function checkAfterStop(id: string, clips: string[], size: [number, number
 
 describe('browser instance', () => {
   it('records the page screencast: two clips and one finalised at stop', async () => {
-    const id = (await client.instances.start({ instance_type: 'browser', resolution: [800, 600] }))
-      .id;
-    const { cdp_url } = await client.browser.cdpUrl(id);
+    const id = (
+      await server.client.instances.start({ instance_type: 'browser', resolution: [800, 600] })
+    ).id;
+    const { cdp_url } = await server.client.browser.cdpUrl(id);
     const browser = await chromium.connectOverCDP(cdp_url);
     const page = browser.contexts()[0]!.pages()[0]!;
     await page.setContent('<h1 id="t">frame</h1>');
@@ -147,25 +137,25 @@ describe('browser instance', () => {
   }, 120_000);
 
   it('records a page that does not change (one still frame makes a whole clip)', async () => {
-    const id = (await client.instances.start({ instance_type: 'browser' })).id;
-    const { recording_id } = await client.recordings.start(id);
+    const id = (await server.client.instances.start({ instance_type: 'browser' })).id;
+    const { recording_id } = await server.client.recordings.start(id);
     await sleep(1200);
-    expect(await client.recordings.stop(id)).toMatchObject({ state: 'completed' });
+    expect(await server.client.recordings.stop(id)).toMatchObject({ state: 'completed' });
     const p = await probe(id, recording_id);
     expect(p.codec).toBe('h264');
     expect(p.frames).toBeGreaterThan(5);
-    await client.instances.stop(id);
+    await server.client.instances.stop(id);
   }, 60_000);
 
   it('records while the live view watches, and the live view keeps its frames', async () => {
-    const id = (await client.instances.start({ instance_type: 'browser' })).id;
-    const { cdp_url } = await client.browser.cdpUrl(id);
+    const id = (await server.client.instances.start({ instance_type: 'browser' })).id;
+    const { cdp_url } = await server.client.browser.cdpUrl(id);
     const browser = await chromium.connectOverCDP(cdp_url);
     const page = browser.contexts()[0]!.pages()[0]!;
     await page.setContent(
       '<p id="t"></p><script>setInterval(() => { t.textContent = Date.now(); }, 30)</script>',
     );
-    const { stream_url } = await client.instance.streamUrl(id);
+    const { stream_url } = await server.client.instance.streamUrl(id);
     const u = new URL(stream_url);
     const ws = new WebSocket(`ws://${u.host}${u.pathname}ws${u.search}`);
     let frames = 0;
@@ -179,56 +169,60 @@ describe('browser instance', () => {
     await sleep(1000);
     const before = frames;
     expect(before).toBeGreaterThan(0);
-    const { recording_id } = await client.recordings.start(id);
+    const { recording_id } = await server.client.recordings.start(id);
     await sleep(2000);
     const during = frames - before;
-    await client.recordings.stop(id);
+    await server.client.recordings.stop(id);
     ws.close();
     expect(during).toBeGreaterThan(5);
     const p = await probe(id, recording_id);
     expect(p.frames).toBeGreaterThan(10);
     await browser.close();
-    await client.instances.stop(id);
+    await server.client.instances.stop(id);
   }, 60_000);
 
   it('refuses recording on an unknown or stopped instance', async () => {
-    await expect(client.recordings.start('inst_missing')).rejects.toBeInstanceOf(NotFoundError);
-    const id = (await client.instances.start({ instance_type: 'browser' })).id;
-    await client.instances.stop(id);
-    const err = await client.recordings.start(id).catch((e: unknown) => e);
+    await expect(server.client.recordings.start('inst_missing')).rejects.toBeInstanceOf(
+      NotFoundError,
+    );
+    const id = (await server.client.instances.start({ instance_type: 'browser' })).id;
+    await server.client.instances.stop(id);
+    const err = await server.client.recordings.start(id).catch((e: unknown) => e);
     expect((err as APIError).status).toBe(400);
-    expect(await client.recordings.list(id)).toEqual([]);
+    expect(await server.client.recordings.list(id)).toEqual([]);
   }, 60_000);
 });
 
 describe('ubuntu instance', () => {
   it('ends a clip whose ffmpeg the instance killed, and records again', async () => {
-    const id = (await client.instances.start({ instance_type: 'ubuntu' })).id;
-    const { recording_id } = await client.recordings.start(id);
+    const id = (await server.client.instances.start({ instance_type: 'ubuntu' })).id;
+    const { recording_id } = await server.client.recordings.start(id);
     await sleep(500);
-    await client.instance.bash(id, { command: 'pkill -KILL -f /usr/bin/ffmpeg; true' });
+    await server.client.instance.bash(id, { command: 'pkill -KILL -f /usr/bin/ffmpeg; true' });
     await eventually(
       async () =>
-        (await client.recordings.list(id)).find((r) => r.id === recording_id)?.state === 'failed',
+        (await server.client.recordings.list(id)).find((r) => r.id === recording_id)?.state ===
+        'failed',
       'the killed clip reported failed',
     );
     // the listing and the refused fetch both say why there is no clip
-    const failed = (await client.recordings.list(id)).find((r) => r.id === recording_id);
+    const failed = (await server.client.recordings.list(id)).find((r) => r.id === recording_id);
     expect(failed?.failure_reason).toMatch(/ffmpeg|signal|SIGKILL|exited/i);
-    const err = await client.recordings.get(id, recording_id).catch((e: unknown) => e);
+    const err = await server.client.recordings.get(id, recording_id).catch((e: unknown) => e);
     expect((err as APIError).status).toBe(409);
     expect((err as APIError).message).toContain(failed!.failure_reason!);
-    await client.recordings.start(id);
+    await server.client.recordings.start(id);
     await sleep(1200);
-    expect(await client.recordings.stop(id)).toMatchObject({ state: 'completed' });
-    await client.instances.stop(id);
+    expect(await server.client.recordings.stop(id)).toMatchObject({ state: 'completed' });
+    await server.client.instances.stop(id);
   }, 60_000);
 
   it('records the X display: two clips and one finalised at stop', async () => {
-    const id = (await client.instances.start({ instance_type: 'ubuntu', resolution: [800, 600] }))
-      .id;
+    const id = (
+      await server.client.instances.start({ instance_type: 'ubuntu', resolution: [800, 600] })
+    ).id;
     const clips = await recordThree(id, async (i) => {
-      await client.instance.computer(id, {
+      await server.client.instance.computer(id, {
         action: 'move_mouse',
         coordinates: [100 + i * 200, 100 + i * 100],
       });

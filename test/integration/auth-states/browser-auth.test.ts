@@ -10,24 +10,19 @@ import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthStore } from '../../../src/server/auth-states/store.js';
 import { HttpError } from '../../../src/server/errors.js';
-import {
-  instanceProcesses,
-  testServer,
-  type TestServer,
-  startBrowser as startBrowserOn,
-} from '../../helpers/server.js';
+import { instanceProcesses, startBrowser as startBrowserOn } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 import { startSite, type TestSite } from '../../helpers/site.js';
 
-let server: TestServer;
 let site: TestSite;
 beforeAll(async () => {
-  [server, site] = await Promise.all([testServer(), startSite()]);
+  site = await startSite();
 });
 afterAll(async () => {
-  await server?.close();
   await site?.close();
   expect(instanceProcesses()).toEqual([]);
 });
+const server = useServer();
 
 const startBrowser = () => startBrowserOn(server);
 const stop = (id: string) => server.api(`/v1/instance/${id}/stop`, { method: 'POST' });

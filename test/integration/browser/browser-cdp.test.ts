@@ -8,26 +8,19 @@ import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handshakeStatus } from '../../helpers/handshake.js';
-import {
-  eventually,
-  instancePids,
-  instanceProcesses,
-  pngSize,
-  testServer,
-  type TestServer,
-} from '../../helpers/server.js';
+import { eventually, instancePids, instanceProcesses, pngSize } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 import { startSite, type TestSite } from '../../helpers/site.js';
 
-let server: TestServer;
 let site: TestSite;
 beforeAll(async () => {
-  [server, site] = await Promise.all([testServer(), startSite()]);
+  site = await startSite();
 });
 afterAll(async () => {
-  await server?.close();
   await site?.close();
   expect(instanceProcesses()).toEqual([]);
 });
+const server = useServer();
 
 async function startBrowser(body: Record<string, unknown> = {}) {
   const res = await server.api('/v1/start', { json: { instance_type: 'browser', ...body } });

@@ -8,40 +8,26 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import {
-  instanceDisk,
-  instanceProcesses,
-  testServer,
-  type TestServer,
-} from '../../helpers/server.js';
+import { instanceDisk, instanceProcesses } from '../../helpers/server.js';
+import { useInstance, useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
-let id: string;
-let cdpUrl: string;
 /** A directory of the host outside anything the sandbox shows (its /tmp is the instance's own). */
 const hostDir = mkdtempSync(join(homedir(), '.burrow-upload-host-'));
 
-beforeAll(async () => {
-  server = await testServer();
-  const res = await server.api('/v1/start', { json: { instance_type: 'browser' } });
-  expect(res.status).toBe(200);
-  id = ((await res.json()) as { id: string }).id;
-  const cdp = await server.api(`/v1/instance/${id}/browser/cdp_url`);
-  cdpUrl = ((await cdp.json()) as { cdp_url: string }).cdp_url;
-});
-afterAll(async () => {
-  await server?.close();
+afterAll(() => {
   rmSync(hostDir, { recursive: true, force: true });
   expect(instanceProcesses()).toEqual([]);
 });
+const server = useServer();
+const instance = useInstance(server, 'browser');
 
 async function upload(path: string, data: Buffer, filename = 'file.bin') {
   const form = new FormData();
   form.set('path', path);
   form.set('file', new Blob([new Uint8Array(data)]), filename);
-  return server.api(`/v1/instance/${id}/upload`, { method: 'POST', body: form });
+  return server.api(`/v1/instance/${instance.id}/upload`, { method: 'POST', body: form });
 }
 
 /** A minimal CDP client on the browser endpoint, with one flattened page session. */
@@ -118,9 +104,9 @@ describe('upload on a browser instance', () => {
     const b = (await r2.json()) as { filename: string; path: string };
     expect(b.path).toMatch(/\/inputs\/big\.bin$/);
 
-    const home = instanceDisk(id).home;
+    const home = instanceDisk(instance.id).home;
 
-    const cdp = await RawCdp.open(cdpUrl);
+    const cdp = await RawCdp.open(instance.cdpUrl);
     try {
       const { targetInfos } = await cdp.send<{ targetInfos: { type: string; targetId: string }[] }>(
         'Target.getTargets',
@@ -165,8 +151,8 @@ describe('upload on a browser instance', () => {
   it('refuses paths outside what the instance may write, with a 4xx, writing nothing', async () => {
     const marker = `burrow-escape-${randomBytes(6).toString('hex')}`;
     // links the instance could have made: to a directory of the host, and to /etc
-    symlinkSync(hostDir, join(instanceDisk(id).home, 'to-host'));
-    symlinkSync('/etc', join(instanceDisk(id).home, 'to-etc'));
+    symlinkSync(hostDir, join(instanceDisk(instance.id).home, 'to-host'));
+    symlinkSync('/etc', join(instanceDisk(instance.id).home, 'to-etc'));
     for (const path of [
       `../../../../../../etc/${marker}`,
       `/etc/${marker}`,
@@ -190,7 +176,10 @@ describe('upload on a browser instance', () => {
   it('a missing path is the 422 of the API', async () => {
     const form = new FormData();
     form.set('file', new Blob([Buffer.from('x')]), 'x.txt');
-    const res = await server.api(`/v1/instance/${id}/upload`, { method: 'POST', body: form });
+    const res = await server.api(`/v1/instance/${instance.id}/upload`, {
+      method: 'POST',
+      body: form,
+    });
     expect(res.status).toBe(422);
   });
 });

@@ -3,13 +3,8 @@
  * the active tab in the coordinate system of its screenshots, checked against what the page saw.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  eventually,
-  instanceProcesses,
-  pngSize,
-  testServer,
-  type TestServer,
-} from '../../helpers/server.js';
+import { eventually, instanceProcesses, pngSize } from '../../helpers/server.js';
+import { useInstance, useServer } from '../../helpers/use-server.js';
 import {
   decodePng,
   findColor,
@@ -20,26 +15,23 @@ import {
   type Playground,
 } from '../../helpers/computer.js';
 
-let server: TestServer;
 let site: Playground;
-let id: string;
 let page: PageProbe;
 
 beforeAll(async () => {
-  [server, site] = await Promise.all([testServer(), startPlayground()]);
-  const res = await server.api('/v1/start', {
-    json: { instance_type: 'browser', resolution: [800, 600] },
-  });
-  expect(res.status).toBe(200);
-  id = ((await res.json()) as { id: string }).id;
-  const cdp = await server.api(`/v1/instance/${id}/browser/cdp_url`);
-  page = await PageProbe.open(((await cdp.json()) as { cdp_url: string }).cdp_url, site.url);
+  site = await startPlayground();
 });
 afterAll(async () => {
-  page?.close();
-  await server?.close();
   await site?.close();
   expect(instanceProcesses()).toEqual([]);
+});
+const server = useServer();
+const instance = useInstance(server, 'browser', { resolution: [800, 600] });
+beforeAll(async () => {
+  page = await PageProbe.open(instance.cdpUrl, site.url);
+});
+afterAll(() => {
+  page?.close();
 });
 
 interface Result {
@@ -49,7 +41,7 @@ interface Result {
 }
 
 async function computer(action: Record<string, unknown>): Promise<Result> {
-  const res = await server.api(`/v1/instance/${id}/computer`, { json: action });
+  const res = await server.api(`/v1/instance/${instance.id}/computer`, { json: action });
   expect(res.status).toBe(200);
   return (await res.json()) as Result;
 }
@@ -62,7 +54,7 @@ const center = (b: { x: number; y: number; w: number; h: number }) => [
 
 describe('computer actions on a browser instance', () => {
   it('screenshot is a PNG of the viewport at the instance resolution', async () => {
-    const res = await server.api(`/v1/instance/${id}/screenshot`, { method: 'POST' });
+    const res = await server.api(`/v1/instance/${instance.id}/screenshot`, { method: 'POST' });
     expect(res.status).toBe(200);
     const png = Buffer.from(
       ((await res.json()) as { base64_image: string }).base64_image,
@@ -192,7 +184,7 @@ describe('computer actions on a browser instance', () => {
   });
 
   it('an invalid action is a 422', async () => {
-    const res = await server.api(`/v1/instance/${id}/computer`, {
+    const res = await server.api(`/v1/instance/${instance.id}/computer`, {
       json: { action: 'click_mouse', button: 'sideways' },
     });
     expect(res.status).toBe(422);

@@ -10,8 +10,9 @@ import { execFile } from 'node:child_process';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startBrowser, testServer, type TestServer } from '../../helpers/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { startBrowser } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -66,17 +67,12 @@ async function settledRss(): Promise<number> {
   return process.memoryUsage().rss;
 }
 
-let server: TestServer;
+const server = useServer({}, { timeout: 120_000 });
 let cdpUrl: string;
 
 beforeAll(async () => {
-  server = await testServer();
   ({ cdpUrl } = await startBrowser(server));
 }, 120_000);
-
-afterAll(async () => {
-  await server?.close();
-});
 
 describe('a 200 MiB CDP reply', () => {
   it('leaves the server within 64 MiB of its memory before', async () => {

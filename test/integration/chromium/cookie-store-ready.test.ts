@@ -6,18 +6,11 @@
  * database open among Chromium's descriptors is the sign it was read.
  */
 import { readdirSync, readlinkSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { instancePids, testServer, type TestServer } from '../../helpers/server.js';
+import { describe, expect, it } from 'vitest';
+import { instancePids } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await testServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useServer();
 
 /** The files named `Cookies` the processes of instance `id` hold open. */
 function openCookieFiles(id: string): string[] {

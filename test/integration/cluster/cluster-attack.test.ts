@@ -56,26 +56,29 @@
  *   (`mcpMaxSessions` is per node, not per project) and every slot up to the cluster's cap
  *   (there is no quota per project).
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Burrow } from '../../../src/client/index.js';
-import { Database } from '../../../src/server/cluster/database.js';
+import type { Database } from '../../../src/server/cluster/database.js';
 import { IdSigner } from '../../../src/server/cluster/ids.js';
-import { startPostgres, type TestPostgres } from '../../helpers/postgres.js';
+import { type TestPostgres } from '../../helpers/postgres.js';
 import { rawRequest } from '../../helpers/raw-http.js';
-import { eventually, testServer, type TestServer } from '../../helpers/server.js';
+import { eventually, type TestServer } from '../../helpers/server.js';
+import { useCluster } from '../../helpers/use-cluster.js';
 
 /** The hop's mark, as a client forges it. */
 const PINNED = { 'x-burrow-forwarded-by': 'node-9' };
 
+const cluster = useCluster(2, {
+  prefix: 'burrow-attack-',
+  database: true,
+  timeout: 90_000,
+  options: () => ({ maxInstances: 2, cluster: { maxInstances: 1 } }),
+});
 let pg: TestPostgres;
 let db: Database;
-let dir: string;
 let one: TestServer;
 let two: TestServer;
 let admin: Burrow;
@@ -87,21 +90,9 @@ let instanceA = '';
 const started = new Set<string>();
 
 beforeAll(async () => {
-  pg = await startPostgres();
-  dir = mkdtempSync(join(tmpdir(), 'burrow-attack-'));
-  const secret = join(dir, 'secret.key');
-  writeFileSync(secret, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
-  const node = (name: string) =>
-    testServer({
-      dataDir: join(dir, name),
-      secretKeyFile: secret,
-      warmPool: 0,
-      maxInstances: 2,
-      cluster: { databaseUrl: pg.url, nodeName: name, leaseSeconds: 5, maxInstances: 1 },
-    });
-  one = await node('node-1');
-  two = await node('node-2');
-  db = await Database.open({ url: pg.url });
+  pg = cluster.pg;
+  [one, two] = cluster.nodes as [TestServer, TestServer];
+  db = cluster.db;
   admin = new Burrow({ baseUrl: one.url, apiKey: one.apiKey, maxRetries: 0 });
   keyA = (await admin.keys.create({ project: 'alpha' })).key;
   keyB = (await admin.keys.create({ project: 'beta' })).key;
@@ -116,10 +107,6 @@ afterAll(async () => {
     await one?.api(`/v1/instance/${id}/stop`, { json: {} }).catch(() => undefined);
   }
   await admin?.close();
-  for (const n of [one, two]) await n?.close();
-  await db?.close();
-  pg?.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 /** `fetch` against `node` with `key` and `headers`. */

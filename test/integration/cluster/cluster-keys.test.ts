@@ -16,28 +16,26 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Burrow } from '../../../src/client/index.js';
-import { Database } from '../../../src/server/cluster/database.js';
+import type { Database } from '../../../src/server/cluster/database.js';
 import { IdSigner } from '../../../src/server/cluster/ids.js';
 import { ClientSigner } from '../../../src/server/cluster/forwarded-client.js';
-import { startPostgres, type TestPostgres } from '../../helpers/postgres.js';
 import { testServer, type TestServer } from '../../helpers/server.js';
+import { useCluster } from '../../helpers/use-cluster.js';
 
-let pg: TestPostgres;
+const cluster = useCluster(2, { prefix: 'burrow-keys-', database: true, timeout: 60_000 });
 let db: Database;
-let dir: string;
 let one: TestServer;
 let two: TestServer;
 /** Nodes with a per-client cap of 2, for the connection-cap cases. */
 let three: TestServer;
 let four: TestServer;
-let node: (name: string, extra?: { maxConnectionsPerClient?: number }) => Promise<TestServer>;
+const node = (name: string, extra: { maxConnectionsPerClient?: number } = {}) =>
+  cluster.node(name, extra);
 let admin: Burrow;
 let keyA = '';
 let keyB = '';
@@ -45,21 +43,8 @@ let keyB = '';
 let instanceA = '';
 
 beforeAll(async () => {
-  pg = await startPostgres();
-  dir = mkdtempSync(join(tmpdir(), 'burrow-keys-'));
-  const secret = join(dir, 'secret.key');
-  writeFileSync(secret, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
-  node = (name: string, extra: { maxConnectionsPerClient?: number } = {}) =>
-    testServer({
-      dataDir: join(dir, name),
-      secretKeyFile: secret,
-      warmPool: 0, // every start is placed by load alone, whatever BURROW_WARM_POOL says
-      cluster: { databaseUrl: pg.url, nodeName: name, leaseSeconds: 5 },
-      ...extra,
-    });
-  one = await node('node-1');
-  two = await node('node-2');
-  db = await Database.open({ url: pg.url });
+  [one, two] = cluster.nodes as [TestServer, TestServer];
+  db = cluster.db;
   admin = new Burrow({ baseUrl: one.url, apiKey: one.apiKey, maxRetries: 0 });
   keyA = (await admin.keys.create({ project: 'alpha', name: 'a' })).key;
   keyB = (await admin.keys.create({ project: 'beta' })).key;
@@ -67,10 +52,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await admin?.close();
-  for (const n of [one, two, three, four]) await n?.close();
-  await db?.close();
-  pg?.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 /** `fetch` against `node` with `key`. */
@@ -457,14 +438,14 @@ describe('keys while the database does not answer', () => {
   // last: after the database's restart the nodes no longer hear NOTIFY
   it('a key this node cannot look up gets a 503 to retry, not a 500', async () => {
     const unchecked = `bkp_${randomBytes(32).toString('base64url')}`;
-    pg.pause();
+    cluster.pg.pause();
     try {
       const res = await as(one, unchecked, '/v1/instances');
       expect(res.status).toBe(503);
       expect(res.headers.get('x-burrow-error')).toBe('cluster_database_unavailable');
       expect(res.headers.get('retry-after')).toBe('5');
     } finally {
-      pg.resume();
+      cluster.pg.resume();
     }
   });
 });

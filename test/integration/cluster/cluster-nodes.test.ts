@@ -9,40 +9,27 @@
  * processes in network namespaces of their own.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Burrow } from '../../../src/client/index.js';
 import { Database } from '../../../src/server/cluster/database.js';
-import { startPostgres, type TestPostgres } from '../../helpers/postgres.js';
+import { type TestPostgres } from '../../helpers/postgres.js';
 import { handshakeStatus } from '../../helpers/handshake.js';
-import { eventually, testServer, type TestServer } from '../../helpers/server.js';
+import { eventually, type TestServer } from '../../helpers/server.js';
+import { useCluster } from '../../helpers/use-cluster.js';
 
+const cluster = useCluster(2, { timeout: 60_000 });
 let pg: TestPostgres;
-let dir: string;
 let one: TestServer;
 let two: TestServer;
 let viaOne: Burrow;
 let viaTwo: Burrow;
 
-beforeAll(async () => {
-  pg = await startPostgres();
-  dir = mkdtempSync(join(tmpdir(), 'burrow-cluster-'));
-  const key = join(dir, 'secret.key');
-  writeFileSync(key, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
-  const node = (name: string) =>
-    testServer({
-      dataDir: join(dir, name),
-      secretKeyFile: key,
-      warmPool: 0, // every start is placed by load alone, whatever BURROW_WARM_POOL says
-      cluster: { databaseUrl: pg.url, nodeName: name, leaseSeconds: 5 },
-    });
-  one = await node('node-1');
-  two = await node('node-2');
+beforeAll(() => {
+  pg = cluster.pg;
+  [one, two] = cluster.nodes as [TestServer, TestServer];
   viaOne = new Burrow({ baseUrl: one.url, apiKey: one.apiKey });
   viaTwo = new Burrow({ baseUrl: two.url, apiKey: two.apiKey });
 }, 60_000);
@@ -50,10 +37,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await viaOne?.close();
   await viaTwo?.close();
-  await one?.close();
-  await two?.close();
-  pg?.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('a cluster of two nodes', () => {

@@ -12,55 +12,34 @@
  *   real clock cannot be moved on demand.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Database } from '../../../src/server/cluster/database.js';
+import type { Database } from '../../../src/server/cluster/database.js';
 import { ClientSigner } from '../../../src/server/cluster/forwarded-client.js';
 import { NodeLease } from '../../../src/server/cluster/nodes.js';
-import { freePort, killNode, startNode, type NodeProcess } from '../../helpers/cluster.js';
-import { startPostgres, type TestPostgres } from '../../helpers/postgres.js';
+import { freePort, killNode } from '../../helpers/cluster.js';
+import { useCluster } from '../../helpers/use-cluster.js';
 
 const API_KEY = 'cluster-restart-key-0123456789';
 /** Long enough that a join which waited for the old lease would be seen to. */
 const LEASE_SECONDS = 20;
 const PINNED = { 'x-burrow-forwarded-by': 'test' };
 
-let pg: TestPostgres;
+const cluster = useCluster(0, { prefix: 'burrow-restart-', database: true, timeout: 60_000 });
 let db: Database;
-let dir: string;
-let keyFile: string;
-const nodes: NodeProcess[] = [];
 
-const node = async (name: string, port?: number) => {
-  const n = await startNode({
-    name,
-    databaseUrl: pg.url,
-    dir,
-    secretKeyFile: keyFile,
+const node = (name: string, port?: number) =>
+  cluster.processNode(name, {
     apiKey: API_KEY,
     leaseSeconds: LEASE_SECONDS,
     ...(port !== undefined && { port }),
   });
-  nodes.push(n);
-  return n;
-};
 
-beforeAll(async () => {
-  pg = await startPostgres();
-  dir = mkdtempSync(join(tmpdir(), 'burrow-restart-'));
-  keyFile = join(dir, 'secret.key');
-  writeFileSync(keyFile, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
-  db = await Database.open({ url: pg.url });
-}, 60_000);
+beforeAll(() => {
+  db = cluster.db;
+});
 
-afterAll(async () => {
-  await Promise.all(nodes.map((n) => killNode(n)));
+afterAll(() => {
   vi.restoreAllMocks();
-  await db?.close();
-  pg?.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 const nodeRow = async (name: string) =>

@@ -14,18 +14,20 @@
  * Node 1 takes 1 instance, node 2 takes 2 and keeps one browser warm, node 3 takes 3. The cases
  * run in order, each on the instances the earlier ones left.
  */
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SCALE_QUERY } from '../../../scripts/deploy.js';
-import { Database } from '../../../src/server/cluster/database.js';
-import { startPostgres, type TestPostgres } from '../../helpers/postgres.js';
-import { eventually, testServer, type TestServer } from '../../helpers/server.js';
+import type { Database } from '../../../src/server/cluster/database.js';
+import { eventually, type TestServer } from '../../helpers/server.js';
+import { useCluster } from '../../helpers/use-cluster.js';
 
-let pg: TestPostgres;
-let dir: string;
+const cluster = useCluster(3, {
+  prefix: 'burrow-starts-',
+  database: true,
+  timeout: 90_000,
+  // the pools placement sees are the ones given here, whatever BURROW_WARM_POOL says
+  options: (_, i) =>
+    [{ maxInstances: 1 }, { maxInstances: 2, warmPool: { browser: 1 } }, { maxInstances: 3 }][i]!,
+});
 let db: Database;
 let one: TestServer;
 let two: TestServer;
@@ -92,33 +94,13 @@ const settle = () => new Promise((r) => setTimeout(r, 1000));
 let session: Awaited<ReturnType<typeof mcpSession>>;
 
 beforeAll(async () => {
-  pg = await startPostgres();
-  dir = mkdtempSync(join(tmpdir(), 'burrow-starts-'));
-  const key = join(dir, 'secret.key');
-  writeFileSync(key, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
-  const node = (name: string, extra: object) =>
-    testServer({
-      dataDir: join(dir, name),
-      secretKeyFile: key,
-      warmPool: 0, // the pools placement sees are the ones given here, whatever BURROW_WARM_POOL says
-      cluster: { databaseUrl: pg.url, nodeName: name, leaseSeconds: 5 },
-      ...extra,
-    });
-  one = await node('node-1', { maxInstances: 1 });
-  two = await node('node-2', { maxInstances: 2, warmPool: { browser: 1 } });
-  three = await node('node-3', { maxInstances: 3 });
-  db = await Database.open({ url: pg.url });
+  [one, two, three] = cluster.nodes as [TestServer, TestServer, TestServer];
+  db = cluster.db;
   session = await mcpSession(one);
 }, 90_000);
 
 afterAll(async () => {
   await session?.close().catch(() => {});
-  await one?.close();
-  await two?.close();
-  await three?.close();
-  await db?.close();
-  pg?.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('starts in a cluster beyond POST /v1/start', () => {

@@ -7,18 +7,10 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testServer, type TestServer } from '../../helpers/server.js';
+import { describe, expect, it } from 'vitest';
+import { useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await testServer();
-}, 60_000);
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useServer({}, { timeout: 60_000 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

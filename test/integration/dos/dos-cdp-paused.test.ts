@@ -5,27 +5,14 @@
  * deadline instead of hanging.
  */
 import { readdirSync, statSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { UPGRADE_TIMEOUT_MS } from '../../../src/server/http/app.js';
-import { pidsMatching, testServer, type TestServer } from '../../helpers/server.js';
+import { pidsMatching } from '../../helpers/server.js';
+import { useInstance, useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
-let id = '';
-let cdpUrl = '';
-
-beforeAll(async () => {
-  server = await testServer();
-  const res = await server.api('/v1/start', { json: { instance_type: 'browser' } });
-  expect(res.status).toBe(200);
-  id = ((await res.json()) as { id: string }).id;
-  const url = await server.api(`/v1/instance/${id}/browser/cdp_url`);
-  cdpUrl = ((await url.json()) as { cdp_url: string }).cdp_url;
-}, 180_000);
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useServer({}, { timeout: 180_000 });
+const instance = useInstance(server, 'browser', {}, 180_000);
 
 /** How a WebSocket to `url` ends: opened, or refused with a status and body, and when. */
 function attempt(url: string, limitMs: number) {
@@ -64,39 +51,39 @@ function instanceProcesses(instanceId: string): number[] {
     });
 }
 
-const pause = () => server.api(`/v1/instance/${id}/pause`, { method: 'POST' });
-const resume = () => server.api(`/v1/instance/${id}/resume`, { method: 'POST' });
+const pause = () => server.api(`/v1/instance/${instance.id}/pause`, { method: 'POST' });
+const resume = () => server.api(`/v1/instance/${instance.id}/resume`, { method: 'POST' });
 
 describe('cdp_url of a paused browser instance', () => {
   it('is refused at once with a status that says the instance is paused', async () => {
     expect((await pause()).status).toBe(200);
     try {
-      const r = await attempt(cdpUrl, 20_000);
+      const r = await attempt(instance.cdpUrl, 20_000);
       expect(r).toMatchObject({ outcome: 'refused', status: 400 });
-      expect(JSON.parse(r.body!)).toEqual({ detail: `Instance ${id} is paused` });
+      expect(JSON.parse(r.body!)).toEqual({ detail: `Instance ${instance.id} is paused` });
       expect(r.ms).toBeLessThan(2_000);
     } finally {
       expect((await resume()).status).toBe(200);
     }
-    expect((await attempt(cdpUrl, 20_000)).outcome).toBe('open');
+    expect((await attempt(instance.cdpUrl, 20_000)).outcome).toBe('open');
   }, 60_000);
 
   it('a handshake the browser never answers ends with a 504 within the deadline', async () => {
     // Chromium stopped without the server knowing (a pause that lands mid-handshake, a stuck
     // browser): the upgrade must not wait for it forever.
-    const pids = instanceProcesses(id);
+    const pids = instanceProcesses(instance.id);
     expect(pids.length).toBeGreaterThan(1);
     for (const pid of pids) process.kill(pid, 'SIGSTOP');
     try {
-      const r = await attempt(cdpUrl, UPGRADE_TIMEOUT_MS + 10_000);
+      const r = await attempt(instance.cdpUrl, UPGRADE_TIMEOUT_MS + 10_000);
       expect(r).toMatchObject({ outcome: 'refused', status: 504 });
       expect(JSON.parse(r.body!)).toEqual({
-        detail: `Instance ${id} did not answer the WebSocket connection within ${UPGRADE_TIMEOUT_MS / 1000} s`,
+        detail: `Instance ${instance.id} did not answer the WebSocket connection within ${UPGRADE_TIMEOUT_MS / 1000} s`,
       });
       expect(r.ms).toBeLessThan(UPGRADE_TIMEOUT_MS + 3_000);
     } finally {
       for (const pid of pids) process.kill(pid, 'SIGCONT');
     }
-    expect((await attempt(cdpUrl, 20_000)).outcome).toBe('open');
+    expect((await attempt(instance.cdpUrl, 20_000)).outcome).toBe('open');
   }, 60_000);
 });

@@ -5,19 +5,14 @@
  * their own, oldest closed first), and must not cost a real client its open connections.
  */
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testServer, type TestServer } from '../../helpers/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
+const server = useServer({}, { timeout: 120_000 });
 let port = 0;
 
-beforeAll(async () => {
-  server = await testServer();
+beforeAll(() => {
   port = Number(new URL(server.url).port);
-}, 120_000);
-
-afterAll(async () => {
-  await server?.close();
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

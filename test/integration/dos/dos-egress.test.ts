@@ -8,10 +8,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testServer, type TestServer } from '../../helpers/server.js';
+import { useInstance, useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
-let id = '';
 let port = 0;
 /** Every request the upstream parsed: method, path, Host, body. */
 const seen: { method: string; url: string; host: string; body: string }[] = [];
@@ -27,19 +25,14 @@ const upstream = http.createServer((req, res) => {
 beforeAll(async () => {
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   port = (upstream.address() as AddressInfo).port;
-  server = await testServer();
-  const res = await server.api('/v1/start', {
-    json: { instance_type: 'ubuntu', blocked_domains: ['blocked.test'] },
-  });
-  expect(res.status).toBe(200);
-  id = ((await res.json()) as { id: string }).id;
 }, 180_000);
 
 afterAll(async () => {
-  await server?.close();
   upstream.closeAllConnections();
   await new Promise((r) => upstream.close(r));
 });
+const server = useServer({}, { timeout: 180_000 });
+const instance = useInstance(server, 'ubuntu', { blocked_domains: ['blocked.test'] }, 180_000);
 
 /** Sends `payload` (a Python bytes literal) to the instance's proxy; prints what came back. */
 async function sendFromInside(payload: string): Promise<string> {
@@ -60,7 +53,7 @@ while time.time() < end:
     out += d
 print(out.decode("latin-1"))
 `;
-  const res = await server.api(`/v1/instance/${id}/bash`, {
+  const res = await server.api(`/v1/instance/${instance.id}/bash`, {
     json: { command: `python3 - <<'PY'\n${py}\nPY`, timeout: 30 },
   });
   expect(res.status).toBe(200);

@@ -6,19 +6,19 @@
  */
 import { chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { instanceProcesses, testServer, type TestServer } from '../../helpers/server.js';
+import { instanceProcesses } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 import { startSite, type TestSite } from '../../helpers/site.js';
 
-let server: TestServer;
 let site: TestSite;
 beforeAll(async () => {
-  [server, site] = await Promise.all([testServer(), startSite()]);
+  site = await startSite();
 });
 afterAll(async () => {
-  await server?.close();
   await site?.close();
   expect(instanceProcesses()).toEqual([]);
 });
+const server = useServer();
 
 /**
  * Open `host` on the test site in a new tab: its `#host` text, `refused (<status>)` when the

@@ -4,20 +4,13 @@
  * instances' deadlines, not a constant. The MCP tool reads the same seconds in its error, on
  * `/mcp` and over the typed client (`burrow mcp` on stdio).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { clientBackend } from '../../../src/cli/mcp-backend.js';
 import { Burrow } from '../../../src/client/index.js';
 import { McpToolFailure } from '../../../src/server/mcp/backend.js';
-import { testServer, type TestServer } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await testServer({ maxInstances: 1, warmPool: 0 });
-}, 60_000);
-afterAll(async () => {
-  await server?.close();
-});
+const server = useServer({ maxInstances: 1, warmPool: 0 }, { timeout: 60_000 });
 
 async function refused() {
   const res = await server.api('/v1/start', { json: { instance_type: 'browser' } });

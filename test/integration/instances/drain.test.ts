@@ -4,19 +4,15 @@
  * the exit): readiness false at once, starts answered 503 `node_draining` with Retry-After, the
  * warm pool emptied, the running instance goes on. Liveness answers throughout.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, testServer, type TestServer } from '../../helpers/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
+const server = useServer({ warmPool: { browser: 1 } }, { timeout: 60_000 });
 
 beforeAll(async () => {
-  server = await testServer({ warmPool: { browser: 1 } });
   await server.warmPool.ready();
 }, 60_000);
-
-afterAll(async () => {
-  await server?.close();
-});
 
 describe('drain', () => {
   it('refuses starts, empties the warm pool, and lets the running instance go on', async () => {

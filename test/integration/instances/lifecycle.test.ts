@@ -2,24 +2,17 @@
  * The instance state machine with real Chromium behind it: deploying → running ⇄ paused →
  * terminated, the live-instance cap, 400s that say why, and processes gone after stop.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { processState } from '../../../src/internal/process.js';
 import {
   eventually,
   instanceChromium,
   instanceFrozen,
   instancePids,
-  testServer,
-  type TestServer,
 } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await testServer({ maxInstances: 2 });
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = useServer({ maxInstances: 2 });
 
 /** Instances a test started: stopped after each test, so one failure cannot hold the cap. */
 const started: string[] = [];

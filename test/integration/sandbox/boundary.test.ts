@@ -23,15 +23,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, testServer, type TestServer } from '../../helpers/server.js';
+import { eventually } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await testServer();
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = useServer();
 
 async function call(s: { url: string; apiKey: string }, path: string, json?: unknown) {
   const res = await fetch(s.url + path, {

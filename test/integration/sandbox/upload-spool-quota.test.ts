@@ -7,28 +7,18 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, instanceDisk, testServer, type TestServer } from '../../helpers/server.js';
+import { describe, expect, it } from 'vitest';
+import { eventually, instanceDisk } from '../../helpers/server.js';
+import { useInstance, useServer } from '../../helpers/use-server.js';
 
 const MiB = 1024 ** 2;
 const B = 'burrowSpoolBoundary';
 
-let server: TestServer;
-let id: string;
-
-beforeAll(async () => {
-  server = await testServer({
-    maxUploadBytes: 256 * MiB,
-    isolation: { allowHostLoopback: true, diskBytes: 48 * MiB },
-  });
-  const res = await server.api('/v1/start', { json: { instance_type: 'ubuntu' } });
-  expect(res.status).toBe(200);
-  id = ((await res.json()) as { id: string }).id;
-}, 120_000);
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useServer(
+  { maxUploadBytes: 256 * MiB, isolation: { allowHostLoopback: true, diskBytes: 48 * MiB } },
+  { timeout: 120_000 },
+);
+const instance = useInstance(server, 'ubuntu', {}, 120_000);
 
 /** Bytes of every file under `dir` (the data dir), counted as the host disk holds them. */
 function bytesUnder(dir: string): number {
@@ -38,7 +28,7 @@ function bytesUnder(dir: string): number {
 
 /** Spool files waiting on the instance's disk (its root, which only the server reaches). */
 function spoolOnDisk(): string[] {
-  const root = join(instanceDisk(id).home, '..');
+  const root = join(instanceDisk(instance.id).home, '..');
   return readdirSync(root).filter((f) => f.startsWith('.upload-spool-'));
 }
 
@@ -50,7 +40,7 @@ async function send(parts: (string | Buffer | (() => AsyncIterable<Buffer>))[]) 
       else yield typeof p === 'string' ? Buffer.from(p) : p;
     }
   }
-  const res = await fetch(`${server.url}/v1/instance/${id}/upload`, {
+  const res = await fetch(`${server.url}/v1/instance/${instance.id}/upload`, {
     method: 'POST',
     headers: { 'x-api-key': server.apiKey, 'content-type': `multipart/form-data; boundary=${B}` },
     body: ReadableStreamFrom(body()),
@@ -113,7 +103,9 @@ describe('an upload whose file comes before its path', () => {
   it('lands whole when it fits, with nothing left waiting', async () => {
     const res = await send([fileHead, zeros(16), pathPart('later/sixteen.bin')]);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    expect(statSync(join(instanceDisk(id).home, 'later', 'sixteen.bin')).size).toBe(16 * MiB);
+    expect(statSync(join(instanceDisk(instance.id).home, 'later', 'sixteen.bin')).size).toBe(
+      16 * MiB,
+    );
     expect(spoolOnDisk()).toEqual([]);
   }, 120_000);
 });

@@ -8,18 +8,19 @@
  * the peer at its bound, keeps its memory, and the tool works again on its next call.
  */
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { floodCommand, floodFromHost, floodResult, type FloodResult } from '../../helpers/flood.js';
-import { eventually, instancePids, testServer, type TestServer } from '../../helpers/server.js';
+import { eventually, instancePids } from '../../helpers/server.js';
+import { useInstance, useServer } from '../../helpers/use-server.js';
 
 const MiB = 1024 * 1024;
 const EPIPE = 32;
 
-let server: TestServer;
-let id: string;
+const server = useServer({ isolation: { memoryBytes: 1024 * MiB } });
+const instance = useInstance(server, 'ubuntu');
 
 const post = async (path: string, json: unknown = {}) => {
-  const res = await server.api(`/v1/instance/${id}${path}`, { json });
+  const res = await server.api(`/v1/instance/${instance.id}${path}`, { json });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 };
 
@@ -31,7 +32,7 @@ async function sh(command: string, timeout = 120): Promise<string> {
 
 /** Host pid of the instance's process whose command line starts with `exe` and names `needle`. */
 function hostPid(exe: string, needle: string): number | undefined {
-  return instancePids(id).find((pid) => {
+  return instancePids(instance.id).find((pid) => {
     try {
       const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
       return cmd.startsWith(`${exe}\0`) && cmd.includes(needle);
@@ -88,16 +89,6 @@ function rss(): number {
   (globalThis as { gc?: () => void }).gc?.();
   return process.memoryUsage().rss;
 }
-
-beforeAll(async () => {
-  server = await testServer({ isolation: { memoryBytes: 1024 * MiB } });
-  const res = await server.api('/v1/start', { json: { instance_type: 'ubuntu' } });
-  expect(res.status).toBe(200);
-  id = ((await res.json()) as { id: string }).id;
-});
-afterAll(async () => {
-  await server?.close();
-});
 
 describe('an ubuntu instance flooding what the server reads', () => {
   it('the toolbox: a frame past its bounds kills it, and the next file call starts a new one', async () => {
@@ -163,12 +154,12 @@ describe('an ubuntu instance flooding what the server reads', () => {
     await flood(target, 600 * MiB, 256 * MiB, Buffer.from('{"method":"'));
     await eventually(() => main() === undefined, 'that Chromium killed');
     // the browser's operations say it is not running (not a 500); the instance is fine
-    const url = await server.api(`/v1/instance/${id}/browser/current_url`);
+    const url = await server.api(`/v1/instance/${instance.id}/browser/current_url`);
     expect(url.status).toBe(400);
-    const status = await server.api(`/v1/instance/${id}`);
+    const status = await server.api(`/v1/instance/${instance.id}`);
     expect(((await status.json()) as { status: string }).status).toBe('running');
     expect((await post('/browser/start')).status).toBe(200);
-    expect((await server.api(`/v1/instance/${id}/browser/current_url`)).status).toBe(200);
+    expect((await server.api(`/v1/instance/${instance.id}/browser/current_url`)).status).toBe(200);
   });
 
   // bash keeps copies (fd 10 and up) of the descriptors `eval`'s redirections close, and the

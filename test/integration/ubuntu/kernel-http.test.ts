@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CodeExecuteResult, Notebook, NotebookCell } from '../../../src/api/index.js';
-import { eventually, testServer, type TestServer } from '../../helpers/server.js';
+import { eventually } from '../../helpers/server.js';
+import { useInstance, useServer } from '../../helpers/use-server.js';
 
 /** Host pids of processes whose environment holds `tag` (an instance variable set for the test). */
 function pidsWithEnv(tag: string): number[] {
@@ -33,13 +34,13 @@ const isKernel = (pid: number) => {
   }
 };
 
-let server: TestServer;
-let id: string;
+const server = useServer();
+const instance = useInstance(server, 'ubuntu');
 const tag = `BURROW_KERNEL_TAG_${randomBytes(6).toString('hex')}`;
 
 const post = async (path: string, json: unknown = {}) =>
-  server.api(`/v1/instance/${id}${path}`, { json });
-const get = (path: string) => server.api(`/v1/instance/${id}${path}`);
+  server.api(`/v1/instance/${instance.id}${path}`, { json });
+const get = (path: string) => server.api(`/v1/instance/${instance.id}${path}`);
 async function ok<T>(res: Promise<Response>): Promise<T> {
   const r = await res;
   const body = (await r.json()) as T;
@@ -50,15 +51,8 @@ const execute = (code: string, extra: Record<string, unknown> = {}) =>
   ok<CodeExecuteResult & { kernel_restarted?: boolean }>(post('/code/execute', { code, ...extra }));
 
 beforeAll(async () => {
-  server = await testServer();
-  const res = await server.api('/v1/start', { json: { instance_type: 'ubuntu' } });
-  expect(res.status).toBe(200);
-  id = ((await res.json()) as { id: string }).id;
   // tags every process of the instance started from now on (the bridge and its kernels)
   await ok(post('/env', { variables: { [tag]: '1', GREETING: 'hello' } }));
-});
-afterAll(async () => {
-  await server?.close();
 });
 
 describe('code/execute over HTTP', () => {
@@ -200,7 +194,9 @@ describe('notebooks over HTTP', () => {
   it('stops every kernel and the bridge with the instance', async () => {
     const pids = pidsWithEnv(tag);
     expect(pids.filter(isKernel).length).toBeGreaterThanOrEqual(2); // code kernel + notebook kernel
-    expect((await server.api(`/v1/instance/${id}/stop`, { method: 'POST' })).status).toBe(200);
+    expect((await server.api(`/v1/instance/${instance.id}/stop`, { method: 'POST' })).status).toBe(
+      200,
+    );
     await eventually(() => pidsWithEnv(tag).length === 0, 'kernel processes to exit');
   });
 });
