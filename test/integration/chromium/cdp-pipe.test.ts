@@ -11,28 +11,19 @@ import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { descendants } from '../../../src/internal/process.js';
-import {
-  eventually,
-  instancePids,
-  testServer,
-  type TestServer,
-  startBrowser as startBrowserOn,
-} from '../../helpers/server.js';
+import { eventually, instancePids, startBrowser as startBrowserOn } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 import { startSite, type TestSite } from '../../helpers/site.js';
 
-let server: TestServer;
 let site: TestSite;
 beforeAll(async () => {
-  // the test site is on the host's loopback, which instances reach only when allowed
-  [server, site] = await Promise.all([
-    testServer({ isolation: { allowHostLoopback: true } }),
-    startSite(),
-  ]);
+  site = await startSite();
 });
 afterAll(async () => {
-  await server?.close();
   await site?.close();
 });
+// the test site is on the host's loopback, which instances reach only when allowed
+const server = useServer({ isolation: { allowHostLoopback: true } });
 
 const startBrowser = () => startBrowserOn(server);
 const stop = (id: string) => server.api(`/v1/instance/${id}/stop`, { method: 'POST' });

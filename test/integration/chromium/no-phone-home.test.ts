@@ -4,22 +4,14 @@
  * turns off (BASE_FLAGS in src/server/chromium/chromium.ts). What Debian's Chromium still asks
  * for (update.googleapis.com, accounts.google.com) it asks under Playwright's launch too.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testServer, type TestServer } from '../../helpers/server.js';
+import { describe, expect, it } from 'vitest';
+import { useServer } from '../../helpers/use-server.js';
 
 const lines: string[] = [];
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await testServer({
-    logLevel: 'debug',
-    logDestination: { write: (line) => void lines.push(line) },
-    sandboxStock: 0,
-  });
-});
-
-afterAll(async () => {
-  await server?.close();
+const server = useServer({
+  logLevel: 'debug',
+  logDestination: { write: (line) => void lines.push(line) },
+  sandboxStock: 0,
 });
 
 /** Host names the egress was asked for (allowed, or refused as unresolvable), from its log. */

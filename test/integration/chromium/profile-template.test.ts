@@ -18,24 +18,23 @@ import {
   instanceProcesses,
   startBrowser,
   testServer,
-  type TestServer,
 } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 import { startSite, type TestSite } from '../../helpers/site.js';
 
 const PROFILE = '.config/burrow-chromium/profile';
 
-let server: TestServer;
 let site: TestSite;
 
 beforeAll(async () => {
-  [server, site] = await Promise.all([testServer({ sandboxStock: 2 }), startSite()]);
+  site = await startSite();
 });
 
 afterAll(async () => {
-  await server?.close();
   await site?.close();
   expect(instanceProcesses()).toEqual([]);
 });
+const server = useServer({ sandboxStock: 2 });
 
 interface Entry {
   kind: 'file' | 'dir' | 'other';

@@ -8,15 +8,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handshakeStatus } from '../../helpers/handshake.js';
 import { rawRequest } from '../../helpers/raw-http.js';
-import { testServer, type TestServer } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
+const server = useServer({ maxInstances: 3 });
 let key: string;
 /** Two browser instances: their ids, `cdp_url`s, `stream_url`s and tokens. */
 const inst: { id: string; cdp: URL; stream: URL; token: string }[] = [];
 
 beforeAll(async () => {
-  server = await testServer({ maxInstances: 3 });
   key = server.apiKey;
   for (let i = 0; i < 2; i++) {
     const res = await server.api('/v1/start', { json: { instance_type: 'browser' } });
@@ -41,7 +40,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const { id } of inst) await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
-  await server?.close();
 });
 
 /** Spellings of the credential `right` that must all fail. */

@@ -9,30 +9,24 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  eventually,
-  instancePids,
-  instanceProcesses,
-  testServer,
-  type TestServer,
-} from '../../helpers/server.js';
+import { eventually, instancePids, instanceProcesses, testServer } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 import { startSite, type TestSite } from '../../helpers/site.js';
 
-let server: TestServer;
 let site: TestSite;
 
 beforeAll(async () => {
-  [server, site] = await Promise.all([testServer({ sandboxStock: 2 }), startSite()]);
+  site = await startSite();
 });
 
 afterAll(async () => {
-  await server?.close();
   await site?.close();
   expect(instanceProcesses()).toEqual([]);
   expect(
     readdirSync('/var/lib/burrow/sandboxes').filter((r) => r.includes(`-${process.pid}-`)),
   ).toEqual([]);
 });
+const server = useServer({ sandboxStock: 2 });
 
 /** Ids named by the pid 1 (`burrow-init-<id>`) of each sandbox of this test process's servers. */
 function anchored(): Map<string, number> {
