@@ -18,10 +18,10 @@ import {
   ValidationError,
 } from '../../../src/client/index.js';
 import { openSession } from '../../../src/index.js';
-import { instanceProcesses, testServer, type TestServer } from '../../helpers/server.js';
+import { instanceProcesses, testServer } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 import { makeZip, testExtension } from '../../helpers/zip.js';
 
-let server: TestServer;
 let client: Burrow;
 let site: Server;
 let origin = '';
@@ -29,8 +29,6 @@ let origin = '';
 const seen = new Map<string, string>();
 
 beforeAll(async () => {
-  server = await testServer();
-  client = new Burrow({ baseUrl: server.url, apiKey: server.apiKey, maxRetries: 0 });
   site = createServer((req, res) => {
     const header = req.headers['x-burrow-ext'];
     seen.set(req.url ?? '', typeof header === 'string' ? header : '-');
@@ -42,10 +40,13 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  await client?.close();
-  await server?.close();
   await new Promise((r) => site?.close(r));
   expect(instanceProcesses()).toEqual([]);
+});
+
+const server = useServer({}, { timeout: 60_000, client: { maxRetries: 0 } });
+beforeAll(() => {
+  client = server.client;
 });
 
 /** The instance's copy of an extension, on the host (the instance's disk, mounted there). */

@@ -11,11 +11,12 @@ import type { AddressInfo } from 'node:net';
 import { chromium, devices, type Browser, type Page } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Burrow, InvalidRequestError } from '../../../src/client/index.js';
+import type { Burrow } from '../../../src/client/index.js';
+import { InvalidRequestError } from '../../../src/client/index.js';
 import { openSession } from '../../../src/index.js';
-import { instanceProcesses, testServer, type TestServer } from '../../helpers/server.js';
+import { instanceProcesses } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
 let client: Burrow;
 let site: Server;
 let origin = '';
@@ -42,8 +43,6 @@ const REPORT = `<!doctype html><html><head><title>report</title>
 </script></head><body>report</body></html>`;
 
 beforeAll(async () => {
-  server = await testServer();
-  client = new Burrow({ baseUrl: server.url, apiKey: server.apiKey, maxRetries: 0 });
   site = createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'text/html', 'accept-ch': 'Sec-CH-UA-Platform' });
     res.end(REPORT.replace('HEADERS', JSON.stringify(req.headers)));
@@ -53,10 +52,13 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  await client?.close();
-  await server?.close();
   await new Promise((r) => site?.close(r));
   expect(instanceProcesses()).toEqual([]);
+});
+
+const server = useServer({}, { timeout: 60_000, client: { maxRetries: 0 } });
+beforeAll(() => {
+  client = server.client;
 });
 
 interface Seen {

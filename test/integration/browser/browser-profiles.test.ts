@@ -13,9 +13,9 @@ import { chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Burrow } from '../../../src/client/index.js';
 import { openSession } from '../../../src/index.js';
-import { instanceProcesses, testServer, type TestServer } from '../../helpers/server.js';
+import { instanceProcesses, testServer } from '../../helpers/server.js';
+import { useServer } from '../../helpers/use-server.js';
 
-let server: TestServer;
 let client: Burrow;
 let site: Server;
 let origin = '';
@@ -59,8 +59,6 @@ const put = (db, k, v) => new Promise((ok) => {
 </script>`;
 
 beforeAll(async () => {
-  server = await testServer();
-  client = new Burrow({ baseUrl: server.url, apiKey: server.apiKey, maxRetries: 0 });
   site = createServer((req, res) => {
     if (req.url === '/set-cookie') {
       res.writeHead(200, {
@@ -83,10 +81,13 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  await client?.close();
-  await server?.close();
   await new Promise((r) => site?.close(r));
   expect(instanceProcesses()).toEqual([]);
+});
+
+const server = useServer({}, { timeout: 60_000, client: { maxRetries: 0 } });
+beforeAll(() => {
+  client = server.client;
 });
 
 /** The profile's row once no instance holds it (a stop saves and releases it in the background). */
