@@ -1,7 +1,7 @@
 /**
  * What a cluster's hop costs. `node --import tsx bench/cluster.ts [N]` (default 1000;
  * `npm run -s bench:cluster`) starts a real PostgreSQL (test/helpers/postgres.ts) and two burrow
- * nodes in this process on loopback ports, as test/integration/cluster-nodes.test.ts does, starts
+ * nodes in this process on loopback ports, as test/integration/cluster/cluster-nodes.test.ts does, starts
  * a browser instance on node 1 (its owner) and measures, against the same instance in the same
  * run:
  *

@@ -10,7 +10,7 @@
  * Every file is validated twice before it is written or compared: each object by its model's
  * own schema check (types, formats, required fields), and the YAML as read back through the
  * TypeScript compiler against the model's interface, which is where a misspelled or unknown
- * field fails (the models' schema check lets unknown fields through). test/unit/deploy.test.ts
+ * field fails (the models' schema check lets unknown fields through). test/repo/deploy.test.ts
  * runs the check, renders the base with `kubectl kustomize`, and shows a misspelled field fail.
  *
  * docs/cluster.md says how the pieces fit; the values here follow docs/image.md (the privileges

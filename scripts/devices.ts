@@ -2,7 +2,7 @@
 // from the installed playwright-core (a dev dependency; the server does not need it at run time,
 // playwright-core being only an optional peer). Run after upgrading playwright-core:
 //   npx tsx scripts/devices.ts && npx prettier --write src/api/devices.ts
-// test/unit/devices.test.ts fails while the committed table differs from the installed list.
+// test/repo/devices.test.ts fails while the committed table differs from the installed list.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { devices } from 'playwright-core';

@@ -5,7 +5,7 @@
 // 'playwright-core'" unless it sets `skipLibCheck`. Each line of dist/**/*.d.ts that names an
 // optional peer gets a `// @ts-ignore` above it: with the peer installed its types are the real
 // ones; without it they are `any`, and only code that uses that driver loses its types. Run by
-// `npm run build` after tsc; test/e2e/package.test.ts compiles against the packed tarball both ways.
+// `npm run build` after tsc; test/repo/package.test.ts compiles against the packed tarball both ways.
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 

@@ -567,7 +567,7 @@ describe('connections per client', () => {
     try {
       await Promise.all(crowd.map((c) => connected(c.socket)));
       // connections count against the cap once they authenticate (idle ones have a budget of
-      // their own, test/integration/dos-connections.test.ts)
+      // their own, test/integration/dos/dos-connections.test.ts)
       for (const c of crowd) c.socket.write(keepAlive('/v1/instances'));
       await sleep(500);
 

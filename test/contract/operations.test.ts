@@ -640,7 +640,7 @@ const cases: Record<OperationId, Case> = {
     },
   },
 
-  // burrow extensions: browser extensions (test/integration/browser-extensions.test.ts loads them)
+  // burrow extensions: browser extensions (test/integration/browser/browser-extensions.test.ts loads them)
   extensionUpload: {
     ok: async () => {
       const info = await client.extensions.upload(makeZip(testExtension()));
@@ -674,7 +674,7 @@ const cases: Record<OperationId, Case> = {
     },
   },
 
-  // burrow extensions: persistent profiles (test/integration/browser-profiles.test.ts uses them)
+  // burrow extensions: persistent profiles (test/integration/browser/browser-profiles.test.ts uses them)
   profileList: {
     ok: async () => {
       const inst = await client.instances.start({
@@ -705,7 +705,7 @@ const cases: Record<OperationId, Case> = {
     },
   },
 
-  // burrow extensions: keys of projects need cluster mode (test/integration/cluster-keys.test.ts);
+  // burrow extensions: keys of projects need cluster mode (test/integration/cluster/cluster-keys.test.ts);
   // a single server says so, and still checks what it is sent
   keyCreate: {
     ok: async () => {

@@ -1,5 +1,5 @@
 /**
- * Run by test/integration/unprivileged.test.ts as a normal user (`runuser -u burrow-ci`), from the
+ * Run by test/integration/sandbox/unprivileged.test.ts as a normal user (`runuser -u burrow-ci`), from the
  * repository root with `node --import tsx`: the embedded default with no flag, an ubuntu instance's
  * bash, and the attacks that apply to an unprivileged server. Prints one JSON line of findings on
  * stdout; the test asserts them. Nothing here asserts: a finding is what happened.

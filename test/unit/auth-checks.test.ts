@@ -139,7 +139,7 @@ function fakeRegistry(recs: Record<string, FakeRec>) {
       if (!rec) throw serverError('instance_not_found', { id });
       return rec;
     },
-    // no hand-offs here (their tokens: test/integration/handoff.test.ts); activity is not counted
+    // no hand-offs here (their tokens: test/integration/instances/handoff.test.ts); activity is not counted
     handoffs: { pending: () => [], attach: () => {} },
     connected: () => () => {},
     touch: () => {},

@@ -2,7 +2,7 @@
  * How a normal user's server hands out host uids from its subordinate ranges (subids.ts): never
  * two live instances the same pair, never its own uid or one a host process runs as, a released
  * pair available again, and a range used up said so. (That the ids are mapped and the instances'
- * processes run as them is test/integration/unprivileged.test.ts.)
+ * processes run as them is test/integration/sandbox/unprivileged.test.ts.)
  */
 import { describe, expect, it } from 'vitest';
 import { anchorSteps, SubordinatePool } from '../../src/server/sandbox/subids.js';

@@ -1,0 +1,99 @@
+/**
+ * Request smuggling through the egress, from inside a real ubuntu instance: its shell writes raw
+ * bytes to the proxy at 127.0.0.1:3128 (in its own network namespace) aimed at an HTTP server on
+ * the host's loopback (which the test server allows). A chunked GET whose body is a second
+ * request naming a blocked host must reach the upstream as exactly one request, and the blocked
+ * Host must never get through, pipelined or smuggled.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useInstance, useServer } from '../../helpers/use-server.js';
+
+let port = 0;
+/** Every request the upstream parsed: method, path, Host, body. */
+const seen: { method: string; url: string; host: string; body: string }[] = [];
+const upstream = http.createServer((req, res) => {
+  let body = '';
+  req.on('data', (d: Buffer) => (body += d.toString('latin1')));
+  req.on('end', () => {
+    seen.push({ method: req.method!, url: req.url!, host: req.headers.host ?? '', body });
+    res.end('upstream-ok');
+  });
+});
+
+beforeAll(async () => {
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  port = (upstream.address() as AddressInfo).port;
+}, 180_000);
+
+afterAll(async () => {
+  upstream.closeAllConnections();
+  await new Promise((r) => upstream.close(r));
+});
+const server = useServer({}, { timeout: 180_000 });
+const instance = useInstance(server, 'ubuntu', { blocked_domains: ['blocked.test'] }, 180_000);
+
+/** Sends `payload` (a Python bytes literal) to the instance's proxy; prints what came back. */
+async function sendFromInside(payload: string): Promise<string> {
+  const py = `
+import socket, time
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(${payload})
+s.settimeout(2)
+out = b""
+end = time.time() + 3
+while time.time() < end:
+    try:
+        d = s.recv(65536)
+    except socket.timeout:
+        break
+    if not d:
+        break
+    out += d
+print(out.decode("latin-1"))
+`;
+  const res = await server.api(`/v1/instance/${instance.id}/bash`, {
+    json: { command: `python3 - <<'PY'\n${py}\nPY`, timeout: 30 },
+  });
+  expect(res.status).toBe(200);
+  const body = (await res.json()) as { output?: string; error?: string };
+  return `${body.output ?? ''}${body.error ?? ''}`;
+}
+
+describe('the egress from inside an instance', () => {
+  it('forwards a chunked GET as one request: the smuggled one never reaches the upstream', async () => {
+    seen.length = 0;
+    const smuggled = 'GET /smuggled HTTP/1.1\\r\\nHost: blocked.test\\r\\n\\r\\n';
+    const payload =
+      `b"GET http://127.0.0.1:${port}/first HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n` +
+      `Transfer-Encoding: chunked\\r\\n\\r\\n" + ` +
+      `("%x\\r\\n" % len(b"${smuggled}")).encode() + b"${smuggled}\\r\\n0\\r\\n\\r\\n"`;
+    const answer = await sendFromInside(payload);
+    expect(answer).toContain('upstream-ok');
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ method: 'GET', url: '/first', host: `127.0.0.1:${port}` });
+    expect(seen.some((r) => r.host === 'blocked.test' || r.url === '/smuggled')).toBe(false);
+  }, 60_000);
+
+  it('a Content-Length and Transfer-Encoding together are refused before the upstream', async () => {
+    seen.length = 0;
+    const answer = await sendFromInside(
+      `b"POST http://127.0.0.1:${port}/x HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n` +
+        `Content-Length: 6\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n0\\r\\n\\r\\nGET /smuggled HTTP/1.1\\r\\nHost: blocked.test\\r\\n\\r\\n"`,
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(seen).toEqual([]);
+  }, 60_000);
+
+  it('a pipelined request for a blocked Host is refused on its own', async () => {
+    seen.length = 0;
+    const answer = await sendFromInside(
+      `b"GET http://127.0.0.1:${port}/a HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n\\r\\n` +
+        `GET http://127.0.0.1:${port}/b HTTP/1.1\\r\\nHost: blocked.test\\r\\n\\r\\n"`,
+    );
+    expect(answer).toContain('upstream-ok');
+    expect(answer).toContain('blocked_domain');
+    expect(seen.map((r) => r.url)).toEqual(['/a']);
+  }, 60_000);
+});
