@@ -12,6 +12,7 @@
  * docs/configuration.md is its table, and a unit test keeps the two, the schema and `burrow
  * serve`'s flags in step.
  */
+import { isIP } from 'node:net';
 import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -24,6 +25,8 @@ export interface IsolationOptions {
   allowHostLoopback?: boolean;
   /** Host loopback ports instances' browsers may reach. Default none. */
   allowHostPorts?: number[];
+  /** Private networks (CIDRs) instances may reach. Default none; env `BURROW_ALLOW_NETWORK`. */
+  allowNetworks?: string[];
   /** Start instances even when this machine cannot isolate them (they then run unisolated). */
   insecureNoIsolation?: boolean;
   /** Run instances unisolated even where isolation works (benchmarks of its cost; tests). */
@@ -306,12 +309,23 @@ export function parseWarmPool(text: string, source = 'the warm pool'): WarmPoolS
 // The schema of the options
 
 const nonEmpty = z.string().min(1);
+/** `10.0.0.0/8`, `fd00::/8`, or a bare address (all of its bits). */
+const isCidr = (c: string) => {
+  const [address = '', prefix, ...rest] = c.split('/');
+  const max = [0, 0, 0, 0, 32, 0, 128][isIP(address)]!;
+  return (
+    max > 0 &&
+    rest.length === 0 &&
+    (prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= max))
+  );
+};
 const count = (min: number) => z.int().min(min).max(Number.MAX_SAFE_INTEGER);
 const poolSizes = z.strictObject({ browser: count(0).optional(), ubuntu: count(0).optional() });
 
 const Isolation = z.strictObject({
   allowHostLoopback: z.boolean().optional(),
   allowHostPorts: z.array(z.int().min(1).max(65535)).optional(),
+  allowNetworks: z.array(z.string().refine(isCidr, 'must be a CIDR such as 10.0.0.0/8')).optional(),
   insecureNoIsolation: z.boolean().optional(),
   disable: z.boolean().optional(),
   memoryBytes: count(1).optional(),
@@ -573,6 +587,14 @@ export const SETTINGS: readonly SettingDoc[] = [
     meaning: 'host loopback ports instances may reach (flag repeatable)',
   },
   {
+    option: 'isolation.allowNetworks',
+    env: 'BURROW_ALLOW_NETWORK',
+    flags: ['--allow-network'],
+    default: 'none',
+    meaning:
+      'private networks (RFC 1918, 100.64/10, fc00::/7) instances may reach, as CIDRs (flag repeatable; variable comma-separated)',
+  },
+  {
     option: 'isolation.insecureNoIsolation',
     flags: ['--insecure-no-isolation'],
     default: 'off',
@@ -764,6 +786,14 @@ export function resolveServerConfig(
   const givenKey = o.apiKey || text('BURROW_API_KEY');
   const apiKey = givenKey ?? generateKey();
   if (apiKey.length < 8) throw new ConfigError('The API key must be at least 8 characters long');
+  const networkText = text('BURROW_ALLOW_NETWORK')
+    ?.split(',')
+    .map((c) => c.trim());
+  const badNetwork = networkText?.find((c) => !isCidr(c));
+  if (badNetwork !== undefined) {
+    throw new ConfigError(`BURROW_ALLOW_NETWORK: ${badNetwork} is no CIDR such as 10.0.0.0/8`);
+  }
+  const networks = o.isolation?.allowNetworks ? [...o.isolation.allowNetworks] : networkText;
   const poolText = text('BURROW_WARM_POOL');
   const warmPool =
     typeof o.warmPool === 'number'
@@ -829,6 +859,7 @@ export function resolveServerConfig(
       isolation: {
         ...o.isolation,
         ...(o.isolation?.allowHostPorts && { allowHostPorts: [...o.isolation.allowHostPorts] }),
+        ...(networks && { allowNetworks: networks }),
       },
     },
     artifacts: {
