@@ -1,10 +1,12 @@
 /**
- * The address model as a client of the egress meets them (issue 35,
+ * The address model and the tunnel's `Host` rule as a client of the egress meets them (issue 35,
  * item 1): `Egress` behind a listener on 127.0.0.1:0, origins on 127.0.0.1. Each case here let the
  * request through before the fix:
  * - the cluster's endpoints were compared by equality, so `0.0.0.0:PORT` and `0:PORT` reached a
  *   database refused as `127.0.0.1:PORT` where the operator allowed host loopback;
- * - a private address was reached without any switch allowing it.
+ * - a private address was reached without any switch allowing it;
+ * - plain HTTP inside a `CONNECT` tunnel to an allowed address reached the upstream with a
+ *   blocked `Host`, in the first request and in a later one on the same tunnel.
  */
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
@@ -167,4 +169,32 @@ describe('private networks', () => {
     expect(r.body).not.toMatch(/private_network/);
     expect((await get(proxy, 'http://10.255.254.1:81/')).status).toBe(403);
   }, 40_000);
+});
+
+describe('plain HTTP inside a CONNECT tunnel', () => {
+  const blockedDomains = ['blocked.test'];
+
+  it('is held to the Host rule in its first request', async () => {
+    const proxy = await startProxy({ blockedDomains, allowHostLoopback: true });
+    const c = exchange(proxy);
+    c.send(`CONNECT 127.0.0.1:${originPort} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+    expect(await c.read(/\r\n\r\n/)).toMatch(/^HTTP\/1\.1 200/);
+    c.send('GET / HTTP/1.1\r\nHost: www.blocked.test\r\n\r\n');
+    const answer = await c.read(/(?!)/);
+    expect(answer).toMatch(/^HTTP\/1\.1 403/);
+    expect(answer).toContain('burrow egress: blocked_domain: www.blocked.test');
+    expect(received).toEqual([]);
+  });
+
+  it('and in every later request of the tunnel', async () => {
+    const proxy = await startProxy({ blockedDomains, allowHostLoopback: true });
+    const c = exchange(proxy);
+    c.send(`CONNECT 127.0.0.1:${originPort} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+    expect(await c.read(/\r\n\r\n/)).toMatch(/^HTTP\/1\.1 200/);
+    c.send('GET / HTTP/1.1\r\nHost: fine.test\r\n\r\n');
+    expect(await c.read(/origin saw fine\.test/)).toMatch(/^HTTP\/1\.1 200/);
+    c.send('GET /2 HTTP/1.1\r\nHost: blocked.test:80\r\n\r\n');
+    expect(await c.read(/(?!)/)).toContain('403');
+    expect(received).toEqual(['fine.test']);
+  });
 });

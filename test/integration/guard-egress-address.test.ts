@@ -6,7 +6,9 @@
  *   the host, and only the port decides);
  * - a server in another network namespace on a private address (10.77.X.2, as the operator's LAN
  *   or a cluster's service would be): refused by default in every spelling, reached once the
- *   operator allowed its network (`allowNetworks`); this failed before the fix.
+ *   operator allowed its network (`allowNetworks`); this failed before the fix;
+ * - plain HTTP with a blocked `Host` inside a `CONNECT` tunnel to an allowed address (`curl -p`):
+ *   refused like the same request sent to the proxy; this failed before the fix.
  * The cluster's database and nodes in those spellings: cluster-attack.test.ts.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -142,6 +144,22 @@ describe('with host loopback allowed and no network allowed', () => {
       }
       expect(out).toMatch(/^connect (403|000) $/m);
       expect(out).not.toContain('private page');
+    });
+  }, 120_000);
+
+  it('holds plain HTTP inside a CONNECT tunnel to the Host rule', async () => {
+    await withInstance(server, { blocked_domains: ['blocked.test'] }, async (sh) => {
+      const url = `http://127.0.0.1:${sitePort}/`;
+      const out = await sh(
+        [
+          probe('tunnel-ok', url, '-p'),
+          probe('tunnel-blocked', url, "-p -H 'Host: www.blocked.test'"),
+          probe('proxied-blocked', url, "-H 'Host: www.blocked.test'"),
+        ].join('; '),
+      );
+      expect(out).toMatch(/^tunnel-ok 200 loopback page$/m);
+      expect(out).toMatch(/^tunnel-blocked 403 burrow egress: blocked_domain/m);
+      expect(out).toMatch(/^proxied-blocked 403 burrow egress: blocked_domain/m);
     });
   }, 120_000);
 });

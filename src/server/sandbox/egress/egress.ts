@@ -10,7 +10,9 @@
  * Guarantees, for every connection:
  * - a blocked domain (or a subdomain of one) is refused when named by the CONNECT target, the
  *   absolute URI, the `Host` header, or the SNI of a TLS ClientHello sent through a tunnel (domain
- *   fronting): the tunnel is closed before any client byte reaches the server;
+ *   fronting): the tunnel is closed before any client byte reaches the server; in a tunnel that
+ *   carries no TLS, every `Host` line (and absolute request line) of every request is checked
+ *   before it passes (`host-lines.ts`);
  * - names are resolved here, once; the connection goes to the very addresses that were checked
  *   (no second lookup, so DNS rebinding cannot swap them);
  * - every address is read as the kernel connects to it (`address.ts`: numeric shorthands,
@@ -31,9 +33,9 @@
  * - a client that ignores the proxy settings gets nowhere (the namespace has no other route), and
  *   raw TCP needs a CONNECT-capable client; UDP (QUIC, DNS) has no way out at all;
  * - only the first TLS ClientHello of a tunnel is read: what flows after it (STARTTLS, a proxy
- *   chained behind an allowed host, a plain-HTTP request with another `Host` inside a CONNECT,
- *   Encrypted Client Hello's inner name) is not inspected. `blocked_domains` keeps honest clients
- *   away from names; an allowed server willing to relay can always be used as a relay;
+ *   chained behind an allowed host, Encrypted Client Hello's inner name) is not inspected.
+ *   `blocked_domains` keeps honest clients away from names; an allowed server willing to relay
+ *   can always be used as a relay;
  * - "the host" is what its interfaces say: a public address reached through NAT hairpinning is
  *   not recognised as the host. A public address routed to a private network is not private;
  * - established tunnels have no idle timeout (WebSockets idle for long); TCP keepalive finds dead
