@@ -38,6 +38,8 @@ export default {
   mutate: [
     'src/server/sandbox/seccomp.ts',
     'src/server/sandbox/egress/policy.ts',
+    'src/server/sandbox/egress/address.ts',
+    'src/server/sandbox/egress/host-lines.ts',
     'src/server/sandbox/egress/sni.ts',
     'src/server/toolbox/frames.ts',
     'src/server/toolbox/fsops.ts',

@@ -24,7 +24,8 @@ export const usage = `burrow serve [--host ${DEFAULT_HOST}] [--port ${DEFAULT_PO
             [--max-connections-per-client N] [--warm-pool N | --warm-pool browser=N,ubuntu=M]
             [--sandbox-stock N]
             [--instance-memory SIZE] [--instance-pids N] [--instance-cpus N] [--instance-disk SIZE]
-            [--allow-host-loopback] [--allow-host-port PORT]... [--insecure-no-isolation]
+            [--allow-host-loopback] [--allow-host-port PORT]...
+            [--allow-network CIDR]... [--insecure-no-isolation]
             [--secret-key-file PATH] [--old-secret-key-file PATH]...
             [--artifact-retention SECONDS]
             [--cluster postgres://… [--node-name NAME] [--node-url URL]]
@@ -55,6 +56,8 @@ hides it from its command line once started, which leaves a short window).
   --instance-disk SIZE            disk quota of each instance, e.g. 4g
   --allow-host-loopback           let instances reach services on the host's loopback
   --allow-host-port PORT          let instances reach this host loopback port (repeatable)
+  --allow-network CIDR            let instances reach this private network, e.g. 10.0.0.0/8
+                                  (repeatable; private networks are refused by default)
   --insecure-no-isolation         start instances even where this machine cannot isolate them
                                   (they then run unisolated; trusted use only)
   --secret-key-file PATH          the key that encrypts saved auth states (32 bytes as 64 hex
@@ -155,6 +158,7 @@ export const SERVE_FLAGS = {
   'max-connections-per-client': { type: 'string' },
   'allow-host-loopback': { type: 'boolean' },
   'allow-host-port': { type: 'string', multiple: true },
+  'allow-network': { type: 'string', multiple: true },
   'insecure-no-isolation': { type: 'boolean' },
   'instance-memory': { type: 'string' },
   'instance-pids': { type: 'string' },
@@ -196,6 +200,7 @@ async function fromFlags(values: ServeValues, env: NodeJS.ProcessEnv): Promise<S
   const isolation: IsolationOptions = {
     ...(values['allow-host-loopback'] && { allowHostLoopback: true }),
     ...(ports.length > 0 && { allowHostPorts: ports }),
+    ...(values['allow-network'] && { allowNetworks: values['allow-network'] }),
     ...(values['insecure-no-isolation'] && { insecureNoIsolation: true }),
     ...(values['instance-memory'] !== undefined && {
       memoryBytes: parseSize('--instance-memory', values['instance-memory']),

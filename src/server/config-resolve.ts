@@ -66,6 +66,8 @@ export interface EnvSettings {
   readonly leaseSeconds: number | undefined;
   readonly clusterMaxInstances: number | undefined;
   readonly drainSeconds: number | undefined;
+  /** `BURROW_ALLOW_NETWORK`, split at its commas and checked. */
+  readonly allowNetworks: string[] | undefined;
 }
 
 const issueText = (error: z.ZodError) =>
@@ -113,6 +115,7 @@ export function resolveSettings(
   const leaseSeconds = o.cluster?.leaseSeconds ?? env.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
   const clusterMax = o.cluster?.maxInstances ?? env.clusterMaxInstances;
   const drainSeconds = o.cluster?.drainSeconds ?? env.drainSeconds ?? DEFAULT_DRAIN_SECONDS;
+  const networks = o.isolation?.allowNetworks ? [...o.isolation.allowNetworks] : env.allowNetworks;
   const config: ServerConfig = {
     host: o.host ?? env.host ?? DEFAULT_HOST,
     port: o.port ?? env.port ?? DEFAULT_PORT,
@@ -136,6 +139,7 @@ export function resolveSettings(
       isolation: {
         ...o.isolation,
         ...(o.isolation?.allowHostPorts && { allowHostPorts: [...o.isolation.allowHostPorts] }),
+        ...(networks && { allowNetworks: networks }),
       },
     },
     artifacts: {

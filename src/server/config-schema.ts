@@ -5,6 +5,7 @@
  * environment is config.ts's; putting options, environment and defaults together is
  * config-resolve.ts's; the documented table is config-table.ts's.
  */
+import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { INSTANCE_TYPES, type RunnableInstanceType } from '../api/index.js';
@@ -17,6 +18,8 @@ export interface IsolationOptions {
   allowHostLoopback?: boolean;
   /** Host loopback ports instances' browsers may reach. Default none. */
   allowHostPorts?: number[];
+  /** Private networks (CIDRs) instances may reach. Default none; env `BURROW_ALLOW_NETWORK`. */
+  allowNetworks?: string[];
   /** Start instances even when this machine cannot isolate them (they then run unisolated). */
   insecureNoIsolation?: boolean;
   /** Run instances unisolated even where isolation works (benchmarks of its cost; tests). */
@@ -258,6 +261,16 @@ export class ConfigError extends Error {
 // The schema of the options
 
 const nonEmpty = z.string().min(1);
+/** `10.0.0.0/8`, `fd00::/8`, or a bare address (all of its bits). */
+export const isCidr = (c: string): boolean => {
+  const [address = '', prefix, ...rest] = c.split('/');
+  const max = [0, 0, 0, 0, 32, 0, 128][isIP(address)]!;
+  return (
+    max > 0 &&
+    rest.length === 0 &&
+    (prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= max))
+  );
+};
 const count = (min: number) => z.int().min(min).max(Number.MAX_SAFE_INTEGER);
 const poolSizes = z.strictObject(
   Object.fromEntries(INSTANCE_TYPES.map((t) => [t, count(0).optional()])) as Record<
@@ -269,6 +282,7 @@ const poolSizes = z.strictObject(
 const Isolation = z.strictObject({
   allowHostLoopback: z.boolean().optional(),
   allowHostPorts: z.array(z.int().min(1).max(65535)).optional(),
+  allowNetworks: z.array(z.string().refine(isCidr, 'must be a CIDR such as 10.0.0.0/8')).optional(),
   insecureNoIsolation: z.boolean().optional(),
   disable: z.boolean().optional(),
   memoryBytes: count(1).optional(),

@@ -222,6 +222,14 @@ export const SETTINGS: readonly SettingDoc[] = [
     meaning: 'host loopback ports instances may reach (flag repeatable)',
   },
   {
+    option: 'isolation.allowNetworks',
+    env: 'BURROW_ALLOW_NETWORK',
+    flags: ['--allow-network'],
+    default: 'none',
+    meaning:
+      'private networks (RFC 1918, 100.64/10, fc00::/7) instances may reach, as CIDRs (flag repeatable; variable comma-separated)',
+  },
+  {
     option: 'isolation.insecureNoIsolation',
     flags: ['--insecure-no-isolation'],
     default: 'off',

@@ -18,6 +18,7 @@ import { INSTANCE_TYPES, type RunnableInstanceType } from '../api/index.js';
 import { resolveSettings, type EnvSettings } from './config-resolve.js';
 import {
   ConfigError,
+  isCidr,
   DEFAULT_PROGRAMS,
   LOG_LEVELS,
   type LogLevel,
@@ -231,6 +232,16 @@ function readEnvironment(env: Env): EnvSettings {
     leaseSeconds: () => int('BURROW_LEASE_SECONDS', 1),
     clusterMaxInstances: () => int('BURROW_CLUSTER_MAX_INSTANCES', 1),
     drainSeconds: () => int('BURROW_DRAIN_SECONDS', 0),
+    allowNetworks: () => {
+      const networks = text('BURROW_ALLOW_NETWORK')
+        ?.split(',')
+        .map((c) => c.trim());
+      const bad = networks?.find((c) => !isCidr(c));
+      if (bad !== undefined) {
+        throw new ConfigError(`BURROW_ALLOW_NETWORK: ${bad} is no CIDR such as 10.0.0.0/8`);
+      }
+      return networks;
+    },
   };
   // each a getter: a variable is read only when no option gave its setting
   const getters = Object.entries(readers).map(([key, read]) => [key, { get: read }] as const);

@@ -188,6 +188,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     ...(iso.allowHostLoopback !== undefined && { allowHostLoopback: iso.allowHostLoopback }),
     ...(iso.disable && { disableIsolation: true }),
     ...(iso.allowHostPorts !== undefined && { allowHostPorts: iso.allowHostPorts }),
+    ...(iso.allowNetworks !== undefined && { allowNetworks: iso.allowNetworks }),
     limits: {
       ...(iso.memoryBytes !== undefined && { memoryBytes: iso.memoryBytes }),
       ...(iso.pids !== undefined && { pids: iso.pids }),

@@ -75,10 +75,10 @@ describe('classifyAddress', () => {
       ['fe80::1', 'link-local'],
       ['febf::1', 'link-local'],
       ['8.8.8.8', 'remote'],
-      ['10.1.2.4', 'remote'],
-      ['192.168.1.1', 'remote'],
+      ['10.1.2.4', 'private'],
+      ['192.168.1.1', 'private'],
       ['2001:db8::6', 'remote'],
-      ['fec0::1', 'remote'],
+      ['fec0::1', 'private'],
       ['not an address', 'unspecified'],
     ];
     for (const [address, kind] of cases) expect(classifyAddress(address, host), address).toBe(kind);

@@ -221,7 +221,8 @@ export class ClusterNode {
    * What no instance may reach: the database and every node of the cluster. An address of the
    * machine's loopback is refused on that port (the rest of loopback follows the operator's
    * host-port rules); any other address on every port (a node's or the database's machine may
-   * serve more than burrow).
+   * serve more than burrow), and on its port as an address of this host (policy.ts compares that
+   * port on every spelling of this host: `0.0.0.0`, `::`, the host's interfaces).
    */
   endpoints(): readonly { address: string; port?: number }[] {
     return this.#endpoints;
@@ -248,7 +249,8 @@ export class ClusterNode {
       for (const address of addresses) {
         const plain = address.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i, '$1');
         const loopback = plain === '::1' || /^127\./.test(plain);
-        out.push(loopback ? { address: plain, port: t.port } : { address: plain });
+        // with its port too: that port of every address of this host is the same endpoint
+        out.push({ address: plain, port: t.port }, ...(loopback ? [] : [{ address: plain }]));
       }
     }
     this.#endpoints = out;

@@ -56,6 +56,8 @@ export interface SandboxHostOptions {
   allowHostLoopback?: boolean;
   /** Egress: these host loopback ports (`--allow-host-port`). */
   allowHostPorts?: readonly number[];
+  /** Egress: these private networks, as CIDRs (`--allow-network`). */
+  allowNetworks?: readonly string[];
   /**
    * Instance disks kept formatted and mounted ahead of starts (quota.ts `DiskStock`), where disks
    * have a quota. Default 2; 0 makes every disk at its instance's start.
@@ -84,6 +86,7 @@ export class SandboxHost {
   readonly seccomp: Buffer;
   readonly allowHostLoopback: boolean;
   readonly allowHostPorts: readonly number[];
+  readonly allowNetworks: readonly string[];
   /** burrow's own listening ports, never reachable from an instance (set by the server). */
   protectedPorts: () => Iterable<number> = () => [];
   /** Endpoints of the server's cluster (database, nodes), never reachable (set by the server). */
@@ -126,6 +129,7 @@ export class SandboxHost {
     this.seccomp = support.seccomp ? buildSeccompFilter() : Buffer.alloc(0);
     this.allowHostLoopback = opts.allowHostLoopback ?? false;
     this.allowHostPorts = opts.allowHostPorts ?? [];
+    this.allowNetworks = opts.allowNetworks ?? [];
   }
 
   static async create(opts: SandboxHostOptions): Promise<SandboxHost> {

@@ -92,6 +92,7 @@ const FAILURES: Partial<Record<EgressRefusalCode, NavigationFailureReason>> = {
   protected_port: 'ConnectionRefused',
   cluster_endpoint: 'ConnectionRefused',
   link_local: 'AddressUnreachable',
+  private_network: 'AddressUnreachable',
   blocked_domain: 'BlockedByClient',
   // the upstream proxy (`proxy` of the start request): the DevTools protocol has no
   // ERR_PROXY_* reasons, so the nearest ones: ERR_CONNECTION_FAILED for an upstream that cannot
@@ -183,6 +184,7 @@ export async function openEgress(
       blockedDomains,
       allowHostLoopback: host.allowHostLoopback,
       allowHostPorts: host.allowHostPorts,
+      allowNetworks: host.allowNetworks,
       protectedPorts: () => host.protectedPorts(),
       refusedEndpoints: () => host.refusedEndpoints(),
       upstream,
@@ -253,6 +255,7 @@ export async function probeUpstream(
     {
       allowHostLoopback: host.allowHostLoopback,
       allowHostPorts: host.allowHostPorts,
+      allowNetworks: host.allowNetworks,
       protectedPorts: host.protectedPorts(),
       refusedEndpoints: host.refusedEndpoints(),
     },

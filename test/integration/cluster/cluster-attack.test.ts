@@ -48,7 +48,8 @@
  * - from inside an instance (an ubuntu instance's bash, below; a browser's page in
  *   cluster-nodes.test.ts), the database's and every node's address: refused by its egress,
  *   plain (`cluster_endpoint`) or tunnelled (CONNECT), while another host loopback port is open
- *   to it; a socket of its own reaches its own loopback only;
+ *   to it, in every spelling of this host (`0.0.0.0`, `0`, `::`, a number, IPv4-mapped: only
+ *   `127.0.0.1` was refused before issue 35); a socket of its own reaches its own loopback only;
  * - found here and closed since: whether an id is live showed to anyone through `/stream/{id}/`
  *   or `/cdp/{id}/` without a token (401 against an unknown id's 404); an unknown id now answers
  *   the wrong token's 401 too (cluster-nodes.test.ts checks it on both nodes);
@@ -432,6 +433,26 @@ describe('a project key against the cluster', () => {
         // plain: the egress's refusal; tunnelled: the CONNECT refused (curl reports no code)
         if (i % 2 === 0) expect(line, proxied).toMatch(/^403 burrow egress: cluster_endpoint/);
         else expect(line, proxied).not.toMatch(/^200|ok/);
+      }
+      // every spelling of this host is the host: 0.0.0.0, 0, ::, a number, IPv4-mapped (issue
+      // 35: only 127.0.0.1 was refused, the policy comparing the endpoints by equality)
+      const spellings = ['0.0.0.0', '0', '[::]', '2130706433', '[::ffff:127.0.0.1]'];
+      const spelled = await bash(
+        spellings
+          .flatMap((h) =>
+            [targets.site, targets.node2, targets.database].map(
+              (p) =>
+                `echo "${h}:${p} $(curl -s -m 5 --proxy http://127.0.0.1:3128 --noproxy '' -o /tmp/b -w '%{http_code}' http://${h}:${p}/livez) $(head -c 40 /tmp/b 2>/dev/null)"; rm -f /tmp/b`,
+            ),
+          )
+          .join('; '),
+      );
+      for (const h of spellings) {
+        // (nothing of the site listens on ::1, where `::` lands)
+        if (h !== '[::]') expect(spelled, h).toContain(`${h}:${targets.site} 200 reachable`);
+        for (const p of [targets.node2, targets.database]) {
+          expect(spelled, `${h}:${p}`).toContain(`${h}:${p} 403 burrow egress: cluster_endpoint`);
+        }
       }
       // a socket of its own reaches its own loopback only
       const py = `import socket

@@ -10,12 +10,17 @@
  * Guarantees, for every connection:
  * - a blocked domain (or a subdomain of one) is refused when named by the CONNECT target, the
  *   absolute URI, the `Host` header, or the SNI of a TLS ClientHello sent through a tunnel (domain
- *   fronting): the tunnel is closed before any client byte reaches the server;
+ *   fronting): the tunnel is closed before any client byte reaches the server; in a tunnel that
+ *   carries no TLS, every `Host` line (and absolute request line) of every request is checked
+ *   before it passes (`host-lines.ts`);
  * - names are resolved here, once; the connection goes to the very addresses that were checked
  *   (no second lookup, so DNS rebinding cannot swap them);
- * - the host itself (loopback, unspecified, every interface address, IPv4-mapped spellings) is
- *   reachable only on ports the operator allowed, burrow's own ports never, link-local addresses
- *   (cloud metadata) never; see `policy.ts`;
+ * - every address is read as the kernel connects to it (`address.ts`: numeric shorthands,
+ *   IPv4-mapped IPv6, `0.0.0.0`/`::` as this host) before any rule: the host itself (loopback,
+ *   unspecified, every interface address) is reachable only on ports the operator allowed,
+ *   burrow's own ports and the cluster's database and nodes never, link-local addresses (cloud
+ *   metadata) never, private networks (RFC 1918, 100.64/10, fc00::/7) only those the operator
+ *   allowed by CIDR; see `policy.ts`;
  * - refusals are an HTTP status with a short text body (403 policy, 400 malformed, 431 head too
  *   large, 502 upstream failure, 504 upstream timeout, 503 too many connections) and a closed
  *   connection; after a CONNECT was answered 200, a refusal is a TLS `access_denied` alert;
@@ -28,11 +33,11 @@
  * - a client that ignores the proxy settings gets nowhere (the namespace has no other route), and
  *   raw TCP needs a CONNECT-capable client; UDP (QUIC, DNS) has no way out at all;
  * - only the first TLS ClientHello of a tunnel is read: what flows after it (STARTTLS, a proxy
- *   chained behind an allowed host, a plain-HTTP request with another `Host` inside a CONNECT,
- *   Encrypted Client Hello's inner name) is not inspected. `blocked_domains` keeps honest clients
- *   away from names; an allowed server willing to relay can always be used as a relay;
+ *   chained behind an allowed host, Encrypted Client Hello's inner name) is not inspected.
+ *   `blocked_domains` keeps honest clients away from names; an allowed server willing to relay
+ *   can always be used as a relay;
  * - "the host" is what its interfaces say: a public address reached through NAT hairpinning is
- *   not recognised as the host. Other machines of the LAN are not the host and are reachable;
+ *   not recognised as the host. A public address routed to a private network is not private;
  * - established tunnels have no idle timeout (WebSockets idle for long); TCP keepalive finds dead
  *   peers, `close()` ends the rest.
  *
@@ -91,6 +96,8 @@ export interface EgressPolicy {
   allowHostLoopback: boolean;
   /** Host loopback ports allowed one by one (operator flag `--allow-host-port`, repeatable). */
   allowHostPorts: readonly number[];
+  /** Private networks instances may reach, as CIDRs (operator flag `--allow-network`). */
+  allowNetworks?: readonly string[];
   /**
    * burrow's own ports (API, anything else it listens on): never reachable on the host, whatever
    * the flags. Called for each connection and each request, so ports opened later count.

@@ -48,7 +48,7 @@ export type Kind = 'connect' | 'http' | 'upgrade' | 'navigate';
 
 /**
  * The operator's switch behind a refusal, for logs and refusal bodies: a host-local port needs
- * `--allow-host-port`, a blocked domain was asked for by the instance's `blocked_domains`.
+ * `--allow-host-port`, a private network `--allow-network`, a blocked domain was asked for by the instance's `blocked_domains`.
  */
 export function refusalHint(code: EgressRefusalCode, port: number): string | undefined {
   switch (code) {
@@ -59,6 +59,8 @@ export function refusalHint(code: EgressRefusalCode, port: number): string | und
       return "the instance's blocked_domains refuse it";
     case 'protected_port':
       return "burrow's own ports are never reachable from an instance";
+    case 'private_network':
+      return 'burrow serve --allow-network CIDR lets instances reach that network';
     default:
       return undefined;
   }

@@ -3,11 +3,13 @@
  * connections. Two bounds hold here: a tunnel's first flight is held back, at most
  * `MAX_SNIFF_BYTES` for at most the hello deadline, until it is known not to be a TLS ClientHello
  * naming a blocked domain (domain fronting: the CONNECT target allowed, the SNI not); and a
- * refused client gets `LINGER_MS` to read its answer, however much it keeps sending.
+ * refused client gets `LINGER_MS` to read its answer, however much it keeps sending. A tunnel
+ * that does not carry TLS is held to the `Host` rule line by line (`host-lines.ts`).
  */
 import type net from 'node:net';
 import type { Logger } from '../../../internal/log.js';
-import { label, type Authority } from './proxy-http.js';
+import { HostLines } from './host-lines.js';
+import { label, plainResponse, type Authority } from './proxy-http.js';
 import type { EgressRefusalCode } from './refusal.js';
 import { MAX_CLIENT_HELLO_BYTES, sniffClientHello } from './sni.js';
 
@@ -82,6 +84,41 @@ export function splice(
     forward(head);
     return;
   }
+  // Not TLS: every line that names a host passes the blocked domains first (host-lines.ts).
+  const forwardWatched = (first: Buffer) => {
+    const lines = new HostLines(sniff.blocked);
+    const take = (verdict: ReturnType<HostLines['feed']>): boolean => {
+      if ('blocked' in verdict) {
+        client.off('data', onChunk);
+        sniff.log.debug({
+          egress: 'connect',
+          target: label(sniff.target),
+          decision: 'refused',
+          code: 'blocked_domain',
+          host: verdict.blocked,
+        });
+        upstream.destroy();
+        const message = `${verdict.blocked} is blocked; the instance's blocked_domains refuse it`;
+        hangUp(client, plainResponse(403, 'blocked_domain', message));
+        return false;
+      }
+      if (verdict.pass.length > 0 && !upstream.write(verdict.pass)) {
+        client.pause();
+        upstream.once('drain', () => client.resume());
+      }
+      return true;
+    };
+    const onChunk = (chunk: Buffer) => void take(lines.feed(chunk));
+    const onEnd = () => {
+      if (upstream.destroyed) return;
+      if (take(lines.end()) && !upstream.writableEnded) upstream.end();
+    };
+    if (first.length > 0 && !take(lines.feed(first))) return;
+    client.on('data', onChunk);
+    if (client.readableEnded) onEnd();
+    else client.once('end', onEnd);
+    client.resume();
+  };
 
   let held = head;
   let timer: NodeJS.Timeout | undefined;
@@ -132,7 +169,9 @@ export function splice(
         break;
       }
       case 'not-tls':
-        break;
+        settle();
+        forwardWatched(held);
+        return true;
     }
     settle();
     forward(held);

@@ -1,0 +1,103 @@
+/**
+ * The `Host` rule inside a tunnel that does not carry TLS. A `CONNECT` to an allowed address can
+ * carry plain HTTP whose `Host` header (or absolute-form request line) names a blocked domain; the
+ * same request sent to the proxy is refused, so the tunnel must refuse it too, and not only in its
+ * first request: every request of a keep-alive tunnel is another chance.
+ *
+ * Rather than parse HTTP framing (a tunnel may carry any protocol), every line the client sends
+ * through a non-TLS tunnel is looked at (a line ends at LF or CR): one that reads as a `Host`
+ * header or as a request line with an absolute URI names a host, and a blocked one ends the
+ * tunnel before its line end reaches the upstream. Bytes are never held back: a line's start may
+ * pass before its end arrives, but no server acts on a header line, let alone a request head,
+ * before its end. A body that happens to hold such a line naming a blocked domain ends the tunnel
+ * too: the rule errs on the side of refusing. The first `MAX_LINE` bytes of a line are read; a
+ * longer line that starts like a naming one is refused.
+ */
+import { parseAuthority } from './proxy-http.js';
+
+/** Bytes of a line read to find the host it names. */
+export const MAX_LINE = 8 * 1024;
+
+const HOST_LINE = /^host[ \t]*:[ \t]*([^\r\n]*?)[ \t]*$/i;
+const ABSOLUTE_REQUEST = /^[A-Z]+[ \t]+[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#\s]*)/;
+/** The start of a line that may name a host once it is whole. */
+const NAMING_START = /^(?:host[ \t]*:|[A-Z]+[ \t]+[A-Za-z][A-Za-z0-9+.-]*:\/\/)/i;
+
+/** What may pass on now, or the host a line names that the blocked domains refuse. */
+export type LineVerdict = { pass: Buffer } | { blocked: string };
+
+/** The host a whole line names (`Host:` header or absolute-form request line), if any. */
+export function namedHost(line: string): string | undefined {
+  const m = HOST_LINE.exec(line) ?? ABSOLUTE_REQUEST.exec(line);
+  if (!m) return undefined;
+  const authority = m[1]!.slice(m[1]!.lastIndexOf('@') + 1);
+  // an authority that does not parse is judged by its text (normalizeHost in the matcher)
+  return parseAuthority(authority, 80)?.host ?? authority;
+}
+
+/** Where the next line end (LF or CR) is at or after `from`, else -1. */
+function lineEnd(chunk: Buffer, from: number): number {
+  const lf = chunk.indexOf(0x0a, from);
+  const cr = chunk.indexOf(0x0d, from);
+  return lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+}
+
+/** Watches one tunnel's client-to-upstream bytes, line by line. */
+export class HostLines {
+  readonly #blocked: (name: string) => string | undefined;
+  /** The current line's first bytes, as far as read (latin1). */
+  #line = '';
+  /** The current line cannot name a host (its first byte says so): not read further. */
+  #skip = false;
+  /** The current line is longer than `MAX_LINE`. */
+  #long = false;
+
+  constructor(blocked: (name: string) => string | undefined) {
+    this.#blocked = blocked;
+  }
+
+  /** Take `chunk`: all of it may pass, or the blocked host one of its lines names. */
+  feed(chunk: Buffer): LineVerdict {
+    let start = 0;
+    for (;;) {
+      const end = lineEnd(chunk, start);
+      this.#read(chunk.subarray(start, end < 0 ? chunk.length : end));
+      if (this.#long && NAMING_START.test(this.#line)) {
+        return { blocked: `a line of more than ${MAX_LINE} bytes naming a host` };
+      }
+      if (end < 0) return { pass: chunk };
+      const hit = this.#check();
+      if (hit !== undefined) return { blocked: hit };
+      start = end + 1;
+    }
+  }
+
+  /** The client ended: its last line, if it had no end, is checked as a whole one. */
+  end(): LineVerdict {
+    const hit = this.#check();
+    return hit === undefined ? { pass: Buffer.alloc(0) } : { blocked: hit };
+  }
+
+  #read(piece: Buffer): void {
+    if (this.#skip || this.#long || piece.length === 0) return;
+    if (this.#line === '') {
+      const first = piece[0]!;
+      // only lines that can name a host are read: `H`/`h`, or a method's first letter
+      this.#skip = !((first >= 0x41 && first <= 0x5a) || first === 0x68);
+      if (this.#skip) return;
+    }
+    const room = MAX_LINE - this.#line.length;
+    this.#line += piece.subarray(0, room).toString('latin1');
+    this.#long = piece.length > room;
+  }
+
+  /** The blocked host the line now ended names, if any; starts the next line. */
+  #check(): string | undefined {
+    const line = this.#line;
+    this.#line = '';
+    this.#skip = false;
+    this.#long = false;
+    const name = line === '' ? undefined : namedHost(line);
+    return name !== undefined && this.#blocked(name) !== undefined ? name : undefined;
+  }
+}
