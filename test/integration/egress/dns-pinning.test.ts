@@ -34,7 +34,7 @@ const realPromiseLookup = dns.promises.lookup;
 
 /** The local address of every connection the listener accepted: which address was reached. */
 const reached: string[] = [];
-let listener: net.Server;
+let listener: http.Server;
 let port: number;
 let proxy: net.Server;
 let proxyPort: number;
