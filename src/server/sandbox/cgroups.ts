@@ -395,20 +395,23 @@ export class Cgroup {
 /**
  * Release the instance cgroups of servers that died: thaw them (a frozen process cannot act on
  * SIGKILL, so a server killed while an instance was paused leaves it frozen for good), kill what
- * is left in them, and remove them.
+ * is left in them, and remove them. Under v1 an instance has a directory in each controller's
+ * hierarchy, and a server can die between removing one and the next: the names are gathered from
+ * every hierarchy, so a memory cgroup left without its pids one is removed too.
  */
 export async function sweepCgroups(
   layout: CgroupLayout,
   live: (name: string) => boolean,
 ): Promise<void> {
-  const parent = layout.version === 2 ? layout.parents[0]! : layout.parents[1]!;
-  let names: string[] = [];
-  try {
-    names = (await readdir(parent, { withFileTypes: true }))
-      .filter((d) => d.isDirectory())
-      .map((d) => d.name);
-  } catch {
-    return;
+  const names = new Set<string>();
+  for (const parent of layout.parents) {
+    try {
+      for (const d of await readdir(parent, { withFileTypes: true })) {
+        if (d.isDirectory()) names.add(d.name);
+      }
+    } catch {
+      /* a hierarchy without the parent yet */
+    }
   }
   for (const name of names) {
     if (live(name)) continue;
