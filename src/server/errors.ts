@@ -180,6 +180,11 @@ export const SERVER_ERRORS = {
     headers: CLOSE,
   },
   extension_not_found: { status: 404, message: 'Extension {id} not found' },
+  extension_unusable: {
+    status: 409,
+    message:
+      'Extension {id} cannot be copied into the instance ({reason}); delete it and upload it again',
+  },
   profile_in_use: {
     status: 409,
     message: 'Profile {name} is in use by {holder}; stop that instance first',
