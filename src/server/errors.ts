@@ -227,6 +227,7 @@ export const SERVER_ERRORS = {
   },
   no_recording: { status: 409, message: 'No recording is running on this instance' },
   recording_unavailable: { status: 400, message: 'This instance cannot record right now' },
+  screenshot_failed: { status: 409, message: 'The screenshot failed: {reason}' },
   recording_failed: { status: 500, message: 'The recording could not start: {reason}' },
 
   // --- kernels and notebooks ---
