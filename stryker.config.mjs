@@ -49,6 +49,7 @@ export default {
     'src/server/chromium/mux-client.ts',
     'src/server/chromium/wire.ts',
     'src/server/chromium/trap.ts',
+    'src/server/chromium/refusals.ts',
     'src/api/cdp-limits.ts',
     'src/server/auth-states/store.ts',
     'src/server/auth-states/secret-key.ts',

@@ -180,6 +180,11 @@ export const SERVER_ERRORS = {
     headers: CLOSE,
   },
   extension_not_found: { status: 404, message: 'Extension {id} not found' },
+  extension_unusable: {
+    status: 409,
+    message:
+      'Extension {id} cannot be copied into the instance ({reason}); delete it and upload it again',
+  },
   profile_in_use: {
     status: 409,
     message: 'Profile {name} is in use by {holder}; stop that instance first',
@@ -222,6 +227,7 @@ export const SERVER_ERRORS = {
   },
   no_recording: { status: 409, message: 'No recording is running on this instance' },
   recording_unavailable: { status: 400, message: 'This instance cannot record right now' },
+  screenshot_failed: { status: 409, message: 'The screenshot failed: {reason}' },
   recording_failed: { status: 500, message: 'The recording could not start: {reason}' },
 
   // --- kernels and notebooks ---

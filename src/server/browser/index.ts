@@ -147,7 +147,14 @@ class BrowserRuntime extends InstanceMachine {
   async #seedExtensions(sandbox: Sandbox): Promise<void> {
     const list = this.ctx.plan.extensions;
     for (const e of list) {
-      await sandbox.seedReadOnly(`${EXTENSIONS_DIR}/${e.id}`, e.dir, ['_metadata']);
+      await sandbox
+        .seedReadOnly(`${EXTENSIONS_DIR}/${e.id}`, e.dir, ['_metadata'])
+        .catch((err: NodeJS.ErrnoException) => {
+          if (!/^E[A-Z]+$/.test(err.code ?? '')) throw err;
+          // the system's words ("ENAMETOOLONG: name too long"), not the host path after them
+          const reason = err.message.split(',')[0]!;
+          throw serverError('extension_unusable', { id: JSON.stringify(e.id), reason });
+        });
     }
     // the saved profile's files, if any, with the extensions allowed in its preferences; they
     // replace the fresh profile's skeleton a sandbox made ahead holds (chromium/profile-template.ts)

@@ -24,6 +24,7 @@
 import { CDP_MAX_ROOT_EVENT_BYTES, CDP_MAX_ROOT_REPLY_BYTES } from '../../api/cdp-limits.js';
 import { ClientState as Client, type MuxPeer } from './mux-client.js';
 import { CdpMessageTooLarge, type CdpPipe } from './pipe.js';
+import { refusal } from './refusals.js';
 import { NavigationTraps } from './trap.js';
 import type { CdpCommand, CdpParams, CdpTransport, CdpTransportReader } from './transport.js';
 import { clientCommand, errorReply, FAILED, incoming, type Incoming, type Parsed } from './wire.js';
@@ -55,15 +56,6 @@ export interface CdpMuxOptions {
    */
   checkNavigation?(url: string): Promise<{ reason: string } | undefined>;
 }
-
-/**
- * Why a browser context with a proxy of its own is refused: Chromium would send that context's
- * traffic to the named proxy itself, around the instance's egress (where `blocked_domains` and the
- * host-local refusals hold), and the DevTools protocol never carries the proxy's credentials. The
- * instance's own upstream (`proxy` at start) serves every context instead.
- */
-export const CONTEXT_PROXY_REFUSED =
-  "burrow: a browser context cannot have a proxy of its own (it would bypass the instance's egress); start the instance with the proxy instead: POST /v1/start { proxy }, openSession({ proxy })";
 
 /** What a client attaches to: the browser, or one page target (`/devtools/page/<id>`). */
 export type MuxTarget = { type: 'browser' } | { type: 'page'; targetId: string };
@@ -270,9 +262,8 @@ export class CdpMux {
     const checked = clientCommand(data);
     if ('refused' in checked) return this.#deliver(client, checked.refused);
     const { id, method, params, sessionId } = checked;
-    if (method === 'Target.createBrowserContext' && params.proxyServer !== undefined) {
-      return this.#deliver(client, errorReply(id, -32000, CONTEXT_PROXY_REFUSED));
-    }
+    const refused = refusal(method, params);
+    if (refused !== undefined) return this.#deliver(client, errorReply(id, -32000, refused));
     let wireSession = client.session;
     if (sessionId !== undefined) {
       if (typeof sessionId !== 'string' || !client.owned.has(sessionId)) {

@@ -7,7 +7,8 @@
  * - a tool failure (`ToolFailure`) ends the action and is reported in `error`; any other error
  *   is a fault of the server and propagates;
  * - unless the action says `screenshot: false`, a screenshot follows, also after a failure, and
- *   after an action that may have changed the screen the device gets its `settleMs` first.
+ *   after an action that may have changed the screen the device gets its `settleMs` first; a
+ *   screenshot that fails as a tool failure is reported in `error` too, without an image.
  *
  * How input reaches the screen is what differs between the types, and only that: the
  * `ComputerDevice` (CDP `Input.*` on a browser tab, xdotool on an X display).
@@ -100,7 +101,13 @@ export class ComputerRunner<K> {
       if (action.screenshot ?? true) {
         const settle = this.#device.settleMs;
         if (result.error === undefined && changesScreen(action) && settle > 0) await sleep(settle);
-        result.base64_image = (await this.#device.screenshot()).toString('base64');
+        try {
+          result.base64_image = (await this.#device.screenshot()).toString('base64');
+        } catch (err) {
+          if (!(err instanceof ToolFailure)) throw err;
+          result.error =
+            result.error === undefined ? err.message : `${result.error}; ${err.message}`;
+        }
       }
       return result;
     });

@@ -3,7 +3,10 @@
  * and deflated entries, no encryption, no multi-disk, no zip64. It refuses what could write outside
  * the target directory (absolute names, `..`, backslashes, drive letters), links and device files
  * by their Unix mode, duplicate names, and more bytes unpacked than the caller allows (checked
- * against the sizes the archive claims and again against what inflating really gives).
+ * against the sizes the archive claims and again against what inflating really gives). Names are
+ * bounded too (`MAX_ENTRY_DEPTH`, `MAX_NAME_BYTES`, `MAX_ENTRY_BYTES`): unpacked under a host
+ * directory and copied again under each instance's home, a deeper or longer one would be stored
+ * and then fail every copy for want of a path the kernel takes (`PATH_MAX`, 4096 bytes).
  */
 import { inflateRawSync } from 'node:zlib';
 
@@ -24,6 +27,16 @@ const LOCAL_SIGNATURE = 0x04034b50;
 /** The end-of-central-directory record is 22 bytes plus a comment of at most 65 535. */
 const EOCD_MIN = 22;
 const MAX_COMMENT = 0xffff;
+
+/** Most components an entry's path may have, its file included (`a/b/c.js` has 3). */
+export const MAX_ENTRY_DEPTH = 64;
+/** Longest component of an entry's path, in UTF-8 bytes (Linux's `NAME_MAX`). */
+export const MAX_NAME_BYTES = 255;
+/**
+ * Longest entry path, in UTF-8 bytes: a quarter of `PATH_MAX`, which leaves the rest for where
+ * the server and each instance keep the copy.
+ */
+export const MAX_ENTRY_BYTES = 1024;
 
 const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
@@ -47,7 +60,21 @@ export function safeEntryName(raw: string): string {
   const parts = raw.split('/').filter((p) => p !== '' && p !== '.');
   if (parts.includes('..')) throw new ZipError(`entry ${JSON.stringify(raw)} leaves its folder`);
   if (parts.length === 0) throw new ZipError(`entry ${JSON.stringify(raw)} has no name`);
-  return parts.join('/');
+  const name = parts.join('/');
+  // named by its start only: a refused name may be as long as a zip allows (64 KiB)
+  const shown = JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name);
+  if (parts.length > MAX_ENTRY_DEPTH) {
+    throw new ZipError(
+      `entry ${shown} is ${parts.length} levels deep, more than ${MAX_ENTRY_DEPTH}`,
+    );
+  }
+  if (parts.some((p) => Buffer.byteLength(p) > MAX_NAME_BYTES)) {
+    throw new ZipError(`entry ${shown} has a name longer than ${MAX_NAME_BYTES} bytes`);
+  }
+  if (Buffer.byteLength(name) > MAX_ENTRY_BYTES) {
+    throw new ZipError(`entry ${shown} has a path longer than ${MAX_ENTRY_BYTES} bytes`);
+  }
+  return name;
 }
 
 /**

@@ -17,6 +17,7 @@ import { keyHandlers, running } from './key-handlers.js';
 import type { ProjectKeys } from '../cluster/keys.js';
 import { artifactHandlers } from './artifact-routes.js';
 import { fromStorageState, toStorageState } from '../auth-states/storage-state.js';
+import { isToolFailure } from '../computer/failure.js';
 import { serverError } from '../errors.js';
 import { versionInfo } from '../meta.js';
 import { holdStart, planStart } from '../instances/plan.js';
@@ -132,11 +133,15 @@ export function createHandlers(
     resume: async ({ params, query }) =>
       registry.view(await registry.resume(params.instance_id, query.timeout_hours)),
 
-    screenshot: async ({ params }) => ({
-      base64_image: (await cap(params.instance_id, 'computer', 'screenshot').screenshot()).toString(
-        'base64',
-      ),
-    }),
+    screenshot: async ({ params }) => {
+      const device = cap(params.instance_id, 'computer', 'screenshot');
+      // this route has no `error` field: a tool failure (the display gone) is a 409 naming it
+      const png = await device.screenshot().catch((err: unknown) => {
+        if (!isToolFailure(err)) throw err;
+        throw serverError('screenshot_failed', { reason: err.message });
+      });
+      return { base64_image: png.toString('base64') };
+    },
     computer: async ({ params, body }) => cap(params.instance_id, 'computer', 'computer').run(body),
     streamUrl: async ({ params }) => ({
       stream_url: await cap(params.instance_id, 'liveView', 'The live view').url(),

@@ -80,11 +80,8 @@ export function registerHandoffDone(app: FastifyInstance, registry: Registry): v
   app.post('/stream/:id/handoff/done', { bodyLimit: 1024 }, async (req) => {
     const { id } = req.params as { id: string };
     const url = new URL(req.url, 'http://localhost');
-    const { handoff } = viewerAccess(
-      registry,
-      registry.get(id),
-      url.searchParams.get('token') ?? '',
-    );
+    const rec = tokenRoute(registry, id, 'live-view'); // an unknown id: 401, as a wrong token
+    const { handoff } = viewerAccess(registry, rec, url.searchParams.get('token') ?? '');
     // the instance's own token opens the live view, but there is no hand-off to end with it
     if (!handoff) throw serverError('token_invalid', { kind: 'hand-off' });
     authenticated(req.raw.socket, req.raw);

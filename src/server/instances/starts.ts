@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { InstanceStatus, InstanceType } from '../../api/index.js';
-import { serverError } from '../errors.js';
+import { HttpError, serverError } from '../errors.js';
 import {
   upstreamLabel,
   type Sandbox,
@@ -86,7 +86,12 @@ export class InstanceStarts {
         this.#opts.listing.move(rec, 'error', 'crashed');
         await made?.stop(); // also where the runtime never took it
         await this.#opts.teardown(rec);
-        const reason = (err as Error).message;
+        // the request's own fault (an extension that cannot be copied): the same again would fail
+        if (err instanceof HttpError && err.status < 500) {
+          this.#opts.listing.remove(rec); // nobody has its id: it leaves the listing
+          throw err;
+        }
+        const reason = withoutHostPaths(err);
         if (attempt < START_ATTEMPTS && !this.#opts.closed()) {
           // nobody has its id yet: it leaves the listing, and a fresh instance is started
           this.#opts.registry.log.warn(
@@ -235,4 +240,14 @@ export class InstanceStarts {
     void this.#opts.teardown(rec);
     return undefined;
   }
+}
+
+/** `err`'s message without the host paths a file-system error names (`open '/var/…'`). */
+function withoutHostPaths(err: unknown): string {
+  const e = err as Partial<NodeJS.ErrnoException> & { dest?: unknown };
+  let text = err instanceof Error ? err.message : String(err);
+  for (const path of [e.path, e.dest]) {
+    if (typeof path === 'string' && path !== '') text = text.split(path).join('…');
+  }
+  return text;
 }

@@ -133,12 +133,16 @@ describe('an ubuntu instance pointing the server at host sockets', () => {
     const out = await sh(linkId, `rm -f ${x} && ln -s ${trap.path} ${x} && ls -l ${x}`);
     expect(out).toContain(`-> ${trap.path}`);
 
+    // the instance's own doing: a tool failure naming the cause (issue 35), not a 500
     const r = await api(`/v1/instance/${linkId}/computer`, { action: 'take_screenshot' });
-    expect(r.status).toBe(500);
+    expect(r.status).toBe(200);
     await sleep(300);
     expect(trap.received().includes(cookie)).toBe(false);
     expect(trap.connections).toEqual([]);
-    expect(logged(new RegExp(`cannot connect to ${x} inside the instance: .*ENOENT`))).toBe(true);
+    expect(r.body.base64_image).toBeUndefined();
+    expect(r.body.error).toMatch(
+      new RegExp(`cannot connect to ${x} inside the instance: .*ENOENT`),
+    );
   });
 
   it("screenshot: X socket deleted; a clear error, never the host's X socket", async (ctx) => {
@@ -157,18 +161,18 @@ describe('an ubuntu instance pointing the server at host sockets', () => {
       mkdirSync('/tmp/.X11-unix', { recursive: true, mode: 0o1777 });
       trap = await HostSocket.listen(x);
 
+      // the instance's own doing: a 409 naming the cause (issue 35), not a 500
       const r = await api(`/v1/instance/${goneId}/screenshot`);
-      expect(r.status).toBe(500);
+      expect(r.status).toBe(409);
+      const { detail } = r.body as { detail: string };
       await sleep(300);
       expect(trap.received().includes(cookie)).toBe(false);
       expect(trap.connections).toEqual([]);
-      expect(
-        logged(
-          new RegExp(
-            `Cannot connect to X display :${number}: cannot connect to ${x} inside the instance: .*ENOENT`,
-          ),
+      expect(detail).toMatch(
+        new RegExp(
+          `The X display :${number} cannot be reached: .*cannot connect to ${x} inside the instance: .*ENOENT`,
         ),
-      ).toBe(true);
+      );
     } finally {
       await trap?.close();
       rmSync(lock, { force: true });

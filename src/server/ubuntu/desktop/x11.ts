@@ -97,11 +97,13 @@ class X11Connection {
     if (!m) throw new Error(`Unsupported X display name ${JSON.stringify(display)}`);
     const number = m[1]!;
     const cookie = xauthority ? parseXauthority(await readFile(xauthority), number) : undefined;
-    const socket = await (connect ?? connectOnHost)(`${SOCKET_DIR}/X${number}`).catch(
-      (err: unknown) => {
-        throw new Error(`Cannot connect to X display :${number}: ${(err as Error).message}`);
-      },
-    );
+    const path = `${SOCKET_DIR}/X${number}`;
+    const socket = await (connect ?? connectOnHost)(path).catch((err: unknown) => {
+      // the socket is the instance's own: it may have moved it, and that is its failure
+      throw new ToolFailure(
+        `The X display :${number} cannot be reached: its socket ${path} was moved or removed, or refuses connections (${(err as Error).message})`,
+      );
+    });
     const conn = new X11Connection(socket);
     const setup = new Promise<Buffer>((resolve, reject) => (conn.#setup = { resolve, reject }));
     socket.write(setupRequest(cookie));
@@ -239,7 +241,27 @@ export class X11Screen {
     this.#target = target;
   }
 
+  /**
+   * The screen as PNG. The X server is the instance's: whatever it does wrong (its socket moved,
+   * the connection ended, no answer) is a tool failure naming the cause, not a fault of the
+   * server. A connection that was already open is retried once on a fresh one first, since the
+   * instance may have ended it long before.
+   */
   async screenshot(): Promise<Buffer> {
+    const reused = this.#conn !== undefined;
+    try {
+      return await this.#screenshot();
+    } catch (err) {
+      if (reused && !(err instanceof ToolFailure)) {
+        return this.#screenshot().catch((again: unknown) => {
+          throw displayFailure(this.#target.display, again);
+        });
+      }
+      throw displayFailure(this.#target.display, err);
+    }
+  }
+
+  async #screenshot(): Promise<Buffer> {
     const conn = await this.#connection();
     const { width, height } = conn.screen;
     try {
@@ -259,9 +281,16 @@ export class X11Screen {
   /**
    * Gives every keysym in `keysyms` a keycode, binding the missing ones to spare keycodes
    * (reusing the least recently bound when none are left). Resolves true when the keymap
-   * changed: applications learn of it asynchronously.
+   * changed: applications learn of it asynchronously. A failure of the display is a tool
+   * failure, as for `screenshot`.
    */
-  async ensureKeysyms(keysyms: readonly number[]): Promise<boolean> {
+  ensureKeysyms(keysyms: readonly number[]): Promise<boolean> {
+    return this.#ensureKeysyms(keysyms).catch((err: unknown) => {
+      throw displayFailure(this.#target.display, err);
+    });
+  }
+
+  async #ensureKeysyms(keysyms: readonly number[]): Promise<boolean> {
     const conn = await this.#connection();
     const { minKeycode, maxKeycode } = conn.screen;
     const count = maxKeycode - minKeycode + 1;
@@ -311,6 +340,12 @@ export class X11Screen {
     });
     return conn;
   }
+}
+
+/** `err` of the instance's X display `display` as the tool failure it is. */
+function displayFailure(display: string, err: unknown): ToolFailure {
+  if (err instanceof ToolFailure) return err;
+  return new ToolFailure(`The X display ${display} failed the request: ${(err as Error).message}`);
 }
 
 /** ZPixmap data of the root window's top-left `w` × `h`, fetched in strips pipelined on `conn`. */
