@@ -6,7 +6,7 @@
  * // server.url, server.apiKey
  * ```
  */
-import { compose } from './cluster/compose.js';
+import { compose, type ServerParts } from './cluster/compose.js';
 import { Drain } from './cluster/drain.js';
 import { serverError } from './errors.js';
 import { Health } from './instances/health.js';
@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import type { AddressInfo, Socket } from 'node:net';
 import type { RunnableInstanceType } from '../api/index.js';
 import { background } from '../internal/background.js';
+import type { Logger } from '../internal/log.js';
 import { pidAlive } from '../internal/process.js';
 import { buildApp, createLogger } from './http/app.js';
 import { ArtifactStore } from './artifacts/store.js';
@@ -28,7 +29,12 @@ import { DEFAULT_RESOLUTION, Registry } from './instances/registry.js';
 import { withServices, type RuntimeFactory } from './instances/runtime.js';
 import { SandboxHost } from './sandbox/index.js';
 import { ProfileTemplate } from './chromium/index.js';
-import { resolveServerConfig, type ServerOptions, type WarmPoolSizes } from './config.js';
+import {
+  resolveServerConfig,
+  type ServerConfig,
+  type ServerOptions,
+  type WarmPoolSizes,
+} from './config.js';
 
 export {
   ConfigError,
@@ -124,29 +130,13 @@ function runtimeFactories(): Record<RunnableInstanceType, RuntimeFactory> {
   };
 }
 
-export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
-  // every setting, checked once (config.ts); the rooms below get their parts of it
-  const config = resolveServerConfig(
-    options,
-    process.env,
-    () => `bk_${randomBytes(24).toString('base64url')}`,
-  );
-  const { host, apiKey, dataDir, programs } = config;
-  const chromiumPath = programs.chromium;
-  const instancesRoot = join(dataDir, 'instances');
-  await mkdir(instancesRoot, { recursive: true, mode: 0o700 });
-  const earlier = await sweepRuns(instancesRoot);
-  const runDir = join(instancesRoot, `run-${process.pid}-${randomBytes(4).toString('hex')}`);
-  await mkdir(runDir, { recursive: true, mode: 0o700 });
-  await writeFile(join(runDir, 'owner.pid'), String(process.pid));
-
-  let publicUrl = config.publicUrl ?? '';
-  const logger = createLogger(config.logLevel, {
-    secrets: [apiKey],
-    ...(options.logDestination && { destination: options.logDestination }),
-  });
-  // alone, the single-node defaults; with --cluster, the cluster's parts (cluster/compose.ts)
-  const parts = await compose(config, { log: logger, journal: join(runDir, JOURNAL), earlier });
+/**
+ * The stores of what users keep (auth states, uploaded extensions, persistent profiles), each
+ * ready: on a single server files under the data dir; on a cluster node the cluster's tables,
+ * which each store follows from then on (`parts`, cluster/compose.ts).
+ */
+async function openStores(config: ServerConfig, parts: ServerParts) {
+  const { dataDir } = config;
   const authStore = new AuthStore(dataDir, {
     secretKeyFile: config.secretKeys.secretKeyFile,
     oldSecretKeyFiles: config.secretKeys.oldSecretKeyFiles,
@@ -170,18 +160,19 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     backend: parts.profiles,
   });
   await profiles.ready;
-  const artifacts = new ArtifactStore({
-    root: join(runDir, 'retained'),
-    retentionMs: config.artifacts.retentionMs,
-    maxRetainedBytes: config.artifacts.maxRetainedBytes,
-    log: logger,
-  });
-  // each instance gets its artifacts (downloads, recordings), which outlive its processes
-  const factories = withArtifacts(runtimeFactories(), artifacts);
+  return { authStore, extensions, profiles };
+}
+
+/** The sandbox layer every instance is built with, from the isolation settings. */
+function createSandboxHost(
+  config: ServerConfig,
+  runDir: string,
+  log: Logger,
+): Promise<SandboxHost> {
   const iso = config.sandbox.isolation;
-  const sandboxHost = await SandboxHost.create({
+  return SandboxHost.create({
     runDir,
-    log: logger,
+    log,
     sandboxRoot: config.sandbox.root,
     bwrapPath: config.sandbox.bwrapPath,
     ...(iso.insecureNoIsolation !== undefined && { insecureNoIsolation: iso.insecureNoIsolation }),
@@ -196,6 +187,41 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       ...(iso.diskBytes !== undefined && { diskBytes: iso.diskBytes }),
     },
   });
+}
+
+export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
+  // every setting, checked once (config.ts); the rooms below get their parts of it
+  const config = resolveServerConfig(
+    options,
+    process.env,
+    () => `bk_${randomBytes(24).toString('base64url')}`,
+  );
+  const { host, apiKey, dataDir, programs } = config;
+  const chromiumPath = programs.chromium;
+  const instancesRoot = join(dataDir, 'instances');
+  await mkdir(instancesRoot, { recursive: true, mode: 0o700 });
+  const earlier = await sweepRuns(instancesRoot);
+  const runDir = join(instancesRoot, `run-${process.pid}-${randomBytes(4).toString('hex')}`);
+  await mkdir(runDir, { recursive: true, mode: 0o700 });
+  await writeFile(join(runDir, 'owner.pid'), String(process.pid));
+
+  let publicUrl = config.publicUrl ?? '';
+  const logger = createLogger(config.logLevel, {
+    secrets: [apiKey],
+    ...(options.logDestination && { destination: options.logDestination }),
+  });
+  // alone, the single-node defaults; with --cluster, the cluster's parts (cluster/compose.ts)
+  const parts = await compose(config, { log: logger, journal: join(runDir, JOURNAL), earlier });
+  const { authStore, extensions, profiles } = await openStores(config, parts);
+  const artifacts = new ArtifactStore({
+    root: join(runDir, 'retained'),
+    retentionMs: config.artifacts.retentionMs,
+    maxRetainedBytes: config.artifacts.maxRetainedBytes,
+    log: logger,
+  });
+  // each instance gets its artifacts (downloads, recordings), which outlive its processes
+  const factories = withArtifacts(runtimeFactories(), artifacts);
+  const sandboxHost = await createSandboxHost(config, runDir, logger);
   // readiness: this machine can start a sandbox (a self-test), and the server is not draining
   const health = new Health(sandboxHost, runDir, logger);
   const { maxInstances, maxUploadBytes, warmPool, sandboxStock } = config;
