@@ -110,6 +110,8 @@ export interface ServerOptions {
   mcpIdleSeconds?: number;
   /** MCP sessions open at once; past it 429. Default 64; env `BURROW_MCP_MAX_SESSIONS`. */
   mcpMaxSessions?: number;
+  /** MCP sessions one project's keys may hold at once (cluster mode), under `mcpMaxSessions`; past it 429. Default 16; env `BURROW_MCP_MAX_SESSIONS_PER_PROJECT`. */
+  mcpMaxSessionsPerProject?: number;
   /** Where instance disks and generated `/etc`s live. Default env `BURROW_SANDBOX_ROOT`, else `/var/lib/burrow/sandboxes`. */
   sandboxRoot?: string;
   /** bubblewrap binary, when it exists. Default env `BURROW_BWRAP`, else `/usr/bin/bwrap` or `/bin/bwrap`. */
@@ -176,7 +178,11 @@ export interface ServerConfig {
     readonly isolation: Readonly<IsolationOptions>;
   };
   readonly artifacts: { readonly retentionMs: number; readonly maxRetainedBytes: number };
-  readonly mcp: { readonly idleMs: number; readonly maxSessions: number };
+  readonly mcp: {
+    readonly idleMs: number;
+    readonly maxSessions: number;
+    readonly maxSessionsPerProject: number;
+  };
   readonly secretKeys: {
     readonly secretKeyFile: string | undefined;
     readonly oldSecretKeyFiles: readonly string[] | undefined;
@@ -219,6 +225,8 @@ export const DEFAULT_ARTIFACT_RETENTION_SECONDS = 3600;
 export const DEFAULT_ARTIFACT_RETAIN_MAX_BYTES = 16 * 2 ** 30;
 export const DEFAULT_MCP_IDLE_SECONDS = 30 * 60;
 export const DEFAULT_MCP_MAX_SESSIONS = 64;
+/** A quarter of the node's: four projects at their cap still leave the admin room. */
+export const DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT = 16;
 /** Sandboxes made ahead: a burst of two cold starts builds none. */
 export const DEFAULT_SANDBOX_STOCK = 2;
 const DEFAULT_MAX_UPLOAD_BYTES = 100 * 2 ** 20;
@@ -360,6 +368,7 @@ const Options = z.strictObject({
   artifactRetainMaxBytes: count(0).optional(),
   mcpIdleSeconds: count(1).optional(),
   mcpMaxSessions: count(1).optional(),
+  mcpMaxSessionsPerProject: count(1).optional(),
   sandboxRoot: nonEmpty.optional(),
   bwrapPath: nonEmpty.optional(),
   cluster: Cluster.optional(),
@@ -639,6 +648,13 @@ export const SETTINGS: readonly SettingDoc[] = [
     meaning: 'MCP sessions open at once; past it `initialize` answers 429',
   },
   {
+    option: 'mcpMaxSessionsPerProject',
+    env: 'BURROW_MCP_MAX_SESSIONS_PER_PROJECT',
+    default: `\`${DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT}\``,
+    meaning:
+      'MCP sessions the keys of one project hold at once (cluster mode), within `mcpMaxSessions`; past it `initialize` answers 429',
+  },
+  {
     option: 'cluster.databaseUrl',
     env: 'BURROW_DATABASE_URL',
     flags: ['--cluster'],
@@ -842,6 +858,10 @@ export function resolveServerConfig(
       idleMs: mcpIdle * 1000,
       maxSessions:
         o.mcpMaxSessions ?? int('BURROW_MCP_MAX_SESSIONS', 1) ?? DEFAULT_MCP_MAX_SESSIONS,
+      maxSessionsPerProject:
+        o.mcpMaxSessionsPerProject ??
+        int('BURROW_MCP_MAX_SESSIONS_PER_PROJECT', 1) ??
+        DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT,
     },
     secretKeys: {
       secretKeyFile: o.secretKeyFile,
