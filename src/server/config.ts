@@ -56,6 +56,22 @@ export interface ServerOptions {
   maxExtensionBytes?: number;
   /** Largest persistent browser profile (sealed) in bytes; a bigger one is not saved. Default 200 MiB; env `BURROW_MAX_PROFILE_BYTES`. */
   maxProfileBytes?: number;
+  /** Saved auth states of one project (a single server: of the server); past it a save answers 507. Default 1000; env `BURROW_MAX_AUTH_STATES_PER_PROJECT`. */
+  maxAuthStatesPerProject?: number;
+  /** Bytes of the saved auth states of one project together; past it a save answers 507. Default 64 MiB; env `BURROW_MAX_AUTH_STATE_BYTES_PER_PROJECT`. */
+  maxAuthStateBytesPerProject?: number;
+  /** Bytes of every project’s saved auth states together (the server’s, or the cluster database’s); past it a save answers 507. Default 1 GiB; env `BURROW_MAX_AUTH_STATE_BYTES_TOTAL`. */
+  maxAuthStateBytesTotal?: number;
+  /** Saved browser profiles of one project; a start naming a new one past it answers 507. Default 50; env `BURROW_MAX_PROFILES_PER_PROJECT`. */
+  maxProfilesPerProject?: number;
+  /** Sealed bytes of one project’s saved profiles together; a save past it is refused (the old version stays). Default 2 GiB; env `BURROW_MAX_PROFILE_BYTES_PER_PROJECT`. */
+  maxProfileBytesPerProject?: number;
+  /** Sealed bytes of every project’s saved profiles together; a save past it is refused (the old version stays). Default 20 GiB; env `BURROW_MAX_PROFILE_BYTES_TOTAL`. */
+  maxProfileBytesTotal?: number;
+  /** Uploaded browser extensions; an upload past it answers 507. Default 100; env `BURROW_MAX_EXTENSIONS`. */
+  maxExtensions?: number;
+  /** Unpacked bytes of every uploaded extension together; an upload past it answers 507. Default 2 GiB; env `BURROW_MAX_EXTENSION_BYTES_TOTAL`. */
+  maxExtensionBytesTotal?: number;
   /** Chromium binary. Default env `BURROW_CHROMIUM`, else `/usr/lib/chromium/chromium`. */
   chromiumPath?: string;
   /** Flags added to every Chromium after burrow's own. Default env `BURROW_CHROMIUM_FLAGS` (space-separated), else none. */
@@ -165,6 +181,8 @@ export interface ServerConfig {
   readonly maxUploadBytes: number;
   readonly maxExtensionBytes: number;
   readonly maxProfileBytes: number;
+  /** Caps on what is kept for projects (count, bytes): per project, and for all together. */
+  readonly storeCaps: Readonly<StoreCaps>;
   /** Undefined: the HTTP layer's own default (http/limits.ts). */
   readonly maxConnectionsPerClient: number | undefined;
   readonly warmPool: Readonly<WarmPoolSizes>;
@@ -232,6 +250,18 @@ export const DEFAULT_SANDBOX_STOCK = 2;
 const DEFAULT_MAX_UPLOAD_BYTES = 100 * 2 ** 20;
 export const DEFAULT_MAX_EXTENSION_BYTES = 50 * 2 ** 20;
 export const DEFAULT_MAX_PROFILE_BYTES = 200 * 2 ** 20;
+
+/** The caps on kept auth states, profiles and extensions (a single server is one project). */
+export interface StoreCaps {
+  authStates: { count: number; bytes: number; totalBytes: number };
+  profiles: { count: number; bytes: number; totalBytes: number };
+  extensions: { count: number; bytes: number };
+}
+export const DEFAULT_STORE_CAPS: StoreCaps = {
+  authStates: { count: 1000, bytes: 64 * 2 ** 20, totalBytes: 2 ** 30 },
+  profiles: { count: 50, bytes: 2 * 2 ** 30, totalBytes: 20 * 2 ** 30 },
+  extensions: { count: 100, bytes: 2 * 2 ** 30 },
+};
 
 /** A bad setting: the message names where the value came from and what a right one looks like. */
 export class ConfigError extends Error {
@@ -346,6 +376,14 @@ const Options = z.strictObject({
   maxUploadBytes: count(1).optional(),
   maxExtensionBytes: count(1).optional(),
   maxProfileBytes: count(1).optional(),
+  maxAuthStatesPerProject: count(1).optional(),
+  maxAuthStateBytesPerProject: count(1).optional(),
+  maxAuthStateBytesTotal: count(1).optional(),
+  maxProfilesPerProject: count(1).optional(),
+  maxProfileBytesPerProject: count(1).optional(),
+  maxProfileBytesTotal: count(1).optional(),
+  maxExtensions: count(1).optional(),
+  maxExtensionBytesTotal: count(1).optional(),
   chromiumPath: nonEmpty.optional(),
   chromiumFlags: z.array(nonEmpty).optional(),
   xvfbPath: nonEmpty.optional(),
@@ -465,6 +503,58 @@ export const SETTINGS: readonly SettingDoc[] = [
     default: '200 MiB',
     meaning:
       'largest persistent browser profile (sealed) in bytes; a bigger one is not saved (the old version stays)',
+  },
+  {
+    option: 'maxAuthStatesPerProject',
+    env: 'BURROW_MAX_AUTH_STATES_PER_PROJECT',
+    default: '`1000`',
+    meaning:
+      'saved auth states of one project (a single server: of the server); past it a save answers 507',
+  },
+  {
+    option: 'maxAuthStateBytesPerProject',
+    env: 'BURROW_MAX_AUTH_STATE_BYTES_PER_PROJECT',
+    default: '64 MiB',
+    meaning: 'bytes of the saved auth states of one project together; past it a save answers 507',
+  },
+  {
+    option: 'maxAuthStateBytesTotal',
+    env: 'BURROW_MAX_AUTH_STATE_BYTES_TOTAL',
+    default: '1 GiB',
+    meaning:
+      'bytes of every project’s saved auth states together (the server’s, or the cluster database’s); past it a save answers 507',
+  },
+  {
+    option: 'maxProfilesPerProject',
+    env: 'BURROW_MAX_PROFILES_PER_PROJECT',
+    default: '`50`',
+    meaning: 'saved browser profiles of one project; a start naming a new one past it answers 507',
+  },
+  {
+    option: 'maxProfileBytesPerProject',
+    env: 'BURROW_MAX_PROFILE_BYTES_PER_PROJECT',
+    default: '2 GiB',
+    meaning:
+      'sealed bytes of one project’s saved profiles together; a save past it is refused (the old version stays)',
+  },
+  {
+    option: 'maxProfileBytesTotal',
+    env: 'BURROW_MAX_PROFILE_BYTES_TOTAL',
+    default: '20 GiB',
+    meaning:
+      'sealed bytes of every project’s saved profiles together; a save past it is refused (the old version stays)',
+  },
+  {
+    option: 'maxExtensions',
+    env: 'BURROW_MAX_EXTENSIONS',
+    default: '`100`',
+    meaning: 'uploaded browser extensions; an upload past it answers 507',
+  },
+  {
+    option: 'maxExtensionBytesTotal',
+    env: 'BURROW_MAX_EXTENSION_BYTES_TOTAL',
+    default: '2 GiB',
+    meaning: 'unpacked bytes of every uploaded extension together; an upload past it answers 507',
   },
   {
     option: 'maxConnectionsPerClient',
@@ -774,6 +864,8 @@ export function resolveServerConfig(
     const t = text(name);
     return t === undefined ? undefined : parseInteger(name, t, min, max);
   };
+  const cap = (given: number | undefined, name: string, fallback: number) =>
+    given ?? int(name, 1) ?? fallback;
   const levelText = text('BURROW_LOG_LEVEL');
   const logLevel =
     o.logLevel ?? (levelText === undefined ? 'warn' : parseLogLevel('BURROW_LOG_LEVEL', levelText));
@@ -833,6 +925,50 @@ export function resolveServerConfig(
       o.maxExtensionBytes ?? int('BURROW_MAX_EXTENSION_BYTES', 1) ?? DEFAULT_MAX_EXTENSION_BYTES,
     maxProfileBytes:
       o.maxProfileBytes ?? int('BURROW_MAX_PROFILE_BYTES', 1) ?? DEFAULT_MAX_PROFILE_BYTES,
+    storeCaps: {
+      authStates: {
+        count: cap(
+          o.maxAuthStatesPerProject,
+          'BURROW_MAX_AUTH_STATES_PER_PROJECT',
+          DEFAULT_STORE_CAPS.authStates.count,
+        ),
+        bytes: cap(
+          o.maxAuthStateBytesPerProject,
+          'BURROW_MAX_AUTH_STATE_BYTES_PER_PROJECT',
+          DEFAULT_STORE_CAPS.authStates.bytes,
+        ),
+        totalBytes: cap(
+          o.maxAuthStateBytesTotal,
+          'BURROW_MAX_AUTH_STATE_BYTES_TOTAL',
+          DEFAULT_STORE_CAPS.authStates.totalBytes,
+        ),
+      },
+      profiles: {
+        count: cap(
+          o.maxProfilesPerProject,
+          'BURROW_MAX_PROFILES_PER_PROJECT',
+          DEFAULT_STORE_CAPS.profiles.count,
+        ),
+        bytes: cap(
+          o.maxProfileBytesPerProject,
+          'BURROW_MAX_PROFILE_BYTES_PER_PROJECT',
+          DEFAULT_STORE_CAPS.profiles.bytes,
+        ),
+        totalBytes: cap(
+          o.maxProfileBytesTotal,
+          'BURROW_MAX_PROFILE_BYTES_TOTAL',
+          DEFAULT_STORE_CAPS.profiles.totalBytes,
+        ),
+      },
+      extensions: {
+        count: cap(o.maxExtensions, 'BURROW_MAX_EXTENSIONS', DEFAULT_STORE_CAPS.extensions.count),
+        bytes: cap(
+          o.maxExtensionBytesTotal,
+          'BURROW_MAX_EXTENSION_BYTES_TOTAL',
+          DEFAULT_STORE_CAPS.extensions.bytes,
+        ),
+      },
+    },
     maxConnectionsPerClient:
       o.maxConnectionsPerClient ?? int('BURROW_MAX_CONNECTIONS_PER_CLIENT', 0),
     warmPool,

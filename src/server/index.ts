@@ -150,6 +150,16 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     secretKeyFile: config.secretKeys.secretKeyFile,
     oldSecretKeyFiles: config.secretKeys.oldSecretKeyFiles,
     env: config.secretKeys.env,
+    // a single server is one project; a cluster's store holds every project's (keys.ts: each's)
+    caps: config.cluster
+      ? { count: Infinity, bytes: config.storeCaps.authStates.totalBytes }
+      : {
+          count: config.storeCaps.authStates.count,
+          bytes: Math.min(
+            config.storeCaps.authStates.bytes,
+            config.storeCaps.authStates.totalBytes,
+          ),
+        },
     ...parts.authStates,
   });
   await authStore.ready; // states of 0.1 and of rotated-out keys re-encrypted
@@ -158,6 +168,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // cluster node they are the cluster's, and the directory this node's cache of them
   const extensions = new ExtensionStore(dataDir, {
     maxBytes: config.maxExtensionBytes,
+    caps: config.storeCaps.extensions,
     shared: parts.extensions,
   });
   await extensions.ready;
@@ -166,6 +177,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const profiles = new ProfileStore(dataDir, {
     keyring: authStore.keyring,
     maxBytes: config.maxProfileBytes,
+    caps: config.storeCaps.profiles,
     backend: parts.profiles,
   });
   await profiles.ready;
