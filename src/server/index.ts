@@ -160,6 +160,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
             config.storeCaps.authStates.totalBytes,
           ),
         },
+    projectCaps: config.storeCaps.authStates,
     ...parts.authStates,
   });
   await authStore.ready; // states of 0.1 and of rotated-out keys re-encrypted

@@ -160,6 +160,8 @@ export interface AuthStoreOptions extends KeyringOptions {
    * own caps are checked by http/cluster/keys.ts); past them a save answers 507. Default none.
    */
   caps?: { count: number; bytes: number } | undefined;
+  /** On a cluster, the caps of each project's own (checked by http/cluster/keys.ts). */
+  projectCaps?: { count: number; bytes: number } | undefined;
 }
 
 export class AuthStore {
@@ -171,6 +173,8 @@ export class AuthStore {
   /** id → its sealed size, readable or not (what it takes where it is kept) */
   readonly #sizes = new Map<string, number>();
   readonly #caps: { count: number; bytes: number };
+  /** Each project's caps (a cluster's; read by http/cluster/keys.ts). */
+  readonly projectCaps: { readonly count: number; readonly bytes: number };
   readonly #queue = new SerialQueue();
   readonly #readOnly: boolean;
   readonly #shared: boolean;
@@ -181,6 +185,7 @@ export class AuthStore {
     this.#readOnly = options.readOnly ?? false;
     this.#shared = options.shared ?? false;
     this.#caps = options.caps ?? { count: Infinity, bytes: Infinity };
+    this.projectCaps = options.projectCaps ?? { count: Infinity, bytes: Infinity };
     this.#keyring = options.keyring ?? this.#keys(dataDir, options);
     this.#backend =
       options.backend ??

@@ -1,8 +1,12 @@
 /**
- * The `/mcp` session cap is per project under the node's (issue 35): on a cluster node (one, in
- * this process, on a real PostgreSQL) with room for 4 sessions, 2 per project, project alpha's
- * key cannot take the node's every place: its third `initialize` answers 429 saying so, while
- * project beta still opens its own; at the node's cap everyone is refused; a DELETE frees a place.
+ * Caps per project under the node's (issue 35), on a cluster node (one, in this process, on a
+ * real PostgreSQL) with two project keys:
+ *
+ * - `/mcp`: with room for 4 sessions, 2 per project, project alpha's key cannot take the node's
+ *   every place: its third `initialize` answers 429 saying so, while project beta still opens
+ *   its own; at the node's cap everyone is refused; a DELETE frees a place;
+ * - auth states: 2 per project: alpha's third answers 507 and is not written, beta still saves
+ *   its own, a delete of alpha's makes room.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -30,6 +34,7 @@ beforeAll(async () => {
     warmPool: 0,
     mcpMaxSessions: 4,
     mcpMaxSessionsPerProject: 2,
+    maxAuthStatesPerProject: 2,
     cluster: { databaseUrl: pg.url, nodeName: 'node-1', leaseSeconds: 5 },
   });
   const admin = new Burrow({ baseUrl: node.url, apiKey: node.apiKey, maxRetries: 0 });
@@ -94,5 +99,41 @@ describe('MCP sessions per project', () => {
     });
     expect(del.status).toBe(200);
     expect((await initialize(keyA)).status).toBe(200);
+  }, 60_000);
+});
+
+describe('auth states per project', () => {
+  const state = { cookies: [], origins: [] };
+  const save = (key: string, name: string) =>
+    node.api(`/v1/auth_states/import?name=${name}`, { json: state, headers: { 'x-api-key': key } });
+  const listed = async (key: string) =>
+    (
+      (await (await node.api('/v1/auth_states', { headers: { 'x-api-key': key } })).json()) as {
+        id: string;
+      }[]
+    ).map((s) => s.id);
+
+  it('one project cannot fill the store every project shares', async () => {
+    const first = (await (await save(keyA, 'a1')).json()) as { auth_state_id: string };
+    expect((await save(keyA, 'a2')).status).toBe(200);
+    const over = await save(keyA, 'a3');
+    expect(over.status).toBe(507);
+    expect(over.headers.get('x-burrow-error')).toBe('store_full');
+    expect(await over.json()).toEqual({
+      detail:
+        'No room for an auth state: the project keeps 2 auth states, its cap is 2; delete some to make room',
+    });
+    expect(await listed(keyA)).toHaveLength(2);
+    // replacing one of its own by name adds none
+    expect((await save(keyA, 'a2')).status).toBe(200);
+    // another project still has its own room
+    expect((await save(keyB, 'b1')).status).toBe(200);
+    expect((await save(keyB, 'b2')).status).toBe(200);
+    const del = await node.api(`/v1/auth_states/${first.auth_state_id}/delete`, {
+      method: 'POST',
+      headers: { 'x-api-key': keyA },
+    });
+    expect(del.status).toBe(200);
+    expect((await save(keyA, 'a3')).status).toBe(200);
   }, 60_000);
 });
