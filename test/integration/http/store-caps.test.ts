@@ -150,4 +150,31 @@ describe('caps on what is kept', () => {
     expect(two.status).toBe(200);
     await client.instances.stop(((await two.json()) as { id: string }).id);
   }, 180_000);
+
+  it('profiles: a save past the project’s bytes is refused at the stop, nothing written', async () => {
+    await using small = await testServer({ maxProfileBytesPerProject: 1000 });
+    const api = new Burrow({ baseUrl: small.url, apiKey: small.apiKey, maxRetries: 0 });
+    try {
+      const inst = await api.instances.start({
+        instance_type: 'browser',
+        profile: { name: 'fat', save_changes: true },
+      });
+      await api.instances.stop(inst.id);
+      await expect
+        .poll(
+          async () =>
+            ((await api.instances.get(inst.id)).events ?? []).find(
+              (e) => e.type === 'profile_not_saved',
+            )?.message ?? '',
+          { timeout: 60_000, interval: 500 },
+        )
+        .toMatch(
+          /^profile fat not saved, its previous version is kept: No room for profile "fat": with it the profiles would take \d+ bytes, the cap \(maxProfileBytesPerProject\) is 1000/,
+        );
+      expect(await api.profiles.list()).toEqual([]);
+      expect(readdirSync(join(small.dataDir, 'profiles'))).toEqual([]);
+    } finally {
+      await api.close();
+    }
+  }, 180_000);
 });
