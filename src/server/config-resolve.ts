@@ -19,6 +19,8 @@ import {
   DEFAULT_MAX_UPLOAD_BYTES,
   DEFAULT_MCP_IDLE_SECONDS,
   DEFAULT_MCP_MAX_SESSIONS,
+  DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT,
+  DEFAULT_STORE_CAPS,
   DEFAULT_PORT,
   DEFAULT_SANDBOX_ROOT,
   DEFAULT_SANDBOX_STOCK,
@@ -66,6 +68,15 @@ export interface EnvSettings {
   readonly leaseSeconds: number | undefined;
   readonly clusterMaxInstances: number | undefined;
   readonly drainSeconds: number | undefined;
+  readonly mcpMaxSessionsPerProject: number | undefined;
+  readonly maxAuthStatesPerProject: number | undefined;
+  readonly maxAuthStateBytesPerProject: number | undefined;
+  readonly maxAuthStateBytesTotal: number | undefined;
+  readonly maxProfilesPerProject: number | undefined;
+  readonly maxProfileBytesPerProject: number | undefined;
+  readonly maxProfileBytesTotal: number | undefined;
+  readonly maxExtensions: number | undefined;
+  readonly maxExtensionBytesTotal: number | undefined;
   /** `BURROW_ALLOW_NETWORK`, split at its commas and checked. */
   readonly allowNetworks: string[] | undefined;
 }
@@ -128,6 +139,41 @@ export function resolveSettings(
     maxUploadBytes: o.maxUploadBytes ?? env.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES,
     maxExtensionBytes: o.maxExtensionBytes ?? env.maxExtensionBytes ?? DEFAULT_MAX_EXTENSION_BYTES,
     maxProfileBytes: o.maxProfileBytes ?? env.maxProfileBytes ?? DEFAULT_MAX_PROFILE_BYTES,
+    storeCaps: {
+      authStates: {
+        count:
+          o.maxAuthStatesPerProject ??
+          env.maxAuthStatesPerProject ??
+          DEFAULT_STORE_CAPS.authStates.count,
+        bytes:
+          o.maxAuthStateBytesPerProject ??
+          env.maxAuthStateBytesPerProject ??
+          DEFAULT_STORE_CAPS.authStates.bytes,
+        totalBytes:
+          o.maxAuthStateBytesTotal ??
+          env.maxAuthStateBytesTotal ??
+          DEFAULT_STORE_CAPS.authStates.totalBytes,
+      },
+      profiles: {
+        count:
+          o.maxProfilesPerProject ?? env.maxProfilesPerProject ?? DEFAULT_STORE_CAPS.profiles.count,
+        bytes:
+          o.maxProfileBytesPerProject ??
+          env.maxProfileBytesPerProject ??
+          DEFAULT_STORE_CAPS.profiles.bytes,
+        totalBytes:
+          o.maxProfileBytesTotal ??
+          env.maxProfileBytesTotal ??
+          DEFAULT_STORE_CAPS.profiles.totalBytes,
+      },
+      extensions: {
+        count: o.maxExtensions ?? env.maxExtensions ?? DEFAULT_STORE_CAPS.extensions.count,
+        bytes:
+          o.maxExtensionBytesTotal ??
+          env.maxExtensionBytesTotal ??
+          DEFAULT_STORE_CAPS.extensions.bytes,
+      },
+    },
     maxConnectionsPerClient: o.maxConnectionsPerClient ?? env.maxConnectionsPerClient,
     warmPool,
     sandboxStock: o.sandboxStock ?? env.sandboxStock ?? DEFAULT_SANDBOX_STOCK,
@@ -150,6 +196,10 @@ export function resolveSettings(
     mcp: {
       idleMs: mcpIdle * 1000,
       maxSessions: o.mcpMaxSessions ?? env.mcpMaxSessions ?? DEFAULT_MCP_MAX_SESSIONS,
+      maxSessionsPerProject:
+        o.mcpMaxSessionsPerProject ??
+        env.mcpMaxSessionsPerProject ??
+        DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT,
     },
     secretKeys: {
       secretKeyFile: o.secretKeyFile,

@@ -52,6 +52,22 @@ export interface ServerOptions {
   maxExtensionBytes?: number;
   /** Largest persistent browser profile (sealed) in bytes; a bigger one is not saved. Default 200 MiB; env `BURROW_MAX_PROFILE_BYTES`. */
   maxProfileBytes?: number;
+  /** Saved auth states of one project (a single server: of the server); past it a save answers 507. Default 1000; env `BURROW_MAX_AUTH_STATES_PER_PROJECT`. */
+  maxAuthStatesPerProject?: number;
+  /** Bytes of the saved auth states of one project together; past it a save answers 507. Default 64 MiB; env `BURROW_MAX_AUTH_STATE_BYTES_PER_PROJECT`. */
+  maxAuthStateBytesPerProject?: number;
+  /** Bytes of every project’s saved auth states together (the server’s, or the cluster database’s); past it a save answers 507. Default 1 GiB; env `BURROW_MAX_AUTH_STATE_BYTES_TOTAL`. */
+  maxAuthStateBytesTotal?: number;
+  /** Saved browser profiles of one project; a start naming a new one past it answers 507. Default 50; env `BURROW_MAX_PROFILES_PER_PROJECT`. */
+  maxProfilesPerProject?: number;
+  /** Sealed bytes of one project’s saved profiles together; a save past it is refused (the old version stays). Default 2 GiB; env `BURROW_MAX_PROFILE_BYTES_PER_PROJECT`. */
+  maxProfileBytesPerProject?: number;
+  /** Sealed bytes of every project’s saved profiles together; a save past it is refused (the old version stays). Default 20 GiB; env `BURROW_MAX_PROFILE_BYTES_TOTAL`. */
+  maxProfileBytesTotal?: number;
+  /** Uploaded browser extensions; an upload past it answers 507. Default 100; env `BURROW_MAX_EXTENSIONS`. */
+  maxExtensions?: number;
+  /** Unpacked bytes of every uploaded extension together; an upload past it answers 507. Default 2 GiB; env `BURROW_MAX_EXTENSION_BYTES_TOTAL`. */
+  maxExtensionBytesTotal?: number;
   /** Chromium binary. Default env `BURROW_CHROMIUM`, else `/usr/lib/chromium/chromium`. */
   chromiumPath?: string;
   /** Flags added to every Chromium after burrow's own. Default env `BURROW_CHROMIUM_FLAGS` (space-separated), else none. */
@@ -106,6 +122,8 @@ export interface ServerOptions {
   mcpIdleSeconds?: number;
   /** MCP sessions open at once; past it 429. Default 64; env `BURROW_MCP_MAX_SESSIONS`. */
   mcpMaxSessions?: number;
+  /** MCP sessions one project's keys may hold at once (cluster mode), under `mcpMaxSessions`; past it 429. Default 16; env `BURROW_MCP_MAX_SESSIONS_PER_PROJECT`. */
+  mcpMaxSessionsPerProject?: number;
   /** Where instance disks and generated `/etc`s live. Default env `BURROW_SANDBOX_ROOT`, else `/var/lib/burrow/sandboxes`. */
   sandboxRoot?: string;
   /** bubblewrap binary, when it exists. Default env `BURROW_BWRAP`, else `/usr/bin/bwrap` or `/bin/bwrap`. */
@@ -159,6 +177,8 @@ export interface ServerConfig {
   readonly maxUploadBytes: number;
   readonly maxExtensionBytes: number;
   readonly maxProfileBytes: number;
+  /** Caps on what is kept for projects (count, bytes): per project, and for all together. */
+  readonly storeCaps: Readonly<StoreCaps>;
   /** Undefined: the HTTP layer's own default (http/limits.ts). */
   readonly maxConnectionsPerClient: number | undefined;
   readonly warmPool: Readonly<WarmPoolSizes>;
@@ -172,7 +192,11 @@ export interface ServerConfig {
     readonly isolation: Readonly<IsolationOptions>;
   };
   readonly artifacts: { readonly retentionMs: number; readonly maxRetainedBytes: number };
-  readonly mcp: { readonly idleMs: number; readonly maxSessions: number };
+  readonly mcp: {
+    readonly idleMs: number;
+    readonly maxSessions: number;
+    readonly maxSessionsPerProject: number;
+  };
   readonly secretKeys: {
     readonly secretKeyFile: string | undefined;
     readonly oldSecretKeyFiles: readonly string[] | undefined;
@@ -222,11 +246,25 @@ export const DEFAULT_ARTIFACT_RETENTION_SECONDS = 3600;
 export const DEFAULT_ARTIFACT_RETAIN_MAX_BYTES = 16 * 2 ** 30;
 export const DEFAULT_MCP_IDLE_SECONDS = 30 * 60;
 export const DEFAULT_MCP_MAX_SESSIONS = 64;
+/** A quarter of the node's: four projects at their cap still leave the admin room. */
+export const DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT = 16;
 /** Sandboxes made ahead: a burst of two cold starts builds none. */
 export const DEFAULT_SANDBOX_STOCK = 2;
 export const DEFAULT_MAX_UPLOAD_BYTES = 100 * 2 ** 20;
 export const DEFAULT_MAX_EXTENSION_BYTES = 50 * 2 ** 20;
 export const DEFAULT_MAX_PROFILE_BYTES = 200 * 2 ** 20;
+
+/** The caps on kept auth states, profiles and extensions (a single server is one project). */
+export interface StoreCaps {
+  authStates: { count: number; bytes: number; totalBytes: number };
+  profiles: { count: number; bytes: number; totalBytes: number };
+  extensions: { count: number; bytes: number };
+}
+export const DEFAULT_STORE_CAPS: StoreCaps = {
+  authStates: { count: 1000, bytes: 64 * 2 ** 20, totalBytes: 2 ** 30 },
+  profiles: { count: 50, bytes: 2 * 2 ** 30, totalBytes: 20 * 2 ** 30 },
+  extensions: { count: 100, bytes: 2 * 2 ** 30 },
+};
 /** Authenticated connections per client address (http/limits.ts). */
 export const DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 64;
 export const DEFAULT_LEASE_SECONDS = 15;
@@ -309,6 +347,14 @@ export const Options = z.strictObject({
   maxUploadBytes: count(1).optional(),
   maxExtensionBytes: count(1).optional(),
   maxProfileBytes: count(1).optional(),
+  maxAuthStatesPerProject: count(1).optional(),
+  maxAuthStateBytesPerProject: count(1).optional(),
+  maxAuthStateBytesTotal: count(1).optional(),
+  maxProfilesPerProject: count(1).optional(),
+  maxProfileBytesPerProject: count(1).optional(),
+  maxProfileBytesTotal: count(1).optional(),
+  maxExtensions: count(1).optional(),
+  maxExtensionBytesTotal: count(1).optional(),
   chromiumPath: nonEmpty.optional(),
   chromiumFlags: z.array(nonEmpty).optional(),
   xvfbPath: nonEmpty.optional(),
@@ -331,6 +377,7 @@ export const Options = z.strictObject({
   artifactRetainMaxBytes: count(0).optional(),
   mcpIdleSeconds: count(1).optional(),
   mcpMaxSessions: count(1).optional(),
+  mcpMaxSessionsPerProject: count(1).optional(),
   sandboxRoot: nonEmpty.optional(),
   bwrapPath: nonEmpty.optional(),
   cluster: Cluster.optional(),

@@ -19,6 +19,7 @@ import {
   DEFAULT_MAX_UPLOAD_BYTES,
   DEFAULT_MCP_IDLE_SECONDS,
   DEFAULT_MCP_MAX_SESSIONS,
+  DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT,
   DEFAULT_PORT,
   DEFAULT_PROGRAMS,
   DEFAULT_SANDBOX_ROOT,
@@ -105,6 +106,58 @@ export const SETTINGS: readonly SettingDoc[] = [
     default: bytes(DEFAULT_MAX_PROFILE_BYTES),
     meaning:
       'largest persistent browser profile (sealed) in bytes; a bigger one is not saved (the old version stays)',
+  },
+  {
+    option: 'maxAuthStatesPerProject',
+    env: 'BURROW_MAX_AUTH_STATES_PER_PROJECT',
+    default: '`1000`',
+    meaning:
+      'saved auth states of one project (a single server: of the server); past it a save answers 507',
+  },
+  {
+    option: 'maxAuthStateBytesPerProject',
+    env: 'BURROW_MAX_AUTH_STATE_BYTES_PER_PROJECT',
+    default: '64 MiB',
+    meaning: 'bytes of the saved auth states of one project together; past it a save answers 507',
+  },
+  {
+    option: 'maxAuthStateBytesTotal',
+    env: 'BURROW_MAX_AUTH_STATE_BYTES_TOTAL',
+    default: '1 GiB',
+    meaning:
+      'bytes of every project’s saved auth states together (the server’s, or the cluster database’s); past it a save answers 507',
+  },
+  {
+    option: 'maxProfilesPerProject',
+    env: 'BURROW_MAX_PROFILES_PER_PROJECT',
+    default: '`50`',
+    meaning: 'saved browser profiles of one project; a start naming a new one past it answers 507',
+  },
+  {
+    option: 'maxProfileBytesPerProject',
+    env: 'BURROW_MAX_PROFILE_BYTES_PER_PROJECT',
+    default: '2 GiB',
+    meaning:
+      'sealed bytes of one project’s saved profiles together; a save past it is refused (the old version stays)',
+  },
+  {
+    option: 'maxProfileBytesTotal',
+    env: 'BURROW_MAX_PROFILE_BYTES_TOTAL',
+    default: '20 GiB',
+    meaning:
+      'sealed bytes of every project’s saved profiles together; a save past it is refused (the old version stays)',
+  },
+  {
+    option: 'maxExtensions',
+    env: 'BURROW_MAX_EXTENSIONS',
+    default: '`100`',
+    meaning: 'uploaded browser extensions; an upload past it answers 507',
+  },
+  {
+    option: 'maxExtensionBytesTotal',
+    env: 'BURROW_MAX_EXTENSION_BYTES_TOTAL',
+    default: '2 GiB',
+    meaning: 'unpacked bytes of every uploaded extension together; an upload past it answers 507',
   },
   {
     option: 'maxConnectionsPerClient',
@@ -294,6 +347,13 @@ export const SETTINGS: readonly SettingDoc[] = [
     env: 'BURROW_MCP_MAX_SESSIONS',
     default: lit(DEFAULT_MCP_MAX_SESSIONS),
     meaning: 'MCP sessions open at once; past it `initialize` answers 429',
+  },
+  {
+    option: 'mcpMaxSessionsPerProject',
+    env: 'BURROW_MCP_MAX_SESSIONS_PER_PROJECT',
+    default: `\`${DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT}\``,
+    meaning:
+      'MCP sessions the keys of one project hold at once (cluster mode), within `mcpMaxSessions`; past it `initialize` answers 429',
   },
   {
     option: 'cluster.databaseUrl',

@@ -46,6 +46,9 @@ export {
   DEFAULT_MAX_UPLOAD_BYTES,
   DEFAULT_MCP_IDLE_SECONDS,
   DEFAULT_MCP_MAX_SESSIONS,
+  DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT,
+  DEFAULT_STORE_CAPS,
+  type StoreCaps,
   DEFAULT_PORT,
   DEFAULT_PROGRAMS,
   DEFAULT_SANDBOX_ROOT,
@@ -204,6 +207,15 @@ function readEnvironment(env: Env): EnvSettings {
     artifactRetainMaxBytes: () => int('BURROW_ARTIFACT_RETAIN_MAX_BYTES', 0),
     mcpIdleSeconds: () => int('BURROW_MCP_IDLE_SECONDS', 1),
     mcpMaxSessions: () => int('BURROW_MCP_MAX_SESSIONS', 1),
+    mcpMaxSessionsPerProject: () => int('BURROW_MCP_MAX_SESSIONS_PER_PROJECT', 1),
+    maxAuthStatesPerProject: () => int('BURROW_MAX_AUTH_STATES_PER_PROJECT', 1),
+    maxAuthStateBytesPerProject: () => int('BURROW_MAX_AUTH_STATE_BYTES_PER_PROJECT', 1),
+    maxAuthStateBytesTotal: () => int('BURROW_MAX_AUTH_STATE_BYTES_TOTAL', 1),
+    maxProfilesPerProject: () => int('BURROW_MAX_PROFILES_PER_PROJECT', 1),
+    maxProfileBytesPerProject: () => int('BURROW_MAX_PROFILE_BYTES_PER_PROJECT', 1),
+    maxProfileBytesTotal: () => int('BURROW_MAX_PROFILE_BYTES_TOTAL', 1),
+    maxExtensions: () => int('BURROW_MAX_EXTENSIONS', 1),
+    maxExtensionBytesTotal: () => int('BURROW_MAX_EXTENSION_BYTES_TOTAL', 1),
     secretKeys: () => {
       const keys: SecretKeyEnv = {};
       for (const name of SECRET_KEY_VARIABLES) {

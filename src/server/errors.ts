@@ -199,6 +199,11 @@ export const SERVER_ERRORS = {
     status: 400,
     message: 'extensions are loaded by browser instances only, not by {type} instances',
   },
+  // --- caps on what is kept (config.ts: storeCaps) ---
+  store_full: {
+    status: 507,
+    message: 'No room for {what}: {reason}; delete some to make room',
+  },
   // --- devices and identity (chromium/identity.ts) ---
   identity_browser_only: {
     status: 400,

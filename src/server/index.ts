@@ -141,6 +141,17 @@ async function openStores(config: ServerConfig, parts: ServerParts) {
     secretKeyFile: config.secretKeys.secretKeyFile,
     oldSecretKeyFiles: config.secretKeys.oldSecretKeyFiles,
     env: config.secretKeys.env,
+    // a single server is one project; a cluster's store holds every project's (keys.ts: each's)
+    caps: config.cluster
+      ? { count: Infinity, bytes: config.storeCaps.authStates.totalBytes }
+      : {
+          count: config.storeCaps.authStates.count,
+          bytes: Math.min(
+            config.storeCaps.authStates.bytes,
+            config.storeCaps.authStates.totalBytes,
+          ),
+        },
+    projectCaps: config.storeCaps.authStates,
     ...parts.authStates,
   });
   await authStore.ready; // states of 0.1 and of rotated-out keys re-encrypted
@@ -149,6 +160,7 @@ async function openStores(config: ServerConfig, parts: ServerParts) {
   // cluster node they are the cluster's, and the directory this node's cache of them
   const extensions = new ExtensionStore(dataDir, {
     maxBytes: config.maxExtensionBytes,
+    caps: config.storeCaps.extensions,
     shared: parts.extensions,
   });
   await extensions.ready;
@@ -157,6 +169,7 @@ async function openStores(config: ServerConfig, parts: ServerParts) {
   const profiles = new ProfileStore(dataDir, {
     keyring: authStore.keyring,
     maxBytes: config.maxProfileBytes,
+    caps: config.storeCaps.profiles,
     backend: parts.profiles,
   });
   await profiles.ready;

@@ -154,6 +154,14 @@ export interface AuthStoreOptions extends KeyringOptions {
    * false.
    */
   shared?: boolean;
+  /**
+   * States kept at most and their sealed bytes together (config.ts `storeCaps`: a single
+   * server's are its one project's; a cluster's store holds every project's, and a project's
+   * own caps are checked by http/cluster/keys.ts); past them a save answers 507. Default none.
+   */
+  caps?: { count: number; bytes: number } | undefined;
+  /** On a cluster, the caps of each project's own (checked by http/cluster/keys.ts). */
+  projectCaps?: { count: number; bytes: number } | undefined;
 }
 
 export class AuthStore {
@@ -162,6 +170,11 @@ export class AuthStore {
   readonly #states = new Map<string, StoredAuthState>();
   /** id → why it cannot be read */
   readonly #unreadable = new Map<string, string>();
+  /** id → its sealed size, readable or not (what it takes where it is kept) */
+  readonly #sizes = new Map<string, number>();
+  readonly #caps: { count: number; bytes: number };
+  /** Each project's caps (a cluster's; read by http/cluster/keys.ts). */
+  readonly projectCaps: { readonly count: number; readonly bytes: number };
   readonly #queue = new SerialQueue();
   readonly #readOnly: boolean;
   readonly #shared: boolean;
@@ -171,6 +184,8 @@ export class AuthStore {
   constructor(dataDir: string, options: AuthStoreOptions = {}) {
     this.#readOnly = options.readOnly ?? false;
     this.#shared = options.shared ?? false;
+    this.#caps = options.caps ?? { count: Infinity, bytes: Infinity };
+    this.projectCaps = options.projectCaps ?? { count: Infinity, bytes: Infinity };
     this.#keyring = options.keyring ?? this.#keys(dataDir, options);
     this.#backend =
       options.backend ??
@@ -197,6 +212,7 @@ export class AuthStore {
     const reseal: StoredAuthState[] = [];
     for (const { id, sealed } of records) {
       if (!ID.test(id)) continue;
+      this.#sizes.set(id, sealed.length);
       const opened = unseal(id, sealed, this.#keyring);
       if (!opened.ok) {
         this.#unreadable.set(id, opened.reason);
@@ -326,7 +342,20 @@ export class AuthStore {
       await this.#backend.delete(id);
       this.#states.delete(id);
       this.#unreadable.delete(id);
+      this.#sizes.delete(id);
     });
+  }
+
+  /** How many of the states `ids` (every one when undefined) are kept, and their sealed bytes. */
+  usage(ids?: ReadonlySet<string>): { count: number; bytes: number } {
+    let count = 0;
+    let bytes = 0;
+    for (const [id, size] of this.#sizes) {
+      if (ids && !ids.has(id)) continue;
+      count++;
+      bytes += size;
+    }
+    return { count, bytes };
   }
 
   /**
@@ -342,7 +371,9 @@ export class AuthStore {
     const sealed = await this.#backend.read(id);
     this.#states.delete(id);
     this.#unreadable.delete(id);
+    this.#sizes.delete(id);
     if (sealed === undefined) return;
+    this.#sizes.set(id, sealed.length);
     const opened = unseal(id, sealed, this.#keyring);
     if (opened.ok) this.#states.set(id, opened.state);
     else this.#unreadable.set(id, opened.reason);
@@ -402,7 +433,7 @@ export class AuthStore {
       updated_at: now,
       data,
     };
-    await this.#writeFile(state);
+    await this.#writeFile(state, true);
     return { id: state.id, name: state.name };
   }
 
@@ -414,16 +445,37 @@ export class AuthStore {
     this.#writable();
     const old = this.get(id);
     const state = { ...old, name: name ?? old.name, updated_at: new Date().toISOString(), data };
-    await this.#writeFile(state);
+    await this.#writeFile(state, true);
     return { id, name: state.name };
+  }
+
+  /** A 507 unless state `id` fits the caps at `size` sealed bytes (replacing its old ones). */
+  async #room(id: string, size: number): Promise<void> {
+    await this.#catchUp(); // what the other nodes saved counts too
+    const { count, bytes } = this.usage();
+    const old = this.#sizes.get(id);
+    const full = (reason: string) => serverError('store_full', { what: 'an auth state', reason });
+    if (old === undefined && count >= this.#caps.count) {
+      throw full(`${count} auth states are kept, the cap is ${this.#caps.count}`);
+    }
+    const after = bytes - (old ?? 0) + size;
+    if (after > this.#caps.bytes) {
+      throw full(
+        `with it the auth states would take ${after} bytes, the cap is ${this.#caps.bytes}`,
+      );
+    }
   }
 
   #writable(): void {
     if (this.#readOnly) throw new Error('this auth-state store was opened read-only');
   }
 
-  async #writeFile(state: StoredAuthState): Promise<void> {
-    await this.#backend.write(state.id, seal(state, this.#keyring.current));
+  /** `room`: a save of the API's, held to the caps (a re-seal under a new key is not). */
+  async #writeFile(state: StoredAuthState, room = false): Promise<void> {
+    const sealed = seal(state, this.#keyring.current);
+    if (room) await this.#room(state.id, sealed.length);
+    await this.#backend.write(state.id, sealed);
+    this.#sizes.set(state.id, sealed.length);
     this.#states.set(state.id, state);
     this.#unreadable.delete(state.id);
   }

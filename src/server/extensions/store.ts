@@ -136,6 +136,7 @@ const infoOf = (e: Cached): ExtensionInfo => ({
 export class ExtensionStore {
   readonly #root: string;
   readonly #maxBytes: number;
+  readonly #caps: { count: number; bytes: number };
   readonly #shared: SharedExtensions | undefined;
   readonly #queue = new SerialQueue();
   readonly #items = new Map<string, Cached>();
@@ -144,9 +145,18 @@ export class ExtensionStore {
   /** Resolves once the extensions on disk are read and leftovers removed. */
   readonly ready: Promise<void>;
 
-  constructor(dataDir: string, opts: { maxBytes: number; shared?: SharedExtensions | undefined }) {
+  /** `caps`: extensions kept at most, and their unpacked bytes together (none: no cap). */
+  constructor(
+    dataDir: string,
+    opts: {
+      maxBytes: number;
+      caps?: { count: number; bytes: number } | undefined;
+      shared?: SharedExtensions | undefined;
+    },
+  ) {
     this.#root = join(dataDir, 'extensions');
     this.#maxBytes = opts.maxBytes;
+    this.#caps = opts.caps ?? { count: Infinity, bytes: Infinity };
     this.#shared = opts.shared;
     this.ready = this.#load();
   }
@@ -237,9 +247,11 @@ export class ExtensionStore {
   async add(zip: Buffer, filename: string | null): Promise<ExtensionInfo> {
     await this.ready;
     const id = `ext_${randomBytes(8).toString('hex')}`;
+    await this.#room(0); // before unpacking anything
     const { info, tmp } = await this.#unpack(zip, filename, id);
     const digest = sha256(zip);
     try {
+      await this.#room(info.size_bytes);
       await this.#shared?.insert(info, zip, digest);
     } catch (err) {
       await rm(tmp, { recursive: true, force: true });
@@ -247,6 +259,23 @@ export class ExtensionStore {
     }
     await this.#place(tmp, info, digest);
     return info;
+  }
+
+  /** A 507 unless one more extension of `bytes` (unpacked) fits the caps. */
+  async #room(bytes: number): Promise<void> {
+    const kept = await this.list();
+    const full = (reason: string) => serverError('store_full', { what: 'an extension', reason });
+    if (kept.length >= this.#caps.count) {
+      throw full(
+        `${kept.length} extensions are kept, the cap (maxExtensions) is ${this.#caps.count}`,
+      );
+    }
+    const total = kept.reduce((n, e) => n + e.size_bytes, 0) + bytes;
+    if (total > this.#caps.bytes) {
+      throw full(
+        `with it the extensions would take ${total} bytes, the cap (maxExtensionBytesTotal) is ${this.#caps.bytes}`,
+      );
+    }
   }
 
   /**

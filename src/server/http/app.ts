@@ -76,7 +76,7 @@ export interface AppOptions {
   /** Persistent browser profiles (profiles/store.ts); absent, their routes answer 404. */
   profiles?: ProfileStore | undefined;
   /** The MCP endpoint's idle time and session cap (mcp.ts); defaults there. */
-  mcp?: { idleMs?: number; maxSessions?: number } | undefined;
+  mcp?: { idleMs?: number; maxSessions?: number; maxSessionsPerProject?: number } | undefined;
   /**
    * A cluster node's parts (../cluster/compose.ts): the app then registers the cluster's plug-in
    * (cluster/plugin.ts: forwarding, placement, keys of projects); absent, a single server.

@@ -6,8 +6,9 @@
  * the client goes away: a client that opened the standalone event stream (`GET /mcp`, as the
  * SDK's client does after initializing) and lets it close without reopening it within
  * `streamGraceMs` is gone — the SDK's `close()` aborts the stream but sends no `DELETE`. Its
- * instances stop with it. At most `maxSessions` exist at once: an `initialize` past that answers
- * 429 with a JSON-RPC error saying so (each session costs the server about 200 KiB).
+ * instances stop with it. At most `maxSessions` exist at once, and at most `maxSessionsPerProject`
+ * of one project's keys: an `initialize` past either answers 429 with a JSON-RPC error saying so
+ * (each session costs the server about 200 KiB).
  *
  * The browser tools reach an instance's browser the way any client does: through the
  * token-checked CDP relay, opened on this server's own loopback address.
@@ -45,6 +46,7 @@ import { HttpError, serverError } from '../errors.js';
 import {
   DEFAULT_MCP_IDLE_SECONDS,
   DEFAULT_MCP_MAX_SESSIONS as DEFAULT_MAX_SESSIONS,
+  DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT,
 } from '../config.js';
 import type { Handlers } from './handlers.js';
 import type { StartCaller, StartPlacement } from './start-placement.js';
@@ -81,6 +83,8 @@ export interface McpRouteOptions {
   streamGraceMs?: number;
   /** MCP sessions open at once (the server has one API key); past it 429. Default 64 (`mcpMaxSessions`). */
   maxSessions?: number;
+  /** Of those, one project's (the admin has `maxSessions` alone); past it 429. Default 16. */
+  maxSessionsPerProject?: number;
   version?: string;
   /** Cluster mode: where `instance_start` starts, and how other nodes' instances are reached. */
   cluster?: McpCluster | undefined;
@@ -322,8 +326,12 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
   const idleMs = opts.idleMs ?? DEFAULT_MCP_IDLE_MS;
   const emptyIdleMs = Math.min(idleMs, opts.emptyIdleMs ?? DEFAULT_MCP_EMPTY_IDLE_MS);
   const maxSessions = opts.maxSessions ?? DEFAULT_MCP_MAX_SESSIONS;
-  /** Sessions made but not yet initialized (counted against the cap too). */
-  let starting = 0;
+  const maxPerProject = opts.maxSessionsPerProject ?? DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT;
+  /** The owners of sessions made but not yet initialized (counted against the caps too). */
+  const starting: string[] = [];
+  const held = (owner: string) =>
+    [...sessions.values(), ...starting.map((o) => ({ owner: o }))].filter((e) => e.owner === owner)
+      .length;
   const streamGraceMs = opts.streamGraceMs ?? DEFAULT_MCP_STREAM_GRACE_MS;
 
   const end = (id: string, entry: Entry) => {
@@ -379,16 +387,19 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
         if (req.method !== 'POST' || !isInitializeRequest(body)) {
           return rpcError(reply, 400, -32000, 'Bad Request: no valid MCP session id');
         }
-        if (sessions.size + starting >= maxSessions) {
-          req.log.warn({ limit: maxSessions }, 'MCP session cap reached; refusing with 429');
+        const full =
+          sessions.size + starting.length >= maxSessions
+            ? `Too many MCP sessions (limit ${maxSessions})`
+            : owner !== 'admin' && held(owner) >= maxPerProject
+              ? `Too many MCP sessions of this project (limit ${maxPerProject})`
+              : undefined;
+        if (full) {
+          req.log.warn({ owner, full }, 'MCP session cap reached; refusing with 429');
           reply.header('retry-after', String(Math.ceil(emptyIdleMs / 1000)));
-          return rpcError(
-            reply,
-            429,
-            -32000,
-            `Too many MCP sessions (limit ${maxSessions}); end one with DELETE /mcp or retry later`,
-          );
+          return rpcError(reply, 429, -32000, `${full}; end one with DELETE /mcp or retry later`);
         }
+        // held from the check on: two initializes at once cannot both take the last place
+        starting.push(owner);
         // a cluster node's session reaches other nodes' instances with the key that opened it
         const key = req.headers['x-api-key'];
         const remote =
@@ -427,12 +438,14 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
           if (id !== undefined) sessions.delete(id);
           void closeSession();
         };
-        await session.server.connect(created.transport);
+        await session.server.connect(created.transport).catch((err: unknown) => {
+          starting.splice(starting.indexOf(owner), 1);
+          throw err;
+        });
         entry = created;
       }
       const current = entry;
       const isNew = sid === undefined;
-      if (isNew) starting++;
       current.active++;
       if (req.method === 'GET') {
         current.streams++;
@@ -460,7 +473,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
           reply.raw.destroy();
         }
       } finally {
-        if (isNew) starting--;
+        if (isNew) starting.splice(starting.indexOf(current.owner), 1);
         current.active--;
         const id = current.transport.sessionId;
         // the idle clock starts when the request ends (with the timer its instances call for)

@@ -75,20 +75,37 @@ export function unpack(buf: Buffer): ProfileEntry[] {
   return out;
 }
 
+/**
+ * What is kept at most: profiles of one project (on a single server, of the server) and their
+ * sealed bytes, and the sealed bytes of every project's together.
+ */
+export interface ProfileCaps {
+  count: number;
+  bytes: number;
+  totalBytes: number;
+}
+
 export class ProfileStore {
   readonly #backend: ProfileBackend;
   readonly #keyring: Keyring;
   readonly #maxBytes: number;
+  readonly #caps: ProfileCaps;
   readonly ready: Promise<void>;
 
   constructor(
     dataDir: string,
-    opts: { keyring: Keyring; maxBytes: number; backend?: ProfileBackend | undefined },
+    opts: {
+      keyring: Keyring;
+      maxBytes: number;
+      caps?: ProfileCaps | undefined;
+      backend?: ProfileBackend | undefined;
+    },
   ) {
     const backend = opts.backend ?? new FileProfileBackend(dataDir);
     this.#backend = backend;
     this.#keyring = opts.keyring;
     this.#maxBytes = opts.maxBytes;
+    this.#caps = opts.caps ?? { count: Infinity, bytes: Infinity, totalBytes: Infinity };
     this.ready = backend instanceof FileProfileBackend ? backend.ready : Promise.resolve();
   }
 
@@ -173,7 +190,39 @@ export class ProfileStore {
         `profile ${JSON.stringify(name)} is ${sealed.length} bytes sealed, over the limit of ${this.#maxBytes} (maxProfileBytes): the previous version is kept`,
       );
     }
+    await this.#room(project, name, sealed.length);
     await this.#backend.write(project, name, sealed, hold);
+  }
+
+  /**
+   * A 507 unless `name` of `project` fits the caps at `size` sealed bytes (a new name counts one
+   * more profile; a saved one is replaced, its old bytes freed). At a start, `size` 0: only the
+   * count, as the bytes are known at the save.
+   */
+  async #room(project: string | null, name: string, size: number): Promise<void> {
+    const all = await this.#backend.list();
+    const others = all.filter((r) => r.project !== project || r.name !== name);
+    const mine = others.filter((r) => r.project === project);
+    const sum = (rows: typeof all) => rows.reduce((n, r) => n + r.size_bytes, 0) + size;
+    const full = (reason: string) =>
+      serverError('store_full', { what: `profile ${JSON.stringify(name)}`, reason });
+    const isNew = others.length === all.length;
+    if (isNew && mine.length >= this.#caps.count) {
+      throw full(
+        `${mine.length} profiles are kept, the cap (maxProfilesPerProject) is ${this.#caps.count}`,
+      );
+    }
+    if (size === 0) return;
+    if (sum(mine) > this.#caps.bytes) {
+      throw full(
+        `with it the profiles would take ${sum(mine)} bytes, the cap (maxProfileBytesPerProject) is ${this.#caps.bytes}`,
+      );
+    }
+    if (sum(others) > this.#caps.totalBytes) {
+      throw full(
+        `with it every project's profiles would take ${sum(others)} bytes, the cap (maxProfileBytesTotal) is ${this.#caps.totalBytes}`,
+      );
+    }
   }
 
   async delete(project: string | null, name: string): Promise<void> {
@@ -195,6 +244,7 @@ export class ProfileStore {
     await this.ready;
     const hold = await this.acquire(project, name);
     try {
+      if (saveChanges) await this.#room(project, name, 0); // a new one past the count: refused now
       const entries = await this.load(project, name);
       return {
         name,

@@ -7,11 +7,45 @@
  * never through `..`.
  */
 import { constants } from 'node:fs';
-import { chmod, chown, cp, lstat, mkdir, open, readdir, rm, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  chown,
+  cp,
+  type FileHandle,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  rm,
+  writeFile,
+} from 'node:fs/promises';
 import { join, posix } from 'node:path';
 
 /** Files `seedFiles` writes at once. */
 const SEED_WRITES = 16;
+
+/**
+ * Files and directories `readTree` lists at most: each costs the server an entry and a path even
+ * when empty (a profile has a few thousand).
+ */
+const MAX_TREE_ENTRIES = 100_000;
+
+/**
+ * The `size` bytes of `fd` (its size when stat'ed), never more: a file that grew since is
+ * refused rather than read on, so what is held is what was charged.
+ */
+async function readAtMost(fd: FileHandle, size: number): Promise<Buffer> {
+  const data = Buffer.allocUnsafe(size);
+  let at = 0;
+  while (at < size) {
+    const { bytesRead } = await fd.read(data, at, size - at, at);
+    if (bytesRead === 0) return data.subarray(0, at); // it shrank
+    at += bytesRead;
+  }
+  const { bytesRead } = await fd.read(Buffer.alloc(1), 0, 1, size);
+  if (bytesRead > 0) throw new Error('a file grew while it was read');
+  return data;
+}
 
 /** What seeding needs of the sandbox: where home is, and whose it is. */
 export interface SeedTarget {
@@ -179,6 +213,9 @@ export class HomeSeeds {
    * The regular files and directories under the directory `rel` of home (links, sockets and the
    * like skipped, none followed), read from the host once nothing of the instance runs that could
    * change them; at most `maxBytes` of file data, else throws saying so. Paths relative to `rel`.
+   * Each file is charged at its size (a sparse one at its apparent size, a preallocated one at
+   * its blocks) before it is read, so a tree past the budget costs the server no more memory
+   * than the budget: the first file that does not fit stops the walk, unread.
    */
   async readTree(
     rel: string,
@@ -200,6 +237,9 @@ export class HomeSeeds {
         const path = join(dir, name);
         const shown = prefix ? `${prefix}/${name}` : name;
         const st = await lstat(path);
+        if ((st.isDirectory() || st.isFile()) && out.length >= MAX_TREE_ENTRIES) {
+          throw new Error(`more than ${MAX_TREE_ENTRIES} files and directories`);
+        }
         if (st.isDirectory()) {
           out.push({ path: shown });
           await walk(path, shown);
@@ -209,11 +249,12 @@ export class HomeSeeds {
             constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
           );
           try {
-            if (!(await fd.stat()).isFile()) continue;
-            const data = await fd.readFile();
-            total += data.length;
+            const size = await fd.stat();
+            if (!size.isFile()) continue;
+            // charged before a byte is read: a sparse file counts at its apparent size
+            total += Math.max(size.size, size.blocks * 512);
             if (total > maxBytes) throw new Error(`more than ${maxBytes} bytes`);
-            out.push({ path: shown, data });
+            out.push({ path: shown, data: await readAtMost(fd, size.size) });
           } finally {
             await fd.close();
           }

@@ -152,8 +152,10 @@ export class KeyScope {
         return states.filter((s) => mine.has(s.id));
       },
       saveAuth: async (input) => {
-        const saved = await scoped.saveAuth(input);
         const p = project();
+        // the state's size is known once saved: a project may pass its bytes by that one state
+        if (p !== undefined) await this.#room(await keys.authStatesOf(p), true, 0);
+        const saved = await scoped.saveAuth(input);
         if (p !== undefined) await keys.claimAuthState(saved.auth_state_id, p);
         return saved;
       },
@@ -173,6 +175,12 @@ export class KeyScope {
           });
         }
         const data = fromStorageState(input.body);
+        const removed = same[0] === undefined ? 0 : this.#auth.usage(new Set(same)).bytes;
+        await this.#room(
+          mine,
+          same.length === 0,
+          Buffer.byteLength(JSON.stringify(data)) - removed,
+        );
         const saved = same[0]
           ? await this.#auth.overwrite(same[0], data)
           : await this.#auth.save(name, data);
@@ -180,6 +188,25 @@ export class KeyScope {
         return { auth_state_id: saved.id, name: saved.name };
       },
     };
+  }
+
+  /**
+   * A 507 unless a project holding the states `mine` may keep one more (`adding`), `bytes` larger
+   * than what it replaces (the store's own caps, every project's together, come after).
+   */
+  async #room(mine: ReadonlySet<string>, adding: boolean, bytes: number): Promise<void> {
+    await this.#auth.sync();
+    const caps = this.#auth.projectCaps;
+    const used = this.#auth.usage(mine);
+    const full = (reason: string) => serverError('store_full', { what: 'an auth state', reason });
+    if (adding && used.count >= caps.count) {
+      throw full(`the project keeps ${used.count} auth states, its cap is ${caps.count}`);
+    }
+    if (used.bytes + bytes > caps.bytes) {
+      throw full(
+        `with it the project's auth states would take ${used.bytes + bytes} bytes, its cap is ${caps.bytes}`,
+      );
+    }
   }
 
   async #ownInstance(id: string, who: Principal & { admin: false }): Promise<void> {
