@@ -44,6 +44,30 @@ describe('large client commands', () => {
     expect(a.received).toEqual([{ id: 7, result: {} }]);
   });
 
+  it("in Puppeteer's order too (id after the params)", async () => {
+    const chromium = fakeChromium();
+    const mux = new CdpMux(chromium.pipe);
+    const a = await client(mux, chromium, 'SA');
+    const b = await client(mux, chromium, 'SB');
+    const n = chromium.commands.length;
+    a.send(`{"method":"Runtime.evaluate","params":{"expression":"'${pad}'"},"id":9}`);
+    b.send(
+      `{"method":"Runtime.evaluate","params":{"expression":"'${pad}'"},"id":4,"sessionId":"SA"}`,
+    );
+    await until(() => chromium.commands.length > n && b.received.length > 0);
+    expect(chromium.commands.slice(n)).toEqual([
+      {
+        id: expect.any(Number) as number,
+        method: 'Runtime.evaluate',
+        params: { expression: `'${pad}'` },
+        sessionId: 'SA',
+      },
+    ]);
+    expect(b.received).toEqual([
+      { id: 4, error: expect.objectContaining({ code: -32001 }) as unknown },
+    ]);
+  });
+
   it("refuse params that close early to smuggle another client's session", async () => {
     const chromium = fakeChromium();
     const mux = new CdpMux(chromium.pipe);

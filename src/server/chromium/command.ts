@@ -7,14 +7,15 @@
  * `MAX_CLIENT_CONTAINERS` objects and arrays (json-bounded.ts counts them without decoding).
  *
  * Any larger command (an evaluation with a big expression, `setInputFiles` of a buffer: tens of
- * MiB) is located instead, as Chromium's own messages are (wire.ts): on the shape every client
- * library writes, `{"id":N,"method":"M","params":{…}}` with `,"sessionId":"S"` before the last
- * brace. Its params are passed on as the bytes that came, after one linear pass that finds the
- * brace closing them to be the last byte before the tail: the params object cannot close early
- * and smuggle a second `sessionId` or `id` to the top level, so Chromium reads at the top level
- * only the fields the mux wrote. Decoding a crafted 90 MiB command took the server's main thread
- * for seconds and gigabytes of heap (issue 35); this pass allocates nothing and skips strings in
- * native `indexOf` steps.
+ * MiB) is located instead, as Chromium's own messages are (wire.ts): on the shapes the client
+ * libraries write, `{"id":N,"method":"M","params":{…}}` with `,"sessionId":"S"` before the last
+ * brace (Playwright), or with `"id"` after the params (Puppeteer). Its params are passed on as
+ * the bytes that came, after one linear pass that finds the brace closing them to be the last
+ * byte before the tail: the params object cannot close early and smuggle a second `sessionId`
+ * or `id` to the top level, so Chromium reads at the top level only the fields the mux wrote.
+ * Decoding a crafted 90 MiB command took the server's main thread for seconds and gigabytes of
+ * heap (issue 35); this pass allocates nothing, skips strings in native `indexOf` steps and
+ * yields to the event loop every few milliseconds.
  */
 import { setImmediate as turn } from 'node:timers/promises';
 import { CDP_MAX_DECODED_BYTES } from '../../api/cdp-limits.js';
@@ -42,12 +43,14 @@ const HEAD_BYTES = 256;
 const TAIL_BYTES = 256;
 const HEAD = /^\{"id":(0|[1-9]\d{0,15}),"method":"([A-Za-z0-9._]{1,128})","params":/;
 const SESSION_TAIL = /,"sessionId":"([A-Za-z0-9._:-]{1,128})"\}$/;
+const METHOD_HEAD = /^\{"method":"([A-Za-z0-9._]{1,128})","params":/;
+const ID_TAIL = /,"id":(0|[1-9]\d{0,15})(?:,"sessionId":"([A-Za-z0-9._:-]{1,128})")?\}$/;
 
 /** The reply to a located command whose params are not one JSON object (`wholeObject`). */
 export const NOT_ONE_OBJECT = "Message has property 'params' but it is not one JSON object";
 /** The reply to a command too large to decode that is not of the located shape. */
 const NOT_LOCATED =
-  'burrow: a command over the size the relay decodes must be compact JSON of the shape {"id":N,"method":"M","params":{…},"sessionId":"S"}';
+  'burrow: a command over the size the relay decodes must be compact JSON as Playwright or Puppeteer write it: {"id":N,"method":"M","params":{…},"sessionId":"S"}';
 
 /**
  * A client's message decoded and checked (small), or located (large: its `raw` params are still
@@ -90,18 +93,35 @@ function decoded(text: string): ClientCommand | { refused: Buffer } {
 
 /**
  * A command located by its first and last bytes, its params not yet checked (`wholeObject`);
- * undefined when it has another shape.
+ * undefined when it has another shape. Two shapes: Playwright's, `{"id":N,"method":"M",
+ * "params":{…},"sessionId":"S"}`, and Puppeteer's, `{"method":"M","params":{…},"id":N,
+ * "sessionId":"S"}`; `sessionId` optional in both.
  */
 function located(data: Buffer): ClientCommand | undefined {
-  const head = HEAD.exec(data.toString('latin1', 0, Math.min(data.length, HEAD_BYTES)));
-  if (!head) return undefined;
-  const id = Number(head[1]);
-  if (!Number.isSafeInteger(id)) return undefined;
-  const tail = data.toString('latin1', Math.max(0, data.length - TAIL_BYTES));
-  const session = SESSION_TAIL.exec(tail);
-  if (!session && data[data.length - 1] !== 0x7d /* } */) return undefined;
-  const raw = data.subarray(head[0].length, data.length - (session ? session[0].length : 1));
-  return { id, method: head[2]!, params: {}, raw, sessionId: session?.[1] };
+  const headText = data.toString('latin1', 0, Math.min(data.length, HEAD_BYTES));
+  const tailText = data.toString('latin1', Math.max(0, data.length - TAIL_BYTES));
+  let id: string | undefined;
+  let method: string | undefined;
+  let sessionId: string | undefined;
+  let start = 0;
+  let tailLength = 0;
+  const head = HEAD.exec(headText);
+  if (head) {
+    const tail = SESSION_TAIL.exec(tailText) ?? (tailText.endsWith('}') ? ['}'] : null);
+    if (!tail) return undefined;
+    [, id, method] = head;
+    [start, tailLength, sessionId] = [head[0].length, tail[0].length, tail[1]];
+  } else {
+    const methodHead = METHOD_HEAD.exec(headText);
+    const tail = ID_TAIL.exec(tailText);
+    if (!methodHead || !tail) return undefined;
+    [, method] = methodHead;
+    [, id, sessionId] = tail;
+    [start, tailLength] = [methodHead[0].length, tail[0].length];
+  }
+  if (!Number.isSafeInteger(Number(id))) return undefined;
+  const raw = data.subarray(start, data.length - tailLength);
+  return { id: Number(id), method: method!, params: {}, raw, sessionId };
 }
 
 /**

@@ -11,6 +11,7 @@
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observe, reference } from '../../helpers/livez-probe.js';
 import { startBrowser, testServer, type TestServer } from '../../helpers/server.js';
@@ -86,4 +87,22 @@ describe('large CDP commands', () => {
     expect(((await other.json()) as { status: string }).status).toBe('running');
     await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
   }, 300_000);
+
+  it("Playwright's large commands still go through: setInputFiles of 30 MB, a 4 MB evaluate", async () => {
+    const { id, cdpUrl } = await startBrowser(server);
+    const browser = await chromium.connectOverCDP(cdpUrl);
+    try {
+      const page = browser.contexts()[0]!.pages()[0] ?? (await browser.contexts()[0]!.newPage());
+      await page.setContent('<input type="file" id="f">');
+      const buffer = Buffer.alloc(30 * MiB, 'a');
+      await page.setInputFiles('#f', { name: 'big.txt', mimeType: 'text/plain', buffer });
+      const size = await page.$eval('#f', (el) => (el as HTMLInputElement).files![0]!.size);
+      expect(size).toBe(30 * MiB);
+      const text = 'b'.repeat(4 * MiB);
+      expect(await page.evaluate((t) => t.length, text)).toBe(4 * MiB);
+    } finally {
+      await browser.close();
+    }
+    await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
+  }, 180_000);
 });
