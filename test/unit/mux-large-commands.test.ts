@@ -24,8 +24,10 @@ async function client(mux: CdpMux, chromium: ReturnType<typeof fakeChromium>, se
 }
 
 const pad = 'x'.repeat(CDP_MAX_DECODED_BYTES + 10);
+/** Waits for `check`, at most 10 s (the assertions after it say what was missing). */
 const until = async (check: () => boolean) => {
-  while (!check()) await new Promise((r) => setImmediate(r));
+  const end = performance.now() + 10_000;
+  while (!check() && performance.now() < end) await new Promise((r) => setImmediate(r));
 };
 
 describe('large client commands', () => {
@@ -42,6 +44,22 @@ describe('large client commands', () => {
     chromium.write(`{"id":${wire.id},"result":{},"sessionId":"SA"}`);
     await until(() => a.received.length > 0);
     expect(a.received).toEqual([{ id: 7, result: {} }]);
+  });
+
+  it('a second large command sent while the first is checked waits for it, in order', async () => {
+    const chromium = fakeChromium();
+    const mux = new CdpMux(chromium.pipe);
+    const a = await client(mux, chromium, 'SA');
+    const n = chromium.commands.length;
+    const big = 'y'.repeat(70 * 1024 * 1024);
+    a.send(`{"id":1,"method":"Runtime.evaluate","params":{"expression":"'${big}'"}}`);
+    a.send(`{"id":2,"method":"Runtime.evaluate","params":{"expression":"'${big}'"}}`);
+    await until(() => chromium.commands.length >= n + 2);
+    expect(chromium.commands.slice(n).map((c) => c.method)).toEqual([
+      'Runtime.evaluate',
+      'Runtime.evaluate',
+    ]);
+    expect(a.received).toEqual([]);
   });
 
   it("in Puppeteer's order too (id after the params)", async () => {

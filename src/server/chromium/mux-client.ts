@@ -77,11 +77,17 @@ export class ClientState {
     this.#held.set(session, []);
   }
 
-  /** Keep a message for `session` (which is `holding`); false when that passes the bound. */
+  /**
+   * Keep a message for `session` (which is `holding`); false when that passes the bound. The
+   * first message held is kept whatever its size: one frame, which the relay has already read
+   * (at most `CDP_MAX_COMMAND_BYTES`), such as a second large command sent while the first one's
+   * params are being checked (command.ts).
+   */
   hold(session: string, data: Buffer): boolean {
+    const first = this.#heldBytes === 0;
     this.#held.get(session)?.push(data);
     this.#heldBytes += data.length;
-    return this.#heldBytes <= CDP_MAX_QUEUED_BYTES;
+    return first || this.#heldBytes <= CDP_MAX_QUEUED_BYTES;
   }
 
   /**
