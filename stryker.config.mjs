@@ -48,6 +48,7 @@ export default {
     'src/server/chromium/mux.ts',
     'src/server/chromium/mux-client.ts',
     'src/server/chromium/wire.ts',
+    'src/server/chromium/command.ts',
     'src/server/chromium/trap.ts',
     'src/server/chromium/refusals.ts',
     'src/api/cdp-limits.ts',

@@ -40,6 +40,20 @@ export const CDP_MAX_COMMAND_BYTES = CDP_MAX_COMMAND_WIRE_BYTES - 4 * MiB;
  */
 export const CDP_MAX_UNREAD_BYTES = 64 * MiB;
 
+/**
+ * Bytes all relay clients of one browser, and all relay clients of the server, may leave unread
+ * together: past either, the client with the most unread is closed (1008) at its next message.
+ * Each client's own bound alone let six slow readers hold 432 MB (issue 35).
+ */
+export const CDP_MAX_UNREAD_BYTES_PER_BROWSER = 128 * MiB;
+export const CDP_MAX_UNREAD_BYTES_TOTAL = 256 * MiB;
+
+/**
+ * `cdp_url` connections one browser accepts, whatever addresses they come from (the per-address
+ * cap of the HTTP server counts each loopback address apart).
+ */
+export const CDP_MAX_CLIENTS_PER_BROWSER = 64;
+
 /** Bytes the server holds for a relay client that is not connected yet; past them it is dropped. */
 export const CDP_MAX_QUEUED_BYTES = 64 * MiB;
 

@@ -147,6 +147,11 @@ export const SERVER_ERRORS = {
   cdp_browser_not_running: { status: 404, message: 'The browser is not running' },
   cdp_path_not_found: { status: 404, message: 'Unknown DevTools path' },
   cdp_refused: { status: 502, message: 'The browser refused the DevTools connection' },
+  cdp_too_many_clients: {
+    status: 429,
+    message: 'Too many DevTools connections to this browser (limit {limit}); close some and retry',
+    headers: { 'Retry-After': '1', ...CLOSE },
+  },
   upgrade_timeout: {
     status: 504,
     message: 'Instance {id} did not answer the WebSocket connection within {seconds} s',

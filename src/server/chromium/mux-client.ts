@@ -34,6 +34,8 @@ export class ClientState {
    */
   readonly #held = new Map<string, Buffer[]>();
   #heldBytes = 0;
+  /** The size of the first message held since nothing was: not counted against the bound. */
+  #firstHeld = 0;
 
   constructor(session: string, targetId: string | undefined) {
     this.session = session;
@@ -77,11 +79,17 @@ export class ClientState {
     this.#held.set(session, []);
   }
 
-  /** Keep a message for `session` (which is `holding`); false when that passes the bound. */
+  /**
+   * Keep a message for `session` (which is `holding`); false when that passes the bound. The
+   * first message held is not counted, whatever its size: one frame, which the relay has already read
+   * (at most `CDP_MAX_COMMAND_BYTES`), such as a second large command sent while the first one's
+   * params are being checked (command.ts).
+   */
   hold(session: string, data: Buffer): boolean {
+    if (this.#heldBytes === 0) this.#firstHeld = data.length;
     this.#held.get(session)?.push(data);
     this.#heldBytes += data.length;
-    return this.#heldBytes <= CDP_MAX_QUEUED_BYTES;
+    return this.#heldBytes - this.#firstHeld <= CDP_MAX_QUEUED_BYTES;
   }
 
   /**

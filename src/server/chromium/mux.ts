@@ -18,8 +18,9 @@
  *   Chromium detaches a client's session (its page closed) the client is closed.
  *
  * Messages from Chromium are routed on their first and last bytes, without decoding (wire.ts);
- * commands from clients are parsed and written anew: Chromium then reads exactly the fields that
- * the ownership check saw. A navigation the egress would refuse is failed by a trap (trap.ts).
+ * commands from clients are parsed (small) or located (large: their params pass as bytes,
+ * command.ts) and written anew: Chromium then reads exactly the fields that the ownership check
+ * saw. The few methods whose params the mux reads are refused when too large to decode. A navigation the egress would refuse is failed by a trap (trap.ts).
  */
 import { CDP_MAX_ROOT_EVENT_BYTES, CDP_MAX_ROOT_REPLY_BYTES } from '../../api/cdp-limits.js';
 import { ClientState as Client, type MuxPeer } from './mux-client.js';
@@ -27,7 +28,8 @@ import { CdpMessageTooLarge, type CdpPipe } from './pipe.js';
 import { refusal } from './refusals.js';
 import { NavigationTraps } from './trap.js';
 import type { CdpCommand, CdpParams, CdpTransport, CdpTransportReader } from './transport.js';
-import { clientCommand, errorReply, FAILED, incoming, type Incoming, type Parsed } from './wire.js';
+import { clientCommand, NOT_ONE_OBJECT, wholeObject, wireCommand } from './command.js';
+import { errorReply, FAILED, incoming, type Incoming, type Parsed } from './wire.js';
 
 /** One client's connection, from `CdpMux.open`. */
 export interface MuxClient {
@@ -220,7 +222,13 @@ export class CdpMux {
 
   // -- outgoing ----------------------------------------------------------------------------
 
-  #send(command: CdpCommand, sessionId: string | undefined, route: Omit<Pending, 'id'>): void {
+  /** `raw`: the params as the bytes a client sent (a large command, command.ts). */
+  #send(
+    command: CdpCommand,
+    sessionId: string | undefined,
+    route: Omit<Pending, 'id'>,
+    raw?: Buffer,
+  ): void {
     if (!this.#open) return;
     const { method, params } = command;
     const pending: Pending = { id: command.id, ...route };
@@ -239,8 +247,12 @@ export class CdpMux {
       pending.createsContext = true;
     }
     const id = this.#nextId();
-    const text = JSON.stringify({ id, method, params, sessionId });
-    this.#pipe.send(text); // throws, having written nothing, for one too long for Chromium
+    // throws, having written nothing, for one too long for Chromium
+    this.#pipe.send(
+      raw
+        ? wireCommand(id, method, raw, sessionId)
+        : JSON.stringify({ id, method, params, sessionId }),
+    );
     this.#pending.set(id, pending);
     if (route.client) route.client.inFlight++;
   }
@@ -261,7 +273,7 @@ export class CdpMux {
     if (client.closed) return;
     const checked = clientCommand(data);
     if ('refused' in checked) return this.#deliver(client, checked.refused);
-    const { id, method, params, sessionId } = checked;
+    const { id, method, params, raw, sessionId } = checked;
     const refused = refusal(method, params);
     if (refused !== undefined) return this.#deliver(client, errorReply(id, -32000, refused));
     let wireSession = client.session;
@@ -284,7 +296,7 @@ export class CdpMux {
         errorReply(id, -32000, `More than ${MAX_IN_FLIGHT} commands awaiting their replies`),
       );
     }
-    const sent = this.#opts.rewrite ? this.#opts.rewrite(method, params) : params;
+    const sent = this.#opts.rewrite && !raw ? this.#opts.rewrite(method, params) : params;
     this.#traps.command(method, wireSession, client.targetOf(wireSession));
     const targetId = client.targetOf(wireSession);
     if (
@@ -297,12 +309,34 @@ export class CdpMux {
       void this.#navigate(client, { id, method, params: sent }, wireSession, targetId);
       return;
     }
+    if (raw) {
+      client.startHolding(wireSession);
+      void this.#large(client, { id, method, params }, wireSession, raw);
+      return;
+    }
+    this.#sendFor(client, { id, method, params: sent }, wireSession);
+  }
+
+  /** Send a client's command; one too long for Chromium is answered with an error instead. */
+  #sendFor(client: Client, command: CdpCommand, wireSession: string, raw?: Buffer): void {
     try {
-      this.#send({ id, method, params: sent }, wireSession, { client });
+      this.#send(command, wireSession, { client }, raw);
     } catch (err) {
       if (!(err instanceof CdpMessageTooLarge)) throw err;
-      this.#deliver(client, errorReply(id, -32000, err.message));
+      this.#deliver(client, errorReply(command.id, -32000, err.message));
     }
+  }
+
+  /**
+   * A client's large command (command.ts), sent once its params are found to be one object: the
+   * pass yields to others, and the client's later messages on that session wait meanwhile.
+   */
+  async #large(client: Client, command: CdpCommand, wireSession: string, raw: Buffer) {
+    const whole = await wholeObject(raw);
+    if (client.closed) return;
+    if (whole) this.#sendFor(client, command, wireSession, raw);
+    else this.#deliver(client, errorReply(command.id, -32600, NOT_ONE_OBJECT));
+    this.#release(client, wireSession);
   }
 
   /**

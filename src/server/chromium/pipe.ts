@@ -5,10 +5,12 @@
  * server) can reach DevTools.
  *
  * Messages come out as the raw bytes Chromium wrote, so that a relay can pass them on without
- * decoding; writes are UTF-8 text.
+ * decoding; writes are UTF-8 text, or the bytes of a client's command as they came.
  */
 import type { Readable, Writable } from 'node:stream';
 import { CDP_MAX_COMMAND_WIRE_BYTES, CDP_MAX_MESSAGE_BYTES } from '../../api/cdp-limits.js';
+
+const NUL = Buffer.from([0]);
 
 /** A message too long for Chromium's pipe reader: refused, nothing written. */
 export class CdpMessageTooLarge extends Error {
@@ -79,18 +81,29 @@ export class CdpPipe {
   }
 
   /**
-   * Write one message; dropped when the pipe is closed. Throws `CdpMessageTooLarge` for one
-   * Chromium would not read.
+   * Write one message (a text, or its UTF-8 bytes in pieces written as they are); dropped when
+   * the pipe is closed. Throws `CdpMessageTooLarge` for one Chromium would not read.
    */
-  send(text: string): void {
+  send(message: string | readonly Buffer[]): void {
     if (!this.#open) return;
-    const bytes = Buffer.byteLength(text) + 1;
+    const bytes =
+      (typeof message === 'string'
+        ? Buffer.byteLength(message)
+        : message.reduce((n, piece) => n + piece.length, 0)) + 1;
     if (bytes > CDP_MAX_COMMAND_WIRE_BYTES) {
       throw new CdpMessageTooLarge(
         `a DevTools message of ${bytes} bytes (Chromium reads at most ${CDP_MAX_COMMAND_WIRE_BYTES})`,
       );
     }
-    this.#out.write(`${text}\0`); // one write: no wakeup of Chromium's reader for a lone NUL
+    if (typeof message === 'string') {
+      this.#out.write(`${message}\0`); // one write: no wakeup of Chromium's reader for a lone NUL
+      return;
+    }
+    // pieces of a relayed command (tens of MiB) are not joined: corked, they go out in one writev
+    this.#out.cork();
+    for (const piece of message) this.#out.write(piece);
+    this.#out.write(NUL);
+    this.#out.uncork();
   }
 
   /** The peer broke the protocol or a bound: close, keeping `reason` for whoever asks. */

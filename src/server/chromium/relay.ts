@@ -8,8 +8,12 @@
  *
  * A client that does not read is closed (1008) once more than `CDP_MAX_UNREAD_BYTES` wait for it
  * and another message comes: what it leaves unread costs the server memory, and nobody else waits
- * for it (every client's messages are handed to its own socket). Both sizes are in the one table
- * of DevTools message sizes, src/api/cdp-limits.ts.
+ * for it (every client's messages are handed to its own socket). What all clients leave unread is
+ * bounded too, per browser and across every browser of the server: past either total the client
+ * with the most unread is closed (1008) the same way, so six slow readers cannot each hold their
+ * own bound (issue 35). A browser accepts at most `CDP_MAX_CLIENTS_PER_BROWSER` clients, from
+ * any address (429 past it). The sizes are in the one table of DevTools message sizes,
+ * src/api/cdp-limits.ts.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -18,7 +22,13 @@ import { WebSocketServer } from 'ws';
 import { refuseUpgrade, serverError } from '../errors.js';
 import type { Logger } from '../instances/runtime.js';
 import type { CdpMux, MuxClient, MuxTarget } from './mux.js';
-import { CDP_MAX_COMMAND_BYTES, CDP_MAX_UNREAD_BYTES } from '../../api/cdp-limits.js';
+import {
+  CDP_MAX_CLIENTS_PER_BROWSER,
+  CDP_MAX_COMMAND_BYTES,
+  CDP_MAX_UNREAD_BYTES,
+  CDP_MAX_UNREAD_BYTES_PER_BROWSER,
+  CDP_MAX_UNREAD_BYTES_TOTAL,
+} from '../../api/cdp-limits.js';
 
 const PAGE_PATH = /^devtools\/page\/([A-Za-z0-9-]+)$/;
 
@@ -27,6 +37,23 @@ export const UNREAD_CLOSE = {
   code: 1008,
   reason: `CDP client too slow: over ${CDP_MAX_UNREAD_BYTES / 2 ** 20} MiB unread`,
 };
+const MiB = 2 ** 20;
+/** Close codes and reasons for a client closed because all clients together left too much. */
+export const BROWSER_UNREAD_CLOSE = {
+  code: 1008,
+  reason: `CDP clients of this browser too slow: over ${CDP_MAX_UNREAD_BYTES_PER_BROWSER / MiB} MiB unread together; the slowest is closed`,
+};
+export const SERVER_UNREAD_CLOSE = {
+  code: 1008,
+  reason: `CDP clients of this server too slow: over ${CDP_MAX_UNREAD_BYTES_TOTAL / MiB} MiB unread together; the slowest is closed`,
+};
+/** A client with less than this unread never makes the totals be summed (a reader keeps up). */
+const TOTALS_FROM_BYTES = 1 * MiB;
+
+type Closing = { code: number; reason: string };
+/** Every relay client of the server (of every browser) → how to close it for being too slow. */
+const everyone = new Map<WebSocket, (why: Closing) => void>();
+
 /** How long a closed client's socket may take to finish the closing handshake. */
 const CLOSE_GRACE_MS = 5000;
 
@@ -39,7 +66,9 @@ export class CdpRelay {
     perMessageDeflate: false,
     maxPayload: CDP_MAX_COMMAND_BYTES,
   });
-  readonly #sockets = new Set<WebSocket>();
+  readonly #sockets = new Map<WebSocket, (why: Closing) => void>();
+  /** Clients being attached, not yet in `#sockets`. */
+  #opening = 0;
   #closed = false;
 
   readonly #log: Logger | undefined;
@@ -57,21 +86,30 @@ export class CdpRelay {
     if (this.#closed) return refuseUpgrade(socket, serverError('cdp_browser_not_running'));
     const target = this.#target(rest);
     if (!target) return refuseUpgrade(socket, serverError('cdp_path_not_found'));
+    if (this.#sockets.size + this.#opening >= CDP_MAX_CLIENTS_PER_BROWSER) {
+      const limit = CDP_MAX_CLIENTS_PER_BROWSER;
+      return refuseUpgrade(socket, serverError('cdp_too_many_clients', { limit }));
+    }
+    this.#opening++;
     this.#mux.open(target).then(
       (client) => {
+        this.#opening--;
         // whatever becomes of the handshake, the session ends with the socket
         socket.once('close', () => client.close());
         if (this.#closed || socket.destroyed) return client.close();
         this.#wss.handleUpgrade(req, socket, head, (ws) => this.#join(ws, client));
       },
-      () => refuseUpgrade(socket, serverError('cdp_refused')),
+      () => {
+        this.#opening--;
+        refuseUpgrade(socket, serverError('cdp_refused'));
+      },
     );
   }
 
   /** Close every relayed connection and refuse new ones. */
   closeAll(): void {
     this.#closed = true;
-    for (const ws of this.#sockets) ws.terminate();
+    for (const ws of this.#sockets.keys()) ws.terminate();
   }
 
   #target(rest: string): MuxTarget | undefined {
@@ -82,7 +120,18 @@ export class CdpRelay {
 
   #join(ws: WebSocket, client: MuxClient): void {
     if (this.#closed) ws.terminate();
-    this.#sockets.add(ws);
+    const tooSlow = (why: Closing) => {
+      this.#log?.warn(
+        { unread: ws.bufferedAmount, why: why.reason },
+        'closing a CDP client that does not read',
+      );
+      client.close();
+      ws.close(why.code, why.reason);
+      // it does not read its close frame either: what it left unread goes with the socket
+      setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
+    };
+    this.#sockets.set(ws, tooSlow);
+    everyone.set(ws, tooSlow);
     ws.on('error', () => ws.terminate());
     ws.on('message', (data) => {
       try {
@@ -94,19 +143,38 @@ export class CdpRelay {
     });
     ws.once('close', () => {
       this.#sockets.delete(ws);
+      everyone.delete(ws);
       client.close();
     });
     client.connect({
       send: (data) => {
         if (ws.readyState !== ws.OPEN) return;
-        if (ws.bufferedAmount <= CDP_MAX_UNREAD_BYTES) return ws.send(data, { binary: false });
-        this.#log?.warn({ unread: ws.bufferedAmount }, 'closing a CDP client that does not read');
-        client.close();
-        ws.close(UNREAD_CLOSE.code, UNREAD_CLOSE.reason);
-        // it does not read its close frame either: what it left unread goes with the socket
-        setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
+        if (ws.bufferedAmount > CDP_MAX_UNREAD_BYTES) return tooSlow(UNREAD_CLOSE);
+        ws.send(data, { binary: false });
+        if (ws.bufferedAmount < TOTALS_FROM_BYTES) return;
+        closeSlowest(this.#sockets, CDP_MAX_UNREAD_BYTES_PER_BROWSER, BROWSER_UNREAD_CLOSE);
+        closeSlowest(everyone, CDP_MAX_UNREAD_BYTES_TOTAL, SERVER_UNREAD_CLOSE);
       },
       close: () => ws.close(),
     });
   }
+}
+
+/**
+ * When `clients` leave more than `limit` bytes unread together (those already closing count: their
+ * bytes are still held), the open one with the most unread is closed.
+ */
+function closeSlowest(
+  clients: ReadonlyMap<WebSocket, (why: Closing) => void>,
+  limit: number,
+  why: Closing,
+): void {
+  let total = 0;
+  let slowest: WebSocket | undefined;
+  for (const ws of clients.keys()) {
+    total += ws.bufferedAmount;
+    if (ws.readyState !== ws.OPEN) continue;
+    if (!slowest || ws.bufferedAmount > slowest.bufferedAmount) slowest = ws;
+  }
+  if (total > limit && slowest) clients.get(slowest)?.(why);
 }

@@ -8,8 +8,7 @@
  * kept for safety), as are the few that change ownership, within `CDP_MAX_DECODED_BYTES`: any
  * process of the instance may write into a copy of the pipe.
  *
- * From a client: a command is decoded and checked as Chromium checks it, with Chromium's own
- * error replies, so that the mux writes anew exactly the fields it looked at.
+ * From a client: a command is decoded when small and located when large (command.ts).
  */
 import { CDP_MAX_DECODED_BYTES } from '../../api/cdp-limits.js';
 import type { CdpParams } from './transport.js';
@@ -121,41 +120,7 @@ export const FAILED: Incoming = {
   parse: () => ({}),
 };
 
-/** A client's command as the mux sends it on: its own id, method, params and session if named. */
-export interface ClientCommand {
-  id: number;
-  method: string;
-  params: CdpParams;
-  sessionId?: unknown;
-}
-
-/**
- * A client's message decoded and checked as Chromium's DevTools server checks one, or the error
- * reply Chromium would have given.
- */
-export function clientCommand(data: Buffer): ClientCommand | { refused: Buffer } {
-  let msg: unknown;
-  try {
-    msg = JSON.parse(data.toString());
-  } catch {
-    return { refused: errorReply(undefined, -32700, 'Message must be a valid JSON') };
-  }
-  if (!isObject(msg) || !Number.isSafeInteger(msg.id)) {
-    return { refused: errorReply(undefined, -32600, "Message must have integer 'id' property") };
-  }
-  const id = msg.id as number;
-  const { method, params = {}, sessionId } = msg;
-  if (typeof method !== 'string') {
-    return { refused: errorReply(id, -32600, "Message must have string 'method' property") };
-  }
-  if (!isObject(params)) {
-    return {
-      refused: errorReply(id, -32602, "Message has property 'params' but it is not an object"),
-    };
-  }
-  return { id, method, params, sessionId };
-}
-
+/** A DevTools error reply, as Chromium writes one (no id when the message had none). */
 export function errorReply(id: number | undefined, code: number, message: string): Buffer {
   return Buffer.from(JSON.stringify({ ...(id !== undefined && { id }), error: { code, message } }));
 }

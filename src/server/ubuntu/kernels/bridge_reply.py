@@ -13,7 +13,7 @@ PROTO = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
 os.dup2(2, 1)
 
 # Longest reply line the server accepts (pool.ts MAX_LINE_BYTES); a longer result is trimmed.
-MAX_LINE_BYTES = 64 * 1024 * 1024
+MAX_LINE_BYTES = 8 * 1024 * 1024
 TRIMMED = "\n[burrow: output too large for one reply; the rest was dropped]\n"
 
 _send_lock = threading.Lock()

@@ -78,10 +78,13 @@ const BOOT = pythonBoot('<burrow-kernel-bridge>');
 const READY_TIMEOUT_MS = 30_000;
 const STDERR_TAIL = 16 * 1024;
 /**
- * Longest reply line (bridge.py's MAX_LINE_BYTES, which trims a result to fit): past it the
- * bridge, or whoever writes into its stdout, is killed.
+ * Longest reply line (bridge_reply.py's MAX_LINE_BYTES, which trims a result to fit): past it
+ * the bridge, or whoever writes into its stdout, is killed. The server decodes each line on its
+ * main thread and encodes the answer again: a cell displaying 20 × 10 MB of HTML made a 30 MB
+ * answer that stalled every other client for 2.6 s at the former 64 MiB (issue 35). 8 MiB holds
+ * any plot or table an agent reads; larger outputs belong in files.
  */
-export const MAX_LINE_BYTES = 64 * 1024 * 1024;
+export const MAX_LINE_BYTES = 8 * 1024 * 1024;
 /** A reply line starts with its id (bridge.py writes it first). */
 const REPLY_ID = /^\{"id":\s?(-?\d+)[,}]/;
 /**

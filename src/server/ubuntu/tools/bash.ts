@@ -11,7 +11,9 @@
  * is out of band: `__burrow_done` writes the exit status to fd 3 (a separate pipe), then reads a
  * random sync token from fd 0 that the server sends only *after* the status arrived, and prints
  * it to the original stdout (fd 7) and stderr (fd 8). Everything before the token on each pipe is
- * the command's output. The token does not exist while the command runs, so no output can fake
+ * the command's output; what comes after it while no command runs (a background process still
+ * writing) is nobody's, and so is the rest of a call answered at its sync grace before its token
+ * came: dropped, counted in the next answer's `system`, never part of the next call's output. The token does not exist while the command runs, so no output can fake
  * it; SIGINT/TERM/HUP/QUIT sent to the shell are trapped, so `kill -INT $$` does not end it.
  *
  * The status pipe is not secret from the command: `eval`'s redirections make bash keep copies of
@@ -34,9 +36,9 @@ import type { Supervised } from '../../../internal/process.js';
 import { reportFailure, ToolFailure } from '../../computer/failure.js';
 import { envDiff, shellQuote, type InstanceEnv } from './env.js';
 import type { Sandbox } from '../../sandbox/index.js';
+import { Capture, OUTPUT_CAP, SyncScanner } from './bash-capture.js';
 
-/** Bytes of stdout, and of stderr, one call returns at most. */
-export const OUTPUT_CAP = 100_000;
+export { Capture, OUTPUT_CAP };
 /** Default `timeout` of a bash call, seconds. */
 export const DEFAULT_TIMEOUT_S = 10;
 /** Most sessions one instance may have at once. */
@@ -65,88 +67,11 @@ done
 unset __burrow_fd
 `;
 
-/** Keeps the first and the last OUTPUT_CAP/2 bytes of a stream and counts what it dropped. */
-export class Capture {
-  #head: Buffer[] = [];
-  #headLen = 0;
-  #tail: Buffer[] = [];
-  #tailLen = 0;
-  #dropped = 0;
-
-  constructor(readonly cap = OUTPUT_CAP) {}
-
-  push(chunk: Buffer): void {
-    const half = this.cap / 2;
-    if (this.#headLen < half) {
-      const n = Math.min(half - this.#headLen, chunk.length);
-      this.#head.push(chunk.subarray(0, n));
-      this.#headLen += n;
-      chunk = chunk.subarray(n);
-    }
-    if (chunk.length === 0) return;
-    this.#tail.push(chunk);
-    this.#tailLen += chunk.length;
-    while (this.#tailLen > half) {
-      const first = this.#tail[0]!;
-      const excess = this.#tailLen - half;
-      const cut = Math.min(excess, first.length);
-      if (cut === first.length) this.#tail.shift();
-      else this.#tail[0] = first.subarray(cut);
-      this.#tailLen -= cut;
-      this.#dropped += cut;
-    }
-  }
-
-  /** Everything captured so far as text (invalid UTF-8 becomes U+FFFD); resets the capture. */
-  take(): { text: string; dropped: number } {
-    const head = Buffer.concat(this.#head).toString('utf8');
-    const tail = Buffer.concat(this.#tail).toString('utf8');
-    const dropped = this.#dropped;
-    this.#head = [];
-    this.#tail = [];
-    this.#headLen = this.#tailLen = this.#dropped = 0;
-    const text = dropped > 0 ? `${head}\n[... ${dropped} bytes omitted ...]\n${tail}` : head + tail;
-    return { text, dropped };
-  }
-}
-
 interface Completion {
   /** Exit status of the command (or of the shell, when it exited). */
   status: number;
   /** The shell itself ended. */
   shellExited: boolean;
-}
-
-/** Scans one pipe for the sync token once it has been sent. */
-class SyncScanner {
-  #pending = Buffer.alloc(0);
-  found = false;
-  constructor(
-    readonly token: Buffer,
-    readonly sink: Capture,
-    readonly onFound: () => void,
-  ) {}
-
-  push(chunk: Buffer): void {
-    if (this.found) return this.sink.push(chunk);
-    const buf = Buffer.concat([this.#pending, chunk]);
-    const at = buf.indexOf(this.token);
-    if (at >= 0) {
-      this.sink.push(buf.subarray(0, at));
-      this.sink.push(buf.subarray(at + this.token.length));
-      this.#pending = Buffer.alloc(0);
-      this.found = true;
-      return this.onFound();
-    }
-    const keep = Math.min(buf.length, this.token.length - 1);
-    this.sink.push(buf.subarray(0, buf.length - keep));
-    this.#pending = Buffer.from(buf.subarray(buf.length - keep));
-  }
-
-  flush(): void {
-    this.sink.push(this.#pending);
-    this.#pending = Buffer.alloc(0);
-  }
 }
 
 class BashSession {
@@ -166,6 +91,13 @@ class BashSession {
   #current: ((c: Completion) => void) | undefined;
   #status = '';
   #sync: { out: SyncScanner; err: SyncScanner; timer: NodeJS.Timeout } | undefined;
+  /**
+   * Scanners of a call answered at its sync grace before its token came: the rest of its output
+   * is dropped up to the token, so that it never lands in the next call's answer.
+   */
+  readonly #drains: { out?: SyncScanner | undefined; err?: SyncScanner | undefined } = {};
+  /** Bytes written while no command ran (background processes), dropped since the last report. */
+  stray = 0;
   #statusCode = 0;
   #statusPipe: Readable | undefined;
   readonly #stdin: Writable;
@@ -188,8 +120,8 @@ class BashSession {
     stdin.on('error', () => {
       /* EPIPE after the shell died; the exit handler reports it */
     });
-    stdout.on('data', (c: Buffer) => (this.#sync ? this.#sync.out.push(c) : this.out.push(c)));
-    stderr.on('data', (c: Buffer) => (this.#sync ? this.#sync.err.push(c) : this.err.push(c)));
+    stdout.on('data', (c: Buffer) => this.#data('out', c));
+    stderr.on('data', (c: Buffer) => this.#data('err', c));
     status.on('data', (c: Buffer) => this.#onStatus(c.toString('latin1')));
     this.#statusPipe = status;
     void proc.exited.then(async (e) => {
@@ -238,8 +170,8 @@ class BashSession {
         if (this.#sync?.out.found && this.#sync.err.found) this.#synced();
       };
       this.#sync = {
-        out: new SyncScanner(tokenBuf, this.out, onFound),
-        err: new SyncScanner(tokenBuf, this.err, onFound),
+        out: new SyncScanner(tokenBuf, this.out, onFound, (b) => this.#boundary('out', b)),
+        err: new SyncScanner(tokenBuf, this.err, onFound, (b) => this.#boundary('err', b)),
         timer,
       };
       this.#stdin.write(`${token}\n`);
@@ -266,13 +198,35 @@ class BashSession {
     void this.terminate();
   }
 
+  /**
+   * Output of one pipe: the call's while a command runs, up to its sync token; dropped between
+   * calls (a background process still writing), and so is the rest of a call already answered.
+   */
+  #data(pipe: 'out' | 'err', chunk: Buffer): void {
+    const scanner = this.#sync?.[pipe] ?? this.#drains[pipe];
+    if (scanner) return scanner.push(chunk);
+    this.#boundary(pipe, chunk);
+  }
+
+  /** Bytes after a call's token: the next command's if it runs already, else nobody's. */
+  #boundary(pipe: 'out' | 'err', bytes: Buffer): void {
+    if (this.#drains[pipe]?.found) this.#drains[pipe] = undefined;
+    if (this.#drains[pipe] || this.#sync || !this.busy) this.stray += bytes.length;
+    else this[pipe].push(bytes);
+  }
+
   /** Both pipes delivered the token (or the grace timer fired): the command is complete. */
   #synced(): void {
     const sync = this.#sync;
     if (!sync) return;
     clearTimeout(sync.timer);
-    sync.out.flush();
-    sync.err.flush();
+    for (const pipe of ['out', 'err'] as const) {
+      if (sync[pipe].found) continue;
+      // what is still on its way is the answered call's: dropped up to its token
+      sync[pipe].flush();
+      sync[pipe].draining = true;
+      this.#drains[pipe] = sync[pipe];
+    }
     this.#sync = undefined;
     this.#complete({ status: this.#statusCode, shellExited: false });
   }
@@ -416,6 +370,12 @@ export class BashSessions {
       notes.push(
         `output truncated: ${omitted} bytes omitted (a call returns at most ${OUTPUT_CAP} bytes of stdout and of stderr)`,
       );
+    }
+    if (session.stray > 0) {
+      notes.push(
+        `session ${session.id}: ${session.stray} bytes written while no command ran (background processes) were dropped`,
+      );
+      session.stray = 0;
     }
     const result: ToolResult = { output: out.text };
     if (err.text) result.error = err.text;
