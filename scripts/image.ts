@@ -21,7 +21,6 @@
  * kind of host's hybrid cgroups) and explicit `--ulimit nofile=…,nproc=…`, so every run and
  * build passes them.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -204,6 +203,8 @@ function freePort(): Promise<number> {
     });
   });
 }
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function main(): Promise<void> {
   const tAll = performance.now();
