@@ -2,7 +2,7 @@
  * `cdp_url` clients that do not read are bounded together, not only each (issue 35, item 2): six
  * slow readers of one browser each asking for 56 MiB of replies, under their own 64 MiB bound,
  * used to be held all of it (120 → 432 MB); now past 128 MiB unread for the browser (256 MiB for the server)
- * the slowest is closed with 1008 and a reason, another client's `/livez` stays prompt, and the
+ * the slowest is closed (1008 and a reason, which the server logs too), another client's `/livez` stays prompt, and the
  * server's RSS grows by at most the browser's total plus 150 MiB of slack. A browser accepts at
  * most 64 relay clients whatever address they come from (the HTTP cap counts 127.0.0.2 apart).
  *
@@ -21,8 +21,13 @@ import {
 const MiB = 1024 * 1024;
 
 let server: TestServer;
+/** The server's log lines: which client it closed, and why. */
+const logged: string[] = [];
 beforeAll(async () => {
-  server = await testServer({ maxConnectionsPerClient: 0 });
+  server = await testServer({
+    maxConnectionsPerClient: 0,
+    logDestination: { write: (line) => void logged.push(line) },
+  });
 });
 afterAll(async () => {
   await server?.close();
@@ -99,14 +104,29 @@ describe('slow cdp_url readers', () => {
     });
     expect(during.p99).toBeLessThan(Math.max(100, before.p99 + 100));
     expect(during.peakRss - rss0).toBeLessThan(CDP_MAX_UNREAD_BYTES_PER_BROWSER + 150 * MiB);
-    // the closed ones read again, within their grace: what was queued, then the reason
+    // the slowest were closed for the browser's total, and the server says so; a closed client
+    // that reads again within the grace gets the reason in its close frame (1008), one that
+    // reads only later finds its socket ended (1006): which of the two depends on how soon the
+    // total was passed, so both are accepted, but not a connection left open past its budget
+    const why = logged
+      .filter((line) => line.includes('closing a CDP client that does not read'))
+      .map((line) => (JSON.parse(line) as { why: string }).why);
+    expect(
+      why.some((w) => /unread together/.test(w)),
+      why.join('; '),
+    ).toBe(true);
     for (const c of slow) c.socket.resume();
     const closes = await Promise.all(
       slow.map((c) =>
-        Promise.race([c.closed, new Promise((r) => setTimeout(() => r('open'), 8000))]),
+        Promise.race([c.closed, new Promise<'open'>((r) => setTimeout(() => r('open'), 8000))]),
       ),
     );
-    expect(closes).toContainEqual({ code: 1008, reason: expect.stringMatching(/unread together/) });
+    const ended = closes.filter((c) => c !== 'open');
+    expect(ended.length).toBeGreaterThanOrEqual(why.length);
+    for (const c of ended) {
+      expect([1006, 1008]).toContain(c.code);
+      if (c.code === 1008) expect(c.reason).toMatch(/unread/);
+    }
     for (const c of slow) c.ws.terminate();
     other.ws.close();
     await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
