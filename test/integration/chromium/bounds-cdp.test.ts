@@ -10,7 +10,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
+import { cdpClient } from '../../helpers/cdp-client.js';
 import { floodFromHost } from '../../helpers/flood.js';
 import {
   eventually,
@@ -43,31 +43,6 @@ afterAll(async () => {
 });
 
 const startBrowser = () => startBrowserOn(server);
-
-/** A raw CDP client: commands by id, and how its connection closed. */
-async function cdpClient(url: string) {
-  const ws = new WebSocket(url, { perMessageDeflate: false, maxPayload: 512 * MiB });
-  await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
-  const waiting = new Map<number, (msg: Record<string, unknown>) => void>();
-  ws.on('message', (data) => {
-    const msg = JSON.parse(data.toString()) as Record<string, unknown>;
-    if (typeof msg.id === 'number') waiting.get(msg.id)?.(msg);
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
-    ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
-  );
-  let next = 1;
-  const send = (method: string, params = {}, sessionId?: string) => {
-    const id = next++;
-    ws.send(JSON.stringify({ id, method, params, ...(sessionId && { sessionId }) }));
-    return id;
-  };
-  const call = (method: string, params = {}, sessionId?: string) =>
-    new Promise<Record<string, unknown>>((resolve) => {
-      waiting.set(send(method, params, sessionId), resolve);
-    });
-  return { ws, send, call, closed };
-}
 
 /** The Chromium browser process (not a helper) of instance `id`. */
 function browserProcess(id: string): number | undefined {

@@ -11,6 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { cdpClient } from '../../helpers/cdp-client.js';
 import { observe, reference } from '../../helpers/livez-probe.js';
 import { startBrowser, testServer, type TestServer } from '../../helpers/server.js';
 import {
@@ -32,32 +33,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close();
 });
-
-/** A raw CDP client from `localAddress`: commands by id, and how its connection closed. */
-async function cdpClient(url: string, localAddress = '127.0.0.1') {
-  const ws = new WebSocket(url, { perMessageDeflate: false, maxPayload: 512 * MiB, localAddress });
-  await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
-  const waiting = new Map<number, (msg: Record<string, unknown>) => void>();
-  ws.on('message', (data) => {
-    const msg = JSON.parse(data.toString()) as Record<string, unknown>;
-    if (typeof msg.id === 'number') waiting.get(msg.id)?.(msg);
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
-    ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
-  );
-  let next = 1;
-  const send = (method: string, params = {}, sessionId?: string) => {
-    const id = next++;
-    ws.send(JSON.stringify({ id, method, params, ...(sessionId && { sessionId }) }));
-    return id;
-  };
-  const call = (method: string, params = {}, sessionId?: string) =>
-    new Promise<Record<string, unknown>>((resolve) => {
-      waiting.set(send(method, params, sessionId), resolve);
-    });
-  const socket = (ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
-  return { ws, send, call, closed, socket };
-}
 
 describe('slow cdp_url readers', () => {
   it('six of them hold at most the browser total; the slowest are closed', async () => {
