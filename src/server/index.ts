@@ -141,16 +141,6 @@ async function openStores(config: ServerConfig, parts: ServerParts) {
     secretKeyFile: config.secretKeys.secretKeyFile,
     oldSecretKeyFiles: config.secretKeys.oldSecretKeyFiles,
     env: config.secretKeys.env,
-    // a single server is one project; a cluster's store holds every project's (keys.ts: each's)
-    caps: config.cluster
-      ? { count: Infinity, bytes: config.storeCaps.authStates.totalBytes }
-      : {
-          count: config.storeCaps.authStates.count,
-          bytes: Math.min(
-            config.storeCaps.authStates.bytes,
-            config.storeCaps.authStates.totalBytes,
-          ),
-        },
     projectCaps: config.storeCaps.authStates,
     ...parts.authStates,
   });

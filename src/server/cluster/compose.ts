@@ -61,8 +61,12 @@ export interface ServerParts {
   readonly run: string | undefined;
   /** Where the instance rows are kept: this run's journal, or the cluster's table. */
   readonly store: InstanceStore;
-  /** The auth states' backend on a node (shared by every node); alone, the store's files. */
-  readonly authStates: Pick<AuthStoreOptions, 'backend' | 'shared'>;
+  /**
+   * The auth states' backend on a node (shared by every node); alone, the store's files. And the
+   * store's own caps: alone it is one project's, so the project's caps (under the total); a
+   * node's holds every project's, each capped by its key (../http/cluster/keys.ts), so the total.
+   */
+  readonly authStates: Pick<AuthStoreOptions, 'backend' | 'shared' | 'caps'>;
   /** Uploaded extensions shared by the nodes; alone, none (the store's files). */
   readonly extensions: PostgresExtensions | undefined;
   /** The profiles' table on a node; alone, none (one file per profile). */
@@ -114,7 +118,7 @@ class SingleServer implements ServerParts {
   readonly name: string;
   readonly run = undefined;
   readonly store: InstanceStore;
-  readonly authStates = {};
+  readonly authStates: Pick<AuthStoreOptions, 'caps'>;
   readonly extensions = undefined;
   readonly profiles = undefined;
   readonly drainMs = DEFAULT_DRAIN_MS;
@@ -123,6 +127,10 @@ class SingleServer implements ServerParts {
 
   constructor(config: ServerConfig, store: InstanceStore) {
     this.name = config.host;
+    const caps = config.storeCaps.authStates;
+    this.authStates = {
+      caps: { count: caps.count, bytes: Math.min(caps.bytes, caps.totalBytes) },
+    };
     this.store = store;
   }
 
@@ -216,8 +224,9 @@ class ClusterParts implements ServerParts {
     return this.#node.store;
   }
 
-  get authStates(): Pick<AuthStoreOptions, 'backend' | 'shared'> {
-    return { backend: this.#node.authStates, shared: true };
+  get authStates(): Pick<AuthStoreOptions, 'backend' | 'shared' | 'caps'> {
+    const caps = { count: Infinity, bytes: this.#config.storeCaps.authStates.totalBytes };
+    return { backend: this.#node.authStates, shared: true, caps };
   }
 
   get drainMs(): number {
