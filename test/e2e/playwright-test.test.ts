@@ -71,7 +71,7 @@ describe('examples/playwright-test', () => {
     expect(run.stdout).toMatch(/4 passed/);
     expect(run.code).toBe(0);
     expectNoLeftovers(run);
-  });
+  }, 180_000); // a Playwright Test run: its CLI, a worker, its embedded server and instance
 
   it('a deliberately failing spec gets the screenshot attached', async () => {
     const report = join(dir, 'report.json');
@@ -104,7 +104,7 @@ describe('examples/playwright-test', () => {
     // the worker's instance stops with the worker Playwright Test replaces after a failure
     expect(result!.attachments.map((a) => a.name)).not.toContain('live view');
     expectNoLeftovers(run);
-  });
+  }, 180_000);
 });
 
 const attachmentBytes = (a: Attachment): Buffer =>
