@@ -103,20 +103,32 @@ async function start(type: 'browser' | 'ubuntu'): Promise<string> {
 }
 
 /**
- * The CPU time (s) the slow exit below spends unmapping: longer than the 2 s the stop once waited
- * for pid 1 (commit cfd1412), and it is CPU time, so the exit takes at least this long on a busy
- * machine too.
+ * The most CPU time (s) the slow exit below spends unmapping: longer than the 2 s the stop once
+ * waited for pid 1 (commit cfd1412), and it is CPU time, so where the machine is idle enough to
+ * spend all of it, the exit takes at least this long. Bounded because every second of it is some 1,600 mappings' page
+ * tables (over 200 MB) to build first, at two to five times the CPU time.
  */
-const EXIT_CPU_S = 3;
+const EXIT_CPU_MAX_S = 3;
+/**
+ * How long (s) the slow exit is meant to take on the machine as busy as it is when measured: the
+ * exit's CPU time is this divided by the pace then (wall time per CPU second), at most
+ * `EXIT_CPU_MAX_S`. It lies as far (four times) from the 2 s the stop once waited as from the 30 s
+ * it now waits before it gives up and kills pid 1's parent, so the load may change four times over
+ * between the measurement and the stop either way. A fixed CPU time took over 30 s on a machine
+ * ten times busier than idle, and the stop left pid 1 to the host's init as it is meant to then.
+ */
+const EXIT_WALL_S = 8;
+/** How long (ms) a stop waits for pid 1 to be reaped before it kills its parent (sandbox/stop.ts). */
+const STOP_REAP_MS = 30_000;
 
 /**
  * A process of its own that exits slowly on purpose: thousands of read-only shared mappings of one
  * 64 MiB memory file, every page mapped with a page table entry of its own (no huge pages), which
- * its exit must unmap one by one, dropping each page's reverse mapping; that costs about as much
- * CPU as mapping them did (zero-page mappings cost ten times more to map than to unmap). How many
- * mappings it takes is measured first, on a few of them, by the CPU time their unmapping costs
- * (`plan`); the populating's CPU time and how much longer than that it took (the machine's load)
- * give the test its budget. Prints `plan …`, then `populated` once mapped, then sleeps.
+ * its exit must unmap one by one, dropping each page's reverse mapping. How many mappings it takes
+ * is measured first, on a few of them, by the CPU time their unmapping costs and the pace their
+ * mapping went at (`plan`): as many as `EXIT_WALL_S` at that pace, at most `EXIT_CPU_MAX_S` of CPU
+ * time; the populating's CPU time and pace give the test its budget. Prints `plan …`, then
+ * `populated` once mapped, then sleeps.
  */
 const SLOW_EXIT = `
 import ctypes, math, os, sys, time
@@ -143,8 +155,10 @@ populate_cpu, populate_wall = time.thread_time() - cpu, time.monotonic() - wall
 cpu = time.thread_time()
 for p in sample: libc.munmap(p, size)
 unmap_cpu = (time.thread_time() - cpu) / 32
-n = math.ceil(float(sys.argv[1]) / unmap_cpu)
-print('plan maps=%d unmap_cpu=%.6f populate_cpu=%.3f wall_per_cpu=%.2f' % (n, unmap_cpu, populate_cpu / 32 * n, populate_wall / max(populate_cpu, 1e-3)), flush=True)
+pace = max(1.0, populate_wall / max(populate_cpu, 1e-3))
+exit_cpu = min(float(sys.argv[1]), float(sys.argv[2]) / pace)
+n = math.ceil(exit_cpu / unmap_cpu)
+print('plan maps=%d unmap_cpu=%.6f exit_cpu=%.3f populate_cpu=%.3f wall_per_cpu=%.2f' % (n, unmap_cpu, exit_cpu, populate_cpu / 32 * n, pace), flush=True)
 if n > 60000:
     print('populate failed: more mappings than a process may have', flush=True)
     sys.exit(1)
@@ -183,27 +197,36 @@ describe('stopping instances', () => {
       return `${body.output ?? ''}${body.error ?? ''}`;
     };
     await bash(`cat > /tmp/slow.py <<'EOF'\n${SLOW_EXIT}\nEOF`);
+    // a round trip to a Python started in the instance, at the machine's present pace: the margin
+    // of every wait below (its floor is a quiet machine's)
+    const began = performance.now();
+    await bash('python3 -c pass');
+    const roundTrip = performance.now() - began;
+    const margin = Math.max(10_000, 20 * roundTrip);
     // a child of pid 1 (double fork): the stop's wait for the processes inside skips those
-    await bash(`(setsid python3 /tmp/slow.py ${EXIT_CPU_S} > /tmp/slow.log 2>&1 &)`);
+    await bash(
+      `(setsid python3 /tmp/slow.py ${EXIT_CPU_MAX_S} ${EXIT_WALL_S} > /tmp/slow.log 2>&1 &)`,
+    );
     let plan: RegExpExecArray | null = null;
     await eventually(
       async () => !!(plan = /^plan .*$|failed.*/m.exec(await bash('cat /tmp/slow.log'))),
-      'the slow exit measured',
-      60_000,
+      `the slow exit measured (round trip ${Math.round(roundTrip)} ms)`,
+      margin,
     );
     expect(plan![0]).toMatch(/^plan /);
+    console.log(`${plan![0]} round_trip_ms=${Math.round(roundTrip)}`);
+    const field = (name: string) => Number(new RegExp(`${name}=([\\d.]+)`).exec(plan![0])![1]);
     // its populating, as long as the CPU time measured at the machine's present pace, four times
-    const populateCpu = Number(/populate_cpu=([\d.]+)/.exec(plan![0])![1]);
-    const pace = Math.max(1, Number(/wall_per_cpu=([\d.]+)/.exec(plan![0])![1]));
+    const pace = Math.max(1, field('wall_per_cpu'));
     await eventually(
       async () => /^populated$|failed/m.test(await bash('cat /tmp/slow.log')),
       `mapped (${plan![0]})`,
-      30_000 + 4 * populateCpu * pace * 1000,
+      margin + 4 * field('populate_cpu') * pace * 1000,
     );
     expect(await bash('cat /tmp/slow.log')).not.toMatch(/failed/);
     const init = initOf(id);
-    // the stop waits 30 s at most for pid 1 to be reaped; the exit's CPU time at the same pace
-    const watched = watch([init], 60_000 + 4 * EXIT_CPU_S * pace * 1000);
+    // pid 1 is reaped once the exit is done, or its parent killed after the stop's wait at most
+    const watched = watch([init], STOP_REAP_MS + margin + 4 * field('exit_cpu') * pace * 1000);
     await watched.started;
     expect((await server.api(`/v1/instance/${id}/stop`, { method: 'POST' })).status).toBe(200);
     const [seen] = await watched.result;
