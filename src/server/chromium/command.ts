@@ -149,21 +149,32 @@ const SLICE_MS = 4;
 /** Bytes between two looks at the clock. */
 const STEP_BYTES = 64 * 1024;
 
-/** `wholeObject`'s pass, yielding every `STEP_BYTES` or so. */
+/** `wholeObject`'s pass, yielding every `STEP_BYTES` or so, inside a long string too. */
 function* objectScan(data: Buffer): Generator<void, boolean> {
   const end = data.length;
   if (end < 2 || data[0] !== 0x7b /* { */) return false;
   /** The closing bracket each open level expects. */
   const closers: number[] = [];
-  for (let i = 0, next = STEP_BYTES; i < end; i++) {
+  let next = STEP_BYTES;
+  for (let i = 0; i < end; i++) {
     if (i >= next) {
       next = i + STEP_BYTES;
       yield;
     }
     const c = data[i];
     if (c === 0x22 /* " */) {
-      i = stringEnd(data, i, end);
-      if (i < 0) return false;
+      // to the quote that closes the string: one not preceded by an odd run of backslashes
+      for (;;) {
+        i = data.indexOf(0x22, i + 1);
+        if (i < 0) return false;
+        let escapes = 0;
+        while (data[i - 1 - escapes] === 0x5c /* \ */) escapes++;
+        if (escapes % 2 === 0) break;
+        if (i >= next) {
+          next = i + STEP_BYTES; // a string of escaped quotes is as long a pass as brackets
+          yield;
+        }
+      }
     } else if (c === 0x7b || c === 0x5b /* [ */) {
       if (closers.length >= MAX_DEPTH) return false;
       closers.push(c === 0x7b ? 0x7d : 0x5d);
@@ -173,17 +184,6 @@ function* objectScan(data: Buffer): Generator<void, boolean> {
     }
   }
   return false;
-}
-
-/** The offset of the quote closing the string opened at `open`, or -1 if none before `end`. */
-function stringEnd(data: Buffer, open: number, end: number): number {
-  for (let at = open; ;) {
-    at = data.indexOf(0x22, at + 1);
-    if (at < 0 || at >= end) return -1;
-    let escapes = 0;
-    while (data[at - 1 - escapes] === 0x5c /* \ */) escapes++;
-    if (escapes % 2 === 0) return at;
-  }
 }
 
 /** The id of a message that could not be located, when its head names one. */
