@@ -2,26 +2,36 @@
 import type { ParseArgsConfig } from 'node:util';
 import { Burrow, ConfigurationError, ConnectionError, type Instance } from '../client/index.js';
 import { DEFAULT_BASE_URL } from '../client/core.js';
+import { clientApiKey } from './secrets.js';
 
 /** Flags every API command takes. */
 export const apiFlags = {
   'base-url': { type: 'string' },
   'api-key': { type: 'string' },
+  'api-key-file': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
 
 export const apiFlagsUsage = `  --base-url URL   server (default: BURROW_BASE_URL, else ${DEFAULT_BASE_URL})
-  --api-key KEY    API key (default: BURROW_API_KEY)
+  --api-key KEY    API key (default: BURROW_API_KEY); every local user can read a command
+                   line: prefer --api-key-file or the variable
+  --api-key-file PATH  a file holding the key (default: BURROW_API_KEY_FILE)
   --json           print JSON instead of a table`;
 
+/** The key flags of a client command's parsed values. */
+export interface KeyFlags {
+  'api-key'?: string | undefined;
+  'api-key-file'?: string | undefined;
+}
+
 /** A client for `--base-url` / `--api-key`, each falling back to its environment variable. */
-export function client(values: { 'base-url'?: string; 'api-key'?: string }): Burrow {
+export function client(values: { 'base-url'?: string } & KeyFlags): Burrow {
   try {
-    return new Burrow({ baseUrl: values['base-url'], apiKey: values['api-key'] });
+    return new Burrow({ baseUrl: values['base-url'], apiKey: clientApiKey(values) });
   } catch (err) {
     if (err instanceof ConfigurationError && err.code === 'missing_api_key') {
-      throw new Error('no API key: pass --api-key or set BURROW_API_KEY', { cause: err });
+      throw new Error('no API key: pass --api-key-file or set BURROW_API_KEY', { cause: err });
     }
     throw err;
   }
@@ -29,7 +39,7 @@ export function client(values: { 'base-url'?: string; 'api-key'?: string }): Bur
 
 /** Runs `fn` with a client; a refused connection says which server was tried. */
 export async function withClient<T>(
-  values: { 'base-url'?: string; 'api-key'?: string },
+  values: { 'base-url'?: string } & KeyFlags,
   fn: (client: Burrow) => Promise<T>,
 ): Promise<T> {
   await using api = client(values);
@@ -87,13 +97,16 @@ export class UsageError extends Error {
  * (`--data-dir` forces that). A note on stderr says which data dir was read.
  */
 export async function withServerOrDataDir<T>(
-  values: { 'base-url'?: string; 'api-key'?: string; 'data-dir'?: string },
+  values: { 'base-url'?: string; 'data-dir'?: string } & KeyFlags,
   online: (client: Burrow) => Promise<T>,
   offline: (dataDir: string) => Promise<T>,
 ): Promise<T> {
   const { embeddedDataDir } = await import('./offline.js');
   const named = values['base-url'] !== undefined || !!process.env.BURROW_BASE_URL;
-  const keyed = values['api-key'] !== undefined || !!process.env.BURROW_API_KEY;
+  const keyed =
+    values['api-key'] !== undefined ||
+    values['api-key-file'] !== undefined ||
+    !!(process.env.BURROW_API_KEY || process.env.BURROW_API_KEY_FILE);
   const fromDir = async (why: string) => {
     const dir = await embeddedDataDir(values['data-dir']);
     console.error(`burrow: ${why}: reading the data dir ${dir}`);

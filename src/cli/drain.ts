@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_BASE_URL } from '../client/core.js';
 import { DEFAULT_DRAIN_SECONDS } from '../server/config.js';
 import { apiFlags } from './common.js';
+import { clientApiKey } from './secrets.js';
 
 export const usage = `burrow drain [--base-url URL] [--api-key KEY] [--json]
 
@@ -17,15 +18,16 @@ running instances go on until they end or its drain deadline (BURROW_DRAIN_SECON
 then they stop with end_reason node_drained and the server exits 0.
 
   --base-url URL   server (default: BURROW_BASE_URL, else ${DEFAULT_BASE_URL})
-  --api-key KEY    API key (default: BURROW_API_KEY)
+  --api-key KEY    API key (default: BURROW_API_KEY); prefer --api-key-file PATH or the
+                   variable (every local user can read a command line)
   --json           print the server's answer as JSON`;
 
 export async function run(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: apiFlags });
   if (values.help) return console.log(usage);
   const base = values['base-url'] ?? process.env.BURROW_BASE_URL ?? DEFAULT_BASE_URL;
-  const key = values['api-key'] ?? process.env.BURROW_API_KEY;
-  if (!key) throw new Error('no API key: pass --api-key or set BURROW_API_KEY');
+  const key = clientApiKey(values);
+  if (!key) throw new Error('no API key: pass --api-key-file or set BURROW_API_KEY');
   let res: Response;
   try {
     res = await fetch(`${base.replace(/\/+$/, '')}/v1/node/drain`, {

@@ -1,6 +1,6 @@
 /**
  * `burrow mcp`: burrow's MCP server on stdio, for desktop agent hosts. With `--base-url` or
- * `BURROW_BASE_URL` the tools talk to that server (key from `--api-key` / `BURROW_API_KEY`);
+ * `BURROW_BASE_URL` the tools talk to that server (key from `--api-key-file` / `BURROW_API_KEY`);
  * without, a server is started in this process on a random loopback port (the embedded
  * default) and stops when the host closes stdin. Either way every instance the session started
  * is stopped on the way out. stdout carries only MCP messages: logs go to stderr.
@@ -16,14 +16,16 @@ import { createMcpSession } from '../server/mcp/tools.js';
 import { Ledger } from '../session/ledger.js';
 import { UsageError } from './common.js';
 import { clientBackend } from './mcp-backend.js';
+import { clientApiKey, hideSecretArgs } from './secrets.js';
 
-export const usage = `burrow mcp [--base-url URL] [--api-key KEY] [--resolution WxH]
+export const usage = `burrow mcp [--base-url URL] [--api-key-file PATH] [--resolution WxH]
            [--blocked-domain DOMAIN]... [--auth-state ID_OR_NAME]
            [--proxy-server URL] [--proxy-bypass HOSTS]
 
 Serves the Model Context Protocol on stdin/stdout for an agent host (Claude Desktop, Cursor,
-VS Code…). With --base-url or BURROW_BASE_URL it uses that server (key from --api-key or
-BURROW_API_KEY); otherwise it runs an embedded server on a random loopback port. Instances the
+VS Code…). With --base-url or BURROW_BASE_URL it uses that server (key from --api-key-file,
+BURROW_API_KEY or BURROW_API_KEY_FILE; --api-key KEY works too, but puts the key where every
+local user can read it); otherwise it runs an embedded server on a random loopback port. Instances the
 session started are stopped when the host disconnects. Logs go to stderr.
 
 A browser_* call made before any instance_start starts a browser instance, as Playwright's MCP
@@ -46,6 +48,7 @@ export async function run(argv: string[]): Promise<void> {
     options: {
       'base-url': { type: 'string' },
       'api-key': { type: 'string' },
+      'api-key-file': { type: 'string' },
       resolution: { type: 'string' },
       'blocked-domain': { type: 'string', multiple: true },
       'auth-state': { type: 'string' },
@@ -58,6 +61,8 @@ export async function run(argv: string[]): Promise<void> {
     console.log(usage);
     return;
   }
+  // an agent host keeps this process for its session: the key leaves its title (ps) at once
+  hideSecretArgs(argv);
   const autoStart: AutoStartOptions = {};
   if (values.resolution !== undefined) {
     const m = /^(\d+)x(\d+)$/.exec(values.resolution);
@@ -85,7 +90,7 @@ export async function run(argv: string[]): Promise<void> {
   let embedded: { close(): Promise<void> } | undefined;
   let api: Burrow;
   if (baseUrl) {
-    api = new Burrow({ baseUrl, apiKey: values['api-key'] });
+    api = new Burrow({ baseUrl, apiKey: clientApiKey(values) });
   } else {
     const { startServer } = await import('../server/index.js');
     const server = await startServer({

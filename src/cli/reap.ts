@@ -9,14 +9,17 @@ Reads the session ledger (<data dir>/sessions; data dir from BURROW_DATA_DIR, el
 $XDG_DATA_HOME/burrow or ~/.local/share/burrow) and, for every instance whose
 process is gone: stops it on the given server, or forgets it if it ran on that
 process's embedded server (which died with it). Orphans on other servers are
-listed as skipped: pass their --base-url and --api-key to stop them.
+listed as skipped: pass their --base-url and --api-key-file to stop them.
 
 ${apiFlagsUsage}`;
 
 export async function run(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: apiFlags, allowPositionals: true });
   if (values.help) return console.log(usage);
-  const haveKey = values['api-key'] !== undefined || !!process.env.BURROW_API_KEY;
+  const haveKey =
+    values['api-key'] !== undefined ||
+    values['api-key-file'] !== undefined ||
+    !!(process.env.BURROW_API_KEY || process.env.BURROW_API_KEY_FILE);
   const report = haveKey
     ? await withClient(values, (client) => reapOrphans({ client }))
     : await reapOrphans(values['base-url'] === undefined ? {} : { baseUrl: values['base-url'] });

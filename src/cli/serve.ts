@@ -1,4 +1,3 @@
-import { readFile, stat } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { serveLogDestination } from '../internal/log-format.js';
 import {
@@ -18,6 +17,7 @@ import {
   type ServerOptions,
 } from '../server/config.js';
 import { startServer } from '../server/index.js';
+import { hasPassword, hideSecretArgs, readSecretFile } from './secrets.js';
 
 export const usage = `burrow serve [--host ${DEFAULT_HOST}] [--port ${DEFAULT_PORT}] [--api-key K | --api-key-file PATH]
             [--data-dir D] [--max-instances N] [--public-url URL] [--log-level ${DEFAULT_LOG_LEVEL}]
@@ -28,7 +28,7 @@ export const usage = `burrow serve [--host ${DEFAULT_HOST}] [--port ${DEFAULT_PO
             [--allow-network CIDR]... [--insecure-no-isolation]
             [--secret-key-file PATH] [--old-secret-key-file PATH]...
             [--artifact-retention SECONDS]
-            [--cluster postgres://… [--node-name NAME] [--node-url URL]]
+            [--cluster postgres://… | --cluster-url-file PATH [--node-name NAME] [--node-url URL]]
 
 Runs the Remote Instance Control Service.
 
@@ -71,9 +71,13 @@ hides it from its command line once started, which leaves a short window).
                                   fetchable after it stopped (default ${DEFAULT_ARTIFACT_RETENTION_SECONDS}; 0 = not kept; also
                                   BURROW_ARTIFACT_RETENTION_SECONDS)
   --cluster URL                   cluster mode: instance rows and auth states live in this
-                                  PostgreSQL (postgres://user:pass@host/db), shared by every
-                                  node; prefer BURROW_DATABASE_URL when the URL has a password.
-                                  Every node needs the same --secret-key-file
+                                  PostgreSQL (postgres://user@host/db), shared by every node.
+                                  Every node needs the same --secret-key-file. A URL with a
+                                  password is refused here (every local user can read a command
+                                  line): give it with --cluster-url-file or BURROW_DATABASE_URL,
+                                  or keep the password in PGPASSFILE
+  --cluster-url-file PATH         the same URL, read from a file (mode 0600; a trailing newline
+                                  is ignored)
   --node-name NAME                this node's name, the same across restarts (default the host
                                   name; also BURROW_NODE_NAME)
   --node-url URL                  where the other nodes reach this one (default the URL it
@@ -91,33 +95,11 @@ export interface ServeConfig {
   generated: boolean;
 }
 
-/**
- * The key in the file at `path`: its content without trailing line breaks. Errors say which
- * source failed and why, never what the file holds.
- */
-async function readKeyFile(source: string, path: string): Promise<string> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    throw new Error(`${source}: cannot read ${path} (${e.code ?? e.message})`);
-  }
-  const key = text.replace(/[\r\n]+$/, '');
-  if (key === '') throw new Error(`${source}: ${path} is empty`);
-  if (/[\r\n]/.test(key)) throw new Error(`${source}: ${path} must hold the key on one line`);
-  const mode = (await stat(path)).mode;
-  if (mode & 0o077) {
-    console.error(`burrow: warning: ${path} can be read by other users (chmod 600 it)`);
-  }
-  return key;
-}
-
 /** The API key by precedence: flag, key-file flag, variable, key-file variable; else none. */
-async function apiKey(
+function apiKey(
   flags: { key: string | undefined; file: string | undefined },
   env: NodeJS.ProcessEnv,
-): Promise<string | undefined> {
+): string | undefined {
   if (flags.key !== undefined && flags.file !== undefined) {
     throw new Error('give --api-key or --api-key-file, not both');
   }
@@ -125,13 +107,13 @@ async function apiKey(
     if (flags.key === '') throw new Error('--api-key is empty');
     return flags.key;
   }
-  if (flags.file !== undefined) return readKeyFile('--api-key-file', flags.file);
+  if (flags.file !== undefined) return readSecretFile('--api-key-file', flags.file);
   const key = env.BURROW_API_KEY || undefined;
   const file = env.BURROW_API_KEY_FILE || undefined;
   if (key !== undefined && file !== undefined) {
     throw new Error('set BURROW_API_KEY or BURROW_API_KEY_FILE, not both');
   }
-  if (file !== undefined) return readKeyFile('BURROW_API_KEY_FILE', file);
+  if (file !== undefined) return readSecretFile('BURROW_API_KEY_FILE', file);
   return key;
 }
 
@@ -170,6 +152,7 @@ export const SERVE_FLAGS = {
   'old-secret-key-file': { type: 'string', multiple: true },
   'artifact-retention': { type: 'string' },
   cluster: { type: 'string' },
+  'cluster-url-file': { type: 'string' },
   'node-name': { type: 'string' },
   'node-url': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -188,7 +171,7 @@ async function fromFlags(values: ServeValues, env: NodeJS.ProcessEnv): Promise<S
     values['max-connections-per-client'] === undefined
       ? undefined
       : parseInteger('--max-connections-per-client', values['max-connections-per-client'], 0);
-  const key = await apiKey({ key: values['api-key'], file: values['api-key-file'] }, env);
+  const key = apiKey({ key: values['api-key'], file: values['api-key-file'] }, env);
 
   const cpusText = values['instance-cpus'];
   const cpus = cpusText === undefined ? undefined : parseCpus('--instance-cpus', cpusText);
@@ -244,56 +227,65 @@ async function fromFlags(values: ServeValues, env: NodeJS.ProcessEnv): Promise<S
       ),
     }),
   };
-  const databaseUrl = values.cluster ?? (env.BURROW_DATABASE_URL || undefined);
-  if (databaseUrl === undefined && (values['node-name'] ?? values['node-url']) !== undefined) {
-    throw new Error('--node-name and --node-url need --cluster (or BURROW_DATABASE_URL)');
+  const databaseUrl = clusterUrl(values.cluster, values['cluster-url-file'], env);
+  const node = {
+    ...(values['node-name'] !== undefined && { nodeName: values['node-name'] }),
+    ...(values['node-url'] !== undefined && { nodeUrl: values['node-url'] }),
+  };
+  if (databaseUrl === undefined && Object.keys(node).length > 0) {
+    throw new Error(
+      '--node-name and --node-url need --cluster, --cluster-url-file or BURROW_DATABASE_URL',
+    );
   }
-  if (values.cluster !== undefined) {
-    options.cluster = {
-      databaseUrl: values.cluster,
-      ...(values['node-name'] !== undefined && { nodeName: values['node-name'] }),
-      ...(values['node-url'] !== undefined && { nodeUrl: values['node-url'] }),
-    };
-  } else if (databaseUrl !== undefined && (values['node-name'] ?? values['node-url'])) {
-    options.cluster = {
-      databaseUrl,
-      ...(values['node-name'] !== undefined && { nodeName: values['node-name'] }),
-      ...(values['node-url'] !== undefined && { nodeUrl: values['node-url'] }),
-    };
-  }
+  // taken here, so that the variable can leave the environment before the server starts
+  if (databaseUrl !== undefined) options.cluster = { databaseUrl, ...node };
   return { options, generated: key === undefined };
 }
 
-const KEY_FLAG = '--api-key';
-
-/** `argv` with the value of `--api-key` (as `--api-key K` or `--api-key=K`) replaced by `***`. */
-function redactKeyArgs(argv: readonly string[]): string[] {
-  return argv.map((arg, i) => {
-    if (arg.startsWith(`${KEY_FLAG}=`)) return `${KEY_FLAG}=***`;
-    return argv[i - 1] === KEY_FLAG ? '***' : arg;
-  });
+/**
+ * The cluster's database URL: `--cluster`, else `--cluster-url-file`, else BURROW_DATABASE_URL.
+ * `--cluster` with a password is refused: every local user could read it in `ps` for as long as
+ * the node runs (a URL without one, with the password in PGPASSFILE or peer authentication, is
+ * fine there).
+ */
+function clusterUrl(
+  flag: string | undefined,
+  file: string | undefined,
+  env: NodeJS.ProcessEnv,
+): string | undefined {
+  if (flag !== undefined && file !== undefined) {
+    throw new Error('give --cluster or --cluster-url-file, not both');
+  }
+  if (flag !== undefined && hasPassword(flag)) {
+    throw new Error(
+      '--cluster: the URL holds a password, which every local user can read on the command line; ' +
+        'give the URL in a file (--cluster-url-file PATH, mode 0600) or in BURROW_DATABASE_URL, ' +
+        'or leave the password out of it (PGPASSFILE, peer authentication)',
+    );
+  }
+  const [source, url] =
+    file !== undefined
+      ? ['--cluster-url-file', readSecretFile('--cluster-url-file', file, 'URL')]
+      : flag !== undefined
+        ? ['--cluster', flag]
+        : ['BURROW_DATABASE_URL', env.BURROW_DATABASE_URL || undefined];
+  // (never the URL itself in the message: it may hold a password)
+  if (url !== undefined && !/^postgres(ql)?:\/\//.test(url)) {
+    throw new Error(`${source}: expected a postgres:// URL (postgres://user@host:5432/db)`);
+  }
+  return url;
 }
 
-/** Whether `argv` gives the key itself on the command line (before a `--`). */
-const keyOnCommandLine = (argv: readonly string[]) =>
-  argv.some((a) => a === KEY_FLAG || a.startsWith(`${KEY_FLAG}=`));
-
 /**
- * Keeps the key out of what other users and child processes can read: the process title
- * (`/proc/N/cmdline`, which every local user can read) loses the `--api-key` value, and the key
- * variables leave the environment that every process the server starts would inherit.
+ * Keeps the secrets out of what other users and child processes can read: the process title
+ * (`/proc/N/cmdline`, which every local user can read) loses the `--api-key` value, and the
+ * secret variables leave the environment that every process the server starts would inherit.
  */
-function hideKey(argv: readonly string[]): void {
-  if (keyOnCommandLine(argv)) {
-    console.error(
-      'burrow: warning: --api-key puts the key on the command line, where every local user can ' +
-        'read it until the server hides it; use --api-key-file or BURROW_API_KEY_FILE instead',
-    );
-    const [exe = 'node', ...rest] = process.argv;
-    process.title = [exe, ...process.execArgv, ...redactKeyArgs(rest)].join(' ');
-  }
+function hideSecrets(argv: readonly string[]): void {
+  hideSecretArgs(argv);
   delete process.env.BURROW_API_KEY;
   delete process.env.BURROW_API_KEY_FILE;
+  delete process.env.BURROW_DATABASE_URL;
 }
 
 /**
@@ -321,7 +313,7 @@ export async function run(argv: string[]): Promise<void> {
     console.log(usage);
     return;
   }
-  hideKey(argv);
+  hideSecrets(argv);
   if (config.options.isolation?.insecureNoIsolation) {
     console.error(
       'burrow: warning: --insecure-no-isolation: where this machine cannot isolate instances, they run unisolated',

@@ -71,7 +71,7 @@ export const SETTINGS: readonly SettingDoc[] = [
     flags: ['--api-key-file'],
     default: 'none',
     meaning:
-      '`serve` only: a file holding the key alone (not together with the key itself on the same level)',
+      'a file holding the key alone (not together with the key itself on the same level); the client commands (`burrow list`, `mcp`, `drain`, …) read it too, so that the key need not be on a command line',
   },
   {
     option: 'dataDir',
@@ -358,10 +358,10 @@ export const SETTINGS: readonly SettingDoc[] = [
   {
     option: 'cluster.databaseUrl',
     env: 'BURROW_DATABASE_URL',
-    flags: ['--cluster'],
+    flags: ['--cluster', '--cluster-url-file'],
     default: 'none (one node, no database)',
     meaning:
-      'cluster mode: instance rows and auth states live in this PostgreSQL, shared by every node (`postgres://…`); every node needs the same auth-state key (`BURROW_SECRET_KEY_FILE`)',
+      'cluster mode: instance rows and auth states live in this PostgreSQL, shared by every node (`postgres://…`); every node needs the same auth-state key (`BURROW_SECRET_KEY_FILE`). A URL with a password goes in the variable or in a file (`--cluster-url-file`, mode 0600): `--cluster` refuses one, as every local user can read a command line',
   },
   {
     option: 'cluster.nodeName',

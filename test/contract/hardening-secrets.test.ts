@@ -188,6 +188,41 @@ describe('burrow serve options', () => {
     await expect(serveConfig(['--api-key-file', dir], {})).rejects.toThrow(/cannot read/);
   });
 
+  it('the database URL: --cluster without a password, --cluster-url-file, BURROW_DATABASE_URL', async () => {
+    const bare = 'postgres://burrow@db.test:5432/burrow';
+    expect((await serveConfig(['--cluster', bare], {}))?.options.cluster).toEqual({
+      databaseUrl: bare,
+    });
+    const withPw = 'postgres://burrow:s3cret-pw@db.test:5432/burrow';
+    const p = file('url', `${withPw}\n`);
+    expect(
+      (await serveConfig(['--cluster-url-file', p, '--node-name', 'n1'], {}))?.options.cluster,
+    ).toEqual({ databaseUrl: withPw, nodeName: 'n1' });
+    // the variable becomes the option, so that serve can take it out of the environment
+    expect((await serveConfig([], { BURROW_DATABASE_URL: withPw }))?.options.cluster).toEqual({
+      databaseUrl: withPw,
+    });
+    for (const url of [
+      withPw,
+      'postgresql://burrow@db.test/burrow?password=s3cret-pw',
+      'postgres://burrow@db.test/burrow?sslmode=require&PASSWORD=s3cret-pw',
+    ]) {
+      const err = await serveConfig(['--cluster', url], {}).catch((e: Error) => e);
+      expect(String(err), url).toMatch(
+        /--cluster: the URL holds a password.*--cluster-url-file.*BURROW_DATABASE_URL/,
+      );
+      expect(String(err)).not.toContain('s3cret');
+    }
+    await expect(serveConfig(['--cluster', bare, '--cluster-url-file', p], {})).rejects.toThrow(
+      /not both/,
+    );
+    const notPg = file('not-pg', 'mysql://root:s3cret-pw@db.test/x');
+    const err = await serveConfig(['--cluster-url-file', notPg], {}).catch((e: Error) => e);
+    expect(String(err)).toMatch(/--cluster-url-file: expected a postgres:\/\/ URL/);
+    expect(String(err)).not.toContain('s3cret');
+    await expect(serveConfig(['--node-name', 'n1'], {})).rejects.toThrow(/need --cluster/);
+  });
+
   it('isolation flags and the connection cap are parsed and checked', async () => {
     const config = await serveConfig(
       [

@@ -109,7 +109,7 @@ describe('burrow start | list | get | stop | auth list', () => {
   it('says clearly what is wrong', async () => {
     const noKey = await burrow(['list', '--base-url', server.url]);
     expect(noKey.code).toBe(1);
-    expect(noKey.stderr).toBe('burrow: no API key: pass --api-key or set BURROW_API_KEY\n');
+    expect(noKey.stderr).toBe('burrow: no API key: pass --api-key-file or set BURROW_API_KEY\n');
 
     const wrongKey = await burrow(['list', '--base-url', server.url, '--api-key', 'wrong-key-123']);
     expect(wrongKey.code).toBe(1);

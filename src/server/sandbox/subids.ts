@@ -25,15 +25,12 @@ import { spawnSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
+import { freeRange, rangeConflicts, spanOf, type IdFiles, type IdRange } from './subid-ranges.js';
 
 /** The uid (and gid) an instance's user has inside its namespaces: `user` in its /etc/passwd. */
 const INNER_ID = 1000;
 
-/** A `start:count` line of /etc/subuid or /etc/subgid. */
-export interface IdRange {
-  start: number;
-  count: number;
-}
+export type { IdRange } from './subid-ranges.js';
 
 /** The server user's subordinate ranges, as far as it has them. */
 export interface SubordinateRanges {
@@ -71,6 +68,36 @@ function rangeIn(file: string): IdRange | undefined {
 
 export function subordinateRanges(): SubordinateRanges {
   return { uid: rangeIn('/etc/subuid'), gid: rangeIn('/etc/subgid') };
+}
+
+/** The host's id files as they are now ('' for one that cannot be read). */
+export function idFiles(): IdFiles {
+  const read = (file: string) => {
+    try {
+      return readFileSync(file, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  return {
+    subuid: read('/etc/subuid'),
+    subgid: read('/etc/subgid'),
+    passwd: read('/etc/passwd'),
+    group: read('/etc/group'),
+  };
+}
+
+/**
+ * The command giving `user` a range no one else holds (freeRange), to run as root; `drop`, the
+ * user's present range, is taken away in the same command.
+ */
+function addRangeFix(user: string, files: IdFiles, drop?: { uid: IdRange; gid: IdRange }): string {
+  const free = freeRange(files);
+  if (!free) {
+    return `give ${user} a range in /etc/subuid and /etc/subgid that no other user's range, account or group touches (none of 65536 ids is left)`;
+  }
+  const del = drop ? `--del-subuids ${spanOf(drop.uid)} --del-subgids ${spanOf(drop.gid)} ` : '';
+  return `usermod ${del}--add-subuids ${spanOf(free)} --add-subgids ${spanOf(free)} ${user} (as root; a range no other user's range, account or group touches), then restart the server`;
 }
 
 /** `start:count`, as /etc/subuid writes it. */
@@ -197,11 +224,23 @@ export function probeSubordinate(tools: {
       return String(process.getuid?.());
     }
   })();
-  const addFix = `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 ${user} (as root), then restart the server`;
+  const files = idFiles();
   if (!uid || !gid) {
     return {
       why: `the server's user (${user}) has no range in ${!uid ? '/etc/subuid' : '/etc/subgid'}: every instance's processes run as its uid (${process.getuid?.()}), each instance in user, pid and mount namespaces of its own, so they cannot see or signal each other or the server`,
-      fix: addFix,
+      fix: addRangeFix(user, files),
+    };
+  }
+  // a uid someone else may run as is no identity of the instance's own
+  const conflicts = rangeConflicts(
+    { name: user, uid: process.getuid?.() ?? -1 },
+    { uid, gid },
+    files,
+  );
+  if (conflicts.length > 0) {
+    return {
+      why: `the server's subordinate range (/etc/subuid ${showRange(uid)}, /etc/subgid ${showRange(gid)}) is not its own: it overlaps ${conflicts.join(', ')}, so an instance could run as a uid that another user's containers or an account also run as; instances run as the server's uid (${process.getuid?.()}) instead, each in user, pid and mount namespaces of its own`,
+      fix: addRangeFix(user, files, { uid, gid }),
     };
   }
   const missing = ['/usr/bin/newuidmap', '/usr/bin/newgidmap'].filter((p) => !isExecutable(p));

@@ -6,7 +6,8 @@
  * `PORT=` line), and asks for a random VNC password: other local processes (other instances
  * share the loopback interface) cannot watch or drive the display; the password reaches only
  * the token-protected live-view page. It reads the password from a file it deletes at once
- * (`-passwdfile rm:`), so the password never appears in a command line.
+ * (`-passwdfile rm:`), or in an instance from its stdin, so the password never appears in a
+ * command line.
  *
  * In an instance, x11vnc listens on a Unix socket in the instance's /tmp: a path the instance
  * controls, so the server connects to it from inside (`connectInside`), one helper per viewer.
@@ -205,8 +206,17 @@ export class VncServer {
   async #startInside(box: NonNullable<VncOptions['sandbox']>): Promise<Running> {
     const { displayEnv } = this.#opts;
     const inside = posix.join(box.tmp, `.burrow-vnc-${randomBytes(6).toString('hex')}.sock`);
+    const passwdFile = posix.join(box.tmp, `.burrow-vnc-${randomBytes(6).toString('hex')}.pw`);
     const proc = box.spawn(
       [
+        // the password comes on stdin into a file of the instance's own /tmp (0600), which x11vnc
+        // deletes once read (rm:): never in a command line, which every user of the host reads
+        // (/proc/N/cmdline); read and printf are the shell's own, and exec keeps the process
+        '/bin/sh',
+        '-c',
+        'umask 077 && IFS= read -r p && printf "%s\\n" "$p" > "$1" && shift && exec "$@"',
+        'burrow-vnc',
+        passwdFile,
         this.#opts.x11vnc ?? DEFAULT_PROGRAMS.x11vnc,
         '-display',
         displayEnv.DISPLAY ?? ':0',
@@ -216,12 +226,14 @@ export class VncServer {
         '-unixsock',
         inside,
         // the password is visible to the instance's own processes, which see the screen anyway
-        '-passwd',
-        this.password,
+        '-passwdfile',
+        `rm:${passwdFile}`,
         ...X11VNC_FLAGS,
       ],
-      { env: { ...displayEnv }, stdio: ['ignore', 'ignore', 'pipe'] },
+      { env: { ...displayEnv }, stdio: ['pipe', 'ignore', 'pipe'] },
     );
+    proc.child.stdin?.on('error', () => {}); // gone before reading: its exit says why
+    proc.child.stdin?.end(`${this.password}\n`);
     // x11vnc's words only: a process of the instance could write them too, which would make
     // the first viewer's connection fail, nothing more
     const listening = `listening on unix socket: ${inside} `;

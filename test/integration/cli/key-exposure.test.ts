@@ -4,6 +4,7 @@
  * starts — instance processes, Chromium, Xvfb, helpers — has the key in its argv or environment,
  * whether it came from the flag or from `BURROW_API_KEY`. The server runs as a real process; every
  * process on the machine is searched for the key (a random one, so nothing else can match).
+ * `burrow mcp`, which an agent host keeps running for its session, hides `--api-key` the same way.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -113,4 +114,34 @@ describe('the API key of burrow serve', () => {
     // its own user only); nothing it started may hold the key
     expect(processesHolding(key, [process.pid, s.child.pid!])).toEqual([]);
   }, 180_000);
+});
+
+describe('the API key of burrow mcp', () => {
+  it('--api-key warns and leaves the command line of the running MCP server', async () => {
+    const key = `mcp-${randomBytes(12).toString('hex')}`;
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'src/cli/main.ts',
+        'mcp',
+        '--base-url',
+        'http://127.0.0.1:1',
+        '--api-key',
+        key,
+      ],
+      { cwd: root, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, BURROW_API_KEY: '' } },
+    );
+    children.push(child);
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    await eventually(() => /warning: --api-key puts the key/.test(err), 'the warning', 30_000);
+    await eventually(
+      () => !read(`/proc/${child.pid}/cmdline`).includes(key),
+      'the key to leave the command line',
+    );
+    expect(read(`/proc/${child.pid}/cmdline`).toString()).toContain('--api-key ***');
+    expect(err).toContain('--api-key-file');
+  }, 60_000);
 });

@@ -50,6 +50,45 @@ function subordinateRange(present: boolean): void {
     writeFileSync(file, others.map((l) => `${l}\n`).join(''));
   }
 }
+/**
+ * Runs `fn` with `line` (another user's range) added to /etc/subuid and /etc/subgid, then puts
+ * both back as they were.
+ */
+async function withOtherRange<T>(line: string, fn: () => Promise<T>): Promise<T> {
+  const before = SUB_FILES.map((f) => [f, readFileSync(f, 'utf8')] as const);
+  for (const [file, text] of before) writeFileSync(file, `${text}${line}\n`);
+  try {
+    return await fn();
+  } finally {
+    for (const [file, text] of before) writeFileSync(file, text);
+  }
+}
+
+/**
+ * The range doctor's `usermod` fix gives (the same for uids and gids), checked against every
+ * line of /etc/subuid and /etc/subgid, every uid of /etc/passwd and gid of /etc/group as they
+ * are when it is called: the range, and what it overlaps.
+ */
+function suggested(fix: string | undefined): { start: number; end: number; overlaps: string[] } {
+  const m = /--add-subuids (\d+)-(\d+) --add-subgids \1-\2 burrow-ci\b/.exec(fix ?? '');
+  expect(m, fix).not.toBeNull();
+  const [start, end] = [Number(m![1]), Number(m![2])];
+  const overlaps: string[] = [];
+  for (const file of SUB_FILES) {
+    for (const line of readFileSync(file, 'utf8').split('\n').filter(Boolean)) {
+      const [, s, c] = line.split(':').map(Number);
+      if (s! <= end && start < s! + c!) overlaps.push(`${file}: ${line}`);
+    }
+  }
+  for (const file of ['/etc/passwd', '/etc/group']) {
+    for (const line of readFileSync(file, 'utf8').split('\n').filter(Boolean)) {
+      const id = Number(line.split(':')[2]);
+      if (id >= start && id <= end) overlaps.push(`${file}: ${line}`);
+    }
+  }
+  return { start, end, overlaps };
+}
+
 let home: string;
 let uid: number;
 
@@ -204,6 +243,21 @@ describe('as a normal user', { timeout: CASE_MS }, () => {
     expect(doctor.instance_types.ubuntu.ready).toBe(true);
   });
 
+  it("doctor --json suggests a range that no other user's range, account or group touches", async () => {
+    // another user holds the range useradd hands out first (what doctor used to suggest)
+    await withOtherRange('burrow-other:100000:131072', async () => {
+      const r = await asUser(['src/cli/main.ts', 'doctor', '--json']);
+      const identity = (JSON.parse(r.stdout) as Doctor).isolation.find(
+        (g) => g.name === 'identity',
+      )!;
+      expect(identity.status).toBe('missing');
+      const range = suggested(identity.fix);
+      expect(range.end - range.start + 1).toBe(65_536);
+      expect(range.start).toBeGreaterThan(65_535);
+      expect(range.overlaps).toEqual([]);
+    });
+  });
+
   it('the embedded default with no flag, an ubuntu bash, and the attacks that apply', async () => {
     const r = await asUser(['test/helpers/as-user.ts'], { OPENS: '3' });
     const line = r.stdout.trim().split('\n').pop() ?? '';
@@ -278,6 +332,26 @@ describe(
         namespaces: 'held',
         'disk-quota': 'held',
         egress: 'held',
+      });
+    });
+
+    it("doctor says identity missing when another user's range overlaps the server's, and suggests one of its own", async () => {
+      await withOtherRange(`burrow-other:${SUB_START + 100}:10`, async () => {
+        const r = await asUser(['src/cli/main.ts', 'doctor', '--json']);
+        const doctor = JSON.parse(r.stdout) as Doctor;
+        const identity = doctor.isolation.find((g) => g.name === 'identity')!;
+        expect(identity.status).toBe('missing');
+        expect(identity.why).toContain(
+          `is not its own: it overlaps burrow-other's range ${SUB_START + 100}:10 in /etc/subuid`,
+        );
+        expect(identity.why).toContain(`instances run as the server's uid (${uid})`);
+        expect(identity.fix).toContain(
+          `--del-subuids ${SUB_START}-${SUB_START + SUB_COUNT - 1} --del-subgids ${SUB_START}-${SUB_START + SUB_COUNT - 1}`,
+        );
+        // the suggestion overlaps nothing, the server user's own present range included
+        const range = suggested(identity.fix);
+        expect(range.overlaps).toEqual([]);
+        expect(range.start).toBeGreaterThan(65_535);
       });
     });
 

@@ -4,6 +4,7 @@
  * headless browser. It shows the desktop, a click through it reaches the desktop browser's page,
  * wrong or expired tokens are refused, and x11vnc goes away with the instance.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handshakeStatus } from '../../helpers/handshake.js';
@@ -69,6 +70,14 @@ async function streamUrl(id: string): Promise<string> {
   return ((await res.json()) as { stream_url: string }).stream_url;
 }
 
+const cmdline = (pid: string) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return '';
+  }
+};
+
 /** x11vnc runs inside the instance: among its cgroup's members (and their children). */
 const x11vnc = (id: string) =>
   processTree(instancePids(id)).filter((p) => commName(p) === 'x11vnc');
@@ -104,6 +113,16 @@ describe('ubuntu instance live view', () => {
     await tab.goto(url);
     await tab.waitForSelector('body[data-connected="true"]', { timeout: 20_000 });
     expect(failed).toEqual([]); // every noVNC module came with the token
+    // the page knows the VNC password (it just logged in with it); no command line on the host
+    // does (every user reads /proc/N/cmdline)
+    const password = /"password":"([^"]+)"/.exec(await (await fetch(url)).text())?.[1];
+    expect(password).toMatch(/^[\w-]{8}$/);
+    expect(
+      readdirSync('/proc')
+        .filter((n) => /^\d+$/.test(n))
+        .filter((n) => cmdline(n).includes(password!))
+        .map((n) => `${n}: ${cmdline(n)}`),
+    ).toEqual([]);
 
     const canvas = tab.locator('#screen canvas');
     await eventually(
