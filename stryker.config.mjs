@@ -52,6 +52,7 @@ export default {
     'src/server/chromium/trap.ts',
     'src/server/chromium/refusals.ts',
     'src/api/cdp-limits.ts',
+    'src/server/sandbox/subid-ranges.ts',
     'src/server/auth-states/store.ts',
     'src/server/auth-states/secret-key.ts',
     // artifacts: the checks on what is opened and named

@@ -37,6 +37,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/artifacts-retain.test.ts',
   'test/unit/auth-checks.test.ts',
   'test/unit/sandbox-paths.test.ts',
+  'test/unit/subid-ranges.test.ts',
   'test/unit/sandbox-fsops.test.ts',
   'test/unit/sandbox-fsops-every-op.test.ts',
 ];
