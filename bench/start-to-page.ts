@@ -98,6 +98,8 @@ async function serveInProcessOfItsOwn(): Promise<{
       dataDir,
       '--allow-host-port',
       String(sitePort),
+      // run as a normal user there are no limits; the bench times starts, as the embedded one does
+      '--allow-unlimited',
     ],
     {
       env: { ...process.env, BURROW_API_KEY: apiKey },

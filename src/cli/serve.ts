@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { serveLogDestination } from '../internal/log-format.js';
 import {
+  allowUnlimitedVariable,
   DEFAULT_ARTIFACT_RETENTION_SECONDS,
   DEFAULT_DRAIN_SECONDS,
   DEFAULT_HOST,
@@ -25,7 +26,7 @@ export const usage = `burrow serve [--host ${DEFAULT_HOST}] [--port ${DEFAULT_PO
             [--sandbox-stock N]
             [--instance-memory SIZE] [--instance-pids N] [--instance-cpus N] [--instance-disk SIZE]
             [--allow-host-loopback] [--allow-host-port PORT]...
-            [--allow-network CIDR]... [--insecure-no-isolation]
+            [--allow-network CIDR]... [--allow-unlimited] [--insecure-no-isolation]
             [--secret-key-file PATH] [--old-secret-key-file PATH]...
             [--artifact-retention SECONDS]
             [--cluster postgres://… | --cluster-url-file PATH [--node-name NAME] [--node-url URL]]
@@ -58,6 +59,11 @@ hides it from its command line once started, which leaves a short window).
   --allow-host-port PORT          let instances reach this host loopback port (repeatable)
   --allow-network CIDR            let instances reach this private network, e.g. 10.0.0.0/8
                                   (repeatable; private networks are refused by default)
+  --allow-unlimited               start instances even where this machine cannot limit their
+                                  memory, processes and CPU (the 'limits' guarantee; also
+                                  BURROW_ALLOW_UNLIMITED=1). Without it such starts answer 503:
+                                  a server for others needs limits (as root, or in a cgroup v2
+                                  subtree delegated to its user: burrow doctor says which)
   --insecure-no-isolation         start instances even where this machine cannot isolate them
                                   (they then run unisolated; trusted use only)
   --secret-key-file PATH          the key that encrypts saved auth states (32 bytes as 64 hex
@@ -142,6 +148,7 @@ export const SERVE_FLAGS = {
   'allow-host-port': { type: 'string', multiple: true },
   'allow-network': { type: 'string', multiple: true },
   'insecure-no-isolation': { type: 'boolean' },
+  'allow-unlimited': { type: 'boolean' },
   'instance-memory': { type: 'string' },
   'instance-pids': { type: 'string' },
   'instance-cpus': { type: 'string' },
@@ -185,6 +192,9 @@ async function fromFlags(values: ServeValues, env: NodeJS.ProcessEnv): Promise<S
     ...(ports.length > 0 && { allowHostPorts: ports }),
     ...(values['allow-network'] && { allowNetworks: values['allow-network'] }),
     ...(values['insecure-no-isolation'] && { insecureNoIsolation: true }),
+    // a server for others starts no instance without limits unless told (startServer's default
+    // is the embedded one's: on)
+    allowUnlimited: values['allow-unlimited'] ?? allowUnlimitedVariable(env) ?? false,
     ...(values['instance-memory'] !== undefined && {
       memoryBytes: parseSize('--instance-memory', values['instance-memory']),
     }),
@@ -214,7 +224,7 @@ async function fromFlags(values: ServeValues, env: NodeJS.ProcessEnv): Promise<S
     ...(values['sandbox-stock'] !== undefined && {
       sandboxStock: parseInteger('--sandbox-stock', values['sandbox-stock'], 0),
     }),
-    ...(Object.keys(isolation).length > 0 && { isolation }),
+    isolation,
     ...(values['secret-key-file'] !== undefined && { secretKeyFile: values['secret-key-file'] }),
     ...(values['old-secret-key-file'] !== undefined && {
       oldSecretKeyFiles: values['old-secret-key-file'],

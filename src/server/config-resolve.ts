@@ -79,6 +79,8 @@ export interface EnvSettings {
   readonly maxExtensionBytesTotal: number | undefined;
   /** `BURROW_ALLOW_NETWORK`, split at its commas and checked. */
   readonly allowNetworks: string[] | undefined;
+  /** `BURROW_ALLOW_UNLIMITED` (`1` or `0`). */
+  readonly allowUnlimited: boolean | undefined;
 }
 
 const issueText = (error: z.ZodError) =>
@@ -186,6 +188,8 @@ export function resolveSettings(
         ...o.isolation,
         ...(o.isolation?.allowHostPorts && { allowHostPorts: [...o.isolation.allowHostPorts] }),
         ...(networks && { allowNetworks: networks }),
+        // startServer from code is the embedded default: one user's own scripts (serve says off)
+        allowUnlimited: o.isolation?.allowUnlimited ?? env.allowUnlimited ?? true,
       },
     },
     artifacts: {

@@ -22,6 +22,13 @@ export interface IsolationOptions {
   allowNetworks?: string[];
   /** Start instances even when this machine cannot isolate them (they then run unisolated). */
   insecureNoIsolation?: boolean;
+  /**
+   * Start instances where this machine cannot limit their memory, processes and CPU (the `limits`
+   * guarantee). Default on for `startServer` from code (an embedded server runs one user's own
+   * scripts; it says once on stderr what is missing), off for `burrow serve`, whose starts then
+   * answer 503 `isolation_unavailable`; env `BURROW_ALLOW_UNLIMITED` (`1` or `0`).
+   */
+  allowUnlimited?: boolean;
   /** Run instances unisolated even where isolation works (benchmarks of its cost; tests). */
   disable?: boolean;
   /** Memory limit per instance in bytes. Default 2 GiB. */
@@ -322,6 +329,7 @@ const Isolation = z.strictObject({
   allowHostPorts: z.array(z.int().min(1).max(65535)).optional(),
   allowNetworks: z.array(z.string().refine(isCidr, 'must be a CIDR such as 10.0.0.0/8')).optional(),
   insecureNoIsolation: z.boolean().optional(),
+  allowUnlimited: z.boolean().optional(),
   disable: z.boolean().optional(),
   memoryBytes: count(1).optional(),
   pids: count(1).optional(),

@@ -289,6 +289,14 @@ export const SETTINGS: readonly SettingDoc[] = [
     meaning: 'start instances even where this machine cannot isolate them (they run unisolated)',
   },
   {
+    option: 'isolation.allowUnlimited',
+    env: 'BURROW_ALLOW_UNLIMITED',
+    flags: ['--allow-unlimited'],
+    default: 'off for `serve`; on for `startServer` from code',
+    meaning:
+      'start instances where this machine cannot limit their memory, processes and CPU (the `limits` guarantee; variable `1` or `0`). Off, such a start answers 503 `isolation_unavailable` naming the fix; on, an embedded server says once on stderr which guarantees are missing. `--insecure-no-isolation` implies it',
+  },
+  {
     option: 'isolation.disable',
     default: 'off',
     meaning:

@@ -76,6 +76,22 @@ const UNITS: Record<string, number> = { '': 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 3
 const bad = (source: string, expected: string, text: string) =>
   new ConfigError(`${source} must be ${expected}, not "${text}"`);
 
+/** `text` as a switch: `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off`. */
+export function parseSwitch(source: string, text: string): boolean {
+  const t = text.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(t)) return true;
+  if (['0', 'false', 'no', 'off'].includes(t)) return false;
+  throw bad(source, '1 or 0', text);
+}
+
+/** The `BURROW_ALLOW_UNLIMITED` of `env`, undefined where unset (`burrow serve` reads it too). */
+export function allowUnlimitedVariable(env: Env): boolean | undefined {
+  const text = env.BURROW_ALLOW_UNLIMITED;
+  return text === undefined || text === ''
+    ? undefined
+    : parseSwitch('BURROW_ALLOW_UNLIMITED', text);
+}
+
 /** `text` as an integer in [min, max]; `source` names the flag or variable in the error. */
 export function parseInteger(
   source: string,
@@ -244,6 +260,7 @@ function readEnvironment(env: Env): EnvSettings {
     leaseSeconds: () => int('BURROW_LEASE_SECONDS', 1),
     clusterMaxInstances: () => int('BURROW_CLUSTER_MAX_INSTANCES', 1),
     drainSeconds: () => int('BURROW_DRAIN_SECONDS', 0),
+    allowUnlimited: () => allowUnlimitedVariable(env),
     allowNetworks: () => {
       const networks = text('BURROW_ALLOW_NETWORK')
         ?.split(',')

@@ -179,6 +179,7 @@ function createSandboxHost(
     sandboxRoot: config.sandbox.root,
     bwrapPath: config.sandbox.bwrapPath,
     ...(iso.insecureNoIsolation !== undefined && { insecureNoIsolation: iso.insecureNoIsolation }),
+    ...(iso.allowUnlimited !== undefined && { allowUnlimited: iso.allowUnlimited }),
     ...(iso.allowHostLoopback !== undefined && { allowHostLoopback: iso.allowHostLoopback }),
     ...(iso.disable && { disableIsolation: true }),
     ...(iso.allowHostPorts !== undefined && { allowHostPorts: iso.allowHostPorts }),

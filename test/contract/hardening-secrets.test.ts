@@ -251,13 +251,14 @@ describe('burrow serve options', () => {
       allowHostLoopback: true,
       allowHostPorts: [8080, 5432],
       insecureNoIsolation: true,
+      allowUnlimited: false, // a server for others: only with --allow-unlimited
       memoryBytes: 2 * 1024 ** 3,
       pids: 1024,
       cpus: 1.5,
       diskBytes: 512 * 1024 ** 2,
     });
     expect(config?.options).toMatchObject({ maxConnectionsPerClient: 0 });
-    expect((await serveConfig([], {}))?.options.isolation).toBeUndefined();
+    expect((await serveConfig([], {}))?.options.isolation).toEqual({ allowUnlimited: false });
     for (const [argv, message] of [
       [['--allow-host-port', '0'], /--allow-host-port must be an integer from 1 to 65535/],
       [['--allow-host-port', '70000'], /--allow-host-port/],

@@ -21,6 +21,7 @@ import {
   describeSupport,
   hostSupport,
   toolPath,
+  type Guarantee,
   type HostSupport,
 } from './support.js';
 
@@ -50,6 +51,13 @@ export interface SandboxHostOptions {
   limits?: Partial<SandboxResourceLimits>;
   /** Run instances without isolation when the machine cannot isolate them. Loudly logged. */
   insecureNoIsolation?: boolean;
+  /**
+   * Start isolated instances where they cannot get cgroup limits (`--allow-unlimited`). Default
+   * true (startServer's embedded default); false makes such starts `refusal`s.
+   */
+  allowUnlimited?: boolean;
+  /** Where the once-per-process line naming the missing guarantees goes. Default stderr (console.error). */
+  notice?: (line: string) => void;
   /** Run instances without isolation even where it works (tests of that mode). Loudly logged. */
   disableIsolation?: boolean;
   /** Egress: every host loopback port but burrow's own (`--allow-host-loopback`). */
@@ -79,7 +87,11 @@ export class SandboxHost {
   /** Whether instances are sandboxed (false only with `--insecure-no-isolation`). */
   readonly isolated: boolean;
   /** Why instances may not start (core guarantees missing and no `--insecure-no-isolation`). */
-  readonly refusal: string | undefined;
+  readonly #coreRefusal: string | undefined;
+  /** Whether isolated instances may start without cgroup limits (`--allow-unlimited`). */
+  readonly #allowUnlimited: boolean;
+  /** Why the server's cgroup could not be prepared, where the probe found one. */
+  #limitsWhy: string | undefined;
   /** This run's directory under the sandbox root (0711): `etc/` and one directory per instance. */
   readonly root: string;
   readonly etcDir: string;
@@ -107,7 +119,8 @@ export class SandboxHost {
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
     const missing = support.guarantees.filter((g) => CORE_GUARANTEES.includes(g.name) && !g.ok);
     this.isolated = missing.length === 0 && !opts.disableIsolation;
-    this.refusal =
+    this.#allowUnlimited = (opts.allowUnlimited ?? true) || opts.insecureNoIsolation === true;
+    this.#coreRefusal =
       missing.length > 0 && !opts.insecureNoIsolation && !opts.disableIsolation
         ? `This server cannot isolate instances: ${missing
             .map((g) => `${g.name} (${g.fix ?? 'unavailable'})`)
@@ -154,12 +167,13 @@ export class SandboxHost {
           await prepareCgroups(host.cgroups);
           await sweepCgroups(host.cgroups, (name) => pidAlive(Number(name.split('.')[0])));
         } catch (err) {
-          log.warn(
-            `isolation: MISSING limits: could not prepare the server's cgroup (${(err as Error).message}); instances run without memory, process and CPU limits`,
-          );
+          host.#limitsWhy = `could not prepare the server's cgroup (${(err as Error).message})`;
+          log.warn(`isolation: MISSING limits: ${host.#limitsWhy}`);
           host.cgroups = undefined;
         }
       }
+      if (host.refusal) log.warn(host.refusal);
+      else sayMissingOnce(host.missing(), opts.notice);
       await host.#sweep();
       await mkdirTraversable(host.root);
       await buildEtc(host.etcDir);
@@ -175,6 +189,29 @@ export class SandboxHost {
       }
     }
     return host;
+  }
+
+  /**
+   * Why instances may not start: core guarantees missing (without `--insecure-no-isolation`), or
+   * no cgroup limits on a server that requires them (without `--allow-unlimited`).
+   */
+  get refusal(): string | undefined {
+    if (this.#coreRefusal) return this.#coreRefusal;
+    if (!this.isolated || this.cgroups || this.#allowUnlimited) return undefined;
+    const fix = this.support.guarantees.find((g) => g.name === 'limits')?.fix;
+    return `This server starts no instance without limits, and the 'limits' isolation guarantee (memory, process-count and CPU limits by cgroups) is missing here. Start the server with --allow-unlimited (or BURROW_ALLOW_UNLIMITED=1) to run instances without them, or give it limits: ${fix ?? 'see burrow doctor'}. The server's log at its start says why they are missing.`;
+  }
+
+  /** The guarantees isolated instances of this server go without (none when not isolated). */
+  missing(): Guarantee[] {
+    if (!this.isolated) return [];
+    return this.support.guarantees.flatMap((g) =>
+      g.name === 'limits' && g.ok && !this.cgroups
+        ? [{ ...g, ok: false, status: 'missing' as const, why: this.#limitsWhy ?? 'unknown' }]
+        : g.ok
+          ? []
+          : [g],
+    );
   }
 
   /**
@@ -261,6 +298,22 @@ export class SandboxHost {
   releaseSubordinate(ids: SubordinateIds): void {
     this.#subids?.release(ids);
   }
+}
+
+/** Whether this process has said which guarantees its instances go without (once per process). */
+let missingSaid = false;
+
+/**
+ * One line, once per process (not per server or instance, and not when nothing is missing): the
+ * guarantees instances start without, so an embedded server's user knows what the sandbox does
+ * not give their own scripts. A server for others refuses instead (`refusal`).
+ */
+function sayMissingOnce(missing: Guarantee[], notice?: (line: string) => void): void {
+  if (missingSaid || missing.length === 0) return;
+  missingSaid = true;
+  const list = missing.map((g) => `${g.name} (${g.why ?? 'unavailable'})`).join('; ');
+  const line = `burrow: warning: instances start without these isolation guarantees: ${list}. \`burrow doctor\` says how to get them; \`burrow serve\` refuses starts without limits unless given --allow-unlimited.`;
+  (notice ?? ((l: string) => console.error(l)))(line);
 }
 
 /** mkdir -p where every created component is mode 0711 (root-owned, traversable, not listable). */

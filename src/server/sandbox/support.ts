@@ -3,7 +3,8 @@
  * kernel features it relies on, and for each guarantee of the isolation model whether it holds
  * and what would fix it. `burrow doctor` prints this; `burrow serve` logs it at start; the
  * registry refuses to start instances when the core guarantees are missing (unless the operator
- * said `--insecure-no-isolation`).
+ * said `--insecure-no-isolation`), and, on a server for others, when `limits` is (unless
+ * `--allow-unlimited`: sandbox/host.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -217,7 +218,7 @@ function probe(bwrapPath: string | undefined): HostSupport {
       sandbox && cgroups !== undefined,
       'why' in cg ? cg.why : undefined,
       level === 'unprivileged'
-        ? 'run the server where its cgroup v2 subtree is delegated to its user (systemd user@.service: systemd-run --user --scope -p Delegate=yes burrow serve), or as root'
+        ? "run the server where its cgroup v2 subtree is delegated to its user (systemd user@.service: systemd-run --user --scope -p Delegate=yes burrow serve; in a container: cgroup v2, --cgroupns=private and a /sys/fs/cgroup the server's user may write), or as root"
         : level === 'container-root'
           ? 'give the container a writable, delegated cgroup (podman/docker with cgroup v2 and --cgroupns=private), or run it --privileged'
           : 'mount cgroup v1 (memory, pids, cpu, freezer) or cgroup v2 with those controllers',
