@@ -21,7 +21,8 @@ describe('mountArgs', () => {
       { kind: 'dir-fd', dir: 'home', dest: '/home/user', readOnly: false },
       { kind: 'proc', dest: '/proc' },
       { kind: 'dev', dest: '/dev' },
-      { kind: 'tmpfs', dest: '/run' },
+      { kind: 'dir', dest: '/run' },
+      { kind: 'remount-ro', dest: '/' },
     ];
     expect(mountArgs(steps, FDS)).toEqual([
       '--ro-bind',
@@ -43,8 +44,10 @@ describe('mountArgs', () => {
       '/proc',
       '--dev',
       '/dev',
-      '--tmpfs',
+      '--dir',
       '/run',
+      '--remount-ro',
+      '/',
     ]);
   });
 
@@ -95,13 +98,23 @@ describe('the spawn plan built on this host', () => {
       expect(['bind', 'dev-bind']).not.toContain(s.kind);
     }
     expect(args).toEqual(
-      expect.arrayContaining(['--proc', '/proc', '--dev', '/dev', '--tmpfs', '/run']),
+      expect.arrayContaining(['--proc', '/proc', '--dev', '/dev', '--dir', '/run']),
     );
+    // no other file system is made for it (a tmpfs would be writable memory outside its quota),
+    // and bubblewrap's own root and /dev become read-only after every step that adds to them
+    expect(plan.instance.some((s) => (s.kind as string) === 'tmpfs')).toBe(false);
+    expect(plan.instance.slice(-2)).toEqual([
+      { kind: 'remount-ro', dest: '/dev' },
+      { kind: 'remount-ro', dest: '/' },
+    ]);
   });
 
   it("gives pid 1 the programs and /dev/null, none of the instance's directories", () => {
     expect(plan.init.some((s) => s.kind === 'dir-fd')).toBe(false);
-    expect(plan.init.at(-1)).toEqual({ kind: 'dev-bind', src: '/dev/null', dest: '/dev/null' });
+    expect(plan.init.slice(-2)).toEqual([
+      { kind: 'dev-bind', src: '/dev/null', dest: '/dev/null' },
+      { kind: 'remount-ro', dest: '/' },
+    ]);
     expect(() => mountArgs(plan.init)).not.toThrow();
   });
 
@@ -119,6 +132,6 @@ describe('the spawn plan built on this host', () => {
   it('cannot be changed once built', () => {
     expect(Object.isFrozen(plan.tools)).toBe(true);
     expect(Object.isFrozen(plan.instance)).toBe(true);
-    expect(() => (plan.instance as MountStep[]).push({ kind: 'tmpfs', dest: '/x' })).toThrow();
+    expect(() => (plan.instance as MountStep[]).push({ kind: 'dir', dest: '/x' })).toThrow();
   });
 });

@@ -1,6 +1,6 @@
 /**
- * The disk quota of an instance: everything it can write (home, /tmp, /dev/shm) lives on its own
- * ext4 file system, a sparse image file of the quota's size loop-mounted on the instance
+ * The disk quota of an instance: every file it can write (home, /tmp, /dev/shm; the rest of its
+ * root is read-only, rootfs.ts) lives on its own ext4 file system, a sparse image file of the quota's size loop-mounted on the instance
  * directory. A write past the quota fails with ENOSPC inside the instance, and the host disk grows
  * by at most the quota (the image is sparse: it takes only what is written). Creating and
  * mounting one takes ~30 ms here. Needs root (mount, loop devices) and `mkfs.ext4` (e2fsprogs).

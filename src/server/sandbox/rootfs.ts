@@ -4,7 +4,13 @@
  * host entries plus generated users, hosts and resolver files: never the host's shadow, ssh keys,
  * TLS private keys or service configs), and the instance's own writable home, /tmp, /var/tmp and
  * /dev/shm from its disk. Nothing else of the host exists inside: no /root, /home of other users,
- * /run, /var/lib, /srv, /opt, /mnt, the data dir or other instances.
+ * /run (an empty directory), /var/lib, /srv, /opt, /mnt, the data dir or other instances.
+ *
+ * The rest is read-only, bubblewrap's own root and /dev included: both are tmpfs mounts the size
+ * of half the host's memory that the instance's user owns, so a writable root would be a second,
+ * unbounded disk outside its quota (and, at a level without memory limits, the host's memory).
+ * Nothing an instance runs needs to write there: Chromium, Xvfb, the desktop, bash, Jupyter and
+ * the toolbox write to home, /tmp and /dev/shm (test/integration/sandbox/rootfs-writes.test.ts).
  */
 import {
   cpSync,
@@ -173,8 +179,13 @@ export type MountStep =
   | { kind: 'proc'; dest: string }
   /** bubblewrap's minimal /dev. */
   | { kind: 'dev'; dest: string }
-  /** An empty tmpfs. */
-  | { kind: 'tmpfs'; dest: string };
+  /** An empty directory (in the root, so read-only once the root is). */
+  | { kind: 'dir'; dest: string }
+  /**
+   * The mount at `dest` made read-only (that mount alone: what is mounted below it keeps its
+   * own flags). Comes after every step that adds something to it.
+   */
+  | { kind: 'remount-ro'; dest: string };
 
 /** The host's programs, read-only: `/usr` and the merged-usr links (as the host has them now). */
 function programSteps(): MountStep[] {
@@ -192,7 +203,11 @@ function programSteps(): MountStep[] {
  * nest a second user namespace, and the instance's other processes join the first one.)
  */
 export function initMounts(): MountStep[] {
-  return [...programSteps(), { kind: 'dev-bind', src: '/dev/null', dest: '/dev/null' }];
+  return [
+    ...programSteps(),
+    { kind: 'dev-bind', src: '/dev/null', dest: '/dev/null' },
+    { kind: 'remount-ro', dest: '/' },
+  ];
 }
 
 /**
@@ -218,7 +233,11 @@ export function instanceMounts(): MountStep[] {
     { kind: 'dir-fd', dir: 'home', dest: SANDBOX_HOME, readOnly: false },
     { kind: 'dir-fd', dir: 'tmp', dest: '/tmp', readOnly: false },
     { kind: 'symlink', target: '/tmp', at: '/var/tmp' },
-    { kind: 'tmpfs', dest: '/run' },
+    { kind: 'dir', dest: '/run' },
+    // bubblewrap's root and its /dev are tmpfs mounts the size of half the host's memory, which
+    // the instance's user owns: read-only, so that every byte it writes is on its disk
+    { kind: 'remount-ro', dest: '/dev' },
+    { kind: 'remount-ro', dest: '/' },
   );
   return steps;
 }
@@ -248,7 +267,8 @@ export function mountArgs(steps: readonly MountStep[], fds?: RootfsFds): string[
       }
       case 'proc':
       case 'dev':
-      case 'tmpfs':
+      case 'dir':
+      case 'remount-ro':
         args.push(`--${step.kind}`, step.dest);
         break;
     }

@@ -207,7 +207,7 @@ function probe(bwrapPath: string | undefined): HostSupport {
     ),
     g(
       'rootfs',
-      'its own root file system: host programs read-only, an /etc made for it, nothing of the data dir, other instances or host secrets',
+      'its own root file system, read-only but for its disk (home, /tmp, /dev/shm): host programs, an /etc made for it, nothing of the data dir, other instances or host secrets',
       sandbox,
       sandboxWhy,
       sandboxFix,
@@ -226,8 +226,8 @@ function probe(bwrapPath: string | undefined): HostSupport {
     g(
       'disk-quota',
       quotaKind === 'tmpfs'
-        ? 'a size limit on everything it can write (a tmpfs of that size in its own mount namespace: memory, not disk)'
-        : 'a disk quota on everything it can write (its own ext4 image)',
+        ? 'a size limit on every file it can write: home, /tmp and /dev/shm are a tmpfs of that size in its own mount namespace (memory, not disk), the rest of its root is read-only'
+        : 'a disk quota on every file it can write: home, /tmp and /dev/shm are its own ext4 image, the rest of its root is read-only',
       sandbox && quotaKind !== undefined,
       quotaKind
         ? undefined
