@@ -18,7 +18,18 @@ describe('compose, without a cluster', () => {
     expect(parts.name).toBe('127.0.0.1');
     expect(parts.run).toBeUndefined();
     expect(parts.store).toBeInstanceOf(MemoryInstanceStore);
-    expect(parts.authStates).toEqual({});
+    // the store's files, capped as one project's, under the total of every project's
+    const caps = config.storeCaps.authStates;
+    expect(parts.authStates).toEqual({ caps: { count: caps.count, bytes: caps.bytes } });
+    expect(caps.bytes).toBeLessThanOrEqual(caps.totalBytes);
+    const small = resolveServerConfig(
+      { host: '127.0.0.1', maxAuthStateBytesTotal: 1024 },
+      {},
+      () => 'bk_test_key_0123',
+    );
+    const smallParts = await compose(small, { log, journal: '/nonexistent/j', earlier: [] });
+    expect(smallParts.authStates.caps?.bytes).toBe(1024);
+    await smallParts.close();
     expect(parts.extensions).toBeUndefined();
     expect(parts.profiles).toBeUndefined();
     expect(parts.http).toBeUndefined();
