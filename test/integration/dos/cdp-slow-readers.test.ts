@@ -4,7 +4,7 @@
  * used to be held all of it (120 → 432 MB); now past 128 MiB unread for the browser (256 MiB for the server)
  * the slowest is closed (1008 and a reason, which the server logs too), another client's `/livez` stays prompt, and the
  * server's RSS grows by at most the browser's total plus 150 MiB of slack. A browser accepts at
- * most 64 relay clients whatever address they come from (the HTTP cap counts 127.0.0.2 apart).
+ * most 64 relay clients whatever address they come from (the HTTP cap is off here).
  *
  * The latency bound: p99 under 100 ms, or under this run's p99 before the attack plus 100 ms
  * when the shared machine is that loaded.
