@@ -49,8 +49,8 @@ export const CDP_MAX_UNREAD_BYTES_PER_BROWSER = 128 * MiB;
 export const CDP_MAX_UNREAD_BYTES_TOTAL = 256 * MiB;
 
 /**
- * `cdp_url` connections one browser accepts, whatever addresses they come from (the per-address
- * cap of the HTTP server counts each loopback address apart).
+ * `cdp_url` connections one browser accepts, whatever addresses they come from (the HTTP
+ * server's cap counts per client, and many clients may share one browser).
  */
 export const CDP_MAX_CLIENTS_PER_BROWSER = 64;
 

@@ -165,7 +165,7 @@ export const SETTINGS: readonly SettingDoc[] = [
     flags: ['--max-connections-per-client'],
     default: lit(DEFAULT_MAX_CONNECTIONS_PER_CLIENT),
     meaning:
-      'authenticated connections per client address (`0` = no cap); those not authenticated yet have a budget of 16 of their own',
+      'authenticated connections per client (its address; every loopback address is one client, this host, and IPv6 counts by its /64; `0` = no cap); those not authenticated yet have a budget of 16 of their own',
   },
   {
     option: 'warmPool',

@@ -7,8 +7,9 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { otherClients, type OtherClients } from '../helpers/other-clients.js';
 import { eventually } from '../helpers/server.js';
 import {
   connect,
@@ -425,8 +426,18 @@ describe.concurrent('slow and idle clients', () => {
 });
 
 describe('connections per client', () => {
+  // the crowd comes from an address of its own: every loopback address is this host, one client,
+  // which the test's own requests (and the other client below) are
+  let crowdClient: OtherClients;
+  let crowdAddress = '';
+  beforeAll(() => {
+    crowdClient = otherClients(1);
+    crowdAddress = crowdClient.addresses[0]!;
+  });
+  afterAll(() => crowdClient?.remove());
+
   it('past 64 authenticated connections a client gets 429; others are unaffected', async () => {
-    const crowd = Array.from({ length: 64 }, () => connect({ localAddress: '127.0.0.3' }));
+    const crowd = Array.from({ length: 64 }, () => connect({ localAddress: crowdAddress }));
     const keepAlive = (path: string) =>
       request('GET', path)
         .toString('latin1')
@@ -438,7 +449,7 @@ describe('connections per client', () => {
       for (const c of crowd) c.socket.write(keepAlive('/v1/instances'));
       await sleep(500);
 
-      const over = await raw(request('GET', '/v1/instances'), { localAddress: '127.0.0.3' });
+      const over = await raw(request('GET', '/v1/instances'), { localAddress: crowdAddress });
       expect(over.status).toBe(429);
       expect(over.text).toMatch(/\r\nretry-after: 1\r\n/i);
       expect(over.body).toEqual({ detail: expect.stringContaining('limit 64') as unknown });
@@ -454,7 +465,7 @@ describe('connections per client', () => {
           'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==',
           'Sec-WebSocket-Version': 13,
         }).replace('Connection: close\r\n', ''),
-        { localAddress: '127.0.0.3' },
+        { localAddress: crowdAddress },
       );
       expect(upgrade.status).toBe(429);
 
@@ -466,7 +477,7 @@ describe('connections per client', () => {
       expect((await crowd[0]!.result).text).toMatch(/HTTP\/1\.1 200 [^]*HTTP\/1\.1 200 /);
       await eventually(
         async () =>
-          (await raw(request('GET', '/v1/instances'), { localAddress: '127.0.0.3' })).status ===
+          (await raw(request('GET', '/v1/instances'), { localAddress: crowdAddress })).status ===
           200,
         'a freed place',
       );

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   classifyAddress,
+  clientKey,
   kernelAddress,
   networkMatcher,
   parseCidr,
@@ -216,5 +217,18 @@ describe('parseCidr and networkMatcher', () => {
     for (const s of ['10.77.0.2', '10.77.2', '::ffff:10.77.0.2', 'fd00:1::5'])
       expect(m(s), s).toBe(true);
     for (const s of ['10.78.0.1', 'fd00:2::1', 'nonsense']) expect(m(s), s).toBe(false);
+  });
+});
+
+describe('the client an address counts as (caps per client)', () => {
+  it('is this host for every loopback address, IPv4 for mapped, the /64 for IPv6', () => {
+    for (const a of ['127.0.0.1', '127.0.0.2', '127.255.1.9', '::1', '::ffff:127.0.0.3'])
+      expect(clientKey(a), a).toBe('this host');
+    for (const a of ['198.51.100.7', '::ffff:198.51.100.7', '::FFFF:c633:6407'])
+      expect(clientKey(a), a).toBe('198.51.100.7');
+    for (const a of ['2001:db8:1:2::1', '2001:db8:1:2:ffff:1:2:3', '2001:DB8:1:2:0:0:0:9'])
+      expect(clientKey(a), a).toBe('2001:db8:1:2::/64');
+    expect(clientKey('2001:db8:1:3::1')).toBe('2001:db8:1:3::/64');
+    expect(clientKey('unknown')).toBe('unknown');
   });
 });

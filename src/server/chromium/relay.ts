@@ -3,8 +3,9 @@
  * server) becomes one more connection on the browser's DevTools pipe (mux.ts), with a browser
  * session of its own, or a page session for `/devtools/page/<id>`. Nothing of the client's
  * request reaches Chromium (no headers, no socket: DevTools listen nowhere); messages are text
- * frames without compression, up to `CDP_MAX_COMMAND_BYTES` from a client (1009 past it); the
- * browser stopping closes every client.
+ * frames without compression, up to `CDP_MAX_COMMAND_BYTES` from a client (1009 past it),
+ * unmasked as their bytes arrive (unmask.ts: `ws` alone held the main thread for a whole large
+ * frame); the browser stopping closes every client.
  *
  * A client that does not read is closed (1008) once more than `CDP_MAX_UNREAD_BYTES` wait for it
  * and another message comes: what it leaves unread costs the server memory, and nobody else waits
@@ -22,6 +23,7 @@ import { WebSocketServer } from 'ws';
 import { refuseUpgrade, serverError } from '../errors.js';
 import type { Logger } from '../instances/runtime.js';
 import type { CdpMux, MuxClient, MuxTarget } from './mux.js';
+import { unmaskAsReceived } from './unmask.js';
 import {
   CDP_MAX_CLIENTS_PER_BROWSER,
   CDP_MAX_COMMAND_BYTES,
@@ -97,7 +99,10 @@ export class CdpRelay {
         // whatever becomes of the handshake, the session ends with the socket
         socket.once('close', () => client.close());
         if (this.#closed || socket.destroyed) return client.close();
-        this.#wss.handleUpgrade(req, socket, head, (ws) => this.#join(ws, client));
+        this.#wss.handleUpgrade(req, socket, head, (ws) => {
+          unmaskAsReceived(socket, CDP_MAX_COMMAND_BYTES);
+          this.#join(ws, client);
+        });
       },
       () => {
         this.#opening--;

@@ -11,13 +11,17 @@
  *   cut. The clock stops when the request is fully received, so a handler's own time (a bash call
  *   with a ten-minute timeout) never counts. Node's fixed `requestTimeout` is off: no single
  *   duration fits both a 4 KiB JSON body and a 100 MiB upload.
- * - One client address holds at most `maxConnectionsPerClient` authenticated connections (one
+ * - One client holds at most `maxConnectionsPerClient` authenticated connections (one
  *   that carried a request with the API key, or a token-checked live-view or CDP request); the
  *   request that would authenticate one more gets 429 `{"detail"}` with `Retry-After` and the
  *   connection closes. Connections that have not authenticated (just opened, half a request line,
  *   a 401, the public docs) have a budget of their own, `maxUnauthenticatedPerClient`: past it the
  *   oldest of them is closed, so idle or half-open sockets can neither fill the cap nor keep a
  *   real client of the same address from getting its request in. Other clients are not affected.
+ *   A client is its address as the kernel reads it (`clientKey`, ../sandbox/egress/address.ts):
+ *   IPv4-mapped IPv6 is the IPv4 address, every loopback address (127.0.0.0/8, `::1`) is one
+ *   client, this host, and IPv6 counts by its /64, so a second loopback address or another
+ *   address of one's /64 does not start a fresh count.
  *   In cluster mode a request another node forwarded counts against the client that node saw,
  *   when it says so with a valid signature (../cluster/forwarded-client.ts): a pooled
  *   connection between nodes counts against the client whose request it carries now. Anything
@@ -40,6 +44,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import { DEFAULT_MAX_CONNECTIONS_PER_CLIENT } from '../config.js';
 import { rawErrorResponse, serverError, type HttpError } from '../errors.js';
+import { clientKey } from '../sandbox/egress/address.js';
 
 export interface HttpLimits {
   /** Time to receive a whole request head, in ms. Default 10 000. */
@@ -124,8 +129,9 @@ export function serverOptions(limits: HttpLimits) {
   };
 }
 
+/** The client a socket counts against: its peer's address as `clientKey` reads it. */
 const clientAddress = (socket: { remoteAddress?: string | undefined }) =>
-  (socket.remoteAddress ?? 'unknown').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+  clientKey(socket.remoteAddress ?? 'unknown');
 
 export interface HttpGuards {
   /** Fastify `onRequest` hook: throws the 429 for a request on a connection past the cap. */

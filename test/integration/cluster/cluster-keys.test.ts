@@ -24,6 +24,7 @@ import { Burrow } from '../../../src/client/index.js';
 import type { Database } from '../../../src/server/cluster/database.js';
 import { IdSigner } from '../../../src/server/cluster/ids.js';
 import { ClientSigner } from '../../../src/server/cluster/forwarded-client.js';
+import { otherClients, type OtherClients } from '../../helpers/other-clients.js';
 import { testServer, type TestServer } from '../../helpers/server.js';
 import { useCluster } from '../../helpers/use-cluster.js';
 
@@ -382,27 +383,34 @@ function connection(node: TestServer, localAddress: string) {
 }
 
 describe('the per-client connection cap across a hop', () => {
+  // clients other than this host (every loopback address is this host, one client, as the nodes
+  // are to each other)
+  let clients: OtherClients;
+  let [c11, c12, c13] = ['', '', ''];
+  afterAll(() => clients?.remove());
   // two nodes of their own, joined only now: before, placement could send a start of the cases
   // above to a node whose small cap the test's own connections fill
   beforeAll(async () => {
+    clients = otherClients(3);
+    [c11, c12, c13] = clients.addresses as [string, string, string];
     three = await node('node-3', { maxConnectionsPerClient: 2 });
     four = await node('node-4', { maxConnectionsPerClient: 2 });
   }, 60_000);
 
   it('counts a request forwarded by another node against the real client', async () => {
     const id = await unknownIdOf('node-4'); // node 3 forwards it to node 4
-    const held = [connection(four, '127.0.0.11'), connection(four, '127.0.0.11')];
+    const held = [connection(four, c11), connection(four, c11)];
     const nodes = [connection(four, '127.0.0.1'), connection(four, '127.0.0.1')];
-    const via = [connection(three, '127.0.0.11'), connection(three, '127.0.0.12')];
+    const via = [connection(three, c11), connection(three, c12)];
     try {
-      // the client .11 and the nodes' own address each hold node 4's cap
+      // the client c11 and the nodes' own address each hold node 4's cap
       for (const c of [...held, ...nodes]) expect((await c.send('/v1/instances')).status).toBe(200);
-      // .11 through node 3: node 4 counts it as .11, which is at its cap
+      // c11 through node 3: node 4 counts it as c11, which is at its cap
       const over = await via[0]!.send(`/v1/instance/${id}`);
       expect(over.status).toBe(429);
       expect(over.code).toBe('too_many_connections');
-      expect(over.body).toContain('127.0.0.11');
-      // .12 through node 3: counted as .12, not as the node's address (which is at its cap too)
+      expect(over.body).toContain(c11);
+      // c12 through node 3: counted as c12, not as the node's address (which is at its cap too)
       const other = await via[1]!.send(`/v1/instance/${id}`);
       expect(other).toMatchObject({ status: 404, code: 'instance_not_found' });
     } finally {
@@ -412,7 +420,7 @@ describe('the per-client connection cap across a hop', () => {
 
   it('counts a client that forges the forwarding headers by its socket address', async () => {
     const stranger = new ClientSigner(randomBytes(32)); // another cluster's, or a guess
-    const conns = [0, 1, 2].map(() => connection(four, '127.0.0.13'));
+    const conns = [0, 1, 2].map(() => connection(four, c13));
     try {
       const forged = (i: number): Record<string, string> => ({
         'x-forwarded-for': `10.0.0.${i}`,
@@ -427,7 +435,7 @@ describe('the per-client connection cap across a hop', () => {
       // a third connection of the same socket address is past the cap, whatever it claims
       const third = await conns[2]!.send('/v1/instances', forged(2));
       expect(third.status).toBe(429);
-      expect(third.body).toContain('127.0.0.13');
+      expect(third.body).toContain(c13);
     } finally {
       for (const c of conns) c.close();
     }

@@ -2,18 +2,25 @@
  * Denial of service with connections that never authenticate: raw sockets from one address that
  * send half a request line and then idle must not lock out a real client of the same address
  * (the per-address cap counts authenticated connections; unauthenticated ones have a budget of
- * their own, oldest closed first), and must not cost a real client its open connections.
+ * their own, oldest closed first), and must not cost a real client its open connections. Every
+ * loopback address is one client, this host: spreading connections over 127.0.0.2, .3, … does not
+ * reset the count.
  */
 import net from 'node:net';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { otherClients, type OtherClients } from '../../helpers/other-clients.js';
 import { useServer } from '../../helpers/use-server.js';
 
 const server = useServer({}, { timeout: 120_000 });
 let port = 0;
+/** Two clients other than this host (every loopback address is this host, one client). */
+let other: OtherClients;
 
 beforeAll(() => {
   port = Number(new URL(server.url).port);
+  other = otherClients(2);
 });
+afterAll(() => other?.remove());
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -97,7 +104,7 @@ describe('half-open connections from one address', () => {
   });
 
   it('authenticated connections are still capped at 64 per address', async () => {
-    const address = '127.0.0.23';
+    const address = other.addresses[0]!;
     const crowd = Array.from({ length: 64 }, () => open(address));
     try {
       await Promise.all(crowd.map((c) => c.connected));
@@ -106,7 +113,32 @@ describe('half-open connections from one address', () => {
       expect(crowd.every((c) => /^HTTP\/1\.1 200 /.test(c.received()))).toBe(true);
 
       expect(await statusFrom(address)).toBe(429);
+      expect(await statusFrom(other.addresses[1]!)).toBe(200);
       expect(await statusFrom('127.0.0.24')).toBe(200);
+    } finally {
+      for (const c of crowd) c.socket.destroy();
+    }
+  });
+});
+
+describe('connections from many loopback addresses', () => {
+  it('are one client, this host: 64 in total, 429 past them, others unaffected', async () => {
+    // each of 127.0.0.2 … 127.0.0.9 used to start a count of its own (issue 35)
+    const crowd = Array.from({ length: 64 }, (_, i) => open(`127.0.0.${2 + (i % 8)}`));
+    try {
+      await Promise.all(crowd.map((c) => c.connected));
+      for (const c of crowd) c.socket.write(authedRequest('/v1/instances', true));
+      await sleep(800);
+      expect(crowd.every((c) => /^HTTP\/1\.1 200 /.test(c.received()))).toBe(true);
+
+      for (const address of ['127.0.0.10', '127.0.0.2', '127.1.2.3', '127.0.0.1']) {
+        expect(await statusFrom(address), address).toBe(429);
+      }
+      expect(await statusFrom(other.addresses[0]!)).toBe(200);
+      // one closed frees a place for the host, from any of its addresses
+      crowd[0]!.socket.destroy();
+      await sleep(200);
+      expect(await statusFrom('127.0.0.77')).toBe(200);
     } finally {
       for (const c of crowd) c.socket.destroy();
     }

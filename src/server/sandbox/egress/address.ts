@@ -212,3 +212,22 @@ export function networkMatcher(cidrs: readonly string[]): (address: string) => b
     return ip !== undefined && list.check(spell(ip), ip.family === 4 ? 'ipv4' : 'ipv6');
   };
 }
+
+/**
+ * The client a connection from `address` (a socket's peer) counts as, for the caps per client:
+ * IPv4, IPv4-mapped IPv6 with it, by its address; all of 127.0.0.0/8 and `::1` as one client,
+ * `this host` (any local user may bind any of sixteen million loopback addresses); IPv6 by its
+ * /64 (a host picks any address of its /64 at will: SLAAC, privacy addresses). Anything that is
+ * no address stays as it is.
+ */
+export function clientKey(address: string): string {
+  const ip = parseLiteral(address);
+  if (ip === undefined) return address;
+  if (ip.family === 4) return ip.value >>> 24 === 127 ? 'this host' : spell(ip);
+  const w = ip.words;
+  if (w.slice(0, 7).every((x) => x === 0) && w[7] === 1) return 'this host';
+  return `${w
+    .slice(0, 4)
+    .map((x) => x.toString(16))
+    .join(':')}::/64`;
+}
