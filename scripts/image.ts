@@ -31,6 +31,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { Burrow } from '../src/index.js';
+import { parseRanges, rangeConflicts, spanOf } from '../src/server/sandbox/subid-ranges.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -60,7 +61,16 @@ const ULIMITS = ((): string[] => {
 const LEVELS = [
   {
     level: 'unprivileged',
-    flags: ['--security-opt', 'seccomp=unconfined', '--security-opt', 'systempaths=unconfined'],
+    // no cgroup a normal user may write in a container: a server for others refuses instances
+    // without limits unless the operator says so (docs/image.md, "Limits are required")
+    flags: [
+      '--security-opt',
+      'seccomp=unconfined',
+      '--security-opt',
+      'systempaths=unconfined',
+      '--env',
+      'BURROW_ALLOW_UNLIMITED=1',
+    ],
   },
   { level: 'root', flags: ['--user', 'root', '--privileged', '--cgroupns=private'] },
 ] as const;
@@ -83,6 +93,34 @@ const BASE_INPUTS = {
 
 const say = (line: string) => console.log(`image: ${line}`);
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+/**
+ * The image's subordinate range is no one's on this host: without a user namespace of the
+ * container's own its ids are host uids, so a host user's range (or account) there would share
+ * uids with the image's instances. Every line of the host's files counts, `burrow`'s too.
+ */
+function rangeFreeOnThisHost(): void {
+  const inImage = (file: string) =>
+    run('podman', ['run', '--rm', ...RUNTIME, ...ULIMITS, '--entrypoint', 'cat', IMAGE, file], {
+      quiet: true,
+    });
+  const [uid] = parseRanges(inImage('/etc/subuid'));
+  const [gid] = parseRanges(inImage('/etc/subgid'));
+  if (!uid || !gid) fail("the image's /etc/subuid or /etc/subgid has no range");
+  const host = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8') : '');
+  const conflicts = rangeConflicts(
+    { name: '', uid: -1 },
+    { uid, gid },
+    {
+      subuid: host('/etc/subuid'),
+      subgid: host('/etc/subgid'),
+      passwd: host('/etc/passwd'),
+      group: host('/etc/group'),
+    },
+  );
+  if (conflicts.length > 0) fail(`the image's range is held on this host: ${conflicts.join('; ')}`);
+  say(`subordinate range ${spanOf(uid)}: no user or account of this host holds it`);
+}
 
 /** Fails the check: thrown, so that the container and its volume are still removed. */
 function fail(message: string): never {
@@ -246,6 +284,7 @@ async function main(): Promise<void> {
   say(`${buildMs ? `built in ${secs(buildMs)}; ` : ''}image size ${(size / 1e6).toFixed(0)} MB`);
 
   try {
+    rangeFreeOnThisHost();
     doctorWithoutFlags();
     for (const { level, flags } of LEVELS) await checkLevel(level, flags, { size, buildMs, tAll });
   } finally {
