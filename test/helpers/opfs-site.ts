@@ -70,14 +70,3 @@ export async function opfsSite(client: Burrow): Promise<OpfsSite> {
     close: () => new Promise((r) => site.close(() => r())),
   };
 }
-
-/** Ms one `GET /livez` takes, without a key (another client's view of the server). */
-export async function livez(url: string): Promise<number> {
-  const t = performance.now();
-  const res = await fetch(`${url}/livez`);
-  await res.text();
-  return performance.now() - t;
-}
-
-export const p99 = (ms: number[]) =>
-  [...ms].sort((a, b) => a - b)[Math.ceil(ms.length * 0.99) - 1]!;
