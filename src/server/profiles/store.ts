@@ -163,9 +163,10 @@ export class ProfileStore {
       iv: iv.toString('base64'),
       tag: body.tag.toString('base64'),
     });
-    const sealed = Buffer.concat([Buffer.from(`${head}\n`), ...body.parts]);
-    if (sealed.length > this.#maxBytes) throw tooBig(String(sealed.length));
-    await this.#room(project, name, sealed.length);
+    const sealed = [Buffer.from(`${head}\n`), ...body.parts];
+    const size = sealed[0]!.length + body.bytes;
+    if (size > this.#maxBytes) throw tooBig(String(size));
+    await this.#room(project, name, size);
     await this.#backend.write(project, name, sealed, hold);
   }
 
