@@ -16,6 +16,7 @@ import {
   DEFAULT_MAX_EXTENSION_BYTES,
   DEFAULT_MAX_INSTANCES,
   DEFAULT_MAX_PROFILE_BYTES,
+  DEFAULT_MAX_PROFILE_BYTES_READ_BACK,
   DEFAULT_MAX_UPLOAD_BYTES,
   DEFAULT_MCP_IDLE_SECONDS,
   DEFAULT_MCP_MAX_SESSIONS,
@@ -48,6 +49,7 @@ export interface EnvSettings {
   readonly maxUploadBytes: number | undefined;
   readonly maxExtensionBytes: number | undefined;
   readonly maxProfileBytes: number | undefined;
+  readonly maxProfileBytesReadBack: number | undefined;
   readonly maxConnectionsPerClient: number | undefined;
   readonly warmPool: WarmPoolSizes | undefined;
   readonly sandboxStock: number | undefined;
@@ -141,6 +143,10 @@ export function resolveSettings(
     maxUploadBytes: o.maxUploadBytes ?? env.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES,
     maxExtensionBytes: o.maxExtensionBytes ?? env.maxExtensionBytes ?? DEFAULT_MAX_EXTENSION_BYTES,
     maxProfileBytes: o.maxProfileBytes ?? env.maxProfileBytes ?? DEFAULT_MAX_PROFILE_BYTES,
+    maxProfileBytesReadBack:
+      o.maxProfileBytesReadBack ??
+      env.maxProfileBytesReadBack ??
+      DEFAULT_MAX_PROFILE_BYTES_READ_BACK,
     storeCaps: {
       authStates: {
         count:

@@ -59,6 +59,8 @@ export interface ServerOptions {
   maxExtensionBytes?: number;
   /** Largest persistent browser profile (sealed) in bytes; a bigger one is not saved. Default 200 MiB; env `BURROW_MAX_PROFILE_BYTES`. */
   maxProfileBytes?: number;
+  /** Bytes of profiles read back from stopping instances that the server holds at once, every instance's together; a save that does not fit waits its turn (at most 2 min). Default 1 GiB; env `BURROW_MAX_PROFILE_BYTES_READ_BACK`. */
+  maxProfileBytesReadBack?: number;
   /** Saved auth states of one project (a single server: of the server); past it a save answers 507. Default 1000; env `BURROW_MAX_AUTH_STATES_PER_PROJECT`. */
   maxAuthStatesPerProject?: number;
   /** Bytes of the saved auth states of one project together; past it a save answers 507. Default 64 MiB; env `BURROW_MAX_AUTH_STATE_BYTES_PER_PROJECT`. */
@@ -184,6 +186,7 @@ export interface ServerConfig {
   readonly maxUploadBytes: number;
   readonly maxExtensionBytes: number;
   readonly maxProfileBytes: number;
+  readonly maxProfileBytesReadBack: number;
   /** Caps on what is kept for projects (count, bytes): per project, and for all together. */
   readonly storeCaps: Readonly<StoreCaps>;
   /** Undefined: the HTTP layer's own default (http/limits.ts). */
@@ -260,6 +263,8 @@ export const DEFAULT_SANDBOX_STOCK = 2;
 export const DEFAULT_MAX_UPLOAD_BYTES = 100 * 2 ** 20;
 export const DEFAULT_MAX_EXTENSION_BYTES = 50 * 2 ** 20;
 export const DEFAULT_MAX_PROFILE_BYTES = 200 * 2 ** 20;
+/** Above one profile's read-back bound (4 × `DEFAULT_MAX_PROFILE_BYTES`): the largest waits for none. */
+export const DEFAULT_MAX_PROFILE_BYTES_READ_BACK = 2 ** 30;
 
 /** The caps on kept auth states, profiles and extensions (a single server is one project). */
 export interface StoreCaps {
@@ -355,6 +360,7 @@ export const Options = z.strictObject({
   maxUploadBytes: count(1).optional(),
   maxExtensionBytes: count(1).optional(),
   maxProfileBytes: count(1).optional(),
+  maxProfileBytesReadBack: count(1).optional(),
   maxAuthStatesPerProject: count(1).optional(),
   maxAuthStateBytesPerProject: count(1).optional(),
   maxAuthStateBytesTotal: count(1).optional(),

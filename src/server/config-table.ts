@@ -16,6 +16,7 @@ import {
   DEFAULT_MAX_EXTENSION_BYTES,
   DEFAULT_MAX_INSTANCES,
   DEFAULT_MAX_PROFILE_BYTES,
+  DEFAULT_MAX_PROFILE_BYTES_READ_BACK,
   DEFAULT_MAX_UPLOAD_BYTES,
   DEFAULT_MCP_IDLE_SECONDS,
   DEFAULT_MCP_MAX_SESSIONS,
@@ -106,6 +107,13 @@ export const SETTINGS: readonly SettingDoc[] = [
     default: bytes(DEFAULT_MAX_PROFILE_BYTES),
     meaning:
       'largest persistent browser profile (sealed) in bytes; a bigger one is not saved (the old version stays)',
+  },
+  {
+    option: 'maxProfileBytesReadBack',
+    env: 'BURROW_MAX_PROFILE_BYTES_READ_BACK',
+    default: bytes(DEFAULT_MAX_PROFILE_BYTES_READ_BACK),
+    meaning:
+      'bytes of profiles read back from stopping instances that the server holds at once, every instance’s together; a save that does not fit waits its turn (at most 2 min, then the old version stays)',
   },
   {
     option: 'maxAuthStatesPerProject',

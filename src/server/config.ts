@@ -213,6 +213,7 @@ function readEnvironment(env: Env): EnvSettings {
     maxUploadBytes: () => int('BURROW_MAX_UPLOAD_BYTES', 1),
     maxExtensionBytes: () => int('BURROW_MAX_EXTENSION_BYTES', 1),
     maxProfileBytes: () => int('BURROW_MAX_PROFILE_BYTES', 1),
+    maxProfileBytesReadBack: () => int('BURROW_MAX_PROFILE_BYTES_READ_BACK', 1),
     maxConnectionsPerClient: () => int('BURROW_MAX_CONNECTIONS_PER_CLIENT', 0),
     warmPool: () => parsed('BURROW_WARM_POOL', (name, t) => parseWarmPool(t, name)),
     sandboxStock: () => int('BURROW_SANDBOX_STOCK', 0),

@@ -159,6 +159,7 @@ async function openStores(config: ServerConfig, parts: ServerParts) {
   const profiles = new ProfileStore(dataDir, {
     keyring: authStore.keyring,
     maxBytes: config.maxProfileBytes,
+    readBackBytes: config.maxProfileBytesReadBack,
     caps: config.storeCaps.profiles,
     backend: parts.profiles,
   });

@@ -191,12 +191,12 @@ class BrowserRuntime extends InstanceMachine {
     try {
       const sandbox = this.created;
       if (!profile.save || !sandbox || !this.#launched) return;
-      const entries = await sandbox
-        .readTree(PROFILE_DIR, profile.maxBytes * 4, (name) => name.startsWith('Singleton'))
-        .catch((err: Error) => {
+      const skip = (name: string) => name.startsWith('Singleton');
+      await profile.save((charge) =>
+        sandbox.readTree(PROFILE_DIR, profile.maxBytes * 4, skip, charge).catch((err: Error) => {
           throw new Error(`profile ${profile.name} not saved: ${err.message}`);
-        });
-      await profile.save(entries);
+        }),
+      );
     } catch (err) {
       services.log.warn(
         { instance: instance.id, profile: profile.name, err },

@@ -105,10 +105,11 @@ export class PostgresProfileBackend {
   async write(
     project: string | null,
     name: string,
-    sealed: Buffer,
+    parts: readonly Buffer[],
     hold: ProfileHold,
   ): Promise<void> {
     const token = tokenOf(hold);
+    const sealed = Buffer.concat(parts); // one value of the table's column
     const r = await this.#query(
       `UPDATE profiles SET sealed = $3, size_bytes = $4, updated_at = now()
        WHERE project = $1 AND name = $2 AND hold = $5`,

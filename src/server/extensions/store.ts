@@ -308,7 +308,7 @@ export class ExtensionStore {
     }
     let manifest: ReturnType<typeof checkManifest>;
     try {
-      manifest = checkManifest(entries.find((e) => e.name === 'manifest.json')!.read());
+      manifest = checkManifest(await entries.find((e) => e.name === 'manifest.json')!.read());
     } catch (err) {
       if (err instanceof ZipError) throw invalid(err.message);
       throw err;
@@ -326,7 +326,7 @@ export class ExtensionStore {
         }
         let bytes: Buffer;
         try {
-          bytes = entry.read();
+          bytes = await entry.read();
         } catch (err) {
           if (err instanceof ZipError) throw invalid(err.message);
           throw err;

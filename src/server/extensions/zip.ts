@@ -8,15 +8,21 @@
  * directory and copied again under each instance's home, a deeper or longer one would be stored
  * and then fail every copy for want of a path the kernel takes (`PATH_MAX`, 4096 bytes).
  */
-import { inflateRawSync } from 'node:zlib';
+import { promisify } from 'node:util';
+import { inflateRaw } from 'node:zlib';
 
 export interface ZipEntry {
   /** Relative path with `/` separators, never empty, no `.` or `..` segment. */
   readonly name: string;
   readonly directory: boolean;
-  /** Unpacked bytes (files only). */
-  read(): Buffer;
+  /**
+   * Unpacked bytes (files only), inflated in libuv's thread pool: an entry of tens of MB
+   * inflated on the main thread stalled every other client of the server for 100-300 ms.
+   */
+  read(): Promise<Buffer>;
 }
+
+const inflate = promisify(inflateRaw);
 
 /** Why an archive was refused; the message names the problem for the API's answer. */
 export class ZipError extends Error {}
@@ -126,7 +132,7 @@ export function readZip(buf: Buffer, limits: { maxBytes: number; maxEntries: num
     if (names.has(name)) throw new ZipError(`entry ${JSON.stringify(name)} appears twice`);
     names.add(name);
     if (directory) {
-      entries.push({ name, directory, read: () => Buffer.alloc(0) });
+      entries.push({ name, directory, read: async () => Buffer.alloc(0) });
       continue;
     }
     if (method !== 0 && method !== 8) {
@@ -147,11 +153,11 @@ export function readZip(buf: Buffer, limits: { maxBytes: number; maxEntries: num
     entries.push({
       name,
       directory,
-      read: () => {
+      read: async () => {
         let out: Buffer;
         try {
           // the claimed size bounds what inflating may give (a bomb stops at it)
-          out = method === 0 ? data : inflateRawSync(data, { maxOutputLength: Math.max(1, size) });
+          out = method === 0 ? data : await inflate(data, { maxOutputLength: Math.max(1, size) });
         } catch {
           throw new ZipError(`entry ${JSON.stringify(name)} does not inflate`);
         }

@@ -184,8 +184,14 @@ export interface InstanceProfile {
   readonly entries: readonly ProfileEntry[];
   /** Largest profile kept, in bytes: a bigger one is not saved. */
   readonly maxBytes: number;
-  /** Present when `save_changes`: stores the profile as Chromium left it. */
-  readonly save?: (entries: ProfileEntry[]) => Promise<void>;
+  /**
+   * Present when `save_changes`: stores the profile as Chromium left it, as `read` reads it back.
+   * `read` tells `charge` the bytes it will hold before it reads any (the save may wait there
+   * for its turn in the server's budget of profiles read back at once).
+   */
+  readonly save?: (
+    read: (charge: (bytes: number) => Promise<void>) => Promise<ProfileEntry[]>,
+  ) => Promise<void>;
   /** Lets another instance take the profile (idempotent). */
   release(): void;
 }

@@ -43,9 +43,15 @@ export interface ProfileBackend {
   /**
    * Replace the sealed bytes whole, for `hold`'s holder: a reader sees the old or the new. A
    * hold that is no longer this profile's (its node was declared lost and another took it)
-   * rejects, changing nothing.
+   * rejects, changing nothing. `sealed` comes in pieces, in order: a file is written from them
+   * as they are (joined, a profile of hundreds of MB held the main thread for a copy of it).
    */
-  write(project: string | null, name: string, sealed: Buffer, hold: ProfileHold): Promise<void>;
+  write(
+    project: string | null,
+    name: string,
+    sealed: readonly Buffer[],
+    hold: ProfileHold,
+  ): Promise<void>;
   /** Remove a saved profile: 404 when there is none, 409 naming the holder while held. */
   delete(project: string | null, name: string): Promise<void>;
   /**
@@ -127,7 +133,7 @@ export class FileProfileBackend implements ProfileBackend {
     }
   }
 
-  async write(project: string | null, name: string, sealed: Buffer): Promise<void> {
+  async write(project: string | null, name: string, sealed: readonly Buffer[]): Promise<void> {
     await this.ready;
     if (!this.#mine(project)) throw new Error('a single server keeps no profiles of projects');
     const tmp = join(this.#root, `${TMP_PREFIX}${name}-${randomBytes(4).toString('hex')}`);

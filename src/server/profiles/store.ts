@@ -5,7 +5,7 @@
  * and kept by a backend (backend.ts): files under `<dataDir>/profiles/` on a single server, a
  * table of the cluster's database on a node (../cluster/profile-backend.ts). Sealed bytes are a
  * first line of JSON (format, key id, IV, tag) and then the ciphertext of the deflated archive
- * (`pack` below); the profile's name, and its project's, are bound in as associated data, so
+ * (pack.ts), sealed as a stream (seal.ts); the profile's name, and its project's, are bound in as associated data, so
  * bytes moved to another name or project do not open. The backend never sees plaintext.
  *
  * A profile is held by one live instance at a time (`acquire`): a second start naming it answers
@@ -18,13 +18,14 @@
  * only: another project's profile of the same name does not exist for it. The admin's list
  * shows every project's (with `project`); its starts and deletes name its own.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import { randomBytes } from 'node:crypto';
 import type { ProfileInfo } from '../../api/index.js';
+import { ByteBudget } from '../../internal/byte-budget.js';
 import type { Keyring } from '../auth-states/secret-key.js';
 import { serverError } from '../errors.js';
 import type { InstanceProfile, ProfileEntry } from '../instances/runtime.js';
 import { FileProfileBackend, type ProfileBackend, type ProfileHold } from './backend.js';
+import { seal, unseal } from './seal.js';
 
 const FORMAT = 1;
 /** The associated data: the admin's profiles as before projects, a project's with its name. */
@@ -33,47 +34,6 @@ const aad = (project: string | null, name: string) =>
 
 /** A name as the API takes it: letters, digits, `.`, `_`, `-`; not starting with a dot. */
 export const PROFILE_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$/;
-
-/** The entries as one buffer: per entry a kind byte, the path's length and bytes, the data's. */
-export function pack(entries: readonly ProfileEntry[]): Buffer {
-  const parts: Buffer[] = [];
-  for (const e of entries) {
-    const path = Buffer.from(e.path);
-    const head = Buffer.alloc(9);
-    head.writeUInt8(e.data ? 1 : 2, 0);
-    head.writeUInt32LE(path.length, 1);
-    head.writeUInt32LE(e.data?.length ?? 0, 5);
-    parts.push(head, path);
-    if (e.data) parts.push(e.data);
-  }
-  return Buffer.concat(parts);
-}
-
-/** `pack` undone, each path checked to stay inside the profile; throws on anything malformed. */
-export function unpack(buf: Buffer): ProfileEntry[] {
-  const out: ProfileEntry[] = [];
-  let at = 0;
-  while (at < buf.length) {
-    if (at + 9 > buf.length) throw new Error('truncated entry');
-    const kind = buf.readUInt8(at);
-    const pathLen = buf.readUInt32LE(at + 1);
-    const size = buf.readUInt32LE(at + 5);
-    at += 9;
-    if ((kind !== 1 && kind !== 2) || at + pathLen + size > buf.length) {
-      throw new Error('malformed entry');
-    }
-    const path = buf.toString('utf8', at, at + pathLen);
-    at += pathLen;
-    const parts = path.split('/');
-    if (path.startsWith('/') || parts.some((p) => p === '' || p === '.' || p === '..')) {
-      throw new Error(`entry ${JSON.stringify(path)} leaves the profile`);
-    }
-    if (kind === 1) out.push({ path, data: buf.subarray(at, at + size) });
-    else out.push({ path });
-    at += size;
-  }
-  return out;
-}
 
 /**
  * What is kept at most: profiles of one project (on a single server, of the server) and their
@@ -85,11 +45,19 @@ export interface ProfileCaps {
   totalBytes: number;
 }
 
+/**
+ * How long a save waits for its turn in the budget of profiles read back at once, before it gives
+ * up (the previous version is kept): the saves before it are read, sealed and written in seconds.
+ */
+const READ_BACK_WAIT_MS = 120_000;
+
 export class ProfileStore {
   readonly #backend: ProfileBackend;
   readonly #keyring: Keyring;
   readonly #maxBytes: number;
   readonly #caps: ProfileCaps;
+  /** Bytes of profiles read back from stopping instances that the server holds at once. */
+  readonly #readBack: ByteBudget;
   readonly ready: Promise<void>;
 
   constructor(
@@ -99,6 +67,8 @@ export class ProfileStore {
       maxBytes: number;
       caps?: ProfileCaps | undefined;
       backend?: ProfileBackend | undefined;
+      /** Bytes of profiles being read back at once, every instance's together (default 1 GiB). */
+      readBackBytes?: number | undefined;
     },
   ) {
     const backend = opts.backend ?? new FileProfileBackend(dataDir);
@@ -106,6 +76,7 @@ export class ProfileStore {
     this.#keyring = opts.keyring;
     this.#maxBytes = opts.maxBytes;
     this.#caps = opts.caps ?? { count: Infinity, bytes: Infinity, totalBytes: Infinity };
+    this.#readBack = new ByteBudget(opts.readBackBytes ?? 2 ** 30);
     this.ready = backend instanceof FileProfileBackend ? backend.ready : Promise.resolve();
   }
 
@@ -151,11 +122,13 @@ export class ProfileStore {
     const key = [this.#keyring.current, ...this.#keyring.old].find((k) => k.id === head.key_id);
     if (!key) throw unreadable(`sealed with key ${head.key_id}, which this server does not have`);
     try {
-      const decipher = createDecipheriv('aes-256-gcm', key.bytes, Buffer.from(head.iv!, 'base64'));
-      decipher.setAAD(aad(project, name));
-      decipher.setAuthTag(Buffer.from(head.tag!, 'base64'));
-      const plain = Buffer.concat([decipher.update(raw.subarray(nl + 1)), decipher.final()]);
-      return unpack(inflateRawSync(plain, { maxOutputLength: this.#maxBytes * 4 }));
+      const cipherKey = {
+        key: key.bytes,
+        iv: Buffer.from(head.iv!, 'base64'),
+        aad: aad(project, name),
+        tag: Buffer.from(head.tag!, 'base64'),
+      };
+      return await unseal(raw.subarray(nl + 1), cipherKey, this.#maxBytes * 4);
     } catch (err) {
       throw unreadable(`it does not decrypt or unpack (${(err as Error).message})`);
     }
@@ -172,25 +145,28 @@ export class ProfileStore {
     hold: ProfileHold,
   ): Promise<void> {
     await this.ready;
-    const packed = deflateRawSync(pack(entries));
     const iv = randomBytes(12);
     const key = this.#keyring.current;
-    const cipher = createCipheriv('aes-256-gcm', key.bytes, iv);
-    cipher.setAAD(aad(project, name));
-    const data = Buffer.concat([cipher.update(packed), cipher.final()]);
+    const tooBig = (size: string) =>
+      new Error(
+        `profile ${JSON.stringify(name)} is ${size} bytes sealed, over the limit of ${this.#maxBytes} (maxProfileBytes): the previous version is kept`,
+      );
+    const body = await seal(
+      entries,
+      { key: key.bytes, iv, aad: aad(project, name) },
+      this.#maxBytes,
+      () => tooBig('more than'),
+    );
     const head = JSON.stringify({
       burrow_profile: FORMAT,
       key_id: key.id,
       iv: iv.toString('base64'),
-      tag: cipher.getAuthTag().toString('base64'),
+      tag: body.tag.toString('base64'),
     });
-    const sealed = Buffer.concat([Buffer.from(`${head}\n`), data]);
-    if (sealed.length > this.#maxBytes) {
-      throw new Error(
-        `profile ${JSON.stringify(name)} is ${sealed.length} bytes sealed, over the limit of ${this.#maxBytes} (maxProfileBytes): the previous version is kept`,
-      );
-    }
-    await this.#room(project, name, sealed.length);
+    const sealed = [Buffer.from(`${head}\n`), ...body.parts];
+    const size = sealed[0]!.length + body.bytes;
+    if (size > this.#maxBytes) throw tooBig(String(size));
+    await this.#room(project, name, size);
     await this.#backend.write(project, name, sealed, hold);
   }
 
@@ -251,12 +227,26 @@ export class ProfileStore {
         entries,
         maxBytes: this.#maxBytes,
         ...(saveChanges && {
-          save: async (next: ProfileEntry[]) => {
+          save: async (read) => {
+            let giveBack = () => {};
             try {
+              // held from before the files are read until their sealed copy is written
+              const next = await read(async (bytes) => {
+                giveBack = await this.#readBack.take(
+                  bytes,
+                  READ_BACK_WAIT_MS,
+                  () =>
+                    new Error(
+                      `waited ${READ_BACK_WAIT_MS / 1000} s for other profiles being saved to leave room (maxProfileBytesReadBack, ${this.#readBack.limit} bytes)`,
+                    ),
+                );
+              });
               await this.save(project, name, next, hold);
             } catch (err) {
               log.warn({ profile: name, project, err }, `profile ${name} not saved`);
               throw err;
+            } finally {
+              giveBack();
             }
           },
         }),

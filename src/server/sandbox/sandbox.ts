@@ -285,13 +285,17 @@ export class Sandbox {
     return this.#seeds.emptySeeded(rel);
   }
 
-  /** The files and directories under a directory of home, bounded (seed.ts). */
+  /**
+   * The files and directories under a directory of home, bounded; `charge` is told their bytes
+   * before any is read (seed.ts).
+   */
   readTree(
     rel: string,
     maxBytes: number,
     skip?: (name: string) => boolean,
+    charge?: (bytes: number) => Promise<void>,
   ): Promise<{ path: string; data?: Buffer }[]> {
-    return this.#seeds.readTree(rel, maxBytes, skip);
+    return this.#seeds.readTree(rel, maxBytes, skip, charge);
   }
 
   /** Whether every one of `paths` (as seen inside) was made by `seedHome` and nothing ran since. */

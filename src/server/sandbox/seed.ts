@@ -213,14 +213,17 @@ export class HomeSeeds {
    * The regular files and directories under the directory `rel` of home (links, sockets and the
    * like skipped, none followed), read from the host once nothing of the instance runs that could
    * change them; at most `maxBytes` of file data, else throws saying so. Paths relative to `rel`.
-   * Each file is charged at its size (a sparse one at its apparent size, a preallocated one at
-   * its blocks) before it is read, so a tree past the budget costs the server no more memory
-   * than the budget: the first file that does not fit stops the walk, unread.
+   * The tree is listed first and each file charged at its size (a sparse one at its apparent
+   * size, a preallocated one at its blocks), so a tree past the budget is refused before a byte of
+   * it is read; then `charge` is told the total (it may wait, e.g. for a server-wide budget, or
+   * throw) and the files are read, each charged again as opened: a file that grew since it was
+   * listed is refused rather than read on, so what is held is what was charged.
    */
   async readTree(
     rel: string,
     maxBytes: number,
     skip: (name: string) => boolean = () => false,
+    charge: (bytes: number) => Promise<void> = async () => {},
   ): Promise<{ path: string; data?: Buffer }[]> {
     if (rel.split('/').includes('..') || rel.startsWith('/')) throw new Error(`bad path ${rel}`);
     let at = this.#target.hostHome;
@@ -229,39 +232,49 @@ export class HomeSeeds {
       const st = await lstat(at).catch(() => undefined);
       if (!st?.isDirectory()) return [];
     }
-    const out: { path: string; data?: Buffer }[] = [];
+    const listed: { path: string; host: string; file: boolean }[] = [];
     let total = 0;
+    const cost = (st: { size: number; blocks: number }) => Math.max(st.size, st.blocks * 512);
     const walk = async (dir: string, prefix: string): Promise<void> => {
       for (const name of (await readdir(dir)).sort()) {
         if (skip(name)) continue;
-        const path = join(dir, name);
-        const shown = prefix ? `${prefix}/${name}` : name;
-        const st = await lstat(path);
-        if ((st.isDirectory() || st.isFile()) && out.length >= MAX_TREE_ENTRIES) {
+        const host = join(dir, name);
+        const path = prefix ? `${prefix}/${name}` : name;
+        const st = await lstat(host);
+        if ((st.isDirectory() || st.isFile()) && listed.length >= MAX_TREE_ENTRIES) {
           throw new Error(`more than ${MAX_TREE_ENTRIES} files and directories`);
         }
         if (st.isDirectory()) {
-          out.push({ path: shown });
-          await walk(path, shown);
+          listed.push({ path, host, file: false });
+          await walk(host, path);
         } else if (st.isFile()) {
-          const fd = await open(
-            path,
-            constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
-          );
-          try {
-            const size = await fd.stat();
-            if (!size.isFile()) continue;
-            // charged before a byte is read: a sparse file counts at its apparent size
-            total += Math.max(size.size, size.blocks * 512);
-            if (total > maxBytes) throw new Error(`more than ${maxBytes} bytes`);
-            out.push({ path: shown, data: await readAtMost(fd, size.size) });
-          } finally {
-            await fd.close();
-          }
+          // charged before a byte is read: a sparse file counts at its apparent size
+          total += cost(st);
+          if (total > maxBytes) throw new Error(`more than ${maxBytes} bytes`);
+          listed.push({ path, host, file: true });
         }
       }
     };
     await walk(at, '');
+    await charge(total);
+    const out: { path: string; data?: Buffer }[] = [];
+    let read = 0;
+    for (const { path, host, file } of listed) {
+      if (!file) {
+        out.push({ path });
+        continue;
+      }
+      const fd = await open(host, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+      try {
+        const st = await fd.stat();
+        if (!st.isFile()) continue;
+        read += cost(st);
+        if (read > total) throw new Error('the files changed while they were read');
+        out.push({ path, data: await readAtMost(fd, st.size) });
+      } finally {
+        await fd.close();
+      }
+    }
     return out;
   }
 
