@@ -6,6 +6,7 @@
  */
 import {
   DEFAULT_ARTIFACT_RETAIN_MAX_BYTES,
+  DEFAULT_ARTIFACT_MAX_DOWNLOADS,
   DEFAULT_ARTIFACT_RETENTION_SECONDS,
   DEFAULT_DRAIN_SECONDS,
   DEFAULT_HOST,
@@ -334,6 +335,13 @@ export const SETTINGS: readonly SettingDoc[] = [
     env: 'BURROW_ARTIFACT_RETAIN_MAX_BYTES',
     default: bytes(DEFAULT_ARTIFACT_RETAIN_MAX_BYTES),
     meaning: 'bytes the kept downloads and recordings of all instances may take together',
+  },
+  {
+    option: 'artifactMaxDownloads',
+    env: 'BURROW_ARTIFACT_MAX_DOWNLOADS',
+    default: lit(DEFAULT_ARTIFACT_MAX_DOWNLOADS),
+    meaning:
+      'downloads one instance lists and keeps; later ones stay in its home only, and the log says so',
   },
   {
     option: 'mcpIdleSeconds',
