@@ -141,6 +141,15 @@ function isLink(path: string): boolean {
   }
 }
 
+/** A real directory (not a link to one). */
+function isDirectory(path: string): boolean {
+  try {
+    return lstatSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 function randomHex(n: number): string {
   let s = '';
   while (s.length < n) s += Math.floor(Math.random() * 16).toString(16);
@@ -174,11 +183,23 @@ export type MountStep =
   /** bubblewrap's minimal /dev. */
   | { kind: 'dev'; dest: string }
   /** An empty tmpfs. */
-  | { kind: 'tmpfs'; dest: string };
+  | { kind: 'tmpfs'; dest: string }
+  /** A host directory hidden: an empty read-only tmpfs over it. */
+  | { kind: 'mask'; dest: string };
+
+/**
+ * What under `/usr` is the host's own and not programs: `/usr/local/etc` holds the local
+ * configuration of programs installed by hand (an `npmrc` with a registry token, a tool's
+ * credentials), none of the allow list `/etc` is built from applies to it. The rest of
+ * `/usr/local` is programs, libraries and their data, like `/usr`; its `share/ca-certificates`
+ * are public certificates the instance's `/etc/ssl/certs` already holds (never keys).
+ */
+const HOST_PRIVATE = ['/usr/local/etc'];
 
 /** The host's programs, read-only: `/usr` and the merged-usr links (as the host has them now). */
 function programSteps(): MountStep[] {
   const steps: MountStep[] = [{ kind: 'ro-bind', src: '/usr', dest: '/usr' }];
+  for (const dir of HOST_PRIVATE) if (isDirectory(dir)) steps.push({ kind: 'mask', dest: dir });
   for (const top of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
     if (isLink(top)) steps.push({ kind: 'symlink', target: readlinkSync(top), at: top });
     else if (existsSync(top)) steps.push({ kind: 'ro-bind', src: top, dest: top });
@@ -250,6 +271,9 @@ export function mountArgs(steps: readonly MountStep[], fds?: RootfsFds): string[
       case 'dev':
       case 'tmpfs':
         args.push(`--${step.kind}`, step.dest);
+        break;
+      case 'mask':
+        args.push('--tmpfs', step.dest, '--remount-ro', step.dest);
         break;
     }
   }
