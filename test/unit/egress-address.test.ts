@@ -157,6 +157,23 @@ describe('checkAddresses against each refused class', () => {
     }
   });
 
+  it("opens an allowed host port on loopback only, not on the host's other addresses", () => {
+    const host = new Set(['10.88.0.5', 'fd00:0:0:0:0:0:0:2']);
+    const port = access({ allowHostPorts: [9911] });
+    for (const s of [...SPELLINGS.unspecified, ...SPELLINGS.loopback]) {
+      expect(checkAddresses(port, [s], 9911, host), s).toBeUndefined();
+    }
+    for (const s of ['10.88.0.5', '::ffff:10.88.0.5', '0xa580005', 'fd00::2']) {
+      const refused = checkAddresses(port, [s], 9911, host);
+      expect(refused?.code, s).toBe('host_local');
+      expect(refused?.message, s).toContain('opened on loopback only');
+    }
+    // --allow-host-loopback opens the host whole, as before
+    expect(checkAddresses(access({ allowHostLoopback: true }), ['10.88.0.5'], 9911, host)).toBe(
+      undefined,
+    );
+  });
+
   it("refuses the cluster's loopback endpoints on every spelling of this host", () => {
     const open = access({
       allowHostLoopback: true,
