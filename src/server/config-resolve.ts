@@ -8,6 +8,7 @@ import type { z } from 'zod';
 import {
   ConfigError,
   DEFAULT_ARTIFACT_RETAIN_MAX_BYTES,
+  DEFAULT_ARTIFACT_MAX_DOWNLOADS,
   DEFAULT_ARTIFACT_RETENTION_SECONDS,
   DEFAULT_DRAIN_SECONDS,
   DEFAULT_HOST,
@@ -59,6 +60,7 @@ export interface EnvSettings {
   readonly bwrapPath: string | undefined;
   readonly artifactRetentionSeconds: number | undefined;
   readonly artifactRetainMaxBytes: number | undefined;
+  readonly artifactMaxDownloads: number | undefined;
   readonly mcpIdleSeconds: number | undefined;
   readonly mcpMaxSessions: number | undefined;
   /** The keyring's variables, as they are: secret-key.ts applies their precedence. */
@@ -202,6 +204,8 @@ export function resolveSettings(
       retentionMs: retention * 1000,
       maxRetainedBytes:
         o.artifactRetainMaxBytes ?? env.artifactRetainMaxBytes ?? DEFAULT_ARTIFACT_RETAIN_MAX_BYTES,
+      maxDownloads:
+        o.artifactMaxDownloads ?? env.artifactMaxDownloads ?? DEFAULT_ARTIFACT_MAX_DOWNLOADS,
     },
     mcp: {
       idleMs: mcpIdle * 1000,

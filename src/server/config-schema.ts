@@ -127,6 +127,11 @@ export interface ServerOptions {
   artifactRetentionSeconds?: number;
   /** Bytes the kept artifacts of all instances may take together. Default 16 GiB; env `BURROW_ARTIFACT_RETAIN_MAX_BYTES`. */
   artifactRetainMaxBytes?: number;
+  /**
+   * Downloads one instance lists and keeps; later ones stay in its home only (logged). Default
+   * 1000; env `BURROW_ARTIFACT_MAX_DOWNLOADS`.
+   */
+  artifactMaxDownloads?: number;
   /** Seconds without a request after which an MCP session holding instances ends. Default 1800; env `BURROW_MCP_IDLE_SECONDS`. */
   mcpIdleSeconds?: number;
   /** MCP sessions open at once; past it 429. Default 64; env `BURROW_MCP_MAX_SESSIONS`. */
@@ -201,7 +206,11 @@ export interface ServerConfig {
     readonly bwrapPath: string | undefined;
     readonly isolation: Readonly<IsolationOptions>;
   };
-  readonly artifacts: { readonly retentionMs: number; readonly maxRetainedBytes: number };
+  readonly artifacts: {
+    readonly retentionMs: number;
+    readonly maxRetainedBytes: number;
+    readonly maxDownloads: number;
+  };
   readonly mcp: {
     readonly idleMs: number;
     readonly maxSessions: number;
@@ -254,6 +263,7 @@ export const DEFAULT_PROGRAMS: ProgramPaths = Object.freeze({
 export const DEFAULT_SANDBOX_ROOT = '/var/lib/burrow/sandboxes';
 export const DEFAULT_ARTIFACT_RETENTION_SECONDS = 3600;
 export const DEFAULT_ARTIFACT_RETAIN_MAX_BYTES = 16 * 2 ** 30;
+export const DEFAULT_ARTIFACT_MAX_DOWNLOADS = 1000;
 export const DEFAULT_MCP_IDLE_SECONDS = 30 * 60;
 export const DEFAULT_MCP_MAX_SESSIONS = 64;
 /** A quarter of the node's: four projects at their cap still leave the admin room. */
@@ -389,6 +399,7 @@ export const Options = z.strictObject({
   oldSecretKeyFiles: z.array(nonEmpty).optional(),
   artifactRetentionSeconds: count(0).optional(),
   artifactRetainMaxBytes: count(0).optional(),
+  artifactMaxDownloads: count(0).optional(),
   mcpIdleSeconds: count(1).optional(),
   mcpMaxSessions: count(1).optional(),
   mcpMaxSessionsPerProject: count(1).optional(),

@@ -6,6 +6,7 @@
  */
 import {
   DEFAULT_ARTIFACT_RETAIN_MAX_BYTES,
+  DEFAULT_ARTIFACT_MAX_DOWNLOADS,
   DEFAULT_ARTIFACT_RETENTION_SECONDS,
   DEFAULT_DRAIN_SECONDS,
   DEFAULT_HOST,
@@ -288,7 +289,7 @@ export const SETTINGS: readonly SettingDoc[] = [
     flags: ['--allow-network'],
     default: 'none',
     meaning:
-      'private networks (RFC 1918, 100.64/10, fc00::/7) instances may reach, as CIDRs (flag repeatable; variable comma-separated)',
+      'private networks (RFC 1918, 100.64/10, fc00::/7; 6to4 and Teredo by their IPv6 network) instances may reach, as CIDRs (flag repeatable; variable comma-separated)',
   },
   {
     option: 'isolation.insecureNoIsolation',
@@ -350,6 +351,13 @@ export const SETTINGS: readonly SettingDoc[] = [
     env: 'BURROW_ARTIFACT_RETAIN_MAX_BYTES',
     default: bytes(DEFAULT_ARTIFACT_RETAIN_MAX_BYTES),
     meaning: 'bytes the kept downloads and recordings of all instances may take together',
+  },
+  {
+    option: 'artifactMaxDownloads',
+    env: 'BURROW_ARTIFACT_MAX_DOWNLOADS',
+    default: lit(DEFAULT_ARTIFACT_MAX_DOWNLOADS),
+    meaning:
+      'downloads one instance lists and keeps; later ones stay in its home only, and the log says so',
   },
   {
     option: 'mcpIdleSeconds',

@@ -110,7 +110,11 @@ function withArtifacts(
   const wrap =
     (f: RuntimeFactory): RuntimeFactory =>
     (ctx) =>
-      f(withServices(ctx, { artifacts: store.forInstance(ctx.instance.id) }));
+      f(
+        withServices(ctx, {
+          artifacts: store.forInstance(ctx.instance.id, ctx.services.log),
+        }),
+      );
   return { browser: wrap(factories.browser), ubuntu: wrap(factories.ubuntu) };
 }
 
@@ -222,6 +226,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     root: join(runDir, 'retained'),
     retentionMs: config.artifacts.retentionMs,
     maxRetainedBytes: config.artifacts.maxRetainedBytes,
+    maxDownloads: config.artifacts.maxDownloads,
     log: logger,
   });
   // each instance gets its artifacts (downloads, recordings), which outlive its processes

@@ -67,6 +67,15 @@ const SPELLINGS = {
     'fc00::1',
     'fd12:3456::1',
     '10.88.0.1',
+    // 6to4 and Teredo carry on to the IPv4 address they embed (a relay delivers them)
+    '2002:a63:2::',
+    '2002:a00:1:5::1',
+    '2002:7f00:1::',
+    '2002:0:0::1',
+    '2002:c0a8:1::',
+    '2001:0:a00:1::f7f7:f7f7', // Teredo: its server private, its client 8.8.8.8 (inverted)
+    '2001:0:808:808::80ff:fffe', // Teredo: its server 8.8.8.8, its client 127.0.0.1 (inverted)
+    '2001::a00:1:0:0:f7f7:f7f7',
   ],
   'link-local': [
     '169.254.169.254',
@@ -80,8 +89,20 @@ const SPELLINGS = {
     'fe80::1',
     'fd00:ec2::254',
     '[fd00:ec2::254]',
+    '2002:a9fe:a9fe::',
+    '2001:0:808:808::5601:5601', // Teredo: its client 169.254.169.254 (inverted)
   ],
-  remote: ['8.8.8.8', '134744072', '::ffff:8.8.8.8', '2001:4860:4860::8888', '100.128.0.1'],
+  remote: [
+    '8.8.8.8',
+    '134744072',
+    '::ffff:8.8.8.8',
+    '2001:4860:4860::8888',
+    '100.128.0.1',
+    '2002:808:808::1',
+    '2001:0:808:808::f7f7:f7f7',
+    '2003:a00:1::', // neither 6to4 nor Teredo: nothing embedded
+    '2001:1:a00:1::f7f7:f7f7',
+  ],
 } as const;
 
 describe('kernelAddress', () => {
@@ -122,6 +143,8 @@ describe('classifyAddress in every spelling', () => {
     for (const s of ['10.88.0.5', '10.88.5', '::ffff:a58:5', '0xa580005']) {
       expect(classifyAddress(s, host), s).toBe('host');
     }
+    // through a 6to4 relay the host's own address is a network beyond this host, never remote
+    expect(classifyAddress('2002:a58:5::', host)).toBe('private');
   });
 });
 
@@ -133,6 +156,23 @@ describe('checkAddresses against each refused class', () => {
         'protected_port',
       );
     }
+  });
+
+  it("opens an allowed host port on loopback only, not on the host's other addresses", () => {
+    const host = new Set(['10.88.0.5', 'fd00:0:0:0:0:0:0:2']);
+    const port = access({ allowHostPorts: [9911] });
+    for (const s of [...SPELLINGS.unspecified, ...SPELLINGS.loopback]) {
+      expect(checkAddresses(port, [s], 9911, host), s).toBeUndefined();
+    }
+    for (const s of ['10.88.0.5', '::ffff:10.88.0.5', '0xa580005', 'fd00::2']) {
+      const refused = checkAddresses(port, [s], 9911, host);
+      expect(refused?.code, s).toBe('host_local');
+      expect(refused?.message, s).toContain('opened on loopback only');
+    }
+    // --allow-host-loopback opens the host whole, as before
+    expect(checkAddresses(access({ allowHostLoopback: true }), ['10.88.0.5'], 9911, host)).toBe(
+      undefined,
+    );
   });
 
   it("refuses the cluster's loopback endpoints on every spelling of this host", () => {
@@ -185,9 +225,13 @@ describe('checkAddresses against each refused class', () => {
     for (const s of ['10.0.0.1', '10.1', '0xa000001', '::ffff:10.0.0.1', '10.88.0.1']) {
       expect(checkAddresses(tens, [s], 80, none), s).toBeUndefined();
     }
-    for (const s of ['192.168.0.1', '172.16.0.1', '100.64.0.1', 'fc00::1']) {
+    for (const s of ['192.168.0.1', '172.16.0.1', '100.64.0.1', 'fc00::1', '2002:a00:1::']) {
       expect(checkAddresses(tens, [s], 80, none)?.code, s).toBe('private_network');
     }
+    // a tunnelled address is reached only where its own IPv6 network is allowed
+    const sixToFour = access({ allowNetworks: ['2002::/16'] });
+    expect(checkAddresses(sixToFour, ['2002:a00:1::'], 80, none)).toBeUndefined();
+    expect(checkAddresses(sixToFour, ['2002:a9fe:a9fe::'], 80, none)?.code).toBe('link_local');
     // a wide network lifts only the private rule: this host stays refused
     const wide = access({ allowNetworks: ['0.0.0.0/0', '::/0'] });
     expect(checkAddresses(wide, ['192.168.0.1', 'fd00::1'], 80, none)).toBeUndefined();

@@ -59,7 +59,7 @@ describe('resolveServerConfig', () => {
         x11vnc: '/usr/bin/x11vnc',
       },
       sandbox: { root: '/var/lib/burrow/sandboxes', bwrapPath: undefined, isolation: {} },
-      artifacts: { retentionMs: 3_600_000, maxRetainedBytes: 16 * 2 ** 30 },
+      artifacts: { retentionMs: 3_600_000, maxRetainedBytes: 16 * 2 ** 30, maxDownloads: 1000 },
       mcp: { idleMs: 1_800_000, maxSessions: 64 },
     });
     expect(c.dataDir).toMatch(/burrow$/);

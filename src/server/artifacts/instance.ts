@@ -8,8 +8,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, realpath, rm, type FileHandle } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { Readable } from 'node:stream';
+import type { Logger } from '../../internal/log.js';
 import type { Download, Recording, RecordingStartResult } from '../../api/index.js';
-import { DEFAULT_INSTANCE_LIMITS } from '../config.js';
+import { DEFAULT_ARTIFACT_MAX_DOWNLOADS, DEFAULT_INSTANCE_LIMITS } from '../config.js';
 import { HttpError, serverError } from '../errors.js';
 import { mimeTypeOf, safeFilename } from './names.js';
 import { copySparse, retainRefusal, safeOpen, viaProc } from './safe-files.js';
@@ -55,7 +56,9 @@ export class InstanceArtifacts {
   readonly #id: string;
   readonly #opts: ArtifactStoreOptions;
   readonly #forget: () => void;
+  readonly #log: Logger;
   readonly #entries = new Map<string, Entry>();
+  #downloads = 0;
   #home: (ArtifactHome & { real: string }) | undefined;
   #recorder: Recorder | undefined;
   #active: { entry: Entry; rec: ActiveRecording } | undefined;
@@ -67,11 +70,14 @@ export class InstanceArtifacts {
   #expired = false;
   /** Bytes taken from the store's shared budget, given back when the copies go. */
   #reserved = 0;
+  #reservedFiles = 0;
 
-  constructor(id: string, opts: ArtifactStoreOptions, forget: () => void) {
+  /** `log`: the instance's own (bounded) logger; default the store's. */
+  constructor(id: string, opts: ArtifactStoreOptions, forget: () => void, log?: Logger) {
     this.#id = id;
     this.#opts = opts;
     this.#forget = forget;
+    this.#log = log ?? opts.log;
   }
 
   /** The instance's home exists: artifacts are read from there until `finish`. */
@@ -95,6 +101,20 @@ export class InstanceArtifacts {
 
   downloadBegan(guid: string, suggestedFilename: string): void {
     if (!GUID.test(guid) || this.#entries.has(guid) || this.#finished) return;
+    // each download is an entry in the server's memory while the instance runs and a file (an
+    // inode, a block) on the host after its stop, however small; a `cdp_url` holder makes one per
+    // `Page.navigate` to an octet-stream URL, past Chromium's own limiter. Past the count, a
+    // download still lands in the instance's home (its disk, its quota) but is neither listed nor
+    // kept, and the log says so (bounded per instance: src/internal/log-budget.ts)
+    const limit = this.#opts.maxDownloads ?? DEFAULT_ARTIFACT_MAX_DOWNLOADS;
+    if (this.#downloads >= limit) {
+      this.#log.warn(
+        { instance: this.#id, download: guid, limit },
+        'download neither listed nor kept: the instance has made as many as one may',
+      );
+      return;
+    }
+    this.#downloads++;
     const filename = safeFilename(suggestedFilename, 'download');
     this.#entries.set(guid, {
       id: guid,
@@ -230,7 +250,7 @@ export class InstanceArtifacts {
     entry.state = result.ok ? 'completed' : 'failed';
     if (!result.ok) {
       entry.failure = result.reason ?? 'the recorder ended without a clip';
-      this.#opts.log.warn({ instance: this.#id, reason: result.reason }, 'recording failed');
+      this.#log.warn({ instance: this.#id, reason: result.reason }, 'recording failed');
     }
   }
 
@@ -333,7 +353,11 @@ export class InstanceArtifacts {
           const { size, blocks } = await fh.stat();
           const refused = retainRefusal(size, blocks * 512, budget);
           if (refused === undefined && !this.#opts.reserve!(size)) {
-            this.#notKept(e, size, 'the server keeps no more artifacts (maxRetainedBytes)');
+            this.#notKept(
+              e,
+              size,
+              'the server keeps no more artifacts (maxRetainedBytes, or 10,000 files)',
+            );
             continue;
           }
           if (refused !== undefined) {
@@ -342,6 +366,7 @@ export class InstanceArtifacts {
           }
           budget -= size;
           this.#reserved += size;
+          this.#reservedFiles++;
           // the file name is the id (a GUID or rec_<hex>), checked when it was made; exactly
           // `size` bytes are copied, whatever the instance (still running) does meanwhile
           await copySparse(fh, size, join(dir, e.id));
@@ -351,7 +376,7 @@ export class InstanceArtifacts {
         }
       }
     } catch (err) {
-      this.#opts.log.warn({ err, instance: this.#id }, 'could not keep the instance artifacts');
+      this.#log.warn({ err, instance: this.#id }, 'could not keep the instance artifacts');
     }
     this.#retainedDir = dir;
     for (const [id, e] of this.#entries) if (e.retainedSize === undefined) this.#entries.delete(id);
@@ -360,7 +385,7 @@ export class InstanceArtifacts {
   }
 
   #notKept(e: Entry, size: number, reason: string): void {
-    this.#opts.log.warn(
+    this.#log.warn(
       { instance: this.#id, [e.kind]: e.id, size, reason },
       `${e.kind} not kept after the instance stopped`,
     );
@@ -369,8 +394,9 @@ export class InstanceArtifacts {
   /** Delete what was retained and forget every entry. */
   async expire(): Promise<void> {
     clearTimeout(this.#timer);
-    this.#opts.release?.(this.#reserved);
+    this.#opts.release?.(this.#reserved, this.#reservedFiles);
     this.#reserved = 0;
+    this.#reservedFiles = 0;
     this.#expired = true;
     this.#entries.clear();
     const dir = this.#retainedDir;

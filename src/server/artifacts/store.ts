@@ -16,7 +16,8 @@
  *   `BURROW_ARTIFACT_RETENTION_SECONDS`), then are deleted.
  * - What is copied out costs the host disk, so it is bounded, whatever the instance did to the
  *   files: at most the instance's disk quota per instance, at most `maxRetainedBytes` for every
- *   instance together (default 16 GiB, `BURROW_ARTIFACT_RETAIN_MAX_BYTES`), and never more than a
+ *   instance together (default 16 GiB, `BURROW_ARTIFACT_RETAIN_MAX_BYTES`; and at most 10,000
+ *   files, `artifactMaxDownloads` 1,000 downloads per instance), and never more than a
  *   file really occupies inside: a sparse file (a hole of gigabytes costs nothing inside) is not
  *   kept, and zeros read while copying are written as holes, never as bytes. A file not kept is
  *   logged with the reason and is no longer listed.
@@ -28,6 +29,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { DEFAULT_ARTIFACT_RETAIN_MAX_BYTES } from '../config.js';
+import type { Logger } from '../../internal/log.js';
 import { InstanceArtifacts } from './instance.js';
 import type { ArtifactStoreOptions } from './types.js';
 
@@ -42,6 +44,13 @@ export type {
   Recorder,
 } from './types.js';
 
+/**
+ * Files retained for every instance together: each is an inode and a block of the host's disk
+ * whatever its size, so their number is bounded as well as their bytes (an instance lists and
+ * keeps at most `artifactMaxDownloads` downloads, instance.ts).
+ */
+export const MAX_RETAINED_FILES = 10_000;
+
 /** Every instance's artifacts, with the retention timers. */
 export class ArtifactStore {
   readonly #opts: ArtifactStoreOptions;
@@ -50,6 +59,8 @@ export class ArtifactStore {
 
   /** Bytes the retained artifacts of every instance take now. */
   #retained = 0;
+  /** Files retained for every instance now. */
+  #files = 0;
 
   constructor(opts: ArtifactStoreOptions) {
     const max = opts.maxRetainedBytes ?? DEFAULT_ARTIFACT_RETAIN_MAX_BYTES;
@@ -57,12 +68,14 @@ export class ArtifactStore {
       ...opts,
       closing: () => this.#closing,
       reserve: (bytes) => {
-        if (this.#retained + bytes > max) return false;
+        if (this.#retained + bytes > max || this.#files >= MAX_RETAINED_FILES) return false;
         this.#retained += bytes;
+        this.#files++;
         return true;
       },
-      release: (bytes) => {
+      release: (bytes, files) => {
         this.#retained = Math.max(0, this.#retained - bytes);
+        this.#files = Math.max(0, this.#files - files);
       },
     };
   }
@@ -78,10 +91,10 @@ export class ArtifactStore {
   }
 
   /** The artifacts of instance `id` (made on first use). */
-  forInstance(id: string): InstanceArtifacts {
+  forInstance(id: string, log?: Logger): InstanceArtifacts {
     let a = this.#instances.get(id);
     if (!a) {
-      a = new InstanceArtifacts(id, this.#opts, () => this.#instances.delete(id));
+      a = new InstanceArtifacts(id, this.#opts, () => this.#instances.delete(id), log);
       this.#instances.set(id, a);
     }
     return a;

@@ -43,8 +43,13 @@ export interface ArtifactStoreOptions {
    * kept. Default the server's `artifactRetainMaxBytes` default (src/server/config.ts).
    */
   maxRetainedBytes?: number;
-  /** Takes `bytes` from the shared budget; false when they do not fit (set by the store). */
+  /** Downloads one instance lists and keeps (instance.ts). Default 1000. */
+  maxDownloads?: number;
+  /**
+   * Takes `bytes` and one file from the shared budget; false when they do not fit (set by the
+   * store).
+   */
   reserve?: (bytes: number) => boolean;
-  /** Gives `bytes` back to the shared budget (set by the store). */
-  release?: (bytes: number) => void;
+  /** Gives `bytes` and `files` back to the shared budget (set by the store). */
+  release?: (bytes: number, files: number) => void;
 }

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { HttpError, serverError } from '../errors.js';
 import type { HandoffRecord } from '../instances/handoffs.js';
 import type { InstanceView, Registry } from '../instances/registry.js';
-import type { StreamPage } from '../instances/runtime.js';
+import { liveViewToken, type StreamPage } from '../instances/runtime.js';
 import { fillPage, loadPage } from '../pages/pages.js';
 import { authenticated } from './limits.js';
 
@@ -49,7 +49,10 @@ export type ViewerAccess = { handoff?: HandoffRecord };
  */
 export function viewerAccess(registry: Registry, rec: InstanceView, token: string): ViewerAccess {
   let access: ViewerAccess | undefined;
-  if (rec.token !== '' && same(token, rec.token)) access = {};
+  // the instance's own token (`cdp_url`'s) opens its live view too; the live view's opens only it
+  if (rec.token !== '' && (same(token, rec.token) || same(token, liveViewToken(rec.token)))) {
+    access = {};
+  }
   for (const h of registry.handoffs.pending(rec.id)) {
     if (same(token, h.token) && !access) access = { handoff: h };
   }

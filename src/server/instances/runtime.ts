@@ -8,6 +8,7 @@
  * it.
  */
 import type { BrowserIdentity } from '../../api/identity.js';
+import { createHmac } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import type {
@@ -40,8 +41,21 @@ export interface InstanceIdentity {
   readonly type: InstanceType;
   /** The instance's own directory; created before `start`, removed by the registry after `stop`. */
   readonly dir: string;
-  /** Per-instance secret carried by `cdp_url` and `stream_url`; dies with the instance. */
+  /**
+   * Per-instance secret carried by `cdp_url` (it opens DevTools and the live view); `stream_url`
+   * carries `liveViewToken` of it. Dies with the instance.
+   */
   readonly token: string;
+}
+
+/**
+ * The token of an instance's live view (`stream_url`), derived from its secret: it opens the
+ * live-view page and its socket only, never `/cdp`, so a live-view link lent to someone is not
+ * DevTools over the instance (cookies, `Runtime.evaluate`). Derived rather than kept, so every
+ * node of a cluster and every restart of the server's handlers agree on it without storing it.
+ */
+export function liveViewToken(token: string): string {
+  return createHmac('sha256', token).update('burrow live view').digest('base64url');
 }
 
 /**

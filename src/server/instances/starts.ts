@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { InstanceStatus, InstanceType } from '../../api/index.js';
+import { boundedLogger } from '../../internal/log-budget.js';
 import { HttpError, serverError } from '../errors.js';
 import {
   upstreamLabel,
@@ -183,7 +184,9 @@ export class InstanceStarts {
       plan: { ...plan, resolution: rec.resolution },
       services: {
         publicUrl: opts.publicUrl(),
-        log: opts.log,
+        // everything the instance (its pages, its cdp_url holders) can make the server log is
+        // bounded in lines per minute: the log is the operator's disk (src/internal/log-budget.ts)
+        log: boundedLogger(opts.log, { bindings: { instance: rec.id } }),
         chromiumPath: opts.chromiumPath,
         programs: opts.programs,
         maxUploadBytes: opts.maxUploadBytes,

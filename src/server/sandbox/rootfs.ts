@@ -147,6 +147,15 @@ function isLink(path: string): boolean {
   }
 }
 
+/** A real directory (not a link to one). */
+function isDirectory(path: string): boolean {
+  try {
+    return lstatSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 function randomHex(n: number): string {
   let s = '';
   while (s.length < n) s += Math.floor(Math.random() * 16).toString(16);
@@ -185,11 +194,23 @@ export type MountStep =
    * The mount at `dest` made read-only (that mount alone: what is mounted below it keeps its
    * own flags). Comes after every step that adds something to it.
    */
-  | { kind: 'remount-ro'; dest: string };
+  | { kind: 'remount-ro'; dest: string }
+  /** A host directory hidden: an empty read-only tmpfs over it. */
+  | { kind: 'mask'; dest: string };
+
+/**
+ * What under `/usr` is the host's own and not programs: `/usr/local/etc` holds the local
+ * configuration of programs installed by hand (an `npmrc` with a registry token, a tool's
+ * credentials), none of the allow list `/etc` is built from applies to it. The rest of
+ * `/usr/local` is programs, libraries and their data, like `/usr`; its `share/ca-certificates`
+ * are public certificates the instance's `/etc/ssl/certs` already holds (never keys).
+ */
+const HOST_PRIVATE = ['/usr/local/etc'];
 
 /** The host's programs, read-only: `/usr` and the merged-usr links (as the host has them now). */
 function programSteps(): MountStep[] {
   const steps: MountStep[] = [{ kind: 'ro-bind', src: '/usr', dest: '/usr' }];
+  for (const dir of HOST_PRIVATE) if (isDirectory(dir)) steps.push({ kind: 'mask', dest: dir });
   for (const top of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
     if (isLink(top)) steps.push({ kind: 'symlink', target: readlinkSync(top), at: top });
     else if (existsSync(top)) steps.push({ kind: 'ro-bind', src: top, dest: top });
@@ -270,6 +291,9 @@ export function mountArgs(steps: readonly MountStep[], fds?: RootfsFds): string[
       case 'dir':
       case 'remount-ro':
         args.push(`--${step.kind}`, step.dest);
+        break;
+      case 'mask':
+        args.push('--tmpfs', step.dest, '--remount-ro', step.dest);
         break;
     }
   }

@@ -6,6 +6,7 @@
  * harness is egress-harness.ts, the connections themselves egress-connections.test.ts.
  */
 import net, { type AddressInfo } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import tls from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
@@ -62,6 +63,24 @@ describe('host loopback', () => {
     const v6 = await viaProxy(proxy, `http://[::1]:${portA}/`);
     expect(v6.status).toBe(502);
     expect(v6.headers['x-burrow-egress']).toBe('upstream_failed');
+  });
+
+  it("opens an allowed port on loopback only, not on the host's other addresses", async () => {
+    const proxy = await startProxy({ allowHostPorts: [portA] });
+    const own = Object.values(networkInterfaces())
+      .flat()
+      .filter((i) => i && !i.internal && i.family === 'IPv4')
+      .map((i) => i!.address);
+    expect(own.length, 'this host has a non-loopback IPv4 address').toBeGreaterThan(0);
+    for (const host of own) {
+      const get = await viaProxy(proxy, `http://${host}:${portA}/`);
+      expect(get.status, host).toBe(403);
+      expect(get.body).toMatch(/^burrow egress: host_local: .*opened on loopback only/);
+      const { head, socket } = await connect(proxy, `${host}:${portA}`);
+      expect(statusOf(head), host).toBe(403);
+      socket.destroy();
+    }
+    expect((await viaProxy(proxy, `http://127.0.0.1:${portA}/`)).status).toBe(200);
   });
 
   it('refuses a port that is not allowed, in every spelling of the host', async () => {

@@ -1,7 +1,8 @@
 /**
  * The egress and the host's own non-loopback addresses: a service the host serves on its LAN
- * address (or any interface address) is the host, like its loopback, and an instance reaches it
- * only on ports the operator allowed, burrow's own never, and without the egress not at all.
+ * address (or any interface address) is the host, like its loopback: an instance reaches it only
+ * where the operator allowed the host (`--allow-host-loopback`), never on a port opened with
+ * `--allow-host-port` (a loopback port), burrow's own never, and without the egress not at all.
  * Where the machine has no such address, a dummy interface (or, in a kernel without dummy
  * interfaces, the loopback interface) gets one for the test.
  */
@@ -111,7 +112,7 @@ describe("the host's own non-loopback address", () => {
     await server?.close();
   });
 
-  it('is the host: reached through the egress only on an allowed port, and not at all without it', async () => {
+  it('is the host: an allowed port is reached on loopback only, and nothing without the egress', async () => {
     const apiPort = new URL(server.url).port;
     // the same address as a 32-bit number, and IPv4-mapped IPv6
     const asNumber = hostV4.split('.').reduce((n, b) => n * 256 + Number(b), 0);
@@ -119,7 +120,8 @@ describe("the host's own non-loopback address", () => {
       const out = await sh(
         [
           `curl -sS -m 3 --noproxy '*' http://${hostV4}:${closedPort}/; echo " direct=$?"`,
-          `curl -s -m 5 ${PROXY} http://${hostV4}:${openPort}/; echo " allowed"`,
+          `curl -s -m 5 ${PROXY} http://127.0.0.1:${openPort}/; echo " allowed"`,
+          `echo "$(${code(`http://${hostV4}:${openPort}/`)}) opened-on-loopback"`,
           `echo "$(${code(`http://${hostV4}:${closedPort}/`)}) closed"`,
           `echo "$(${code(`http://${hostV4}:${apiPort}/v1/instances`)}) api"`,
           `echo "$(${code(`http://${asNumber}:${closedPort}/`)}) number"`,
@@ -130,9 +132,10 @@ describe("the host's own non-loopback address", () => {
       );
       // no route out: connecting fails at once
       expect(out).toMatch(/ direct=7/);
-      // the egress does reach the address (so a refusal below is the policy, not the network)
+      // the allowed port is reached on loopback (the next test reaches the address itself with
+      // --allow-host-loopback, so a refusal below is the policy, not the network)
       expect(out).toMatch(/host page open allowed/);
-      for (const what of ['closed', 'api', 'number', 'mapped', 'v6']) {
+      for (const what of ['opened-on-loopback', 'closed', 'api', 'number', 'mapped', 'v6']) {
         expect(out, what).toMatch(new RegExp(`^403 ${what}$`, 'm'));
       }
       expect(out).toMatch(/^(403|000) connect$/m); // curl prints 000 when the CONNECT is refused

@@ -7,7 +7,10 @@
  *   `017700000001`) is read with WHATWG host parsing, which agrees with it;
  * - IPv6 carrying an IPv4 address (mapped `::ffff:a.b.c.d`, the deprecated compatible `::a.b.c.d`,
  *   NAT64's `64:ff9b::/96`) is that IPv4 address;
- * - the unspecified addresses (`0.0.0.0/8`, `::`) are this host: connecting there reaches it.
+ * - the unspecified addresses (`0.0.0.0/8`, `::`) are this host: connecting there reaches it;
+ * - 6to4 (`2002:AABB:CCDD::/48`) and Teredo (`2001:0::/32`, its server's IPv4 and its client's,
+ *   inverted) stay IPv6, but where the host routes them a relay carries the packets on to the
+ *   IPv4 address they embed: they are classed by that address too (`tunnelled`).
  *
  * Then one class per address: this host (loopback, unspecified, the host's own interfaces),
  * link-local (cloud metadata, `169.254.169.254` and EC2's `fd00:ec2::254`, counted with it),
@@ -129,7 +132,9 @@ export function kernelAddress(spelling: string): string | undefined {
  * - `unspecified`: 0.0.0.0/8, :: (connecting there reaches the host)
  * - `host`: one of the host's own interface addresses
  * - `link-local`: 169.254.0.0/16, fe80::/10 (cloud metadata lives here), and fd00:ec2::254
- * - `private`: 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, fec0::/10
+ * - `private`: 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, fec0::/10, and a 6to4 or
+ *   Teredo address embedding an IPv4 address that is not remote (link-local embedded: `link-local`);
+ *   such an address is reached only if the operator allowed its IPv6 network by CIDR
  * - `remote`: anything else
  */
 export type AddressKind = 'loopback' | 'unspecified' | 'host' | 'link-local' | 'private' | 'remote';
@@ -166,12 +171,31 @@ export function classifyAddress(address: string, hostAddrs: ReadonlySet<string>)
   }
   const canonical = spell(ip);
   if (hostAddrs.has(canonical)) return 'host';
+  const tunnelled = ip.family === 6 ? tunnelledKind(ip.words, hostAddrs) : 'remote';
+  if (tunnelled !== 'remote') return tunnelled;
   if (ip.family === 4 ? ip.value >>> 16 === 0xa9fe : (ip.words[0]! & 0xffc0) === 0xfe80) {
     return 'link-local';
   }
   if (canonical === METADATA_V6) return 'link-local';
   if (PRIVATE.check(canonical, ip.family === 4 ? 'ipv4' : 'ipv6')) return 'private';
   return 'remote';
+}
+
+/**
+ * The class of what a 6to4 or Teredo address carries on to: `remote` when every IPv4 address it
+ * embeds is remote (or it is neither), `link-local` when one is link-local, else `private`. A
+ * relay, not this host, delivers them, so this host's own addresses there are `private` too.
+ */
+function tunnelledKind(words: readonly number[], hostAddrs: ReadonlySet<string>): AddressKind {
+  const v4 = (hi: number, lo: number) => ((hi << 16) + lo) >>> 0;
+  let embedded: number[] = [];
+  if (words[0] === 0x2002) embedded = [v4(words[1]!, words[2]!)];
+  else if (words[0] === 0x2001 && words[1] === 0) {
+    embedded = [v4(words[2]!, words[3]!), v4(words[6]! ^ 0xffff, words[7]! ^ 0xffff)];
+  }
+  const kinds = embedded.map((value) => classifyAddress(spell({ family: 4, value }), hostAddrs));
+  if (kinds.includes('link-local')) return 'link-local';
+  return kinds.every((k) => k === 'remote') ? 'remote' : 'private';
 }
 
 /** The host's own addresses right now (interfaces come and go), in `canonicalIp` spelling. */

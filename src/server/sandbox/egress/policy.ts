@@ -8,7 +8,8 @@
  * - **Addresses:** every address a name resolves to is read as the kernel will connect to it and
  *   classified (`address.ts`); anything that reaches the host itself (loopback, unspecified, the
  *   host's own interface addresses, in every spelling) is refused unless the operator allowed host
- *   loopback or that port, and burrow's own ports never. Link-local addresses (169.254.0.0/16 holds
+ *   loopback or that port (on loopback only, not on the host's other interface addresses),
+ *   and burrow's own ports never. Link-local addresses (169.254.0.0/16 holds
  *   cloud metadata services with credentials; fe80::/10) are refused whatever the flags, unless
  *   the address is one of the host's own, since "host loopback" is what the operator flags name.
  *   Private networks (RFC 1918, 100.64/10, fc00::/7) are refused unless allowed by CIDR. The
@@ -154,10 +155,14 @@ export function checkAddresses(
     if ([...access.protectedPorts].includes(port)) {
       return { code: 'protected_port', message: `port ${port} of the host is burrow's own` };
     }
-    if (!access.allowHostLoopback && !access.allowHostPorts.includes(port)) {
+    // a port opened by `--allow-host-port` is a loopback port: `127.0.0.1`, `::1` and `0.0.0.0`
+    // (which the kernel connects to loopback), never the host's other interface addresses
+    const opened = access.allowHostPorts.includes(port);
+    if (!access.allowHostLoopback && !(opened && kind !== 'host')) {
+      const only = opened ? ' (opened on loopback only)' : '';
       return {
         code: 'host_local',
-        message: `${address} is the host (${kind}); port ${port} is not allowed`,
+        message: `${address} is the host (${kind}); port ${port} is not allowed${only}`,
       };
     }
   }
