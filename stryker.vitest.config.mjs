@@ -27,6 +27,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/mux-ownership-hooks.test.ts',
   'test/unit/mux-large-commands.test.ts',
   'test/unit/mux-navigation.test.ts',
+  'test/unit/mux-client-held.test.ts',
   'test/unit/cdp-command.test.ts',
   'test/unit/cdp-wire.test.ts',
   'test/unit/cdp-nav-trap.test.ts',
