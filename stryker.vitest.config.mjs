@@ -17,6 +17,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/egress-address.test.ts',
   'test/unit/egress-address-spellings.test.ts',
   'test/unit/egress-host-lines.test.ts',
+  'test/unit/egress-host-lines-edges.test.ts',
   'test/unit/toolbox-frames.test.ts',
   'test/unit/toolbox-frames-guards.test.ts',
   'test/unit/bounds-streams.test.ts',
