@@ -29,6 +29,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/mux-large-commands.test.ts',
   'test/unit/mux-navigation.test.ts',
   'test/unit/mux-client-held.test.ts',
+  'test/unit/mux-refusals.test.ts',
   'test/unit/cdp-command.test.ts',
   'test/unit/cdp-wire.test.ts',
   'test/unit/cdp-nav-trap.test.ts',
