@@ -43,6 +43,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/secret-key-rotate.test.ts',
   'test/unit/artifacts-names.test.ts',
   'test/unit/artifacts-open.test.ts',
+  'test/unit/artifacts-safe-open.test.ts',
   'test/unit/artifacts-retain.test.ts',
   'test/unit/auth-checks.test.ts',
   'test/unit/sandbox-paths.test.ts',
