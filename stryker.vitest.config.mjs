@@ -39,6 +39,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/guard-auth-store.test.ts',
   'test/unit/auth-store-shared.test.ts',
   'test/unit/auth-store-dir.test.ts',
+  'test/unit/auth-store-usage.test.ts',
   'test/unit/secret-key-sources.test.ts',
   'test/unit/secret-key-rotate.test.ts',
   'test/unit/artifacts-names.test.ts',
