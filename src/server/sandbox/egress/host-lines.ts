@@ -31,8 +31,10 @@ export function namedHost(line: string): string | undefined {
   const m = HOST_LINE.exec(line) ?? ABSOLUTE_REQUEST.exec(line);
   if (!m) return undefined;
   const authority = m[1]!.slice(m[1]!.lastIndexOf('@') + 1);
-  // an authority that does not parse is judged by its text (normalizeHost in the matcher)
-  return parseAuthority(authority, 80)?.host ?? authority;
+  // an authority that does not parse is judged by its host, the text before any port (nginx
+  // serves `Host: blocked.test:x` as `blocked.test`), else by its whole text (normalizeHost in
+  // the matcher)
+  return parseAuthority(authority, 80)?.host ?? authority.replace(/^(\[[^\]]*\]|[^:]*):.*$/s, '$1');
 }
 
 /** Where the next line end (LF or CR) is at or after `from`, else -1. */

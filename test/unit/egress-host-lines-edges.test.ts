@@ -1,0 +1,84 @@
+/**
+ * The `Host` rule inside a non-TLS tunnel (egress/host-lines.ts) at its edges: which first bytes
+ * start a line that may name a host (any capital a method begins with, `h` of `host:`), the exact
+ * `MAX_LINE` bound however the line is cut, a tunnel that ends cleanly, and a `Host` whose port
+ * does not parse, which servers still read as the host before it (nginx serves
+ * `Host: blocked.test:x` as `blocked.test`).
+ */
+import { describe, expect, it } from 'vitest';
+import { blockedDomainMatcher } from '../../src/server/sandbox/egress/policy.js';
+import { HostLines, MAX_LINE, namedHost } from '../../src/server/sandbox/egress/host-lines.js';
+
+const blocked = blockedDomainMatcher(['blocked.test']);
+
+/** Feed `chunks` in order, then end: the blocked verdict if one came, else all that passed. */
+function run(chunks: string[]): { passed: string } | { blocked: string } {
+  const lines = new HostLines(blocked);
+  let passed = '';
+  for (const c of chunks) {
+    const v = lines.feed(Buffer.from(c, 'latin1'));
+    if ('blocked' in v) return v;
+    passed += v.pass.toString('latin1');
+  }
+  const v = lines.end();
+  return 'blocked' in v ? v : { passed: passed + v.pass.toString('latin1') };
+}
+
+describe('lines that may name a host', () => {
+  it.each(['ACL', 'GET', 'ZAP'])('a request line of method %s', (method) => {
+    expect(run([`${method} http://blocked.test/ HTTP/1.1\r\n`])).toEqual({
+      blocked: 'blocked.test',
+    });
+  });
+
+  it.each(['Host: blocked.test', 'host: blocked.test', 'HOST:blocked.test'])('%s', (line) => {
+    expect(run([`GET / HTTP/1.1\r\n${line}\r\n\r\n`])).toEqual({ blocked: 'blocked.test' });
+  });
+
+  it('a tunnel of allowed lines passes whole, its last line too', () => {
+    const text = 'GET / HTTP/1.1\r\nHost: ok.test\r\n\r\nHost: fine.test';
+    expect(run([text])).toEqual({ passed: text });
+  });
+});
+
+describe('a Host whose port does not parse', () => {
+  it.each(['blocked.test:x', 'blocked.test:99999', 'blocked.test:80:80', 'www.blocked.test:'])(
+    'Host: %s is judged by the host before it',
+    (authority) => {
+      expect(() => namedHost(`Host: ${authority}`)).not.toThrow();
+      expect(run([`GET / HTTP/1.1\r\nHost: ${authority}\r\n\r\n`])).toEqual({
+        blocked: expect.stringContaining('blocked.test') as unknown as string,
+      });
+    },
+  );
+
+  it('and one naming an allowed host passes', () => {
+    const text = 'GET / HTTP/1.1\r\nHost: ok.test:x\r\n\r\n';
+    expect(run([text])).toEqual({ passed: text });
+  });
+});
+
+describe(`the ${MAX_LINE}-byte bound`, () => {
+  const hostLine = (n: number) => `Host: ${'a'.repeat(n - 'Host: '.length)}`;
+  const long = { blocked: `a line of more than ${MAX_LINE} bytes naming a host` };
+
+  it('a naming line of exactly the bound is read whole; one byte more is refused', () => {
+    expect(run([`${hostLine(MAX_LINE)}\r\n`])).toEqual({ passed: `${hostLine(MAX_LINE)}\r\n` });
+    expect(run([`${hostLine(MAX_LINE + 1)}\r\n`])).toEqual(long);
+  });
+
+  it('counts a line across the chunks it comes in', () => {
+    const line = hostLine(MAX_LINE + 1);
+    expect(
+      run([line.slice(0, 100), line.slice(100, MAX_LINE - 100), line.slice(MAX_LINE - 100)]),
+    ).toEqual(long);
+  });
+
+  it('lets long lines pass that cannot name a host', () => {
+    // a lower-case method is no method: such a line is body text, whatever follows it
+    const body = `get http://blocked.test/${'x'.repeat(MAX_LINE)}\r\n`;
+    expect(run([body])).toEqual({ passed: body });
+    const spaced = ` Host: ${'x'.repeat(MAX_LINE)}`;
+    expect(run([spaced])).toEqual({ passed: spaced });
+  });
+});
