@@ -26,6 +26,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/mux-ownership-hooks.test.ts',
   'test/unit/mux-large-commands.test.ts',
   'test/unit/mux-navigation.test.ts',
+  'test/unit/mux-inbound.test.ts',
   'test/unit/auth-store.test.ts',
   'test/unit/guard-auth-store.test.ts',
   'test/unit/auth-store-shared.test.ts',
