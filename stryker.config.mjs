@@ -47,6 +47,7 @@ export default {
     // the DevTools multiplexer: routing, its clients, the messages it reads, navigation traps
     'src/server/chromium/mux.ts',
     'src/server/chromium/mux-client.ts',
+    'src/server/chromium/inbound.ts',
     'src/server/chromium/wire.ts',
     'src/server/chromium/command.ts',
     'src/server/chromium/trap.ts',

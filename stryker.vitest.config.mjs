@@ -35,6 +35,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/cdp-nav-trap.test.ts',
   'test/unit/cdp-refusals.test.ts',
   'test/unit/cdp-limits.test.ts',
+  'test/unit/mux-inbound.test.ts',
   'test/unit/auth-store.test.ts',
   'test/unit/guard-auth-store.test.ts',
   'test/unit/auth-store-shared.test.ts',

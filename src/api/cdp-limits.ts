@@ -54,6 +54,41 @@ export const CDP_MAX_UNREAD_BYTES_TOTAL = 256 * MiB;
  */
 export const CDP_MAX_CLIENTS_PER_BROWSER = 64;
 
+/**
+ * Bytes of commands the server has accepted from one relay client and not yet written into
+ * Chromium's pipe (they wait behind what Chromium has not read yet). Past `CDP_PIPE_WINDOW_BYTES`
+ * its socket is no longer read; past this bound anyway (frames already received) it is closed
+ * (1008). One largest command and 32 MiB more: Playwright's `setInputFiles` of a 50 MB buffer
+ * passes with room for what follows it; a client that sends faster than Chromium reads does not
+ * (one client's 3,000 commands of 1000 KiB took the server to 5.4 GB, issue 35).
+ */
+export const CDP_MAX_INBOUND_BYTES_PER_CLIENT = CDP_MAX_COMMAND_BYTES + 32 * MiB;
+
+/**
+ * Bytes all relay clients of one browser, and all relay clients of the server, may have waiting
+ * for Chromium's pipe together: past either, the server stops reading those clients' sockets until
+ * half of it has been written (nobody is closed for others' load). Two and four largest commands.
+ */
+export const CDP_MAX_INBOUND_BYTES_PER_BROWSER = 256 * MiB;
+export const CDP_MAX_INBOUND_BYTES_TOTAL = 512 * MiB;
+
+/**
+ * Bytes written into Chromium's pipe that Chromium has not yet shown it has taken in: its pipe
+ * reader hands every message, copied, to the browser's main thread without any bound, so what
+ * the server writes ahead of that thread piles up in Chromium's memory. Past this window the
+ * server writes a cheap command of its own and writes on only once its reply has come (every
+ * message before it was then dispatched). A larger message goes alone.
+ */
+export const CDP_PIPE_WINDOW_BYTES = 16 * MiB;
+
+/**
+ * How long Chromium may leave that command unanswered, while the instance is not paused, before
+ * its pipe is failed and the browser treated as crashed (a deaf browser answered every tool call
+ * with a 500 and stayed `running`, issue 35). Parsing the largest command takes Chromium about a
+ * second; the server's own commands give up after 15 s.
+ */
+export const CDP_PIPE_DEAF_MS = 20_000;
+
 /** Bytes the server holds for a relay client that is not connected yet; past them it is dropped. */
 export const CDP_MAX_QUEUED_BYTES = 64 * MiB;
 

@@ -74,6 +74,15 @@ class BrowserRuntime extends InstanceMachine {
     this.#screencast = this.#newScreencast(this.ctx.plan.resolution);
   }
 
+  /** The sandbox is frozen meanwhile: Chromium's silence then is not deafness (chromium/inbound.ts). */
+  protected override async beforePause(): Promise<void> {
+    this.browser.frozen(true);
+  }
+
+  protected override async afterResume(): Promise<void> {
+    this.browser.frozen(false);
+  }
+
   #newComputer(resolution: readonly [number, number]): CdpComputer {
     return new CdpComputer({
       page: () => this.browser.activePage(),

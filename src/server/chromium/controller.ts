@@ -106,6 +106,11 @@ export class BrowserController implements BrowserCapability {
     this.#session?.thaw();
   }
 
+  /** The instance is paused (frozen by its sandbox) or resumed. */
+  frozen(on: boolean): void {
+    this.#session?.frozen(on);
+  }
+
   #running(): ChromiumSession {
     if (!this.#session) throw serverError('browser_not_running');
     return this.#session;

@@ -6,12 +6,18 @@
  */
 import { CDP_MAX_QUEUED_BYTES } from '../../api/cdp-limits.js';
 
+/** A close code and its reason, for the client's WebSocket. */
+export type Closing = { code: number; reason: string };
+
 /** Where a client's messages go: its WebSocket, in the relay. */
 export interface MuxPeer {
   /** One message, a JSON text. */
   send(data: Buffer): void;
-  /** Chromium ended the client's session, or the browser is gone. */
-  close(): void;
+  /** Chromium ended the client's session, or the browser is gone; or the client broke a bound. */
+  close(why?: Closing): void;
+  /** Stop reading the client's messages, and read them again (inbound.ts). */
+  pause?(): void;
+  resume?(): void;
 }
 
 export class ClientState {
@@ -47,9 +53,13 @@ export class ClientState {
     return sessionId === this.session ? this.targetId : this.owned.get(sessionId);
   }
 
-  /** Start delivering to `peer`, what waited first; a closed client closes the peer instead. */
-  connect(peer: MuxPeer): void {
+  /**
+   * Start delivering to `peer`, what waited first; a closed client closes the peer instead.
+   * `paused`: its messages are not read for now (inbound.ts).
+   */
+  connect(peer: MuxPeer, paused = false): void {
     if (this.closed) return peer.close();
+    if (paused) peer.pause?.();
     this.peer = peer;
     const queue = this.#queue;
     this.#queue = [];

@@ -23,7 +23,8 @@
  * saw. The few methods whose params the mux reads are refused when too large to decode. A navigation the egress would refuse is failed by a trap (trap.ts).
  */
 import { CDP_MAX_ROOT_EVENT_BYTES, CDP_MAX_ROOT_REPLY_BYTES } from '../../api/cdp-limits.js';
-import { ClientState as Client, type MuxPeer } from './mux-client.js';
+import { ClientState as Client, type Closing, type MuxPeer } from './mux-client.js';
+import { INBOUND_CLOSE, InboundGate, PIPE_FAILED } from './inbound.js';
 import { CdpMessageTooLarge, type CdpPipe } from './pipe.js';
 import { refusal } from './refusals.js';
 import { NavigationTraps } from './trap.js';
@@ -77,6 +78,8 @@ interface Pending {
   createsContext?: boolean | undefined;
   /** Called when the reply arrives (a navigation's trap is released). */
   after?: (() => void) | undefined;
+  /** Written at once, past what waits for Chromium (the gate's barrier, inbound.ts). */
+  now?: boolean | undefined;
 }
 
 /**
@@ -89,6 +92,8 @@ const MAX_WIRE_ID = 2 ** 31 - 1;
 
 export class CdpMux {
   readonly #pipe: CdpPipe;
+  /** Every write into the pipe, paced by what Chromium has taken in (inbound.ts). */
+  readonly #gate: InboundGate;
   readonly #opts: CdpMuxOptions;
   readonly #pending = new Map<number, Pending>();
   /** Every session of every client (their own and those they own) → the client. */
@@ -127,7 +132,18 @@ export class CdpMux {
       },
       close: () => this.close(),
     };
+    const barrier = { id: 0, method: 'Browser.getVersion', params: {} };
+    this.#gate = new InboundGate(pipe, {
+      barrier: (settle) => this.#send(barrier, undefined, { settle, now: true }),
+      overflow: (client) => this.#drop(client as Client, true, INBOUND_CLOSE),
+      readers: () => this.#clients,
+    });
     pipe.listen({ message: (data) => this.#receive(data), close: () => this.close() });
+  }
+
+  /** The instance is paused, or resumed: Chromium's silence meanwhile is not deafness. */
+  freeze(frozen: boolean): void {
+    this.#gate.freeze(frozen);
   }
 
   /**
@@ -159,7 +175,7 @@ export class CdpMux {
           this.#clients.add(client);
           this.#sessions.set(sessionId, client);
           resolve({
-            connect: (peer) => client.connect(peer),
+            connect: (peer) => client.connect(peer, this.#gate.paused),
             receive: (data) => this.#fromClient(client, data),
             close: () => this.#drop(client, true),
           });
@@ -172,12 +188,14 @@ export class CdpMux {
   close(): void {
     if (!this.#open) return;
     this.#open = false;
+    const why = this.#pipe.failure ? PIPE_FAILED : undefined;
     for (const client of [...this.#clients]) {
-      this.#drop(client, false);
+      this.#drop(client, false, why);
       client.peer?.close();
     }
     for (const p of this.#pending.values()) p.settle?.(FAILED);
     this.#pending.clear();
+    this.#gate.close();
     this.#pipe.close();
     this.#rootReader?.close();
   }
@@ -187,10 +205,15 @@ export class CdpMux {
     if (!client.deliver(data)) this.#drop(client, true);
   }
 
-  /** Forget a client; `detach` its session in Chromium too (unless Chromium ended it). */
-  #drop(client: Client, detach: boolean): void {
+  /**
+   * Forget a client; `detach` its session in Chromium too (unless Chromium ended it). With `why`
+   * its peer is closed for that reason.
+   */
+  #drop(client: Client, detach: boolean, why?: Closing): void {
     if (client.closed) return;
     client.close();
+    this.#gate.forget(client);
+    if (why) client.peer?.close(why);
     this.#clients.delete(client);
     this.#sessions.delete(client.session);
     this.#traps.forget(client.session);
@@ -247,12 +270,13 @@ export class CdpMux {
       pending.createsContext = true;
     }
     const id = this.#nextId();
+    const message = raw
+      ? wireCommand(id, method, raw, sessionId)
+      : JSON.stringify({ id, method, params, sessionId });
     // throws, having written nothing, for one too long for Chromium
-    this.#pipe.send(
-      raw
-        ? wireCommand(id, method, raw, sessionId)
-        : JSON.stringify({ id, method, params, sessionId }),
-    );
+    if (route.now) this.#pipe.send(message);
+    else this.#gate.send(message, route.client);
+    if (route.client?.closed) return; // it sent past its bound (inbound.ts)
     this.#pending.set(id, pending);
     if (route.client) route.client.inFlight++;
   }
@@ -317,11 +341,12 @@ export class CdpMux {
     this.#sendFor(client, { id, method, params: sent }, wireSession);
   }
 
-  /** Send a client's command; one too long for Chromium is answered with an error instead. */
-  #sendFor(client: Client, command: CdpCommand, wireSession: string, raw?: Buffer): void {
+  /** Send a client's command (`after` its reply); one too long for Chromium gets an error. */
+  #sendFor(client: Client, command: CdpCommand, session: string, raw?: Buffer, after?: () => void) {
     try {
-      this.#send(command, wireSession, { client }, raw);
+      this.#send(command, session, { client, after }, raw);
     } catch (err) {
+      after?.();
       if (!(err instanceof CdpMessageTooLarge)) throw err;
       this.#deliver(client, errorReply(command.id, -32000, err.message));
     }
@@ -362,15 +387,7 @@ export class CdpMux {
       // no trap: the egress refuses the connection anyway, with its own answer
     }
     if (client.closed) release?.();
-    else {
-      try {
-        this.#send(command, wireSession, { client, after: release });
-      } catch (err) {
-        release?.();
-        if (!(err instanceof CdpMessageTooLarge)) throw err;
-        this.#deliver(client, errorReply(command.id, -32000, err.message));
-      }
-    }
+    else this.#sendFor(client, command, wireSession, undefined, release);
     this.#release(client, wireSession);
   }
 

@@ -11,6 +11,7 @@ import type { Readable, Writable } from 'node:stream';
 import { CDP_MAX_COMMAND_WIRE_BYTES, CDP_MAX_MESSAGE_BYTES } from '../../api/cdp-limits.js';
 
 const NUL = Buffer.from([0]);
+const EMPTY = Buffer.alloc(0);
 
 /** A message too long for Chromium's pipe reader: refused, nothing written. */
 export class CdpMessageTooLarge extends Error {
@@ -86,15 +87,7 @@ export class CdpPipe {
    */
   send(message: string | readonly Buffer[]): void {
     if (!this.#open) return;
-    const bytes =
-      (typeof message === 'string'
-        ? Buffer.byteLength(message)
-        : message.reduce((n, piece) => n + piece.length, 0)) + 1;
-    if (bytes > CDP_MAX_COMMAND_WIRE_BYTES) {
-      throw new CdpMessageTooLarge(
-        `a DevTools message of ${bytes} bytes (Chromium reads at most ${CDP_MAX_COMMAND_WIRE_BYTES})`,
-      );
-    }
+    this.measure(message);
     if (typeof message === 'string') {
       this.#out.write(`${message}\0`); // one write: no wakeup of Chromium's reader for a lone NUL
       return;
@@ -104,6 +97,33 @@ export class CdpPipe {
     for (const piece of message) this.#out.write(piece);
     this.#out.write(NUL);
     this.#out.uncork();
+  }
+
+  /** Bytes `message` takes on the wire; throws `CdpMessageTooLarge` for one Chromium would not read. */
+  measure(message: string | readonly Buffer[]): number {
+    const bytes =
+      (typeof message === 'string'
+        ? Buffer.byteLength(message)
+        : message.reduce((n, piece) => n + piece.length, 0)) + 1;
+    if (bytes > CDP_MAX_COMMAND_WIRE_BYTES) {
+      throw new CdpMessageTooLarge(
+        `a DevTools message of ${bytes} bytes (Chromium reads at most ${CDP_MAX_COMMAND_WIRE_BYTES})`,
+      );
+    }
+    return bytes;
+  }
+
+  /** Bytes written that the socket has not yet handed to Chromium's end. */
+  get unwritten(): number {
+    return this.#open ? this.#out.writableLength : 0;
+  }
+
+  /** Call `then` once everything written has left for Chromium's end (or the pipe closed). */
+  drained(then: () => void): void {
+    if (this.unwritten === 0) return void queueMicrotask(then);
+    // an empty write's callback runs once every write before it has been handed on ('drain'
+    // comes only after a write that passed the stream's high-water mark)
+    this.#out.write(EMPTY, () => then());
   }
 
   /** The peer broke the protocol or a bound: close, keeping `reason` for whoever asks. */

@@ -160,7 +160,13 @@ export class CdpRelay {
         closeSlowest(this.#sockets, CDP_MAX_UNREAD_BYTES_PER_BROWSER, BROWSER_UNREAD_CLOSE);
         closeSlowest(everyone, CDP_MAX_UNREAD_BYTES_TOTAL, SERVER_UNREAD_CLOSE);
       },
-      close: () => ws.close(),
+      close: (why) => {
+        ws.close(why?.code, why?.reason);
+        if (why) setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
+      },
+      // what waits for Chromium's pipe is bounded by not reading clients (inbound.ts)
+      pause: () => ws.pause(),
+      resume: () => ws.resume(),
     });
   }
 }

@@ -64,6 +64,7 @@ export class ChromiumSession implements AuthScope {
   readonly cdp: CdpConnection;
   readonly #chromium: LaunchedChromium;
   readonly #relay: CdpRelay;
+  readonly #mux: CdpMux;
   readonly #opts: ChromiumSessionOptions;
   /** Open tabs of the default context, by target id. */
   readonly #tabs = new Map<string, TargetInfo>();
@@ -112,6 +113,7 @@ export class ChromiumSession implements AuthScope {
       }),
     });
     this.cdp = new CdpConnection(mux.root);
+    this.#mux = mux;
     this.#relay = new CdpRelay(mux, chromium.browserId, opts.log);
     const browserPath = `/devtools/browser/${chromium.browserId}`;
     this.cdpUrl = `${opts.relayUrl}${browserPath}?token=${encodeURIComponent(opts.token)}`;
@@ -343,12 +345,19 @@ export class ChromiumSession implements AuthScope {
 
   /** SIGSTOP every process of this Chromium, until all are stopped. */
   freeze(): Promise<void> {
+    this.frozen(true);
     return this.#chromium.freeze();
+  }
+
+  /** Paused, or resumed: a paused browser's silence is not deafness (inbound.ts). */
+  frozen(on: boolean): void {
+    this.#mux.freeze(on);
   }
 
   /** SIGCONT every process of this Chromium. */
   thaw(): void {
     this.#chromium.signal('SIGCONT');
+    this.frozen(false);
   }
 
   /**
