@@ -332,7 +332,7 @@ describe('MCP over stdio: burrow mcp', () => {
     expect(help.stdout).toMatch(/^ {2}mcp\s+MCP server on stdio/m);
     const usage = await node(['--import', 'tsx', 'src/cli/main.ts', 'mcp', '--help']);
     expect(usage.code).toBe(0);
-    expect(usage.stdout).toContain('burrow mcp [--base-url URL] [--api-key KEY]');
+    expect(usage.stdout).toContain('burrow mcp [--base-url URL] [--api-key-file PATH]');
   });
 
   const stdio = (args: string[], env: Record<string, string> = {}) =>
