@@ -13,6 +13,27 @@ import { root } from '../e2e/run.js';
 
 export const NORMAL_USER = 'burrow-ci';
 
+/**
+ * The uid of the test user `name`, made if missing. Several test files may ask at once on a
+ * fresh machine: a `useradd` that lost the race (the user exists, or /etc/passwd is locked by the
+ * winner's) is fine once the user is there.
+ */
+export function ensureUser(name = NORMAL_USER): number {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return Number(execFileSync('id', ['-u', name], { stdio: ['ignore', 'pipe', 'ignore'] }));
+    } catch {
+      // not there yet
+    }
+    try {
+      execFileSync('useradd', ['--create-home', '--shell', '/bin/bash', name], { stdio: 'ignore' });
+    } catch (err) {
+      if (attempt >= 20) throw err;
+      execFileSync('sleep', ['0.2']);
+    }
+  }
+}
+
 export interface NormalUser {
   uid: number;
   /** `node --import tsx <args>` as the user; its exit code and output, killed after `timeoutMs`. */
@@ -26,14 +47,7 @@ export interface NormalUser {
 }
 
 export function normalUser(): NormalUser {
-  try {
-    execFileSync('id', ['-u', NORMAL_USER], { stdio: 'ignore' });
-  } catch {
-    execFileSync('useradd', ['--create-home', '--shell', '/bin/bash', NORMAL_USER], {
-      stdio: 'ignore',
-    });
-  }
-  const uid = Number(execFileSync('id', ['-u', NORMAL_USER]).toString().trim());
+  const uid = ensureUser(NORMAL_USER);
   const view = mkdtempSync(join(tmpdir(), 'burrow-ci-src-'));
   chmodSync(view, 0o755);
   const home = mkdtempSync(join(tmpdir(), 'burrow-ci-'));

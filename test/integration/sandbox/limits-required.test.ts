@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { root } from '../../e2e/run.js';
+import { ensureUser } from '../../helpers/normal-user.js';
 import { eventually } from '../../helpers/server.js';
 
 const USER = 'burrow-ci';
@@ -27,11 +28,7 @@ let view: string;
 const children: { child: ChildProcess; exited: Promise<number | null> }[] = [];
 
 beforeAll(() => {
-  try {
-    execFileSync('id', ['-u', USER], { stdio: 'ignore' });
-  } catch {
-    execFileSync('useradd', ['--create-home', '--shell', '/bin/bash', USER], { stdio: 'ignore' });
-  }
+  ensureUser(USER);
   const uid = Number(execFileSync('id', ['-u', USER]).toString().trim());
   view = mkdtempSync(join(tmpdir(), 'burrow-ci-src-'));
   chmodSync(view, 0o755);

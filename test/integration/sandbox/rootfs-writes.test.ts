@@ -23,6 +23,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureUser } from '../../helpers/normal-user.js';
+import { lockHostIdFiles } from '../../helpers/host-id-files.js';
 import { root } from '../../e2e/run.js';
 import {
   attackRootfs,
@@ -152,12 +154,11 @@ function subordinateRange(present: boolean): void {
 describe('at the other levels', { timeout: 180_000 }, () => {
   let home: string;
   let view: string;
-  beforeAll(() => {
-    try {
-      execFileSync('id', ['-u', USER], { stdio: 'ignore' });
-    } catch {
-      execFileSync('useradd', ['--create-home', '--shell', '/bin/bash', USER], { stdio: 'ignore' });
-    }
+  /** Lets go of /etc/subuid and /etc/subgid (test/helpers/host-id-files.ts). */
+  let releaseIdFiles = () => {};
+  beforeAll(async () => {
+    releaseIdFiles = await lockHostIdFiles();
+    ensureUser(USER);
     const uid = Number(execFileSync('id', ['-u', USER]).toString().trim());
     for (const file of SUB_FILES) {
       subFiles.set(file, existsSync(file) ? readFileSync(file, 'utf8') : '');
@@ -167,9 +168,10 @@ describe('at the other levels', { timeout: 180_000 }, () => {
     chownSync(home, uid, uid);
     view = mkdtempSync(join(tmpdir(), 'burrow-ci-src-'));
     chmodSync(view, 0o755);
-  });
+  }, 16 * 60_000); // unprivileged.test.ts may hold the lock for minutes
   afterAll(() => {
     for (const [file, text] of subFiles) writeFileSync(file, text);
+    releaseIdFiles();
     if (home) rmSync(home, { recursive: true, force: true });
     if (view) rmSync(view, { recursive: true, force: true });
   });

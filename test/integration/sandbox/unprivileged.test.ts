@@ -30,6 +30,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureUser } from '../../helpers/normal-user.js';
+import { lockHostIdFiles } from '../../helpers/host-id-files.js';
 import { root } from '../../e2e/run.js';
 import { testServer, type TestServer } from '../../helpers/server.js';
 
@@ -188,12 +190,12 @@ const table = (d: Doctor) => Object.fromEntries(d.isolation.map((g) => [g.name, 
 const NS_FDS_ANYWHERE =
   'for d in /proc/[0-9]*/fd/*; do l=$(readlink "$d" 2>/dev/null) && echo "$d $l"; done | grep -E "(user|pid|net|mnt|ipc|uts|cgroup|time):\\[" || true';
 
-beforeAll(() => {
-  try {
-    execFileSync('id', ['-u', USER], { stdio: 'ignore' });
-  } catch {
-    execFileSync('useradd', ['--create-home', '--shell', '/bin/bash', USER], { stdio: 'ignore' });
-  }
+/** Lets go of /etc/subuid and /etc/subgid (test/helpers/host-id-files.ts). */
+let releaseIdFiles = () => {};
+
+beforeAll(async () => {
+  releaseIdFiles = await lockHostIdFiles();
+  ensureUser(USER);
   uid = Number(execFileSync('id', ['-u', USER]).toString().trim());
   // useradd may have given the user a range already: the first cases run without one
   for (const file of SUB_FILES)
@@ -206,10 +208,11 @@ beforeAll(() => {
   chownSync(home, uid, uid);
   // a file of the host's /tmp the instances must not see
   writeFileSync('/tmp/bci-host-marker', 'host');
-});
+}, 16 * 60_000); // the other file that changes them may hold the lock for minutes
 
 afterAll(() => {
   for (const [file, text] of subFiles) writeFileSync(file, text);
+  releaseIdFiles();
   rmSync(home, { recursive: true, force: true });
   if (view) rmSync(view, { recursive: true, force: true });
   rmSync('/tmp/bci-host-marker', { force: true });
