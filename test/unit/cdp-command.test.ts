@@ -14,7 +14,7 @@ import {
   wireCommand,
   INSPECTED,
 } from '../../src/server/chromium/command.js';
-import { CDP_MAX_DECODED_BYTES } from '../../src/api/cdp-limits.js';
+import { CDP_LOCATE_ABOVE_BYTES, CDP_MAX_DECODED_BYTES } from '../../src/api/cdp-limits.js';
 
 const buf = (text: string) => Buffer.from(text, 'latin1');
 /** `{"id":1,"method":"M","params":{"e":"xxx…"}}…` padded with `x`s to exactly `size` bytes. */
@@ -34,16 +34,39 @@ const reply = (r: unknown) => {
 };
 
 describe('clientCommand: decoded or located', () => {
-  it('decodes a command of exactly the decoded size, and locates one a byte larger', () => {
-    const at = clientCommand(sized(CDP_MAX_DECODED_BYTES));
+  it('decodes a command up to the locating size, and locates one a byte larger', () => {
+    const frame = '{"id":1,"method":"Runtime.evaluate","params":{"e":""}}'.length;
+    const at = clientCommand(sized(CDP_LOCATE_ABOVE_BYTES));
     expect(at).toMatchObject({ id: 1, method: 'Runtime.evaluate' });
     expect(at).not.toHaveProperty('raw');
-    const frame = '{"id":1,"method":"Runtime.evaluate","params":{"e":""}}'.length;
-    expect((read(at).params as { e: string }).e).toHaveLength(CDP_MAX_DECODED_BYTES - frame);
-    const over = clientCommand(sized(CDP_MAX_DECODED_BYTES + 1));
+    expect((read(at).params as { e: string }).e).toHaveLength(CDP_LOCATE_ABOVE_BYTES - frame);
+    const over = clientCommand(sized(CDP_LOCATE_ABOVE_BYTES + 1));
     expect(over).toMatchObject({ id: 1, method: 'Runtime.evaluate', params: {} });
     expect((over as { raw: Buffer }).raw.subarray(0, 6).toString()).toBe('{"e":"');
     expect((over as { raw: Buffer }).raw.at(-1)).toBe(0x7d);
+  });
+
+  it('decodes a large command of another shape up to the decoded size, then refuses it', () => {
+    // a key order no client library writes cannot be located: it is decoded while that is cheap
+    const reordered = (size: number) => {
+      const head = '{"params":{"e":"';
+      const end = '"},"id":4,"method":"Runtime.evaluate","x":1}';
+      return buf(head + 'x'.repeat(size - head.length - end.length) + end);
+    };
+    expect(clientCommand(reordered(CDP_MAX_DECODED_BYTES))).toMatchObject({
+      id: 4,
+      method: 'Runtime.evaluate',
+    });
+    expect(reply(clientCommand(reordered(CDP_MAX_DECODED_BYTES + 1))).error.code).toBe(-32600);
+  });
+
+  it('decodes a method whose params the mux reads up to the decoded size, whatever its shape', () => {
+    const at = clientCommand(sized(CDP_MAX_DECODED_BYTES, 7, 'Page.navigate'));
+    expect(at).toMatchObject({ id: 7, method: 'Page.navigate' });
+    expect(at).not.toHaveProperty('raw');
+    expect(
+      reply(clientCommand(sized(CDP_MAX_DECODED_BYTES + 1, 7, 'Page.navigate'))),
+    ).toMatchObject({ id: 7, error: { code: -32602 } });
   });
 
   it('locates a small command of more objects and arrays than it decodes', () => {

@@ -6,8 +6,10 @@
  * a command decodes into is bounded: at most `CDP_MAX_DECODED_BYTES` and
  * `MAX_CLIENT_CONTAINERS` objects and arrays (json-bounded.ts counts them without decoding).
  *
- * Any larger command (an evaluation with a big expression, `setInputFiles` of a buffer: tens of
- * MiB) is located instead, as Chromium's own messages are (wire.ts): on the shapes the client
+ * A command over `CDP_LOCATE_ABOVE_BYTES` (an evaluation with a big expression, `setInputFiles`
+ * of a buffer: up to tens of MiB) is located instead, as Chromium's own messages are (wire.ts),
+ * unless its method is one whose params the mux reads (`INSPECTED`, decoded up to
+ * `CDP_MAX_DECODED_BYTES`, refused past it): on the shapes the client
  * libraries write, `{"id":N,"method":"M","params":{…}}` with `,"sessionId":"S"` before the last
  * brace (Playwright), or with `"id"` after the params (Puppeteer). Its params are passed on as
  * the bytes that came, after one linear pass that finds the brace closing them to be the last
@@ -18,7 +20,7 @@
  * yields to the event loop every few milliseconds.
  */
 import { setImmediate as turn } from 'node:timers/promises';
-import { CDP_MAX_DECODED_BYTES } from '../../api/cdp-limits.js';
+import { CDP_LOCATE_ABOVE_BYTES, CDP_MAX_DECODED_BYTES } from '../../api/cdp-limits.js';
 import { containersOver } from '../../internal/json-bounded.js';
 import type { CdpParams } from './transport.js';
 import { errorReply } from './wire.js';
@@ -57,11 +59,13 @@ const NOT_LOCATED =
  * to be checked with `wholeObject`), or the error reply for it.
  */
 export function clientCommand(data: Buffer): ClientCommand | { refused: Buffer } {
+  const large = data.length > CDP_LOCATE_ABOVE_BYTES ? located(data) : undefined;
+  if (large && !INSPECTED.has(large.method)) return large;
   if (data.length <= CDP_MAX_DECODED_BYTES) {
     const text = data.toString();
     if (!containersOver(text, MAX_CLIENT_CONTAINERS)) return decoded(text);
   }
-  const command = located(data);
+  const command = large ?? located(data);
   if (!command) return { refused: errorReply(idOf(data), -32600, NOT_LOCATED) };
   if (!INSPECTED.has(command.method)) return command;
   const why = `burrow: ${command.method} with params over ${CDP_MAX_DECODED_BYTES} bytes`;

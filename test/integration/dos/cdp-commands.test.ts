@@ -12,6 +12,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
+import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observe, reference } from '../../helpers/livez-probe.js';
 import { startBrowser, testServer, type TestServer } from '../../helpers/server.js';
@@ -102,6 +103,31 @@ describe('large CDP commands', () => {
       expect(await page.evaluate((t) => t.length, text)).toBe(4 * MiB);
     } finally {
       await browser.close();
+    }
+    await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
+  }, 180_000);
+
+  it('commands between 64 KiB and 1 MiB, located rather than decoded, work from both libraries', async () => {
+    const { id, cdpUrl } = await startBrowser(server);
+    const html = `<p id="p">${'c'.repeat(200 * 1024)}</p>`;
+    const text = 'd'.repeat(900 * 1024);
+    const pw = await chromium.connectOverCDP(cdpUrl);
+    try {
+      const page = pw.contexts()[0]!.pages()[0] ?? (await pw.contexts()[0]!.newPage());
+      await page.setContent(html);
+      expect(await page.$eval('#p', (el) => el.textContent!.length)).toBe(200 * 1024);
+      expect(await page.evaluate((t) => t.slice(-3) + t.length, text)).toBe(`ddd${900 * 1024}`);
+    } finally {
+      await pw.close();
+    }
+    const pp = await puppeteer.connect({ browserWSEndpoint: cdpUrl, defaultViewport: null });
+    try {
+      const page = (await pp.pages())[0] ?? (await pp.newPage());
+      await page.setContent(html);
+      expect(await page.$eval('#p', (el) => el.textContent!.length)).toBe(200 * 1024);
+      expect(await page.evaluate((t) => t.length, text)).toBe(900 * 1024);
+    } finally {
+      await pp.disconnect();
     }
     await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
   }, 180_000);

@@ -129,9 +129,9 @@ describe('cdp_url clients sending faster than Chromium reads', () => {
     // slowed to Chromium's pace (its socket not read), or closed past its own bound
     if (end !== 'open')
       expect(end).toMatchObject({ code: 1008, reason: /faster than the browser/ });
-    // not asserted: `/livez` p99 during this flood (logged above) is 150-220 ms against 30-85 ms
-    // before on the loaded shared machine: each 1000 KiB command is still decoded on the main
-    // thread (under `CDP_MAX_DECODED_BYTES`), now at the pace Chromium takes them in
+    // another client waits at most 100 ms more than before the flood: each 1000 KiB command is
+    // located, not decoded (decoding and writing anew added 135 ms to the p99 here)
+    expect(during.p99 - before.p99).toBeLessThan(100);
     expect(during.peakRss - rss0).toBeLessThan(RSS_BOUND);
     await answers(id, cdpUrl);
     await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
