@@ -43,7 +43,7 @@ async function run(way: 'ws' | 'relay') {
   const server = createServer();
   server.on('upgrade', (req, socket, head) =>
     wss.handleUpgrade(req, socket, head, (ws) => {
-      if (way === 'relay') unmaskAsReceived(socket, CDP_MAX_COMMAND_BYTES);
+      if (way === 'relay') unmaskAsReceived(ws, CDP_MAX_COMMAND_BYTES);
       ws.on('message', () => ws.send('ok'));
     }),
   );

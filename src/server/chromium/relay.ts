@@ -100,7 +100,7 @@ export class CdpRelay {
         socket.once('close', () => client.close());
         if (this.#closed || socket.destroyed) return client.close();
         this.#wss.handleUpgrade(req, socket, head, (ws) => {
-          unmaskAsReceived(socket, CDP_MAX_COMMAND_BYTES);
+          unmaskAsReceived(ws, CDP_MAX_COMMAND_BYTES);
           this.#join(ws, client);
         });
       },

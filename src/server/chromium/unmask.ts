@@ -9,13 +9,10 @@
  * in place, a word at a time, before `ws` sees it, and each frame's masking key is overwritten
  * with zeros, which `ws` then skips: the same work, in slices of one socket read.
  *
- * The frame header is read only as far as needed to follow the frames (lengths and key); `ws`
- * still reads and checks everything itself (opcodes, lengths against `maxPayload`, UTF-8). A
- * frame longer than `maxPayload` is left as it is: `ws` closes the connection (1009) on its
- * header.
+ * Long payloads are also assembled here as they arrive (`frameReader`), so that `ws` need not
+ * join them in one step when they are whole.
  */
 import { endianness } from 'node:os';
-import type { Duplex } from 'node:stream';
 
 const LITTLE_ENDIAN = endianness() === 'LE';
 
@@ -49,12 +46,51 @@ function unmask(buf: Buffer, start: number, end: number, key: Uint8Array, phase:
   return p;
 }
 
+/** How `ws` is fed: its WebSocket's receiver, a Writable the socket's bytes are written to. */
+interface Fed {
+  _receiver?: { write(chunk: Buffer): boolean; writableNeedDrain?: boolean };
+}
+
 /**
- * Unmasks the frames a client sends on `socket` as they arrive. Call right after `ws` took the
- * socket (`handleUpgrade`'s callback), before any data flowed: the listener goes before `ws`'s
- * own.
+ * Feeds `ws`'s receiver the frames a client sends, unmasked as they arrive, each payload of at
+ * least `ASSEMBLE_FROM` bytes assembled here and handed over whole. Call right after `ws` took
+ * the socket (`handleUpgrade`'s callback), before any data flowed. Relies on `ws`'s receiver
+ * (`_receiver`, a Writable since ws 1.x); throws when it is not there, so a `ws` that changed
+ * fails the relay's tests instead of silently costing the main thread again.
  */
-export function unmaskAsReceived(socket: Duplex, maxPayload: number): void {
+export function unmaskAsReceived(ws: object, maxPayload: number): void {
+  const receiver = (ws as Fed)._receiver;
+  if (typeof receiver?.write !== 'function') {
+    throw new Error('ws: no receiver to feed (a ws version the relay was not written for)');
+  }
+  const write = receiver.write.bind(receiver);
+  const reader = frameReader(maxPayload);
+  receiver.write = (chunk: Buffer) => {
+    let ok = !receiver.writableNeedDrain;
+    for (const piece of reader(chunk)) ok = write(piece);
+    return ok;
+  };
+}
+
+/**
+ * Payloads at least this long are assembled into one buffer as they arrive. `ws` joins a
+ * frame's chunks only once all have come, into memory it has just allocated: on this machine
+ * the first touch of 90 MiB of fresh pages alone took about 0.5 s of the main thread. Filled a
+ * socket read at a time, the same pages are touched a few at a time, and `ws` takes the
+ * assembled payload as its one chunk without copying it.
+ */
+const ASSEMBLE_FROM = 1024 * 1024;
+
+/**
+ * A reader of one connection's frames: given each chunk the socket read, returns what to hand
+ * `ws`, in order. Headers and short payloads pass as they came (unmasked in place, the key
+ * zeroed, which `ws` then skips); a long payload is copied, unmasked, into a buffer of its
+ * declared length and handed over once full. The header is read only as far as needed to follow
+ * the frames (lengths and key): `ws` still reads and checks everything itself (opcodes, lengths
+ * against `maxPayload`, UTF-8). A frame longer than `maxPayload` is passed on as it came, and so
+ * is everything after it: `ws` closes the connection (1009) on its header.
+ */
+export function frameReader(maxPayload: number): (chunk: Buffer) => Buffer[] {
   /** Bytes of the current frame's header seen so far (up to 14). */
   const header = new Uint8Array(14);
   let headerSeen = 0;
@@ -65,15 +101,33 @@ export function unmaskAsReceived(socket: Duplex, maxPayload: number): void {
   /** Payload bytes of the current frame still to come, and the key's phase for the next one. */
   let payloadLeft = 0;
   let phase = 0;
+  /** The long payload being assembled, and how much of it has come. */
+  let assembling: Buffer | undefined;
+  let filled = 0;
   let givenUp = false;
 
-  const onData = (chunk: Buffer) => {
-    if (givenUp) return;
+  return (chunk) => {
+    if (givenUp) return [chunk];
+    const out: Buffer[] = [];
+    /** Where the run of bytes passed on as they came starts in `chunk`. */
+    let passFrom = 0;
     let i = 0;
     while (i < chunk.length) {
       if (payloadLeft > 0) {
         const end = Math.min(chunk.length, i + payloadLeft);
-        phase = unmask(chunk, i, end, key, phase);
+        if (assembling) {
+          if (i > passFrom) out.push(chunk.subarray(passFrom, i));
+          chunk.copy(assembling, filled, i, end);
+          phase = unmask(assembling, filled, filled + end - i, key, phase);
+          filled += end - i;
+          passFrom = end;
+          if (filled === assembling.length) {
+            out.push(assembling);
+            assembling = undefined;
+          }
+        } else {
+          phase = unmask(chunk, i, end, key, phase);
+        }
         payloadLeft -= end - i;
         i = end;
         continue;
@@ -87,7 +141,12 @@ export function unmaskAsReceived(socket: Duplex, maxPayload: number): void {
       }
       i++;
       if (headerSeen === 2) {
-        if ((header[1]! & 0x80) === 0) return giveUp(); // unmasked: ws closes it (1002)
+        if ((header[1]! & 0x80) === 0) {
+          // unmasked: ws closes the connection (1002); nothing more to follow
+          givenUp = true;
+          out.push(chunk.subarray(passFrom));
+          return out;
+        }
         const len7 = header[1]! & 0x7f;
         keyAt = len7 === 126 ? 4 : len7 === 127 ? 10 : 2;
         headerLength = keyAt + 4;
@@ -103,19 +162,23 @@ export function unmaskAsReceived(socket: Duplex, maxPayload: number): void {
             ((header[6]! << 24) | (header[7]! << 16) | (header[8]! << 8) | header[9]!) >>> 0;
           length = high * 2 ** 32 + low;
         }
-        // past the cap ws closes the connection on this header: nothing more to follow
-        if (length > maxPayload) return giveUp();
+        if (length > maxPayload) {
+          givenUp = true;
+          out.push(chunk.subarray(passFrom));
+          return out;
+        }
         payloadLeft = length;
+        if (length >= ASSEMBLE_FROM) {
+          assembling = Buffer.allocUnsafeSlow(length);
+          filled = 0;
+        }
         phase = 0;
         headerSeen = 0;
         keyAt = 0;
         headerLength = 2;
       }
     }
+    if (passFrom < chunk.length) out.push(chunk.subarray(passFrom));
+    return out;
   };
-  const giveUp = () => {
-    givenUp = true;
-    socket.removeListener('data', onData);
-  };
-  socket.prependListener('data', onData);
 }

@@ -1,8 +1,9 @@
 /**
  * The relay's own unmasking (src/server/chromium/unmask.ts) hands `ws` exactly what the client
  * sent: frames of every length encoding (7-bit, 16-bit, 64-bit), fragmented messages, control
- * frames between fragments, binary and text, chunks split anywhere (one byte at a time too); a
- * frame past `maxPayload` still closes the connection (1009).
+ * frames between fragments, binary and text, chunks split anywhere (one byte at a time too), long
+ * payloads assembled before `ws` sees them; a frame past `maxPayload` still closes the connection
+ * (1009).
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -24,7 +25,7 @@ beforeAll(async () => {
   server.on('upgrade', (req, socket, head) => {
     const name = req.url!.slice(1);
     wss.handleUpgrade(req, socket, head, (ws) => {
-      unmaskAsReceived(socket, MAX);
+      unmaskAsReceived(ws, MAX);
       const got: Buffer[] = [];
       received.set(name, got);
       ws.on('message', (data) => {
@@ -83,14 +84,18 @@ describe('unmasking as bytes arrive', () => {
       writes.push(Buffer.from(chunk));
       return true;
     }) as typeof raw.write;
-    const messages = [randomBytes(200), randomBytes(70_000), randomBytes(5)];
+    const messages = [randomBytes(200), randomBytes(70_000), randomBytes(5), randomBytes(MAX - 7)];
     for (const m of messages) ws.send(m);
     raw.write = write;
     const wire = Buffer.concat(writes);
     const done = replies(ws, messages.length);
     for (let i = 0; i < 300; i++) write(wire.subarray(i, i + 1));
     write(wire.subarray(300, 70_000));
-    write(wire.subarray(70_000));
+    // the long payload (assembled before ws sees it) split inside its header and anywhere after
+    const long = wire.length - (MAX - 7) - 10;
+    for (let i = 70_000; i < long + 3; i = Math.min(i + 9_999, long + 3))
+      write(wire.subarray(i, Math.min(i + 9_999, long + 3)));
+    for (let i = long + 3; i < wire.length; i += 65_537) write(wire.subarray(i, i + 65_537));
     await done;
     const got = received.get('bytes')!;
     for (let i = 0; i < messages.length; i++) expect(got[i]!.equals(messages[i]!)).toBe(true);
