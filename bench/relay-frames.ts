@@ -7,7 +7,8 @@
  *
  *   ws        `ws` alone: without `bufferutil` it unmasks a frame in one JavaScript pass once the
  *             whole frame has arrived
- *   relay     as the relay receives: unmasked as the bytes arrive (src/server/chromium/unmask.ts)
+ *   relay     as the relay receives: unmasked, and long payloads assembled, as the bytes arrive
+ *             (src/server/chromium/unmask.ts)
  *
  * It prints, per way, the longest gap between two 5 ms timers of this process (the longest time
  * nothing else could run: another client's `/livez` waits as long) and the event-loop delay p99.
