@@ -114,7 +114,7 @@ export const SETTINGS: readonly SettingDoc[] = [
     env: 'BURROW_MAX_PROFILE_BYTES_READ_BACK',
     default: bytes(DEFAULT_MAX_PROFILE_BYTES_READ_BACK),
     meaning:
-      'bytes of profiles read back from stopping instances that the server holds at once, every instance’s together; a save that does not fit waits its turn (at most 2 min, then the old version stays)',
+      'bytes of profiles read back from stopping instances, or opened for starting ones, that the server holds at once, every instance’s together; a save that does not fit waits its turn (at most 2 min, then the old version stays), a start too (at most 2 min, then 503)',
   },
   {
     option: 'maxAuthStatesPerProject',

@@ -196,6 +196,12 @@ export const SERVER_ERRORS = {
   },
   profile_not_found: { status: 404, message: 'Profile {name} not found' },
   profile_unreadable: { status: 409, message: 'Profile {name} cannot be restored: {reason}' },
+  profile_restore_busy: {
+    status: 503,
+    message:
+      'Profile {name} was not restored: other profiles held in memory left no room for {seconds} s (maxProfileBytesReadBack); retry',
+    headers: { 'Retry-After': '10' },
+  },
   profiles_browser_only: {
     status: 400,
     message: 'profiles are kept by browser instances only, not by {type} instances',

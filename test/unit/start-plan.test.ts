@@ -16,9 +16,12 @@ import {
 } from '../../src/server/instances/plan.js';
 import {
   claimedContext,
+  type InstanceProfile,
   runtimeContext,
   type RuntimeContext,
 } from '../../src/server/instances/runtime.js';
+
+type HeldProfile = InstanceProfile & { setHolder(id: string): void };
 
 describe('planStart', () => {
   it('applies the defaults, frozen', () => {
@@ -108,14 +111,14 @@ describe('holdStart', () => {
       calls.push(`extensions ${ids.join(',')}`);
       return ids.map((id) => ({ id, dir: `/ext/${id}` }));
     },
-    profile: async (name: string, saveChanges: boolean) => {
+    profile: async (name: string, saveChanges: boolean): Promise<HeldProfile> => {
       calls.push(`profile ${name} ${saveChanges}`);
       return {
         name,
-        entries: [],
+        restore: (use) => use([]),
         maxBytes: 1,
-        release: () => calls.push(`release ${name}`),
-        setHolder: (id: string) => calls.push(`holder ${id}`),
+        release: () => void calls.push(`release ${name}`),
+        setHolder: (id: string) => void calls.push(`holder ${id}`),
       };
     },
   });

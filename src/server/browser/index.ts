@@ -167,24 +167,27 @@ class BrowserRuntime extends InstanceMachine {
     }
     // the saved profile's files, if any, with the extensions allowed in its preferences; they
     // replace the fresh profile's skeleton a sandbox made ahead holds (chromium/profile-template.ts)
-    const entries = [...(this.ctx.plan.profile?.entries ?? [])];
-    if (entries.length > 0) await sandbox.emptySeeded(PROFILE_DIR);
-    if (list.length > 0) {
-      const at = entries.findIndex((e) => e.path === PREFERENCES && e.data);
-      const prefs = parsePreferences(at >= 0 ? entries[at]!.data! : undefined);
-      const ext = (prefs.extensions ??= {}) as Record<string, unknown>;
-      const settings = (ext.settings ??= {}) as Record<string, Record<string, unknown>>;
-      for (const p of this.#extensionPaths(sandbox)) {
-        const id = unpackedExtensionId(p);
-        settings[id] = { ...settings[id], incognito: true };
+    const restore = this.ctx.plan.profile?.restore ?? ((use) => use([]));
+    await restore(async (saved) => {
+      const entries = [...saved];
+      if (entries.length > 0) await sandbox.emptySeeded(PROFILE_DIR);
+      if (list.length > 0) {
+        const at = entries.findIndex((e) => e.path === PREFERENCES && e.data);
+        const prefs = parsePreferences(at >= 0 ? entries[at]!.data! : undefined);
+        const ext = (prefs.extensions ??= {}) as Record<string, unknown>;
+        const settings = (ext.settings ??= {}) as Record<string, Record<string, unknown>>;
+        for (const p of this.#extensionPaths(sandbox)) {
+          const id = unpackedExtensionId(p);
+          settings[id] = { ...settings[id], incognito: true };
+        }
+        const data = Buffer.from(JSON.stringify(prefs));
+        if (at >= 0) entries[at] = { path: PREFERENCES, data };
+        else entries.push({ path: PREFERENCES, data });
       }
-      const data = Buffer.from(JSON.stringify(prefs));
-      if (at >= 0) entries[at] = { path: PREFERENCES, data };
-      else entries.push({ path: PREFERENCES, data });
-    }
-    if (entries.length > 0) {
-      await stage('profile.seed', () => sandbox.seedFiles(PROFILE_DIR, entries));
-    }
+      if (entries.length > 0) {
+        await stage('profile.seed', () => sandbox.seedFiles(PROFILE_DIR, entries));
+      }
+    });
   }
 
   /**

@@ -194,8 +194,12 @@ export interface ProfileEntry {
  */
 export interface InstanceProfile {
   readonly name: string;
-  /** The saved profile's files; empty for a new profile. */
-  readonly entries: readonly ProfileEntry[];
+  /**
+   * Hands the saved profile's files (none for a new profile) to `use`, once: the server keeps no
+   * copy of them after, and gives back the room they took in its budget of profiles held in
+   * memory when `use` is done.
+   */
+  restore<T>(use: (entries: readonly ProfileEntry[]) => Promise<T>): Promise<T>;
   /** Largest profile kept, in bytes: a bigger one is not saved. */
   readonly maxBytes: number;
   /**

@@ -7,6 +7,13 @@
  */
 import type { ProfileEntry } from '../instances/runtime.js';
 
+/** The length of `entries`' packed stream: what `Unpacker` takes in to read them back. */
+export function packedLength(entries: readonly ProfileEntry[]): number {
+  let n = 0;
+  for (const e of entries) n += 9 + Buffer.byteLength(e.path) + (e.data?.length ?? 0);
+  return n;
+}
+
 /** `entries` as the parts of the packed stream, in order; file data is not copied. */
 export function* packParts(entries: readonly ProfileEntry[]): Generator<Buffer> {
   for (const e of entries) {

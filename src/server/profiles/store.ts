@@ -4,9 +4,16 @@
  * AES-256-GCM under the server's secret key (the auth states' keyring, auth-states/secret-key.ts)
  * and kept by a backend (backend.ts): files under `<dataDir>/profiles/` on a single server, a
  * table of the cluster's database on a node (../cluster/profile-backend.ts). Sealed bytes are a
- * first line of JSON (format, key id, IV, tag) and then the ciphertext of the deflated archive
- * (pack.ts), sealed as a stream (seal.ts); the profile's name, and its project's, are bound in as associated data, so
- * bytes moved to another name or project do not open. The backend never sees plaintext.
+ * first line of JSON (format, key id, IV, tag, and the archive's length once opened, which a
+ * restore is charged before opening it; absent in profiles saved before it was written) and
+ * then the ciphertext of the deflated archive (pack.ts), sealed as a stream (seal.ts); the
+ * profile's name, and its project's, are bound in as associated data, so bytes moved to another
+ * name or project do not open. The backend never sees plaintext.
+ *
+ * **Memory.** A profile read back at a save, or opened at a start, is held in the server's
+ * memory until it is sealed, or until the instance's disk has it: both are charged to one budget
+ * (`maxProfileBytesReadBack`) before they are held, and wait their turn in it (a start that
+ * waits too long is a 503). A running instance's server keeps no copy of its profile.
  *
  * A profile is held by one live instance at a time (`acquire`): a second start naming it answers
  * 409 with the holder's id. A save replaces the sealed bytes whole, so a profile is always the
@@ -26,6 +33,7 @@ import { serverError } from '../errors.js';
 import type { InstanceProfile, ProfileEntry } from '../instances/runtime.js';
 import { FileProfileBackend, type ProfileBackend, type ProfileHold } from './backend.js';
 import { seal, unseal } from './seal.js';
+import { packedLength } from './pack.js';
 
 const FORMAT = 1;
 /** The associated data: the admin's profiles as before projects, a project's with its name. */
@@ -101,8 +109,16 @@ export class ProfileStore {
     return this.#backend.acquire(project, name);
   }
 
-  /** The saved entries of `name`; empty when there is none. Bytes that do not open are a 422. */
-  async load(project: string | null, name: string): Promise<ProfileEntry[]> {
+  /**
+   * The saved entries of `name`; empty when there is none. Bytes that do not open are a 422.
+   * `charge` is told the bytes it will hold (the sealed file and what it opens into) before it
+   * opens it.
+   */
+  async load(
+    project: string | null,
+    name: string,
+    charge: (bytes: number) => Promise<void> = async () => {},
+  ): Promise<ProfileEntry[]> {
     await this.ready;
     const raw = await this.#backend.read(project, name);
     if (raw === undefined) return [];
@@ -112,7 +128,13 @@ export class ProfileStore {
       throw unreadable(`the file is larger than the limit of ${this.#maxBytes} bytes`);
     }
     const nl = raw.indexOf(0x0a);
-    let head: { burrow_profile?: number; key_id?: string; iv?: string; tag?: string };
+    let head: {
+      burrow_profile?: number;
+      key_id?: string;
+      iv?: string;
+      tag?: string;
+      packed?: number;
+    };
     try {
       head = JSON.parse(raw.toString('utf8', 0, nl)) as typeof head;
     } catch {
@@ -121,6 +143,13 @@ export class ProfileStore {
     if (nl < 0 || head.burrow_profile !== FORMAT) throw unreadable('not a profile file');
     const key = [this.#keyring.current, ...this.#keyring.old].find((k) => k.id === head.key_id);
     if (!key) throw unreadable(`sealed with key ${head.key_id}, which this server does not have`);
+    // what it opens into is bounded before it is opened: by the length its save recorded (a
+    // profile saved before that was recorded: by the most a profile may open into)
+    const most = this.#maxBytes * 4;
+    const packed = head.packed;
+    const opensInto = Number.isSafeInteger(packed) && packed! >= 0 ? Math.min(packed!, most) : most;
+    await charge(raw.length + opensInto);
+    let entries: ProfileEntry[];
     try {
       const cipherKey = {
         key: key.bytes,
@@ -128,10 +157,11 @@ export class ProfileStore {
         aad: aad(project, name),
         tag: Buffer.from(head.tag!, 'base64'),
       };
-      return await unseal(raw.subarray(nl + 1), cipherKey, this.#maxBytes * 4);
+      entries = await unseal(raw.subarray(nl + 1), cipherKey, opensInto);
     } catch (err) {
       throw unreadable(`it does not decrypt or unpack (${(err as Error).message})`);
     }
+    return entries;
   }
 
   /**
@@ -162,6 +192,7 @@ export class ProfileStore {
       key_id: key.id,
       iv: iv.toString('base64'),
       tag: body.tag.toString('base64'),
+      packed: packedLength(entries),
     });
     const sealed = [Buffer.from(`${head}\n`), ...body.parts];
     const size = sealed[0]!.length + body.bytes;
@@ -219,12 +250,29 @@ export class ProfileStore {
   ): Promise<InstanceProfile & { setHolder(id: string): void }> {
     await this.ready;
     const hold = await this.acquire(project, name);
+    /** What the restore holds of the read-back budget, given back once its files are seeded. */
+    const held: (() => void)[] = [];
+    const giveBack = () => held.splice(0).forEach((give) => give());
     try {
       if (saveChanges) await this.#room(project, name, 0); // a new one past the count: refused now
-      const entries = await this.load(project, name);
+      let entries: readonly ProfileEntry[] | undefined = await this.load(
+        project,
+        name,
+        async (bytes) => {
+          held.push(await this.#readBack.take(bytes, READ_BACK_WAIT_MS, () => busy(name)));
+        },
+      );
       return {
         name,
-        entries,
+        restore: async (use) => {
+          const saved = entries ?? [];
+          entries = undefined; // the instance's disk has them from here on; the server need not
+          try {
+            return await use(saved);
+          } finally {
+            giveBack();
+          }
+        },
         maxBytes: this.#maxBytes,
         ...(saveChanges && {
           save: async (read) => {
@@ -251,11 +299,23 @@ export class ProfileStore {
           },
         }),
         setHolder: (id) => hold.setHolder(id),
-        release: () => hold.release(),
+        release: () => {
+          entries = undefined;
+          giveBack();
+          hold.release();
+        },
       };
     } catch (err) {
+      giveBack();
       hold.release();
       throw err;
     }
   }
 }
+
+/** The answer to a restore that waited too long for room in the read-back budget. */
+const busy = (name: string) =>
+  serverError('profile_restore_busy', {
+    name: JSON.stringify(name),
+    seconds: READ_BACK_WAIT_MS / 1000,
+  });
