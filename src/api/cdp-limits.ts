@@ -73,6 +73,15 @@ export const CDP_MAX_INBOUND_BYTES_PER_BROWSER = 256 * MiB;
 export const CDP_MAX_INBOUND_BYTES_TOTAL = 512 * MiB;
 
 /**
+ * Bytes of long frames the relay's clients are still sending, all clients of the server together
+ * (each frame is held until its last byte came, up to `CDP_MAX_COMMAND_BYTES`): six connections
+ * each sending 95 MiB of a frame and never its end held 570 MiB, 64 would hold 6 GiB. A client
+ * whose frame would pass the total is closed (1008) on its header, before its payload is held.
+ * Five largest frames.
+ */
+export const CDP_MAX_ASSEMBLING_BYTES_TOTAL = 512 * MiB;
+
+/**
  * Bytes written into Chromium's pipe that Chromium has not yet shown it has taken in: its pipe
  * reader hands every message, copied, to the browser's main thread without any bound, so what
  * the server writes ahead of that thread piles up in Chromium's memory. Past this window the

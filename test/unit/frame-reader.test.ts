@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { frameReader } from '../../src/server/chromium/unmask.js';
+import { FrameRefused, frameReader } from '../../src/server/chromium/unmask.js';
 
 const MiB = 1024 * 1024;
 
@@ -78,5 +78,28 @@ describe('frameReader', () => {
   it('passes an unmasked frame, and all that follows, on as it came', () => {
     const wire = Buffer.concat([Buffer.from([0x82, 3, 1, 2, 3]), frame(randomBytes(5))]);
     expect(Buffer.concat(feed(wire, 2)).equals(wire)).toBe(true);
+  });
+
+  it('asks its budget before it holds a long payload, and says when it let it go', () => {
+    const asked: string[] = [];
+    let room = MiB + 5;
+    const read = frameReader(8 * MiB, {
+      admit: (bytes) => {
+        asked.push(`admit ${bytes}`);
+        return bytes <= room;
+      },
+      done: (bytes) => asked.push(`done ${bytes}`),
+    });
+    const first = frame(randomBytes(MiB + 5));
+    read(Buffer.from(first.subarray(0, 100)));
+    expect(asked).toEqual([`admit ${MiB + 5}`]);
+    read(Buffer.from(first.subarray(100)));
+    expect(asked).toEqual([`admit ${MiB + 5}`, `done ${MiB + 5}`]);
+    room = MiB;
+    expect(() => read(frame(randomBytes(MiB + 1)).subarray(0, 14))).toThrow(FrameRefused);
+    // the connection is being closed: what still comes passes as it came, asking nothing
+    const after = frame(randomBytes(MiB + 1));
+    expect(read(after)[0]!.equals(after)).toBe(true);
+    expect(asked).toHaveLength(3);
   });
 });

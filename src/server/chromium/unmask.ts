@@ -13,6 +13,7 @@
  * join them in one step when they are whole.
  */
 import { endianness } from 'node:os';
+import { CDP_MAX_ASSEMBLING_BYTES_TOTAL } from '../../api/cdp-limits.js';
 
 const LITTLE_ENDIAN = endianness() === 'LE';
 
@@ -49,27 +50,82 @@ function unmask(buf: Buffer, start: number, end: number, key: Uint8Array, phase:
 /** How `ws` is fed: its WebSocket's receiver, a Writable the socket's bytes are written to. */
 interface Fed {
   _receiver?: { write(chunk: Buffer): boolean; writableNeedDrain?: boolean };
+  _socket?: { once(event: 'close', listener: () => void): unknown };
+  close?(code: number, reason: string): void;
 }
+
+/** Why a client whose long frame would pass the server's total is closed. */
+export const ASSEMBLING_CLOSE = {
+  code: 1008,
+  reason: `the server is receiving ${CDP_MAX_ASSEMBLING_BYTES_TOTAL / 2 ** 20} MiB of long frames from its clients; retry`,
+};
+
+/** Bytes of long payloads being assembled, every connection of the server together. */
+let assemblingTotal = 0;
+/** Bytes being assembled now (tests). */
+export const assemblingBytes = () => assemblingTotal;
 
 /**
  * Feeds `ws`'s receiver the frames a client sends, unmasked as they arrive, each payload of at
- * least `ASSEMBLE_FROM` bytes assembled here and handed over whole. Call right after `ws` took
- * the socket (`handleUpgrade`'s callback), before any data flowed. Relies on `ws`'s receiver
+ * least `ASSEMBLE_FROM` bytes assembled here and handed over whole, within the server's total
+ * (`CDP_MAX_ASSEMBLING_BYTES_TOTAL`: past it the client is closed, 1008). Call right after `ws`
+ * took the socket (`handleUpgrade`'s callback), before any data flowed. Relies on `ws`'s receiver
  * (`_receiver`, a Writable since ws 1.x); throws when it is not there, so a `ws` that changed
  * fails the relay's tests instead of silently costing the main thread again.
  */
-export function unmaskAsReceived(ws: object, maxPayload: number): void {
-  const receiver = (ws as Fed)._receiver;
+export function unmaskAsReceived(
+  ws: object,
+  maxPayload: number,
+  total = CDP_MAX_ASSEMBLING_BYTES_TOTAL,
+): void {
+  const fed = ws as Fed;
+  const receiver = fed._receiver;
   if (typeof receiver?.write !== 'function') {
     throw new Error('ws: no receiver to feed (a ws version the relay was not written for)');
   }
   const write = receiver.write.bind(receiver);
-  const reader = frameReader(maxPayload);
+  /** What this connection holds of the total. */
+  let held = 0;
+  let refused = false;
+  const reader = frameReader(maxPayload, {
+    admit: (bytes) => {
+      if (assemblingTotal + bytes > total) return false;
+      assemblingTotal += bytes;
+      held += bytes;
+      return true;
+    },
+    done: (bytes) => {
+      assemblingTotal -= bytes;
+      held -= bytes;
+    },
+  });
+  fed._socket?.once('close', () => {
+    assemblingTotal -= held; // a frame the client never finished
+    held = 0;
+  });
   receiver.write = (chunk: Buffer) => {
+    if (refused) return true; // closing: what still comes is dropped
     let ok = !receiver.writableNeedDrain;
-    for (const piece of reader(chunk)) ok = write(piece);
+    try {
+      for (const piece of reader(chunk)) ok = write(piece);
+    } catch (err) {
+      if (!(err instanceof FrameRefused)) throw err;
+      refused = true;
+      fed.close?.(ASSEMBLING_CLOSE.code, ASSEMBLING_CLOSE.reason);
+    }
     return ok;
   };
+}
+
+/** Thrown by a reader whose `admit` refused a long frame: the connection is to be closed. */
+export class FrameRefused extends Error {}
+
+/** What a reader asks before it holds a long payload, and tells once it handed it over. */
+export interface AssemblyBudget {
+  /** Whether `bytes` may be held for a payload being assembled (they are then counted). */
+  admit(bytes: number): boolean;
+  /** A payload of `bytes` was handed over whole: no longer held here. */
+  done(bytes: number): void;
 }
 
 /**
@@ -90,7 +146,10 @@ const ASSEMBLE_FROM = 1024 * 1024;
  * against `maxPayload`, UTF-8). A frame longer than `maxPayload` is passed on as it came, and so
  * is everything after it: `ws` closes the connection (1009) on its header.
  */
-export function frameReader(maxPayload: number): (chunk: Buffer) => Buffer[] {
+export function frameReader(
+  maxPayload: number,
+  budget: AssemblyBudget = { admit: () => true, done: () => {} },
+): (chunk: Buffer) => Buffer[] {
   /** Bytes of the current frame's header seen so far (up to 14). */
   const header = new Uint8Array(14);
   let headerSeen = 0;
@@ -123,6 +182,7 @@ export function frameReader(maxPayload: number): (chunk: Buffer) => Buffer[] {
           passFrom = end;
           if (filled === assembling.length) {
             out.push(assembling);
+            budget.done(assembling.length);
             assembling = undefined;
           }
         } else {
@@ -169,6 +229,10 @@ export function frameReader(maxPayload: number): (chunk: Buffer) => Buffer[] {
         }
         payloadLeft = length;
         if (length >= ASSEMBLE_FROM) {
+          if (!budget.admit(length)) {
+            givenUp = true; // the connection is to be closed: what follows passes as it came
+            throw new FrameRefused(`${length} bytes over the total`);
+          }
           assembling = Buffer.allocUnsafeSlow(length);
           filled = 0;
         }

@@ -1,0 +1,122 @@
+/**
+ * Long frames a `cdp_url` holder starts and never finishes are held within one total for the
+ * server (issue 35, item 2; `CDP_MAX_ASSEMBLING_BYTES_TOTAL`, src/server/chromium/unmask.ts).
+ * Each connection may send a frame of up to 96 MiB, held until its last byte comes: six
+ * connections each sending 95 MiB of a frame and never its end held 570 MiB, and 64 of them
+ * would hold 6 GiB. Here the sixth is closed on its header (1008, with the reason) before a byte
+ * of its payload is held, the server's RSS grows by less than the total and a margin, and once
+ * the attacker goes away nothing is held any more; a client's ordinary commands are answered
+ * throughout.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CDP_MAX_ASSEMBLING_BYTES_TOTAL } from '../../../src/api/cdp-limits.js';
+import { assemblingBytes } from '../../../src/server/chromium/unmask.js';
+import { cdpClient } from '../../helpers/cdp-client.js';
+import { eventually, startBrowser, testServer, type TestServer } from '../../helpers/server.js';
+
+const MiB = 1024 * 1024;
+const FRAME = 95 * MiB;
+const CONNECTIONS = Math.floor(CDP_MAX_ASSEMBLING_BYTES_TOTAL / FRAME) + 1;
+
+/**
+ * Opens CONNECTIONS raw WebSocket connections to URL, one after another; on each sends the header
+ * of a masked text frame of FRAME bytes (the key zero) and all of its payload but the last MiB.
+ * Prints `sent` once all are sent, then, for each connection, the close code the server sent
+ * (or `open`) when stdin says `report`.
+ */
+const ATTACKER = `
+import { connect } from 'node:net';
+const url = new URL(process.env.URL);
+const [n, frame] = [Number(process.env.N), Number(process.env.FRAME)];
+const MiB = 1024 * 1024;
+const results = [];
+for (let c = 0; c < n; c++) {
+  const sock = connect(Number(url.port), url.hostname);
+  await new Promise((r) => sock.once('connect', r));
+  const r = { code: 'open' };
+  results.push(r);
+  let buf = Buffer.alloc(0);
+  let upgraded = false;
+  sock.on('data', (d) => {
+    buf = Buffer.concat([buf, d]);
+    if (!upgraded) {
+      const end = buf.indexOf('\\r\\n\\r\\n');
+      if (end < 0) return;
+      upgraded = true;
+      buf = buf.subarray(end + 4);
+    }
+    const at = buf.indexOf(Buffer.from([0x88]));
+    if (at >= 0 && buf.length >= at + 4) r.code = buf.readUInt16BE(at + 2);
+  });
+  sock.on('error', () => {});
+  sock.write('GET ' + url.pathname + url.search + ' HTTP/1.1\\r\\nHost: ' + url.host +
+    '\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\nSec-WebSocket-Version: 13\\r\\n\\r\\n');
+  await new Promise((r) => setTimeout(r, 200));
+  const head = Buffer.alloc(14);
+  head[0] = 0x81;
+  head[1] = 0x80 | 127;
+  head.writeUInt32BE(frame, 6);
+  sock.write(head); // key 0: the payload is sent as it is
+  const part = Buffer.alloc(MiB, 0x61);
+  for (let sent = 0; sent < frame - MiB; sent += MiB) {
+    if (!sock.write(part)) await new Promise((r) => sock.once('drain', r));
+    if (r.code !== 'open') break;
+  }
+}
+console.log('sent');
+process.stdin.once('data', () => {
+  console.log(JSON.stringify(results.map((r) => r.code)));
+  process.exit(0);
+});
+`;
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await testServer({ maxConnectionsPerClient: 0 });
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+describe('long frames never finished', () => {
+  it('are held within the server total; past it a connection is closed on its header', async () => {
+    const { id, cdpUrl } = await startBrowser(server);
+    const rss0 = process.memoryUsage().rss;
+    let peak = rss0;
+    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
+    const child = spawn(process.execPath, ['--input-type=module', '-e', ATTACKER], {
+      env: { ...process.env, URL: cdpUrl, N: String(CONNECTIONS), FRAME: String(FRAME) },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    try {
+      await eventually(() => out.includes('sent'), 'the attacker sent its frames', 120_000);
+      // what it sent is held (all but the refused one), within the total
+      await eventually(
+        () => assemblingBytes() === (CONNECTIONS - 1) * FRAME,
+        'the frames received',
+        30_000,
+      );
+      const other = await cdpClient(cdpUrl);
+      expect(await other.call('Browser.getVersion')).toHaveProperty('result.product');
+      other.ws.close();
+      child.stdin.write('report\n');
+      await once(child, 'exit');
+    } finally {
+      clearInterval(sampler);
+      child.kill('SIGKILL');
+    }
+    const codes = JSON.parse(out.trim().split('\n').at(-1)!) as (number | string)[];
+    expect(codes.slice(0, -1)).toEqual(Array(CONNECTIONS - 1).fill('open'));
+    expect(codes.at(-1)).toBe(1008);
+    expect(peak - rss0, `RSS ${rss0} → ${peak}`).toBeLessThan(
+      CDP_MAX_ASSEMBLING_BYTES_TOTAL + 150 * MiB,
+    );
+    // the attacker gone, nothing of its frames is held
+    await eventually(() => assemblingBytes() === 0, 'the held frames let go', 30_000);
+    await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
+  }, 300_000);
+});
