@@ -107,6 +107,9 @@ describe('a large profile', () => {
     const pool = await threadPoolWork(FILE);
     const large = await cycle('stall', FILE);
     for (const phase of ['save', 'restore'] as const) {
+      console.log(
+        `${phase}: ${said(large[phase])}; 1 MB: ${said(small[phase])}; zlib: ${said(pool)}`,
+      );
       const bound = Math.max(100, 3 * Math.max(small[phase].p99, pool.p99));
       expect(
         large[phase].p99,
