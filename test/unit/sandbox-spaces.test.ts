@@ -26,6 +26,7 @@ const work = mkdtempSync(join(tmpdir(), 'burrow-spaces-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 const PLAN: SpawnPlan = {
+  masked: '',
   tools: {
     perl: '/t/perl',
     nsenter: '/t/nsenter',

@@ -13,6 +13,7 @@ import type { RefusedEndpoint } from './egress/policy.js';
 import { DiskQuota, DiskStock, unmountAllUnder } from './quota.js';
 import { buildEtc } from './rootfs.js';
 import { buildSpawnPlan, type SpawnPlan } from './plan.js';
+import { hostPrivateNow } from './rootfs.js';
 import { buildSeccompFilter } from './seccomp.js';
 import { SubordinatePool, type SubordinateIds } from './subids.js';
 import { DEFAULT_INSTANCE_LIMITS, DEFAULT_SANDBOX_ROOT } from '../config.js';
@@ -216,10 +217,11 @@ export class SandboxHost {
 
   /**
    * The part of every instance process's start that is the same for the whole server run
-   * (plan.ts): the chain's tool paths and the mount steps, resolved from the host once.
+   * (plan.ts): the chain's tool paths and the mount steps, resolved from the host once, and again
+   * when a host directory it must mask has appeared since (one `stat` a start).
    */
   get plan(): SpawnPlan {
-    this.#plan ??= buildSpawnPlan(this.bwrap);
+    if (this.#plan?.masked !== hostPrivateNow()) this.#plan = buildSpawnPlan(this.bwrap);
     return this.#plan;
   }
 

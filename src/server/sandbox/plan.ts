@@ -9,7 +9,7 @@
  * What the plan holds is read from the host when it is built: a tool installed, or a font cache
  * created, after that is seen by the next server run.
  */
-import { initMounts, instanceMounts, type MountStep } from './rootfs.js';
+import { hostPrivateNow, initMounts, instanceMounts, type MountStep } from './rootfs.js';
 import { toolPath, type Tool } from './support.js';
 
 /** The programs of the root-side chain (space/), by absolute path. */
@@ -23,6 +23,8 @@ export interface SpawnPlan {
   readonly instance: readonly MountStep[];
   /** The file system of an instance's pid 1 (the anchor's shell). */
   readonly init: readonly MountStep[];
+  /** Which of the host's private directories the mount steps mask (`hostPrivateNow`). */
+  readonly masked: string;
 }
 
 /**
@@ -45,5 +47,10 @@ export function buildSpawnPlan(bwrapPath?: string): SpawnPlan {
     sh: need('sh'),
   });
   const freeze = (steps: MountStep[]) => Object.freeze(steps.map((s) => Object.freeze(s)));
-  return Object.freeze({ tools, instance: freeze(instanceMounts()), init: freeze(initMounts()) });
+  return Object.freeze({
+    tools,
+    masked: hostPrivateNow(),
+    instance: freeze(instanceMounts()),
+    init: freeze(initMounts()),
+  });
 }

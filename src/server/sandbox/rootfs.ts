@@ -207,6 +207,14 @@ export type MountStep =
  */
 const HOST_PRIVATE = ['/usr/local/etc'];
 
+/**
+ * Which of the host's private directories under `/usr` exist now, as a key: a plan made before
+ * one was created (an operator installs something later) is made again, so that it is masked
+ * from the next instance on (host.ts).
+ */
+export const hostPrivateNow = (): string =>
+  HOST_PRIVATE.filter((dir) => isDirectory(dir)).join('\0');
+
 /** The host's programs, read-only: `/usr` and the merged-usr links (as the host has them now). */
 function programSteps(): MountStep[] {
   const steps: MountStep[] = [{ kind: 'ro-bind', src: '/usr', dest: '/usr' }];
