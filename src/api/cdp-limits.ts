@@ -75,9 +75,9 @@ export const CDP_MAX_INBOUND_BYTES_TOTAL = 512 * MiB;
 /**
  * Bytes of long frames the relay's clients are still sending, all clients of the server together
  * (each frame is held until its last byte came, up to `CDP_MAX_COMMAND_BYTES`): six connections
- * each sending 95 MiB of a frame and never its end held 570 MiB, 64 would hold 6 GiB. A client
- * whose frame would pass the total is closed (1008) on its header, before its payload is held.
- * Five largest frames.
+ * each sending 95 MiB of a frame and never its end held 570 MiB, 64 would hold 6 GiB. A frame
+ * that would pass the total waits, not read, until others are handed over (its client is closed,
+ * 1008, after a minute of that). Five largest frames.
  */
 export const CDP_MAX_ASSEMBLING_BYTES_TOTAL = 512 * MiB;
 

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { FrameRefused, frameReader } from '../../src/server/chromium/unmask.js';
+import { frameReader } from '../../src/server/chromium/unmask.js';
 
 const MiB = 1024 * 1024;
 
@@ -29,10 +29,10 @@ const u32 = (n: number) => {
 };
 /** Feeds `wire` to a reader in chunks of `size`, returning every piece it handed on. */
 function feed(wire: Buffer, size: number, max = 8 * MiB): Buffer[] {
-  const read = frameReader(max);
+  const reader = frameReader(max);
   const out: Buffer[] = [];
   for (let i = 0; i < wire.length; i += size)
-    out.push(...read(Buffer.from(wire.subarray(i, i + size))));
+    out.push(...reader.read(Buffer.from(wire.subarray(i, i + size))));
   return out;
 }
 
@@ -80,10 +80,10 @@ describe('frameReader', () => {
     expect(Buffer.concat(feed(wire, 2)).equals(wire)).toBe(true);
   });
 
-  it('asks its budget before it holds a long payload, and says when it let it go', () => {
+  it('asks its budget before it holds a long payload, waits while refused, says when it let it go', () => {
     const asked: string[] = [];
     let room = MiB + 5;
-    const read = frameReader(8 * MiB, {
+    const reader = frameReader(8 * MiB, {
       admit: (bytes) => {
         asked.push(`admit ${bytes}`);
         return bytes <= room;
@@ -91,15 +91,25 @@ describe('frameReader', () => {
       done: (bytes) => asked.push(`done ${bytes}`),
     });
     const first = frame(randomBytes(MiB + 5));
-    read(Buffer.from(first.subarray(0, 100)));
+    reader.read(Buffer.from(first.subarray(0, 100)));
     expect(asked).toEqual([`admit ${MiB + 5}`]);
-    read(Buffer.from(first.subarray(100)));
+    reader.read(Buffer.from(first.subarray(100)));
     expect(asked).toEqual([`admit ${MiB + 5}`, `done ${MiB + 5}`]);
+    // refused: its header goes on, its payload and what follows wait, in order
     room = MiB;
-    expect(() => read(frame(randomBytes(MiB + 1)).subarray(0, 14))).toThrow(FrameRefused);
-    // the connection is being closed: what still comes passes as it came, asking nothing
-    const after = frame(randomBytes(MiB + 1));
-    expect(read(after)[0]!.equals(after)).toBe(true);
-    expect(asked).toHaveLength(3);
+    const payload = randomBytes(MiB + 1);
+    const short = randomBytes(10);
+    const wire = Buffer.concat([frame(payload), frame(short)]);
+    expect(Buffer.concat(reader.read(Buffer.from(wire.subarray(0, 20)))).length).toBe(14);
+    expect(reader.waiting).toBe(true);
+    expect(reader.read(Buffer.from(wire.subarray(20)))).toEqual([]);
+    expect(reader.retry()).toBeUndefined();
+    room = 2 * MiB;
+    const out = reader.retry()!;
+    expect(reader.waiting).toBe(false);
+    expect(out[0]!.equals(payload)).toBe(true);
+    expect(Buffer.concat(out.slice(1)).subarray(6).equals(short)).toBe(true);
+    expect(asked.filter((a) => a === `admit ${MiB + 1}`)).toHaveLength(3);
+    expect(asked.at(-1)).toBe(`done ${MiB + 1}`);
   });
 });

@@ -50,28 +50,43 @@ function unmask(buf: Buffer, start: number, end: number, key: Uint8Array, phase:
 /** How `ws` is fed: its WebSocket's receiver, a Writable the socket's bytes are written to. */
 interface Fed {
   _receiver?: { write(chunk: Buffer): boolean; writableNeedDrain?: boolean };
-  _socket?: { once(event: 'close', listener: () => void): unknown };
+  _socket?: {
+    once(event: 'close', listener: () => void): unknown;
+    resume(): unknown;
+  };
+  isPaused?: boolean;
   close?(code: number, reason: string): void;
 }
 
-/** Why a client whose long frame would pass the server's total is closed. */
+/** How long a long frame waits for room in the server's total before its client is closed. */
+export const ASSEMBLING_WAIT_MS = 60_000;
+
+/** Why a client whose long frame found no room in the server's total in time is closed. */
 export const ASSEMBLING_CLOSE = {
   code: 1008,
-  reason: `the server is receiving ${CDP_MAX_ASSEMBLING_BYTES_TOTAL / 2 ** 20} MiB of long frames from its clients; retry`,
+  reason: `the server was receiving ${CDP_MAX_ASSEMBLING_BYTES_TOTAL / 2 ** 20} MiB of other clients' long frames for ${ASSEMBLING_WAIT_MS / 1000} s`,
 };
 
 /** Bytes of long payloads being assembled, every connection of the server together. */
 let assemblingTotal = 0;
 /** Bytes being assembled now (tests). */
 export const assemblingBytes = () => assemblingTotal;
+/** Connections whose long frame waits for room, first come first served: each tries again. */
+const waiting: (() => boolean)[] = [];
+
+/** Let waiting frames in, in order, while they fit. */
+function admitWaiting(): void {
+  while (waiting.length > 0 && waiting[0]!()) waiting.shift();
+}
 
 /**
  * Feeds `ws`'s receiver the frames a client sends, unmasked as they arrive, each payload of at
  * least `ASSEMBLE_FROM` bytes assembled here and handed over whole, within the server's total
- * (`CDP_MAX_ASSEMBLING_BYTES_TOTAL`: past it the client is closed, 1008). Call right after `ws`
- * took the socket (`handleUpgrade`'s callback), before any data flowed. Relies on `ws`'s receiver
- * (`_receiver`, a Writable since ws 1.x); throws when it is not there, so a `ws` that changed
- * fails the relay's tests instead of silently costing the main thread again.
+ * (`total`): a frame that does not fit waits, its socket not read, until others are handed over
+ * (first come, first served), and its client is closed (1008) after `ASSEMBLING_WAIT_MS`. Call
+ * right after `ws` took the socket (`handleUpgrade`'s callback), before any data flowed. Relies
+ * on `ws`'s receiver (`_receiver`, a Writable since ws 1.x); throws when it is not there, so a
+ * `ws` that changed fails the relay's tests instead of silently costing the main thread again.
  */
 export function unmaskAsReceived(
   ws: object,
@@ -86,7 +101,8 @@ export function unmaskAsReceived(
   const write = receiver.write.bind(receiver);
   /** What this connection holds of the total. */
   let held = 0;
-  let refused = false;
+  let closed = false;
+  let timer: NodeJS.Timeout | undefined;
   const reader = frameReader(maxPayload, {
     admit: (bytes) => {
       if (assemblingTotal + bytes > total) return false;
@@ -97,28 +113,52 @@ export function unmaskAsReceived(
     done: (bytes) => {
       assemblingTotal -= bytes;
       held -= bytes;
+      admitWaiting();
     },
   });
-  fed._socket?.once('close', () => {
-    assemblingTotal -= held; // a frame the client never finished
-    held = 0;
-  });
-  receiver.write = (chunk: Buffer) => {
-    if (refused) return true; // closing: what still comes is dropped
+  const writeAll = (pieces: Buffer[]) => {
     let ok = !receiver.writableNeedDrain;
-    try {
-      for (const piece of reader(chunk)) ok = write(piece);
-    } catch (err) {
-      if (!(err instanceof FrameRefused)) throw err;
-      refused = true;
-      fed.close?.(ASSEMBLING_CLOSE.code, ASSEMBLING_CLOSE.reason);
-    }
+    for (const piece of pieces) ok = write(piece);
     return ok;
   };
+  const retry = (): boolean => {
+    if (closed) return true; // gone: out of the line
+    const pieces = reader.retry();
+    if (pieces === undefined) return false;
+    clearTimeout(timer);
+    writeAll(pieces);
+    if (!fed.isPaused) fed._socket?.resume(); // unless the relay itself stopped reading it
+    return true;
+  };
+  const wait = () => {
+    waiting.push(retry);
+    timer = setTimeout(() => {
+      const at = waiting.indexOf(retry);
+      if (at < 0) return;
+      waiting.splice(at, 1);
+      closed = true;
+      fed.close?.(ASSEMBLING_CLOSE.code, ASSEMBLING_CLOSE.reason);
+    }, ASSEMBLING_WAIT_MS);
+    timer.unref();
+  };
+  fed._socket?.once('close', () => {
+    closed = true;
+    clearTimeout(timer);
+    const at = waiting.indexOf(retry);
+    if (at >= 0) waiting.splice(at, 1);
+    assemblingTotal -= held; // a frame the client never finished
+    held = 0;
+    admitWaiting();
+  });
+  receiver.write = (chunk: Buffer) => {
+    if (closed) return true; // closing: what still comes is dropped
+    const wasWaiting = reader.waiting;
+    const ok = writeAll(reader.read(chunk));
+    if (!reader.waiting) return ok;
+    if (!wasWaiting) wait();
+    return false; // ws stops reading the socket; `retry` reads it again
+  };
 }
-
-/** Thrown by a reader whose `admit` refused a long frame: the connection is to be closed. */
-export class FrameRefused extends Error {}
 
 /** What a reader asks before it holds a long payload, and tells once it handed it over. */
 export interface AssemblyBudget {
@@ -126,6 +166,16 @@ export interface AssemblyBudget {
   admit(bytes: number): boolean;
   /** A payload of `bytes` was handed over whole: no longer held here. */
   done(bytes: number): void;
+}
+
+/** One connection's frames as `frameReader` follows them. */
+export interface FrameReader {
+  /** What to hand `ws` for `chunk`, in order (nothing while `waiting`: it is kept). */
+  read(chunk: Buffer): Buffer[];
+  /** Whether a long frame waits for its budget to admit it. */
+  readonly waiting: boolean;
+  /** Ask the budget again: what to hand `ws` once admitted, undefined while still waiting. */
+  retry(): Buffer[] | undefined;
 }
 
 /**
@@ -149,7 +199,7 @@ const ASSEMBLE_FROM = 1024 * 1024;
 export function frameReader(
   maxPayload: number,
   budget: AssemblyBudget = { admit: () => true, done: () => {} },
-): (chunk: Buffer) => Buffer[] {
+): FrameReader {
   /** Bytes of the current frame's header seen so far (up to 14). */
   const header = new Uint8Array(14);
   let headerSeen = 0;
@@ -164,9 +214,16 @@ export function frameReader(
   let assembling: Buffer | undefined;
   let filled = 0;
   let givenUp = false;
+  /** The length of a long payload waiting for the budget, and what came after its header. */
+  let blocked = 0;
+  const kept: Buffer[] = [];
 
-  return (chunk) => {
+  const read = (chunk: Buffer): Buffer[] => {
     if (givenUp) return [chunk];
+    if (blocked > 0) {
+      kept.push(chunk);
+      return [];
+    }
     const out: Buffer[] = [];
     /** Where the run of bytes passed on as they came starts in `chunk`. */
     let passFrom = 0;
@@ -228,21 +285,39 @@ export function frameReader(
           return out;
         }
         payloadLeft = length;
-        if (length >= ASSEMBLE_FROM) {
-          if (!budget.admit(length)) {
-            givenUp = true; // the connection is to be closed: what follows passes as it came
-            throw new FrameRefused(`${length} bytes over the total`);
-          }
-          assembling = Buffer.allocUnsafeSlow(length);
-          filled = 0;
-        }
         phase = 0;
         headerSeen = 0;
         keyAt = 0;
         headerLength = 2;
+        if (length >= ASSEMBLE_FROM) {
+          if (!budget.admit(length)) {
+            // the header goes on now; the payload waits, and what comes after it, in order
+            blocked = length;
+            out.push(chunk.subarray(passFrom, i));
+            if (i < chunk.length) kept.push(chunk.subarray(i));
+            return out;
+          }
+          assembling = Buffer.allocUnsafeSlow(length);
+          filled = 0;
+        }
       }
     }
     if (passFrom < chunk.length) out.push(chunk.subarray(passFrom));
     return out;
+  };
+
+  return {
+    read,
+    get waiting() {
+      return blocked > 0;
+    },
+    retry() {
+      if (blocked === 0) return [];
+      if (!budget.admit(blocked)) return undefined;
+      assembling = Buffer.allocUnsafeSlow(blocked);
+      filled = 0;
+      blocked = 0;
+      return kept.splice(0).flatMap((chunk) => read(chunk));
+    },
   };
 }
