@@ -10,7 +10,8 @@
  * with zeros, which `ws` then skips: the same work, in slices of one socket read.
  *
  * Long payloads are also assembled here as they arrive (`frameReader`), so that `ws` need not
- * join them in one step when they are whole.
+ * join them in one step when they are whole, and what they hold is charged to one total for the
+ * server before it is held (`CDP_MAX_ASSEMBLING_BYTES_TOTAL`).
  */
 import { endianness } from 'node:os';
 import { CDP_MAX_ASSEMBLING_BYTES_TOTAL } from '../../api/cdp-limits.js';
