@@ -5,6 +5,7 @@
  * (a bracketed IPv6 network, a /64, a bare IPv6 address as its own /128, nothing smuggled
  * around it).
  */
+import { networkInterfaces } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import {
   classifyAddress,
@@ -19,7 +20,7 @@ const none = new Set<string>();
 describe('IPv6 destinations that carry no IPv4 address', () => {
   it.each([
     ['2606:4700:4700::1111', 'remote'],
-    ['[2001:db8::1]', 'remote'],
+    ['[2606:4700::1111]', 'remote'],
     ['fe80::1', 'link-local'],
     ['fe80::1%eth0', 'link-local'],
     ['fd12:3456::1', 'private'],
@@ -33,6 +34,65 @@ describe('IPv6 destinations that carry no IPv4 address', () => {
   it('keeps its own words in kernelAddress', () => {
     expect(kernelAddress('2606:4700:4700::1111')).toBe('2606:4700:4700:0:0:0:0:1111');
     expect(kernelAddress('[fd12::1]')).toBe('fd12:0:0:0:0:0:0:1');
+  });
+});
+
+describe("networks no one routes on the internet, and the host's own networks", () => {
+  it.each([
+    '192.0.2.9', // documentation
+    '198.51.100.7',
+    '203.0.113.250',
+    '198.18.0.2', // benchmarking
+    '198.19.255.1',
+    '192.0.0.170', // IETF protocol assignments
+    '240.0.0.1', // reserved
+    '255.255.255.255',
+    '239.1.2.3', // multicast
+    '2001:db8::1',
+    '3fff::1',
+    '2001:2::9',
+    '100::1',
+    'ff02::1',
+    '64:ff9b:1::a00:1', // local-use NAT64
+    '64:ff9b::a00:2', // NAT64 carrying 10.0.0.2
+    '64:ff9b::c000:209', // NAT64 carrying 192.0.2.9
+  ])('%s is private', (address) => {
+    expect(classifyAddress(address, none)).toBe('private');
+  });
+
+  it('a NAT64 address carrying a public IPv4 address is remote, and its neighbours are not', () => {
+    expect(classifyAddress('64:ff9b::808:808', none)).toBe('remote');
+    expect(classifyAddress('198.17.255.255', none)).toBe('remote');
+    expect(classifyAddress('198.20.0.0', none)).toBe('remote');
+    expect(classifyAddress('223.255.255.255', none)).toBe('remote');
+  });
+
+  it("an address on one of the host's networks is private, whatever it looks like", () => {
+    const onLan = Object.assign(new Set<string>(['85.1.2.3']), {
+      onHostNetwork: (canonical: string) => canonical.startsWith('85.1.2.'),
+    });
+    expect(classifyAddress('85.1.2.3', onLan)).toBe('host');
+    expect(classifyAddress('85.1.2.1', onLan)).toBe('private');
+    expect(classifyAddress('85.1.3.1', onLan)).toBe('remote');
+    // this machine's own: every non-loopback interface's network
+    const here = hostAddresses();
+    for (const list of Object.values(networkInterfaces())) {
+      for (const info of list ?? []) {
+        const net = parseCidr(info.cidr ?? '');
+        if (
+          info.internal ||
+          !net ||
+          net.prefix === 0 ||
+          net.prefix === (net.family === 4 ? 32 : 128)
+        )
+          continue;
+        // the network's first address: on it, never this host's own unless it is
+        const first = info.family === 'IPv4' ? info.address.replace(/\.\d+$/, '.0') : undefined;
+        if (first && first !== info.address && net.prefix <= 24) {
+          expect(['private', 'link-local']).toContain(classifyAddress(first, here));
+        }
+      }
+    }
   });
 });
 

@@ -89,7 +89,7 @@ describe('classifyAddress for IPv6 forms', () => {
     expect(classifyAddress('::ffff:10.1.2.3%eth0', host)).toBe('host');
     expect(classifyAddress('::1:7f00:1', host)).toBe('remote');
     expect(classifyAddress('::2', host)).toBe('unspecified'); // compatible form of 0.0.0.2
-    expect(classifyAddress('2001:db8::1', host)).toBe('remote');
+    expect(classifyAddress('2606:4700::1111', host)).toBe('remote');
   });
 });
 

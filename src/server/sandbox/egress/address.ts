@@ -132,9 +132,11 @@ export function kernelAddress(spelling: string): string | undefined {
  * - `unspecified`: 0.0.0.0/8, :: (connecting there reaches the host)
  * - `host`: one of the host's own interface addresses
  * - `link-local`: 169.254.0.0/16, fe80::/10 (cloud metadata lives here), and fd00:ec2::254
- * - `private`: 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, fec0::/10, and a 6to4 or
- *   Teredo address embedding an IPv4 address that is not remote (link-local embedded: `link-local`);
- *   such an address is reached only if the operator allowed its IPv6 network by CIDR
+ * - `private`: 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, fec0::/10, the special-purpose
+ *   ranges no one routes on the internet (documentation, benchmarking, reserved, multicast,
+ *   local NAT64), the networks the host's interfaces are on, and a 6to4, Teredo or NAT64 address
+ *   embedding an IPv4 address that is not remote (link-local embedded: `link-local`); such an
+ *   address is reached only if the operator allowed its network by CIDR
  * - `remote`: anything else
  */
 export type AddressKind = 'loopback' | 'unspecified' | 'host' | 'link-local' | 'private' | 'remote';
@@ -149,6 +151,27 @@ PRIVATE.addSubnet('192.168.0.0', 16, 'ipv4');
 PRIVATE.addSubnet('100.64.0.0', 10, 'ipv4');
 PRIVATE.addSubnet('fc00::', 7, 'ipv6');
 PRIVATE.addSubnet('fec0::', 10, 'ipv6');
+// special-purpose ranges that are not reachable on the internet (the IANA registries): an
+// operator's lab, benchmark or documentation networks, and addresses no one routes, live there
+PRIVATE.addSubnet('192.0.0.0', 24, 'ipv4'); // IETF protocol assignments
+PRIVATE.addSubnet('192.0.2.0', 24, 'ipv4'); // documentation (TEST-NET-1)
+PRIVATE.addSubnet('198.51.100.0', 24, 'ipv4'); // documentation (TEST-NET-2)
+PRIVATE.addSubnet('203.0.113.0', 24, 'ipv4'); // documentation (TEST-NET-3)
+PRIVATE.addSubnet('198.18.0.0', 15, 'ipv4'); // benchmarking
+PRIVATE.addSubnet('224.0.0.0', 4, 'ipv4'); // multicast
+PRIVATE.addSubnet('240.0.0.0', 4, 'ipv4'); // reserved, and the broadcast address
+PRIVATE.addSubnet('64:ff9b:1::', 48, 'ipv6'); // local-use NAT64
+PRIVATE.addSubnet('100::', 64, 'ipv6'); // discard-only
+PRIVATE.addSubnet('2001:2::', 48, 'ipv6'); // benchmarking
+PRIVATE.addSubnet('2001:db8::', 32, 'ipv6'); // documentation
+PRIVATE.addSubnet('3fff::', 20, 'ipv6'); // documentation
+PRIVATE.addSubnet('ff00::', 8, 'ipv6'); // multicast
+
+/** The host's own addresses, and the networks its interfaces are on (`hostAddresses()`). */
+export interface HostAddresses extends ReadonlySet<string> {
+  /** Whether an address (`canonicalIp` spelling) is on one of the host's networks. */
+  readonly onHostNetwork?: (canonical: string, family: 'ipv4' | 'ipv6') => boolean;
+}
 
 /** EC2's IPv6 metadata service: inside fc00::/7, but refused like link-local whatever is allowed. */
 const METADATA_V6 = 'fd00:ec2:0:0:0:0:0:254';
@@ -158,7 +181,7 @@ const METADATA_V6 = 'fd00:ec2:0:0:0:0:0:254';
  * spellings of the host's own addresses (see `hostAddresses()`). Anything that does not parse is
  * `unspecified`: refused like the host, never waved through.
  */
-export function classifyAddress(address: string, hostAddrs: ReadonlySet<string>): AddressKind {
+export function classifyAddress(address: string, hostAddrs: HostAddresses): AddressKind {
   const ip = parseIp(address);
   if (ip === undefined) return 'unspecified';
   if (ip.family === 4) {
@@ -177,7 +200,10 @@ export function classifyAddress(address: string, hostAddrs: ReadonlySet<string>)
     return 'link-local';
   }
   if (canonical === METADATA_V6) return 'link-local';
-  if (PRIVATE.check(canonical, ip.family === 4 ? 'ipv4' : 'ipv6')) return 'private';
+  const family = ip.family === 4 ? 'ipv4' : 'ipv6';
+  if (PRIVATE.check(canonical, family)) return 'private';
+  // the networks the host is on are the operator's, whatever their addresses look like
+  if (hostAddrs.onHostNetwork?.(canonical, family)) return 'private';
   return 'remote';
 }
 
@@ -186,11 +212,13 @@ export function classifyAddress(address: string, hostAddrs: ReadonlySet<string>)
  * embeds is remote (or it is neither), `link-local` when one is link-local, else `private`. A
  * relay, not this host, delivers them, so this host's own addresses there are `private` too.
  */
-function tunnelledKind(words: readonly number[], hostAddrs: ReadonlySet<string>): AddressKind {
+function tunnelledKind(words: readonly number[], hostAddrs: HostAddresses): AddressKind {
   const v4 = (hi: number, lo: number) => ((hi << 16) + lo) >>> 0;
   let embedded: number[] = [];
   if (words[0] === 0x2002) embedded = [v4(words[1]!, words[2]!)];
-  else if (words[0] === 0x2001 && words[1] === 0) {
+  else if (words[0] === 0x64 && words[1] === 0xff9b && words.slice(2, 6).every((w) => w === 0)) {
+    embedded = [v4(words[6]!, words[7]!)]; // NAT64's well-known prefix, 64:ff9b::/96
+  } else if (words[0] === 0x2001 && words[1] === 0) {
     embedded = [v4(words[2]!, words[3]!), v4(words[6]! ^ 0xffff, words[7]! ^ 0xffff)];
   }
   const kinds = embedded.map((value) => classifyAddress(spell({ family: 4, value }), hostAddrs));
@@ -198,16 +226,28 @@ function tunnelledKind(words: readonly number[], hostAddrs: ReadonlySet<string>)
   return kinds.every((k) => k === 'remote') ? 'remote' : 'private';
 }
 
-/** The host's own addresses right now (interfaces come and go), in `canonicalIp` spelling. */
-export function hostAddresses(): Set<string> {
+/**
+ * The host's own addresses right now (interfaces come and go), in `canonicalIp` spelling, with
+ * the networks its interfaces other than loopback are on.
+ */
+export function hostAddresses(): HostAddresses {
   const out = new Set<string>();
+  const networks = new BlockList();
   for (const list of Object.values(networkInterfaces())) {
     for (const info of list ?? []) {
       const c = canonicalIp(info.address);
       if (c !== undefined) out.add(c);
+      const net = !info.internal && info.cidr !== null ? parseCidr(info.cidr) : undefined;
+      // a /0 would be every address; a host route (/32, /128) is the address itself
+      if (net && net.prefix > 0) {
+        networks.addSubnet(net.address, net.prefix, net.family === 4 ? 'ipv4' : 'ipv6');
+      }
     }
   }
-  return out;
+  return Object.assign(out, {
+    onHostNetwork: (canonical: string, family: 'ipv4' | 'ipv6') =>
+      networks.check(canonical, family),
+  });
 }
 
 /** A CIDR (`10.0.0.0/8`, `fd00::/8`; a bare address is its own /32 or /128), or `undefined`. */
