@@ -82,3 +82,26 @@ describe(`the ${MAX_LINE}-byte bound`, () => {
     expect(run([spaced])).toEqual({ passed: spaced });
   });
 });
+
+describe('a Host followed by a path, query or fragment', () => {
+  // a server that reads the Host header as a URL's authority serves what comes before them
+  it.each([
+    'blocked.test/x',
+    'blocked.test?x',
+    'blocked.test#x',
+    'blocked.test\\x',
+    'blocked.test:80/x',
+    'blocked.test/x@ok.test',
+    'u@blocked.test/x',
+  ])('Host: %s is judged by the host before it', (value) => {
+    expect(namedHost(`Host: ${value}`)).toBe('blocked.test');
+    expect(run([`GET / HTTP/1.1\r\nHost: ${value}\r\n\r\n`])).toEqual({
+      blocked: expect.stringContaining('blocked.test') as unknown as string,
+    });
+  });
+
+  it('and an allowed host with a path passes', () => {
+    const text = 'GET / HTTP/1.1\r\nHost: ok.test/blocked.test\r\n\r\n';
+    expect(run([text])).toEqual({ passed: text });
+  });
+});

@@ -30,7 +30,11 @@ export type LineVerdict = { pass: Buffer } | { blocked: string };
 export function namedHost(line: string): string | undefined {
   const m = HOST_LINE.exec(line) ?? ABSOLUTE_REQUEST.exec(line);
   if (!m) return undefined;
-  const authority = m[1]!.slice(m[1]!.lastIndexOf('@') + 1);
+  // what a URL parser takes for the host: the text before any path, query or fragment (a
+  // server that reads `Host: blocked.test/x` as a URL's authority serves `blocked.test`), after
+  // any user info
+  const before = m[1]!.split(/[/?#\\]/)[0]!;
+  const authority = before.slice(before.lastIndexOf('@') + 1);
   // an authority that does not parse is judged by its host, the text before any port (nginx
   // serves `Host: blocked.test:x` as `blocked.test`), else by its whole text (normalizeHost in
   // the matcher)
