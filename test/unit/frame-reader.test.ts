@@ -112,4 +112,30 @@ describe('frameReader', () => {
     expect(asked.filter((a) => a === `admit ${MiB + 1}`)).toHaveLength(3);
     expect(asked.at(-1)).toBe(`done ${MiB + 1}`);
   });
+
+  it('charges every piece of a message sent in pieces, short ones too, until its last is handed on', () => {
+    const asked: string[] = [];
+    const reader = frameReader(8 * MiB, {
+      admit: (bytes) => (asked.push(`admit ${bytes}`), true),
+      done: (bytes) => asked.push(`done ${bytes}`),
+    });
+    /** A masked frame with its FIN bit and opcode (text first, continuation after). */
+    const piece = (payload: Buffer, opcode: number, fin: boolean) => {
+      const f = frame(payload);
+      f[0] = (fin ? 0x80 : 0) | opcode;
+      return f;
+    };
+    reader.read(piece(randomBytes(300), 1, false));
+    reader.read(piece(randomBytes(70_000), 0, false));
+    // a ping between the pieces is charged nothing
+    const ping = frame(randomBytes(4));
+    ping[0] = 0x89;
+    reader.read(ping);
+    expect(asked).toEqual(['admit 300', 'admit 70000']);
+    reader.read(piece(randomBytes(5), 0, true));
+    expect(asked).toEqual(['admit 300', 'admit 70000', 'admit 5', 'done 70305']);
+    // a whole message in one short frame is charged nothing
+    reader.read(frame(randomBytes(100)));
+    expect(asked).toHaveLength(4);
+  });
 });

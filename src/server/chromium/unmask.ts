@@ -215,9 +215,38 @@ export function frameReader(
   let assembling: Buffer | undefined;
   let filled = 0;
   let givenUp = false;
-  /** The length of a long payload waiting for the budget, and what came after its header. */
+  /**
+   * Bytes charged to the budget for the message being received in pieces (`ws` keeps each piece
+   * until the last), and what to give back once the current frame's payload has been handed on.
+   */
+  let messageHeld = 0;
+  let releaseAtEnd = 0;
+  /** The charge of a frame waiting for the budget, what starts it once admitted, what came after. */
   let blocked = 0;
+  let startBlocked: (() => void) | undefined;
   const kept: Buffer[] = [];
+
+  /** The current frame's payload was all handed on: what it held is given back. */
+  const ended = () => {
+    if (releaseAtEnd === 0) return;
+    const bytes = releaseAtEnd;
+    releaseAtEnd = 0;
+    budget.done(bytes);
+  };
+  /** A frame of `length` bytes, admitted with `charge` bytes, starts. */
+  const start = (length: number, charge: number, piece: boolean, last: boolean) => {
+    if (piece) {
+      messageHeld += charge;
+      if (last) [releaseAtEnd, messageHeld] = [messageHeld, 0];
+    } else {
+      releaseAtEnd = charge;
+    }
+    if (length >= ASSEMBLE_FROM) {
+      assembling = Buffer.allocUnsafeSlow(length);
+      filled = 0;
+    }
+    if (length === 0) ended();
+  };
 
   const read = (chunk: Buffer): Buffer[] => {
     if (givenUp) return [chunk];
@@ -240,7 +269,6 @@ export function frameReader(
           passFrom = end;
           if (filled === assembling.length) {
             out.push(assembling);
-            budget.done(assembling.length);
             assembling = undefined;
           }
         } else {
@@ -248,6 +276,7 @@ export function frameReader(
         }
         payloadLeft -= end - i;
         i = end;
+        if (payloadLeft === 0) ended();
         continue;
       }
       // a header byte
@@ -290,17 +319,21 @@ export function frameReader(
         headerSeen = 0;
         keyAt = 0;
         headerLength = 2;
-        if (length >= ASSEMBLE_FROM) {
-          if (!budget.admit(length)) {
-            // the header goes on now; the payload waits, and what comes after it, in order
-            blocked = length;
-            out.push(chunk.subarray(passFrom, i));
-            if (i < chunk.length) kept.push(chunk.subarray(i));
-            return out;
-          }
-          assembling = Buffer.allocUnsafeSlow(length);
-          filled = 0;
+        // a long frame is held here until whole; the pieces of a message sent in pieces are held
+        // by `ws` until its last: either is charged on its header, before it is held
+        const opcode = header[0]! & 0x0f;
+        const last = (header[0]! & 0x80) !== 0;
+        const piece = opcode < 8 && (!last || opcode === 0);
+        const charge = piece || length >= ASSEMBLE_FROM ? length : 0;
+        if (charge > 0 && !budget.admit(charge)) {
+          // the header goes on now; the payload waits, and what comes after it, in order
+          blocked = charge;
+          startBlocked = () => start(length, charge, piece, last);
+          out.push(chunk.subarray(passFrom, i));
+          if (i < chunk.length) kept.push(chunk.subarray(i));
+          return out;
         }
+        start(length, charge, piece, last);
       }
     }
     if (passFrom < chunk.length) out.push(chunk.subarray(passFrom));
@@ -315,9 +348,9 @@ export function frameReader(
     retry() {
       if (blocked === 0) return [];
       if (!budget.admit(blocked)) return undefined;
-      assembling = Buffer.allocUnsafeSlow(blocked);
-      filled = 0;
       blocked = 0;
+      startBlocked!();
+      startBlocked = undefined;
       return kept.splice(0).flatMap((chunk) => read(chunk));
     },
   };
