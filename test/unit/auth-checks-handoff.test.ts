@@ -1,0 +1,170 @@
+/**
+ * The token-checked routes of src/server/http/app.ts with a hand-off's token (issue 23) and under
+ * the per-client connection cap: a hand-off token opens the live view (its page gets the banner
+ * with the message, only the page itself and only when it is served), and its socket, which
+ * closes when the hand-off ends; it never opens `cdp_url`. A WebSocket with the right token is
+ * still held to the connection cap (429), on a real HTTP server on loopback.
+ */
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { Duplex } from 'node:stream';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '../../src/internal/deadline.js';
+import { HttpError, serverError } from '../../src/server/errors.js';
+import { handleUpgrade, registerStreamPages } from '../../src/server/http/app.js';
+import { defaultHttpLimits, guardServer } from '../../src/server/http/limits.js';
+import { Handoffs } from '../../src/server/instances/handoffs.js';
+import type { Registry } from '../../src/server/instances/registry.js';
+
+const TOKEN = 'tok_0123456789abcdefABCDEF';
+const PAGE = (rest: string) => `<html><body><p>${rest}</p></body></html>`;
+
+/** The runtime's sockets handed over by the upgrade routing. */
+const upgraded: Duplex[] = [];
+const handoffs = new Handoffs();
+const rec = {
+  id: 'inst_h',
+  token: TOKEN,
+  live: true,
+  status: 'running',
+  runtime: {
+    upgrade: (_kind: string, _rest: string, _req: IncomingMessage, socket: Duplex) =>
+      upgraded.push(socket),
+    liveView: {
+      url: async () => 'unused',
+      page: async (rest: string) =>
+        rest === 'gone.html'
+          ? { status: 404, type: 'text/html', body: PAGE('not here') }
+          : { status: 200, type: 'text/html', body: PAGE(rest) },
+    },
+  },
+};
+const registry = {
+  get(id: string) {
+    if (id !== rec.id) throw serverError('instance_not_found', { id });
+    return rec;
+  },
+  handoffs,
+  connected: () => () => {},
+  touch: () => {},
+} as unknown as Registry;
+
+/** A socket that records what the server writes. */
+class RecordingSocket extends Duplex {
+  written = '';
+  override _read(): void {}
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
+    this.written += chunk.toString();
+    cb();
+  }
+}
+
+function upgrade(url: string): { socket: RecordingSocket; passed: boolean } {
+  const socket = new RecordingSocket();
+  const before = upgraded.length;
+  handleUpgrade(registry, { url, headers: {} } as IncomingMessage, socket, Buffer.alloc(0));
+  return { socket, passed: upgraded.length > before && upgraded.at(-1) === socket };
+}
+
+describe('a hand-off token', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = Fastify();
+    app.setErrorHandler((err: unknown, _req, reply) => {
+      if (err instanceof HttpError) return reply.code(err.status).send({ detail: err.detail });
+      return reply.code(500).send({ detail: String(err) });
+    });
+    registerStreamPages(app, registry);
+    await app.ready();
+  });
+  afterAll(() => app.close());
+
+  it('opens the live-view page with the banner, its message escaped; the page only', async () => {
+    const h = handoffs.create(rec.id, 'Log in <b>now</b> & "press" Done', 600);
+    for (const rest of ['', 'index.html']) {
+      const res = await app.inject(`/stream/inst_h/${rest}?token=${h.token}`);
+      expect(res.statusCode, rest).toBe(200);
+      expect(res.body, rest).toContain(
+        'Log in &lt;b&gt;now&lt;/b&gt; &amp; &quot;press&quot; Done',
+      );
+      expect(res.body, rest).toContain(`<p>${rest}</p>`);
+      expect(res.body.endsWith('</body></html>'), rest).toBe(true);
+    }
+    // its scripts and a page the live view does not serve are left as they are
+    const vnc = await app.inject(`/stream/inst_h/vnc.html?token=${h.token}`);
+    expect(vnc.body).toBe(PAGE('vnc.html'));
+    const gone = await app.inject(`/stream/inst_h/gone.html?token=${h.token}`);
+    expect([gone.statusCode, gone.body]).toEqual([404, PAGE('not here')]);
+    // the instance's own token opens the page without a banner
+    const own = await app.inject(`/stream/inst_h/index.html?token=${TOKEN}`);
+    expect(own.body).toBe(PAGE('index.html'));
+    handoffs.end(h, 'done');
+    const after = await app.inject(`/stream/inst_h/index.html?token=${h.token}`);
+    expect(after.statusCode).toBe(401);
+  });
+
+  it("opens the live view's socket, closed when the hand-off ends; never cdp_url", async () => {
+    const h = handoffs.create(rec.id, 'm', 600);
+    const view = upgrade(`/stream/inst_h/websockify?token=${h.token}`);
+    expect(view.passed).toBe(true);
+    const own = upgrade(`/stream/inst_h/websockify?token=${TOKEN}`);
+    expect(own.passed).toBe(true);
+    const cdp = upgrade(`/cdp/inst_h/devtools/browser/x?token=${h.token}`);
+    expect(cdp.passed).toBe(false);
+    expect(cdp.socket.written).toMatch(/^HTTP\/1\.1 401 /);
+    handoffs.end(h, 'done');
+    await new Promise((r) => setImmediate(r)); // Done's answer goes first
+    expect(view.socket.destroyed).toBe(true);
+    expect(own.socket.destroyed).toBe(false);
+    own.socket.destroy();
+  });
+});
+
+describe('a WebSocket with the right token', () => {
+  let server: Server;
+  let port = 0;
+  beforeAll(async () => {
+    server = createServer((_req, res) => res.end());
+    guardServer(server, { ...defaultHttpLimits, maxConnectionsPerClient: 1 }, {
+      warn() {},
+      info() {},
+    } as never);
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+      handleUpgrade(registry, req, socket, head),
+    );
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(() => {
+    for (const s of upgraded.splice(0)) s.destroy();
+    server.closeAllConnections();
+    server.close();
+  });
+
+  /** Open a connection asking for `path` as a WebSocket: what the server wrote, or whether it handed it over. */
+  async function ask(path: string): Promise<{ answer: string; passed: boolean }> {
+    const before = upgraded.length;
+    const socket = connect(port, '127.0.0.1');
+    let answer = '';
+    socket.on('data', (d: Buffer) => (answer += d.toString()));
+    socket.write(
+      `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+        'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+    );
+    await until(() => answer !== '' || upgraded.length > before, {
+      timeoutMs: 3000,
+      intervalMs: 10,
+    });
+    return { answer, passed: upgraded.length > before };
+  }
+
+  it('is held to the per-client connection cap: a second one is a 429, not handed over', async () => {
+    const first = await ask(`/cdp/inst_h/devtools/browser/x?token=${TOKEN}`);
+    expect(first.passed).toBe(true);
+    const second = await ask(`/cdp/inst_h/devtools/browser/x?token=${TOKEN}`);
+    expect(second.passed).toBe(false);
+    expect(second.answer).toMatch(/^HTTP\/1\.1 429 /);
+    expect(second.answer).toMatch(/x-burrow-error: too_many_connections/);
+  });
+});
