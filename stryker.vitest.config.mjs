@@ -30,6 +30,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/mux-navigation.test.ts',
   'test/unit/mux-client-held.test.ts',
   'test/unit/mux-refusals.test.ts',
+  'test/unit/mux-lifecycle-edges.test.ts',
   'test/unit/cdp-command.test.ts',
   'test/unit/cdp-wire.test.ts',
   'test/unit/cdp-nav-trap.test.ts',

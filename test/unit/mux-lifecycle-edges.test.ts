@@ -1,0 +1,157 @@
+/**
+ * The DevTools multiplexer (src/server/chromium/mux.ts) when the browser goes away, against a
+ * scripted Chromium on an in-memory pipe (test/helpers/fake-chromium.ts): with commands of the
+ * server and of a client still unanswered the server does not throw; a client whose browser
+ * broke (a malformed message on the pipe) is closed with 1011 and why, one whose browser simply
+ * ended with no reason; the server's connection is told once, however many times the mux is
+ * closed. And what must not
+ * break the pipe (which would stop the instance's browser): a mux with no hooks, replies and
+ * events of an odd shape that a process in the instance may write, an event before the server
+ * listens, a client not yet connected whose session ends. A client holding more than its bound
+ * while its navigation is checked is closed and detached.
+ */
+import { describe, expect, it } from 'vitest';
+import { CDP_MAX_QUEUED_BYTES } from '../../src/api/cdp-limits.js';
+import type { Closing } from '../../src/server/chromium/mux-client.js';
+import { CdpMux, type CdpMuxOptions } from '../../src/server/chromium/mux.js';
+import { PIPE_FAILED } from '../../src/server/chromium/inbound.js';
+import { fakeChromium } from '../helpers/fake-chromium.js';
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+async function setup(opts: CdpMuxOptions = {}, connect = true) {
+  const chromium = fakeChromium();
+  const mux = new CdpMux(chromium.pipe, opts);
+  let rootCloses = 0;
+  mux.root.listen({ message: () => {}, close: () => void rootCloses++ });
+  const opening = mux.open({ type: 'browser' });
+  const attach = await chromium.next('Target.attachToBrowserTarget');
+  chromium.write({ id: attach.id, result: { sessionId: 'SA' } });
+  const handle = await opening;
+  /** Each close of the client's peer, with its reason (undefined: none). */
+  const closes: (Closing | undefined)[] = [];
+  const received: Record<string, unknown>[] = [];
+  const peer = {
+    send: (d: Buffer) => void received.push(JSON.parse(d.toString()) as Record<string, unknown>),
+    close: (why?: Closing) => void closes.push(why),
+  };
+  if (connect) handle.connect(peer);
+  const send = (msg: unknown) => handle.receive(Buffer.from(JSON.stringify(msg)));
+  return {
+    chromium,
+    mux,
+    handle,
+    send,
+    closes,
+    received,
+    connect: () => handle.connect(peer),
+    rootCloses: () => rootCloses,
+  };
+}
+
+describe('the browser going away', () => {
+  it("with the server's and a client's commands unanswered: nothing throws, the client is closed", async () => {
+    const { chromium, mux, send, closes, rootCloses } = await setup();
+    const n = chromium.commands.length;
+    send({ id: 1, method: 'Runtime.evaluate', params: { expression: 'new Promise(() => {})' } });
+    mux.root.send({ id: 7, method: 'Browser.getWindowForTarget', params: {} });
+    await chromium.next('Runtime.evaluate', n);
+    await chromium.next('Browser.getWindowForTarget', n);
+    expect(() => mux.close()).not.toThrow();
+    expect(closes.length).toBeGreaterThan(0);
+    expect(closes[0]).toBeUndefined();
+    expect(rootCloses()).toBe(1);
+    expect(() => mux.close()).not.toThrow();
+    expect(rootCloses()).toBe(1);
+  });
+
+  it('broken by a malformed message: its clients are closed with 1011 and why', async () => {
+    const { chromium, mux, closes, rootCloses } = await setup();
+    chromium.write('not a DevTools message');
+    await tick();
+    expect(mux.root.isOpen).toBe(false);
+    expect(closes[0]).toEqual(PIPE_FAILED);
+    expect(PIPE_FAILED.code).toBe(1011);
+    expect(rootCloses()).toBe(1);
+  });
+});
+
+describe('what does not break the pipe', () => {
+  it('a mux with no hooks: activation and a new context reach the client', async () => {
+    const { chromium, send, received } = await setup();
+    const n = chromium.commands.length;
+    send({ id: 1, method: 'Target.activateTarget', params: { targetId: 'T1' } });
+    send({ id: 2, method: 'Target.createBrowserContext', params: {} });
+    const activate = await chromium.next('Target.activateTarget', n);
+    const create = await chromium.next('Target.createBrowserContext', n);
+    chromium.write({ id: activate.id, result: {}, sessionId: 'SA' });
+    chromium.write({ id: create.id, result: { browserContextId: 'C1' }, sessionId: 'SA' });
+    await tick();
+    expect(chromium.pipe.isOpen).toBe(true);
+    expect(received).toEqual([
+      { id: 1, result: {} },
+      { id: 2, result: { browserContextId: 'C1' } },
+    ]);
+  });
+
+  it('replies without a result, and ownership events without params', async () => {
+    const contexts: string[] = [];
+    const { chromium, send, received } = await setup({
+      onContextCreated: (id) => void contexts.push(id),
+    });
+    const n = chromium.commands.length;
+    send({ id: 1, method: 'Target.attachToTarget', params: { targetId: 'T1', flatten: true } });
+    send({ id: 2, method: 'Target.createBrowserContext', params: {} });
+    const attach = await chromium.next('Target.attachToTarget', n);
+    const create = await chromium.next('Target.createBrowserContext', n);
+    chromium.write(`{"id":${attach.id},"sessionId":"SA"}`);
+    chromium.write(`{"id":${create.id},"sessionId":"SA"}`);
+    chromium.write('{"method":"Target.attachedToTarget","sessionId":"SA"}');
+    chromium.write('{"method":"Target.detachedFromTarget"}');
+    await tick();
+    expect(chromium.pipe.isOpen).toBe(true);
+    expect(received.slice(0, 2)).toEqual([{ id: 1 }, { id: 2 }]);
+    expect(contexts).toEqual([]);
+  });
+
+  it('an event before the server listens', async () => {
+    const chromium = fakeChromium();
+    new CdpMux(chromium.pipe);
+    chromium.write({ method: 'Target.targetCreated', params: { targetInfo: {} } });
+    await tick();
+    expect(chromium.pipe.isOpen).toBe(true);
+  });
+
+  it('the session of a client not yet connected ending: it is closed when it connects', async () => {
+    const { chromium, closes, connect } = await setup({}, false);
+    chromium.write({ method: 'Target.detachedFromTarget', params: { sessionId: 'SA' } });
+    await tick();
+    expect(chromium.pipe.isOpen).toBe(true);
+    connect();
+    expect(closes).toHaveLength(1);
+  });
+});
+
+describe('a client holding past its bound while its navigation is checked', () => {
+  it('is closed and its session detached', async () => {
+    const { chromium, send, closes } = await setup({
+      checkNavigation: () => new Promise(() => {}),
+    });
+    chromium.write({
+      method: 'Target.attachedToTarget',
+      params: { sessionId: 'PA', targetInfo: { targetId: 'TA', type: 'page' } },
+      sessionId: 'SA',
+    });
+    await tick();
+    const n = chromium.commands.length;
+    send({ id: 1, method: 'Page.navigate', params: { url: 'http://a.test/' }, sessionId: 'PA' });
+    send({ id: 2, method: 'Runtime.evaluate', params: { expression: '1' }, sessionId: 'PA' });
+    expect(closes).toEqual([]);
+    const big = 'x'.repeat(CDP_MAX_QUEUED_BYTES);
+    send({ id: 3, method: 'Runtime.evaluate', params: { expression: big }, sessionId: 'PA' });
+    const detach = await chromium.next('Target.detachFromTarget', n);
+    expect(detach.params).toEqual({ sessionId: 'SA' });
+    expect(closes.length).toBeGreaterThan(0);
+    expect(chromium.commands.slice(n).map((c) => c.method)).toEqual(['Target.detachFromTarget']);
+  });
+});
