@@ -15,6 +15,8 @@ const tick = () => new Promise((r) => setImmediate(r));
 async function setup(check: (url: string) => Promise<{ reason: string } | undefined>) {
   const chromium = fakeChromium();
   const mux = new CdpMux(chromium.pipe, { checkNavigation: check });
+  const rootMessages: string[] = [];
+  mux.root.listen({ message: (m) => rootMessages.push(m), close: () => {} });
   const opening = mux.open({ type: 'browser' });
   const attach = await chromium.next('Target.attachToBrowserTarget');
   chromium.write({ id: attach.id, result: { sessionId: 'SB' } });
@@ -36,7 +38,7 @@ async function setup(check: (url: string) => Promise<{ reason: string } | undefi
   }
   await tick();
   const send = (msg: Record<string, unknown>) => handle.receive(Buffer.from(JSON.stringify(msg)));
-  return { chromium, received, send };
+  return { chromium, received, send, rootMessages };
 }
 
 describe('CdpMux navigation check', () => {
@@ -66,7 +68,7 @@ describe('CdpMux navigation check', () => {
   });
 
   it('fails the refused host’s document request through a session of its own', async () => {
-    const { chromium, send, received } = await setup(async (url) =>
+    const { chromium, send, received, rootMessages } = await setup(async (url) =>
       url.includes('refused.test') ? { reason: 'NameNotResolved' } : undefined,
     );
     const n = chromium.commands.length;
@@ -104,6 +106,11 @@ describe('CdpMux navigation check', () => {
       params: { requestId: 'r2', errorReason: 'NameNotResolved' },
       sessionId: 'TRAP',
     });
+    // the trap's own commands are answered to nobody: neither the server nor the client
+    chromium.write({ id: cont.id, result: {}, sessionId: 'TRAP' });
+    chromium.write({ id: fail.id, result: {}, sessionId: 'TRAP' });
+    await tick();
+    expect(rootMessages.filter((m) => m.startsWith('{"id"'))).toEqual([]);
     // the navigation's answer reaches the client, and the trap goes
     chromium.write({
       id: navigate.id,
