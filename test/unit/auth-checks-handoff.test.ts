@@ -2,10 +2,10 @@
  * The token-checked routes of src/server/http/app.ts with a hand-off's token (issue 23) and under
  * the per-client connection cap: a hand-off token opens the live view (its page gets the banner
  * with the message, only the page itself and only when it is served), and its socket, which
- * closes when the hand-off ends; it never opens `cdp_url`. A WebSocket with the right token is
- * still held to the connection cap (429), on a real HTTP server on loopback.
+ * closes when the hand-off ends; it never opens `cdp_url`. A WebSocket or a live-view page with
+ * the right token is still held to the connection cap (429), on a real HTTP server on loopback.
  */
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -121,50 +121,64 @@ describe('a hand-off token', () => {
   });
 });
 
-describe('a WebSocket with the right token', () => {
-  let server: Server;
+describe('the right token, past the per-client connection cap', () => {
+  let app: FastifyInstance;
   let port = 0;
   beforeAll(async () => {
-    server = createServer((_req, res) => res.end());
-    guardServer(server, { ...defaultHttpLimits, maxConnectionsPerClient: 1 }, {
+    app = Fastify();
+    app.setErrorHandler((err: unknown, _req, reply) => {
+      if (err instanceof HttpError) {
+        return reply.code(err.status).headers(err.responseHeaders).send({ detail: err.detail });
+      }
+      return reply.code(500).send({ detail: String(err) });
+    });
+    registerStreamPages(app, registry);
+    guardServer(app.server, { ...defaultHttpLimits, maxConnectionsPerClient: 1 }, {
       warn() {},
       info() {},
     } as never);
-    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+    app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
       handleUpgrade(registry, req, socket, head),
     );
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    port = (server.address() as AddressInfo).port;
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    port = (app.server.address() as AddressInfo).port;
   });
-  afterAll(() => {
+  afterAll(async () => {
     for (const s of upgraded.splice(0)) s.destroy();
-    server.closeAllConnections();
-    server.close();
+    app.server.closeAllConnections();
+    await app.close();
   });
 
-  /** Open a connection asking for `path` as a WebSocket: what the server wrote, or whether it handed it over. */
-  async function ask(path: string): Promise<{ answer: string; passed: boolean }> {
+  /** Send `head` on a new connection: what the server wrote, or whether it handed it over. */
+  async function ask(head: string): Promise<{ answer: string; passed: boolean }> {
     const before = upgraded.length;
     const socket = connect(port, '127.0.0.1');
     let answer = '';
     socket.on('data', (d: Buffer) => (answer += d.toString()));
-    socket.write(
-      `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
-        'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
-    );
+    socket.write(head);
     await until(() => answer !== '' || upgraded.length > before, {
       timeoutMs: 3000,
       intervalMs: 10,
     });
     return { answer, passed: upgraded.length > before };
   }
+  const webSocket = (path: string) =>
+    ask(
+      `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+        'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+    );
 
-  it('is held to the per-client connection cap: a second one is a 429, not handed over', async () => {
-    const first = await ask(`/cdp/inst_h/devtools/browser/x?token=${TOKEN}`);
+  it('a second WebSocket is a 429, not handed over; nor is a live-view page served', async () => {
+    const first = await webSocket(`/cdp/inst_h/devtools/browser/x?token=${TOKEN}`);
     expect(first.passed).toBe(true);
-    const second = await ask(`/cdp/inst_h/devtools/browser/x?token=${TOKEN}`);
+    const second = await webSocket(`/cdp/inst_h/devtools/browser/x?token=${TOKEN}`);
     expect(second.passed).toBe(false);
     expect(second.answer).toMatch(/^HTTP\/1\.1 429 /);
     expect(second.answer).toMatch(/x-burrow-error: too_many_connections/);
+    const page = await ask(
+      `GET /stream/inst_h/index.html?token=${TOKEN} HTTP/1.1\r\nHost: x\r\n\r\n`,
+    );
+    expect(page.answer).toMatch(/^HTTP\/1\.1 429 /);
+    expect(page.answer).not.toContain('<p>index.html</p>');
   });
 });
