@@ -127,6 +127,33 @@ describe('CdpMux navigation check', () => {
     });
   });
 
+  it('checks only a Page.navigate to a URL on a page: the rest goes at once, untrapped', async () => {
+    const checked: unknown[] = [];
+    const { chromium, send } = await setup(async (url) => {
+      checked.push(url);
+      return { reason: 'BlockedByClient' };
+    });
+    const n = chromium.commands.length;
+    // a URL in another command, a navigation on the browser's session, one without a URL
+    send({
+      id: 1,
+      method: 'Target.createTarget',
+      params: { url: 'http://b.test/' },
+      sessionId: 'PA',
+    });
+    send({ id: 2, method: 'Page.navigate', params: { url: 'http://b.test/' } });
+    send({ id: 3, method: 'Page.navigate', params: { url: 42 }, sessionId: 'PB' });
+    send({ id: 4, method: 'Runtime.evaluate', params: { expression: '1' }, sessionId: 'PA' });
+    await tick();
+    expect(chromium.commands.slice(n).map((c) => [c.method, c.sessionId])).toEqual([
+      ['Target.createTarget', 'PA'],
+      ['Page.navigate', 'SB'],
+      ['Page.navigate', 'PB'],
+      ['Runtime.evaluate', 'PA'],
+    ]);
+    expect(checked).toEqual([]);
+  });
+
   it('sets no trap on a page whose requests the client intercepts itself', async () => {
     const { chromium, send } = await setup(async () => ({ reason: 'BlockedByClient' }));
     send({ id: 1, method: 'Fetch.enable', params: {}, sessionId: 'PA' });
