@@ -38,7 +38,7 @@ async function setup(check: (url: string) => Promise<{ reason: string } | undefi
   }
   await tick();
   const send = (msg: Record<string, unknown>) => handle.receive(Buffer.from(JSON.stringify(msg)));
-  return { chromium, received, send, rootMessages };
+  return { chromium, received, send, rootMessages, handle };
 }
 
 describe('CdpMux navigation check', () => {
@@ -152,6 +152,20 @@ describe('CdpMux navigation check', () => {
       ['Runtime.evaluate', 'PA'],
     ]);
     expect(checked).toEqual([]);
+  });
+
+  it('of a client that left meanwhile: neither the navigation nor a trap goes out', async () => {
+    let verdict!: (v: { reason: string }) => void;
+    const { chromium, send, handle } = await setup(() => new Promise((r) => (verdict = r)));
+    const n = chromium.commands.length;
+    send({ id: 1, method: 'Page.navigate', params: { url: 'http://c.test/' }, sessionId: 'PA' });
+    send({ id: 2, method: 'Runtime.evaluate', params: { expression: '1' }, sessionId: 'PA' });
+    await tick();
+    handle.close();
+    verdict({ reason: 'AddressUnreachable' });
+    await tick();
+    await tick();
+    expect(chromium.commands.slice(n).map((c) => c.method)).toEqual(['Target.detachFromTarget']);
   });
 
   it('sets no trap on a page whose requests the client intercepts itself', async () => {
