@@ -11,7 +11,7 @@
  * while its navigation is checked is closed and detached.
  */
 import { describe, expect, it } from 'vitest';
-import { CDP_MAX_QUEUED_BYTES } from '../../src/api/cdp-limits.js';
+import { CDP_MAX_DECODED_BYTES, CDP_MAX_QUEUED_BYTES } from '../../src/api/cdp-limits.js';
 import type { Closing } from '../../src/server/chromium/mux-client.js';
 import { CdpMux, type CdpMuxOptions } from '../../src/server/chromium/mux.js';
 import { PIPE_FAILED } from '../../src/server/chromium/inbound.js';
@@ -67,12 +67,20 @@ describe('the browser going away', () => {
 
   it('broken by a malformed message: its clients are closed with 1011 and why', async () => {
     const { chromium, mux, closes, rootCloses } = await setup();
+    // a second client, not connected yet, is closed as well (told when it connects)
+    const opening = mux.open({ type: 'browser' });
+    const attach = await chromium.next('Target.attachToBrowserTarget', 1);
+    chromium.write({ id: attach.id, result: { sessionId: 'SB' } });
+    const unconnected = await opening;
     chromium.write('not a DevTools message');
     await tick();
     expect(mux.root.isOpen).toBe(false);
     expect(closes[0]).toEqual(PIPE_FAILED);
     expect(PIPE_FAILED.code).toBe(1011);
     expect(rootCloses()).toBe(1);
+    let told = 0;
+    unconnected.connect({ send: () => {}, close: () => void told++ });
+    expect(told).toBe(1);
   });
 });
 
@@ -153,5 +161,81 @@ describe('a client holding past its bound while its navigation is checked', () =
     expect(detach.params).toEqual({ sessionId: 'SA' });
     expect(closes.length).toBeGreaterThan(0);
     expect(chromium.commands.slice(n).map((c) => c.method)).toEqual(['Target.detachFromTarget']);
+  });
+});
+
+describe('what a client is owed', () => {
+  it('a reply too large for the mux to decode reaches it whole; the pipe stays open', async () => {
+    const { chromium, send, received } = await setup();
+    const n = chromium.commands.length;
+    send({ id: 5, method: 'Page.captureScreenshot', params: {} });
+    const cmd = await chromium.next('Page.captureScreenshot', n);
+    const data = 'A'.repeat(CDP_MAX_DECODED_BYTES * 2);
+    chromium.write(`{"id":${cmd.id},"result":{"data":"${data}"},"sessionId":"SA"}`);
+    await tick();
+    expect(chromium.pipe.isOpen).toBe(true);
+    expect(received).toHaveLength(1);
+    expect((received[0]!.result as { data: string }).data.length).toBe(data.length);
+  });
+
+  it('a large command of a client that left while it was checked does not go out', async () => {
+    const { chromium, handle } = await setup();
+    const n = chromium.commands.length;
+    const pad = 'x'.repeat(CDP_MAX_DECODED_BYTES + 10);
+    handle.receive(Buffer.from(`{"id":1,"method":"Runtime.evaluate","params":{"a":"${pad}"}}`));
+    handle.close();
+    for (let i = 0; i < 20; i++) await tick();
+    expect(chromium.commands.slice(n).map((c) => c.method)).toEqual(['Target.detachFromTarget']);
+  });
+
+  it('a trap whose page cannot be attached sets nothing; the navigation goes', async () => {
+    const { chromium, send } = await setup({
+      checkNavigation: async () => ({ reason: 'AddressUnreachable' }),
+    });
+    chromium.write({
+      method: 'Target.attachedToTarget',
+      params: { sessionId: 'PA', targetInfo: { targetId: 'TA', type: 'page' } },
+      sessionId: 'SA',
+    });
+    await tick();
+    const n = chromium.commands.length;
+    send({ id: 1, method: 'Page.navigate', params: { url: 'http://d.test/' }, sessionId: 'PA' });
+    const attach = await chromium.next('Target.attachToTarget', n);
+    chromium.write({ id: attach.id, error: { code: -32602, message: 'No target with given id' } });
+    const navigate = await chromium.next('Page.navigate', n);
+    expect(navigate.sessionId).toBe('PA');
+    expect(chromium.commands.slice(n).map((c) => c.method)).toEqual([
+      'Target.attachToTarget',
+      'Page.navigate',
+    ]);
+  });
+});
+
+describe('a trap that cannot intercept', () => {
+  it('is removed before the navigation goes', async () => {
+    const { chromium, send } = await setup({
+      checkNavigation: async () => ({ reason: 'AddressUnreachable' }),
+    });
+    chromium.write({
+      method: 'Target.attachedToTarget',
+      params: { sessionId: 'PA', targetInfo: { targetId: 'TA', type: 'page' } },
+      sessionId: 'SA',
+    });
+    await tick();
+    const n = chromium.commands.length;
+    send({ id: 1, method: 'Page.navigate', params: { url: 'http://d.test/' }, sessionId: 'PA' });
+    const attach = await chromium.next('Target.attachToTarget', n);
+    chromium.write({ id: attach.id, result: { sessionId: 'TRAP' } });
+    const enable = await chromium.next('Fetch.enable', n);
+    chromium.write({ id: enable.id, error: { code: -32000, message: 'Fetch is not available' } });
+    await chromium.next('Page.navigate', n);
+    const sent = chromium.commands.slice(n);
+    expect(sent.map((c) => [c.method, c.sessionId])).toEqual([
+      ['Target.attachToTarget', undefined],
+      ['Fetch.enable', 'TRAP'],
+      ['Target.detachFromTarget', undefined],
+      ['Page.navigate', 'PA'],
+    ]);
+    expect(sent[2]!.params).toEqual({ sessionId: 'TRAP' });
   });
 });
