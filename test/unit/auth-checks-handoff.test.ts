@@ -20,6 +20,7 @@ import type { Registry } from '../../src/server/instances/registry.js';
 const TOKEN = 'tok_0123456789abcdefABCDEF';
 const PAGE = (rest: string) => `<html><body><p>${rest}</p></body></html>`;
 
+let openClients = 0;
 /** The runtime's sockets handed over by the upgrade routing. */
 const upgraded: Duplex[] = [];
 const handoffs = new Handoffs();
@@ -33,8 +34,9 @@ const rec = {
       upgraded.push(socket),
     liveView: {
       url: async () => 'unused',
-      page: async (rest: string) =>
-        rest === 'gone.html'
+      // a page the live view does not serve: its name, or `?missing` on any
+      page: async (rest: string, query: URLSearchParams) =>
+        rest === 'gone.html' || query.has('missing')
           ? { status: 404, type: 'text/html', body: PAGE('not here') }
           : { status: 200, type: 'text/html', body: PAGE(rest) },
     },
@@ -46,7 +48,11 @@ const registry = {
     return rec;
   },
   handoffs,
-  connected: () => () => {},
+  // the registry's count of open clients (an instance with one is not idle)
+  connected: () => {
+    openClients++;
+    return () => void openClients--;
+  },
   touch: () => {},
 } as unknown as Registry;
 
@@ -96,12 +102,20 @@ describe('a hand-off token', () => {
     expect(vnc.body).toBe(PAGE('vnc.html'));
     const gone = await app.inject(`/stream/inst_h/gone.html?token=${h.token}`);
     expect([gone.statusCode, gone.body]).toEqual([404, PAGE('not here')]);
+    const missing = await app.inject(`/stream/inst_h/index.html?token=${h.token}&missing`);
+    expect([missing.statusCode, missing.body]).toEqual([404, PAGE('not here')]);
     // the instance's own token opens the page without a banner
     const own = await app.inject(`/stream/inst_h/index.html?token=${TOKEN}`);
     expect(own.body).toBe(PAGE('index.html'));
     handoffs.end(h, 'done');
     const after = await app.inject(`/stream/inst_h/index.html?token=${h.token}`);
     expect(after.statusCode).toBe(401);
+    // an instance nobody has is answered as a wrong live-view token
+    const none = await app.inject(`/stream/inst_none/index.html?token=${h.token}`);
+    expect([none.statusCode, none.json()]).toEqual([
+      401,
+      { detail: 'Invalid or expired live-view token' },
+    ]);
   });
 
   it("opens the live view's socket, closed when the hand-off ends; never cdp_url", async () => {
@@ -113,11 +127,14 @@ describe('a hand-off token', () => {
     const cdp = upgrade(`/cdp/inst_h/devtools/browser/x?token=${h.token}`);
     expect(cdp.passed).toBe(false);
     expect(cdp.socket.written).toMatch(/^HTTP\/1\.1 401 /);
+    expect(openClients).toBe(2); // the refused one is not counted
     handoffs.end(h, 'done');
     await new Promise((r) => setImmediate(r)); // Done's answer goes first
     expect(view.socket.destroyed).toBe(true);
     expect(own.socket.destroyed).toBe(false);
     own.socket.destroy();
+    await new Promise((r) => setImmediate(r));
+    expect(openClients).toBe(0); // closed, they keep the instance busy no more
   });
 });
 
