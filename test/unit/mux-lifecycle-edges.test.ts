@@ -8,13 +8,14 @@
  * break the pipe (which would stop the instance's browser): a mux with no hooks, replies and
  * events of an odd shape that a process in the instance may write, an event before the server
  * listens, a client not yet connected whose session ends. A client holding more than its bound
- * while its navigation is checked is closed and detached.
+ * while its navigation is checked is closed and detached, and so is one whose commands wait for
+ * Chromium past its inbound bound (1008).
  */
 import { describe, expect, it } from 'vitest';
 import { CDP_MAX_DECODED_BYTES, CDP_MAX_QUEUED_BYTES } from '../../src/api/cdp-limits.js';
 import type { Closing } from '../../src/server/chromium/mux-client.js';
 import { CdpMux, type CdpMuxOptions } from '../../src/server/chromium/mux.js';
-import { PIPE_FAILED } from '../../src/server/chromium/inbound.js';
+import { INBOUND_CLOSE, PIPE_FAILED } from '../../src/server/chromium/inbound.js';
 import { fakeChromium } from '../helpers/fake-chromium.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
@@ -238,4 +239,33 @@ describe('a trap that cannot intercept', () => {
     ]);
     expect(sent[2]!.params).toEqual({ sessionId: 'TRAP' });
   });
+});
+
+describe('a client sending faster than the browser reads', () => {
+  it('past its bound is closed with 1008 and its session detached', async () => {
+    const { chromium, handle, closes } = await setup();
+    const n = chromium.commands.length;
+    const pad = 'a'.repeat(900 * 1024);
+    let id = 0;
+    // Chromium answers no barrier meanwhile: the commands wait
+    while (closes.length === 0 && id < 200) {
+      handle.receive(
+        Buffer.from(`{"id":${++id},"method":"Target.getTargets","params":{"x":"${pad}"}}`),
+      );
+    }
+    expect(closes[0]).toEqual(INBOUND_CLOSE);
+    expect(INBOUND_CLOSE.code).toBe(1008);
+    const detached = () =>
+      chromium.commands.slice(n).find((c) => c.method === 'Target.detachFromTarget');
+    for (let round = 0; round < 50 && !detached(); round++) {
+      for (const c of chromium.commands.slice(n)) {
+        if (c.method === 'Browser.getVersion' && !c.params.answered) {
+          c.params.answered = true;
+          chromium.write({ id: c.id, result: {} });
+        }
+      }
+      await tick();
+    }
+    expect(detached()?.params).toEqual({ sessionId: 'SA' });
+  }, 30_000);
 });
