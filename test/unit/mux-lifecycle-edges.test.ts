@@ -103,23 +103,39 @@ describe('what does not break the pipe', () => {
     ]);
   });
 
-  it('replies without a result, and ownership events without params', async () => {
+  it('replies without a result or with a null one, and ownership events without params', async () => {
     const contexts: string[] = [];
     const { chromium, send, received } = await setup({
       onContextCreated: (id) => void contexts.push(id),
     });
     const n = chromium.commands.length;
-    send({ id: 1, method: 'Target.attachToTarget', params: { targetId: 'T1', flatten: true } });
-    send({ id: 2, method: 'Target.createBrowserContext', params: {} });
-    const attach = await chromium.next('Target.attachToTarget', n);
-    const create = await chromium.next('Target.createBrowserContext', n);
-    chromium.write(`{"id":${attach.id},"sessionId":"SA"}`);
-    chromium.write(`{"id":${create.id},"sessionId":"SA"}`);
+    for (const id of [1, 3]) {
+      send({ id, method: 'Target.attachToTarget', params: { targetId: 'T1', flatten: true } });
+      send({ id: id + 1, method: 'Target.createBrowserContext', params: {} });
+    }
+    await tick();
+    const sent = chromium.commands.slice(n);
+    const [attach, create, attach2, create2] = sent;
+    chromium.write(`{"id":${attach!.id},"sessionId":"SA"}`);
+    chromium.write(`{"id":${create!.id},"sessionId":"SA"}`);
+    chromium.write(`{"id":${attach2!.id},"result":null,"sessionId":"SA"}`);
+    chromium.write(`{"id":${create2!.id},"result":null,"sessionId":"SA"}`);
     chromium.write('{"method":"Target.attachedToTarget","sessionId":"SA"}');
     chromium.write('{"method":"Target.detachedFromTarget"}');
     await tick();
+    expect(sent.map((c) => c.method)).toEqual([
+      'Target.attachToTarget',
+      'Target.createBrowserContext',
+      'Target.attachToTarget',
+      'Target.createBrowserContext',
+    ]);
     expect(chromium.pipe.isOpen).toBe(true);
-    expect(received.slice(0, 2)).toEqual([{ id: 1 }, { id: 2 }]);
+    expect(received.slice(0, 4)).toEqual([
+      { id: 1 },
+      { id: 2 },
+      { id: 3, result: null },
+      { id: 4, result: null },
+    ]);
     expect(contexts).toEqual([]);
   });
 
