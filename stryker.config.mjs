@@ -48,6 +48,8 @@ export default {
     'src/server/chromium/mux.ts',
     'src/server/chromium/mux-client.ts',
     'src/server/chromium/inbound.ts',
+    // a relay client's frames unmasked as they arrive (its lengths and keys are the client's)
+    'src/server/chromium/unmask.ts',
     'src/server/chromium/wire.ts',
     'src/server/chromium/command.ts',
     'src/server/chromium/trap.ts',
@@ -56,6 +58,8 @@ export default {
     'src/server/sandbox/subid-ranges.ts',
     'src/server/auth-states/store.ts',
     'src/server/auth-states/secret-key.ts',
+    // the bound on what an instance can make the server log
+    'src/internal/log-budget.ts',
     // artifacts: the checks on what is opened and named
     span(ARTIFACT, /^ {2}async open\(kind/),
     span(ARTIFACT, /^ {2}async #openFile\(/),

@@ -197,6 +197,22 @@ describe('what cannot be opened yet, or any more', () => {
     expect(await refusal(artifacts.open('download', id))).toBe('404 download_not_found');
   });
 
+  it('a recording that failed says why it has no file', async () => {
+    const { home, artifacts } = await setup();
+    mkdirSync(join(home, 'Recordings'));
+    artifacts.setRecorder(async () => ({
+      stop: async () => ({ ok: false, reason: 'the encoder exited with status 1' }),
+      ended: new Promise(() => {}),
+    }));
+    const { recording_id: id } = await artifacts.startRecording();
+    writeFileSync(join(home, 'Recordings', `${id}.mp4`), 'partial');
+    await artifacts.stopRecording();
+    expect(await refusal(artifacts.open('recording', id))).toBe('409 artifact_unavailable');
+    expect(details.at(-1)).toBe(
+      `The recording ${id} is failed (the encoder exited with status 1) and has no file`,
+    );
+  });
+
   it('before the home is attached, nothing is opened', async () => {
     const base = mkdtempSync(join(tmpdir(), 'burrow-open-'));
     dirs.push(base);

@@ -110,6 +110,8 @@ describe('large client commands', () => {
     await until(() => a.received.length === 3);
     expect(a.received.map((r) => r.id).sort()).toEqual([1, 2, 3]);
     for (const reply of a.received) expect(reply).toHaveProperty('error.code');
+    // the one whose params are not one object: an invalid request, as Chromium answers one
+    expect(a.received.find((r) => r.id === 1)).toMatchObject({ error: { code: -32600 } });
     expect(chromium.commands.slice(n)).toEqual([]);
   });
 });

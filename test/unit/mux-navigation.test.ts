@@ -15,6 +15,8 @@ const tick = () => new Promise((r) => setImmediate(r));
 async function setup(check: (url: string) => Promise<{ reason: string } | undefined>) {
   const chromium = fakeChromium();
   const mux = new CdpMux(chromium.pipe, { checkNavigation: check });
+  const rootMessages: string[] = [];
+  mux.root.listen({ message: (m) => rootMessages.push(m), close: () => {} });
   const opening = mux.open({ type: 'browser' });
   const attach = await chromium.next('Target.attachToBrowserTarget');
   chromium.write({ id: attach.id, result: { sessionId: 'SB' } });
@@ -36,7 +38,7 @@ async function setup(check: (url: string) => Promise<{ reason: string } | undefi
   }
   await tick();
   const send = (msg: Record<string, unknown>) => handle.receive(Buffer.from(JSON.stringify(msg)));
-  return { chromium, received, send };
+  return { chromium, received, send, rootMessages, handle };
 }
 
 describe('CdpMux navigation check', () => {
@@ -66,7 +68,7 @@ describe('CdpMux navigation check', () => {
   });
 
   it('fails the refused host’s document request through a session of its own', async () => {
-    const { chromium, send, received } = await setup(async (url) =>
+    const { chromium, send, received, rootMessages } = await setup(async (url) =>
       url.includes('refused.test') ? { reason: 'NameNotResolved' } : undefined,
     );
     const n = chromium.commands.length;
@@ -104,6 +106,11 @@ describe('CdpMux navigation check', () => {
       params: { requestId: 'r2', errorReason: 'NameNotResolved' },
       sessionId: 'TRAP',
     });
+    // the trap's own commands are answered to nobody: neither the server nor the client
+    chromium.write({ id: cont.id, result: {}, sessionId: 'TRAP' });
+    chromium.write({ id: fail.id, result: {}, sessionId: 'TRAP' });
+    await tick();
+    expect(rootMessages.filter((m) => m.startsWith('{"id"'))).toEqual([]);
     // the navigation's answer reaches the client, and the trap goes
     chromium.write({
       id: navigate.id,
@@ -118,6 +125,47 @@ describe('CdpMux navigation check', () => {
       result: { frameId: 'F', errorText: 'net::ERR_NAME_NOT_RESOLVED' },
       sessionId: 'PA',
     });
+  });
+
+  it('checks only a Page.navigate to a URL on a page: the rest goes at once, untrapped', async () => {
+    const checked: unknown[] = [];
+    const { chromium, send } = await setup(async (url) => {
+      checked.push(url);
+      return { reason: 'BlockedByClient' };
+    });
+    const n = chromium.commands.length;
+    // a URL in another command, a navigation on the browser's session, one without a URL
+    send({
+      id: 1,
+      method: 'Target.createTarget',
+      params: { url: 'http://b.test/' },
+      sessionId: 'PA',
+    });
+    send({ id: 2, method: 'Page.navigate', params: { url: 'http://b.test/' } });
+    send({ id: 3, method: 'Page.navigate', params: { url: 42 }, sessionId: 'PB' });
+    send({ id: 4, method: 'Runtime.evaluate', params: { expression: '1' }, sessionId: 'PA' });
+    await tick();
+    expect(chromium.commands.slice(n).map((c) => [c.method, c.sessionId])).toEqual([
+      ['Target.createTarget', 'PA'],
+      ['Page.navigate', 'SB'],
+      ['Page.navigate', 'PB'],
+      ['Runtime.evaluate', 'PA'],
+    ]);
+    expect(checked).toEqual([]);
+  });
+
+  it('of a client that left meanwhile: neither the navigation nor a trap goes out', async () => {
+    let verdict!: (v: { reason: string }) => void;
+    const { chromium, send, handle } = await setup(() => new Promise((r) => (verdict = r)));
+    const n = chromium.commands.length;
+    send({ id: 1, method: 'Page.navigate', params: { url: 'http://c.test/' }, sessionId: 'PA' });
+    send({ id: 2, method: 'Runtime.evaluate', params: { expression: '1' }, sessionId: 'PA' });
+    await tick();
+    handle.close();
+    verdict({ reason: 'AddressUnreachable' });
+    await tick();
+    await tick();
+    expect(chromium.commands.slice(n).map((c) => c.method)).toEqual(['Target.detachFromTarget']);
   });
 
   it('sets no trap on a page whose requests the client intercepts itself', async () => {
