@@ -12,7 +12,11 @@
  * Chromium past its inbound bound (1008).
  */
 import { describe, expect, it } from 'vitest';
-import { CDP_MAX_DECODED_BYTES, CDP_MAX_QUEUED_BYTES } from '../../src/api/cdp-limits.js';
+import {
+  CDP_LOCATE_ABOVE_BYTES,
+  CDP_MAX_DECODED_BYTES,
+  CDP_MAX_QUEUED_BYTES,
+} from '../../src/api/cdp-limits.js';
 import type { Closing } from '../../src/server/chromium/mux-client.js';
 import { CdpMux, type CdpMuxOptions } from '../../src/server/chromium/mux.js';
 import { INBOUND_CLOSE, PIPE_FAILED } from '../../src/server/chromium/inbound.js';
@@ -261,10 +265,11 @@ describe('a client sending faster than the browser reads', () => {
   it('past its bound is closed with 1008 and its session detached', async () => {
     const { chromium, handle, closes } = await setup();
     const n = chromium.commands.length;
-    const pad = 'a'.repeat(900 * 1024);
+    // commands the mux decodes (under CDP_LOCATE_ABOVE_BYTES), so each goes to the gate at once
+    const pad = 'a'.repeat(CDP_LOCATE_ABOVE_BYTES - 100);
     let id = 0;
     // Chromium answers no barrier meanwhile: the commands wait
-    while (closes.length === 0 && id < 200) {
+    while (closes.length === 0 && id < 4000) {
       handle.receive(
         Buffer.from(`{"id":${++id},"method":"Target.getTargets","params":{"x":"${pad}"}}`),
       );

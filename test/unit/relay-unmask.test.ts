@@ -10,7 +10,7 @@
  * reach it as sent too (1002).
  */
 import { randomBytes } from 'node:crypto';
-import { PassThrough, type Writable } from 'node:stream';
+import type { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import * as ws from 'ws';
 import { unmaskAsReceived } from '../../src/server/chromium/unmask.js';
@@ -66,7 +66,7 @@ function frames(specs: Frame[]): { sent: Buffer; clear: Buffer } {
 }
 
 interface Through {
-  /** What the socket's next listener (`ws`'s) was handed, every read together. */
+  /** What `ws`'s receiver was handed, every read together. */
   seen: Buffer;
   messages: Buffer[];
   pings: Buffer[];
@@ -79,8 +79,6 @@ async function through(
   max: number,
   cuts: (i: number) => number = () => bytes.length,
 ): Promise<Through> {
-  const socket = new PassThrough();
-  unmaskAsReceived(socket, max);
   const receiver = new Receiver({ isServer: true, maxPayload: max });
   const messages: Buffer[] = [];
   const pings: Buffer[] = [];
@@ -93,17 +91,20 @@ async function through(
       .find((v) => typeof v === 'number');
     error ??= { code: err.code, status: status ?? 0 };
   });
+  // what ws's receiver is handed, behind the relay's reader (which wraps its `write`)
   const seen: Buffer[] = [];
-  socket.on('data', (chunk: Buffer) => {
+  const write = receiver.write.bind(receiver);
+  receiver.write = ((chunk: Buffer) => {
     seen.push(Buffer.from(chunk));
-    if (!error) receiver.write(chunk);
-  });
+    return error ? true : write(chunk);
+  }) as typeof receiver.write;
+  unmaskAsReceived({ _receiver: receiver }, max);
   // reads cut from a larger buffer at an odd offset, as a socket's reads may be
   const backing = Buffer.alloc(bytes.length + 3);
   bytes.copy(backing, 3);
   for (let at = 0, i = 0; at < bytes.length; i++) {
     const n = Math.max(1, Math.min(cuts(i), bytes.length - at));
-    socket.write(backing.subarray(3 + at, 3 + at + n));
+    receiver.write(backing.subarray(3 + at, 3 + at + n));
     at += n;
   }
   await new Promise((r) => setImmediate(r));
