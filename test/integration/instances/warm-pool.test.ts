@@ -208,7 +208,11 @@ describe('warm pool', { timeout: 300_000 }, () => {
     // the pooled instance was handed to the second start, or stopped to make room for it (its
     // processes go right after the answer, so on a busy machine a moment later)
     if (second.body.id !== pooled) {
-      await eventually(async () => instancePids(pooled!).length === 0, 'the pooled one gone', 10_000);
+      await eventually(
+        async () => instancePids(pooled!).length === 0,
+        'the pooled one gone',
+        10_000,
+      );
     }
     // two live instances fill the cap: nothing is started for the pool meanwhile (for as long as
     // it took to fill, in which it would have started one)
