@@ -105,3 +105,28 @@ describe('a Host followed by a path, query or fragment', () => {
     expect(run([text])).toEqual({ passed: text });
   });
 });
+
+describe('a Host spelled as a URL parser or a lenient server would still read it', () => {
+  it.each([
+    ['blocked.test;', 'blocked.test'],
+    ['blocked.test,x', 'blocked.test'],
+    ['blocked.test\u0000', 'blocked.test'],
+    ['blocked%2etest', 'blocked.test'],
+    ['blocked%2Etest%2fx', 'blocked.test'],
+  ])('Host: %j is judged as %s', (value, host) => {
+    expect(namedHost(`Host: ${value}`)).toBe(host);
+    expect(run([`GET / HTTP/1.1\r\nHost: ${value}\r\n\r\n`])).toEqual({
+      blocked: expect.stringContaining('blocked') as unknown as string,
+    });
+  });
+
+  it('reads the line as UTF-8: an ideographic full stop is a dot', () => {
+    // the bytes as they come through the tunnel, read one byte to a character
+    const line = Buffer.from('Host: blocked\u3002test', 'utf8').toString('latin1');
+    expect(namedHost(line)).toBe('blocked.test');
+    const bytes = Buffer.from('GET / HTTP/1.1\r\nHost: blocked\u3002test\r\n\r\n', 'utf8');
+    expect(run([bytes.toString('latin1')])).toEqual({
+      blocked: expect.stringContaining('blocked') as unknown as string,
+    });
+  });
+});

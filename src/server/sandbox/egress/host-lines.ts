@@ -30,15 +30,32 @@ export type LineVerdict = { pass: Buffer } | { blocked: string };
 export function namedHost(line: string): string | undefined {
   const m = HOST_LINE.exec(line) ?? ABSOLUTE_REQUEST.exec(line);
   if (!m) return undefined;
+  // the line's bytes as UTF-8 (a host may be an IDN, or spell a dot as `。`), `%XX` decoded (a
+  // URL parser decodes a host's escapes: `blocked%2etest`)
+  const text = percentDecoded(Buffer.from(m[1]!, 'latin1').toString('utf8'));
   // what a URL parser takes for the host: the text before any path, query or fragment (a
   // server that reads `Host: blocked.test/x` as a URL's authority serves `blocked.test`), after
   // any user info
-  const before = m[1]!.split(/[/?#\\]/)[0]!;
+  const before = text.split(/[/?#\\]/)[0]!;
   const authority = before.slice(before.lastIndexOf('@') + 1);
   // an authority that does not parse is judged by its host, the text before any port (nginx
-  // serves `Host: blocked.test:x` as `blocked.test`), else by its whole text (normalizeHost in
-  // the matcher)
-  return parseAuthority(authority, 80)?.host ?? authority.replace(/^(\[[^\]]*\]|[^:]*):.*$/s, '$1');
+  // serves `Host: blocked.test:x` as `blocked.test`), and that up to the first character no host
+  // name holds (`blocked.test;`, `blocked.test,x`, a control character), else by its whole text
+  // (normalizeHost in the matcher)
+  const parsed = parseAuthority(authority, 80)?.host;
+  if (parsed !== undefined) return parsed;
+  const host = authority.replace(/^(\[[^\]]*\]|[^:]*):.*$/s, '$1');
+  return /^(\[[^\]]*\]|[^\0-\x20\x7f"%<>^|;,`{}]*)/.exec(host)![1];
+}
+
+/** `text` with its `%XX` escapes decoded as UTF-8 (an escape that is not one stays as it is). */
+function percentDecoded(text: string): string {
+  if (!text.includes('%')) return text;
+  try {
+    return decodeURIComponent(text.replace(/%(?![0-9A-Fa-f]{2})/g, '%25'));
+  } catch {
+    return text;
+  }
 }
 
 /** Where the next line end (LF or CR) is at or after `from`, else -1. */
