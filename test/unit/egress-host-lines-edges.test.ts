@@ -130,3 +130,25 @@ describe('a Host spelled as a URL parser or a lenient server would still read it
     });
   });
 });
+
+describe('a Host header folded onto the next line (obs-fold)', () => {
+  it('is judged by every word of its continuation', () => {
+    for (const fold of [' ', '\t', '  \t ']) {
+      const text = `GET / HTTP/1.1\r\nHost: ok.test\r\n${fold}blocked.test\r\n\r\n`;
+      expect(run([text]), JSON.stringify(fold)).toEqual({ blocked: 'blocked.test' });
+    }
+    expect(run(['GET / HTTP/1.1\nHost: ok.test\n x blocked.test:81\n\n'])).toEqual({
+      blocked: 'blocked.test',
+    });
+  });
+
+  it('and only a Host header: a continuation of another, or of nothing, passes', () => {
+    for (const text of [
+      'GET / HTTP/1.1\r\nX-Note: a\r\n blocked.test\r\n\r\n',
+      ' blocked.test\r\n',
+      'GET / HTTP/1.1\r\nHost: ok.test\r\n ok2.test\r\n\r\n',
+    ]) {
+      expect(run([text]), text).toEqual({ passed: text });
+    }
+  });
+});

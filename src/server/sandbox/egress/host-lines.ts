@@ -68,6 +68,8 @@ function lineEnd(chunk: Buffer, from: number): number {
 /** Watches one tunnel's client-to-upstream bytes, line by line. */
 export class HostLines {
   readonly #blocked: (name: string) => string | undefined;
+  /** The last line that was not empty was a `Host` header (or continued one). */
+  #afterHost = false;
   /** The current line's first bytes, as far as read (latin1). */
   #line = '';
   /** The current line cannot name a host (its first byte says so): not read further. */
@@ -105,8 +107,10 @@ export class HostLines {
     if (this.#skip || this.#long || piece.length === 0) return;
     if (this.#line === '') {
       const first = piece[0]!;
-      // only lines that can name a host are read: `H`/`h`, or a method's first letter
-      this.#skip = !((first >= 0x41 && first <= 0x5a) || first === 0x68);
+      // only lines that can name a host are read: `H`/`h`, a method's first letter, or after a
+      // `Host` line one that continues it (obs-fold: it starts with a space or a tab)
+      const folded = (first === 0x20 || first === 0x09) && this.#afterHost;
+      this.#skip = !(folded || (first >= 0x41 && first <= 0x5a) || first === 0x68);
       if (this.#skip) return;
     }
     const room = MAX_LINE - this.#line.length;
@@ -117,9 +121,21 @@ export class HostLines {
   /** The blocked host the line now ended names, if any; starts the next line. */
   #check(): string | undefined {
     const line = this.#line;
+    const skipped = this.#skip;
     this.#line = '';
     this.#skip = false;
     this.#long = false;
+    // an empty line is also what lies between a CR and its LF: it ends no header
+    if (line === '' && !skipped) return undefined;
+    if (/^[ \t]/.test(line)) {
+      // a folded `Host` value: a lenient server may take any of its words for the host
+      for (const word of line.trim().split(/[ \t]+/)) {
+        const name = namedHost(`Host: ${word}`);
+        if (name !== undefined && this.#blocked(name) !== undefined) return name;
+      }
+      return undefined;
+    }
+    this.#afterHost = HOST_LINE.test(line);
     const name = line === '' ? undefined : namedHost(line);
     return name !== undefined && this.#blocked(name) !== undefined ? name : undefined;
   }
