@@ -28,39 +28,68 @@ export class ByteBudget {
   }
 
   /**
+   * Holds `bytes` for the caller now if they fit and nobody waits before, returning the function
+   * giving them back (idempotent); else holds nothing and returns undefined.
+   */
+  tryTake(bytes: number): (() => void) | undefined {
+    const charge = this.#charge(bytes);
+    if (this.#queue.length > 0 || !this.#fits(charge)) return undefined;
+    this.#used += charge;
+    return this.#giveBack(charge);
+  }
+
+  /**
    * Resolves once `bytes` are held for the caller (at once when they fit and nobody waits
    * before), with the function giving them back (idempotent). Rejects with `timeout()`'s error
-   * after `timeoutMs` of waiting, holding nothing.
+   * after `timeoutMs` of waiting, or with the signal's reason once `signal` aborts, holding
+   * nothing; either way the caller leaves the line at once.
    */
-  take(bytes: number, timeoutMs: number, timeout: () => Error): Promise<() => void> {
-    const charge = Math.min(Math.max(0, bytes), this.limit);
+  take(
+    bytes: number,
+    timeoutMs: number,
+    timeout: () => Error,
+    signal?: AbortSignal,
+  ): Promise<() => void> {
+    const now = this.tryTake(bytes);
+    if (now) return Promise.resolve(now);
+    if (signal?.aborted) return Promise.reject(signal.reason as Error);
+    const charge = this.#charge(bytes);
+    return new Promise((resolve, reject) => {
+      const leave = (err: unknown) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        this.#queue.splice(this.#queue.indexOf(waiter), 1);
+        this.#pump(); // the ones behind it may fit now
+        reject(err);
+      };
+      const onAbort = () => leave(signal!.reason);
+      const waiter: Waiter = {
+        bytes: charge,
+        grant: () => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          this.#used += charge;
+          resolve(this.#giveBack(charge));
+        },
+      };
+      const timer = setTimeout(() => leave(timeout()), timeoutMs);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#queue.push(waiter);
+    });
+  }
+
+  #charge(bytes: number): number {
+    return Math.min(Math.max(0, bytes), this.limit);
+  }
+
+  #giveBack(charge: number): () => void {
     let given = false;
-    const giveBack = () => {
+    return () => {
       if (given) return;
       given = true;
       this.#used -= charge;
       this.#pump();
     };
-    if (this.#queue.length === 0 && this.#fits(charge)) {
-      this.#used += charge;
-      return Promise.resolve(giveBack);
-    }
-    return new Promise((resolve, reject) => {
-      const waiter: Waiter = {
-        bytes: charge,
-        grant: () => {
-          clearTimeout(timer);
-          this.#used += charge;
-          resolve(giveBack);
-        },
-      };
-      const timer = setTimeout(() => {
-        this.#queue.splice(this.#queue.indexOf(waiter), 1);
-        this.#pump(); // the ones behind it may fit now
-        reject(timeout());
-      }, timeoutMs);
-      this.#queue.push(waiter);
-    });
   }
 
   #fits(charge: number): boolean {

@@ -71,4 +71,36 @@ describe('ByteBudget', () => {
     giveSmall();
     expect(budget.used).toBe(0);
   });
+
+  it('takes at once only what fits with nobody waiting before, or nothing', async () => {
+    const budget = new ByteBudget(100);
+    const a = budget.tryTake(60)!;
+    expect(budget.used).toBe(60);
+    expect(budget.tryTake(50)).toBeUndefined();
+    expect(budget.used).toBe(60);
+    const waiting = budget.take(50, 10_000, timeout);
+    // 10 would fit, but it does not pass the one waiting
+    expect(budget.tryTake(10)).toBeUndefined();
+    a();
+    const b = await waiting;
+    b();
+    b(); // idempotent
+    expect(budget.used).toBe(0);
+  });
+
+  it('lets a waiter whose signal aborts leave the line at once, and the ones behind it in', async () => {
+    const budget = new ByteBudget(100);
+    const a = budget.tryTake(90)!;
+    const gone = new AbortController();
+    const big = budget.take(50, 10_000, timeout, gone.signal);
+    const small = budget.take(10, 10_000, timeout);
+    gone.abort(new Error('client gone'));
+    await expect(big).rejects.toThrow('client gone');
+    const giveSmall = await small;
+    expect(budget.used).toBe(100);
+    await expect(budget.take(1, 10_000, timeout, gone.signal)).rejects.toThrow('client gone');
+    a();
+    giveSmall();
+    expect(budget.used).toBe(0);
+  });
 });

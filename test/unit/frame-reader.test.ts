@@ -80,7 +80,7 @@ describe('frameReader', () => {
     expect(Buffer.concat(feed(wire, 2)).equals(wire)).toBe(true);
   });
 
-  it('asks its budget before it holds a long payload, waits while refused, says when it let it go', () => {
+  it('asks its budget before it holds a long payload, keeps it while refused until admitted, says when it let it go', () => {
     const asked: string[] = [];
     let room = MiB + 5;
     const reader = frameReader(8 * MiB, {
@@ -101,16 +101,17 @@ describe('frameReader', () => {
     const short = randomBytes(10);
     const wire = Buffer.concat([frame(payload), frame(short)]);
     expect(Buffer.concat(reader.read(Buffer.from(wire.subarray(0, 20)))).length).toBe(14);
-    expect(reader.waiting).toBe(true);
+    expect(reader.waiting).toBe(MiB + 1);
     expect(reader.read(Buffer.from(wire.subarray(20)))).toEqual([]);
-    expect(reader.retry()).toBeUndefined();
-    room = 2 * MiB;
-    const out = reader.retry()!;
-    expect(reader.waiting).toBe(false);
+    expect(reader.read(Buffer.from(wire.subarray(0, 0)))).toEqual([]);
+    // the caller took the charge for it: it goes on, in order, without asking again
+    const out = reader.admitted();
+    expect(reader.waiting).toBe(0);
     expect(out[0]!.equals(payload)).toBe(true);
     expect(Buffer.concat(out.slice(1)).subarray(6).equals(short)).toBe(true);
-    expect(asked.filter((a) => a === `admit ${MiB + 1}`)).toHaveLength(3);
+    expect(asked.filter((a) => a === `admit ${MiB + 1}`)).toHaveLength(1);
     expect(asked.at(-1)).toBe(`done ${MiB + 1}`);
+    expect(reader.admitted()).toEqual([]); // nothing waits any more
   });
 
   it('charges every piece of a message sent in pieces, short ones too, until its last is handed on', () => {

@@ -15,6 +15,7 @@
  */
 import { endianness } from 'node:os';
 import { CDP_MAX_ASSEMBLING_BYTES_TOTAL } from '../../api/cdp-limits.js';
+import { ByteBudget } from '../../internal/byte-budget.js';
 
 const LITTLE_ENDIAN = endianness() === 'LE';
 
@@ -68,53 +69,46 @@ export const ASSEMBLING_CLOSE = {
   reason: `the server was receiving ${CDP_MAX_ASSEMBLING_BYTES_TOTAL / 2 ** 20} MiB of other clients' long frames for ${ASSEMBLING_WAIT_MS / 1000} s`,
 };
 
-/** Bytes of long payloads being assembled, every connection of the server together. */
-let assemblingTotal = 0;
+/**
+ * Bytes of long payloads being assembled, every connection of the server together: one budget,
+ * first come first served (a frame that does not fit waits its turn).
+ */
+const assembling = new ByteBudget(CDP_MAX_ASSEMBLING_BYTES_TOTAL);
 /** Bytes being assembled now (tests). */
-export const assemblingBytes = () => assemblingTotal;
-/** Connections whose long frame waits for room, first come first served: each tries again. */
-const waiting: (() => boolean)[] = [];
-
-/** Let waiting frames in, in order, while they fit. */
-function admitWaiting(): void {
-  while (waiting.length > 0 && waiting[0]!()) waiting.shift();
-}
+export const assemblingBytes = () => assembling.used;
 
 /**
  * Feeds `ws`'s receiver the frames a client sends, unmasked as they arrive, each payload of at
  * least `ASSEMBLE_FROM` bytes assembled here and handed over whole, within the server's total
- * (`total`): a frame that does not fit waits, its socket not read, until others are handed over
- * (first come, first served), and its client is closed (1008) after `ASSEMBLING_WAIT_MS`. Call
+ * (`CDP_MAX_ASSEMBLING_BYTES_TOTAL`): a frame that does not fit waits, its socket not read, for
+ * its turn in that budget, and its client is closed (1008) after `ASSEMBLING_WAIT_MS`. Call
  * right after `ws` took the socket (`handleUpgrade`'s callback), before any data flowed. Relies
  * on `ws`'s receiver (`_receiver`, a Writable since ws 1.x); throws when it is not there, so a
  * `ws` that changed fails the relay's tests instead of silently costing the main thread again.
  */
-export function unmaskAsReceived(
-  ws: object,
-  maxPayload: number,
-  total = CDP_MAX_ASSEMBLING_BYTES_TOTAL,
-): void {
+export function unmaskAsReceived(ws: object, maxPayload: number): void {
   const fed = ws as Fed;
   const receiver = fed._receiver;
   if (typeof receiver?.write !== 'function') {
     throw new Error('ws: no receiver to feed (a ws version the relay was not written for)');
   }
   const write = receiver.write.bind(receiver);
-  /** What this connection holds of the total. */
-  let held = 0;
+  /** What this connection holds of the budget, in the order it took it (and gives it back). */
+  const held: { bytes: number; giveBack: () => void }[] = [];
+  const gone = new AbortController();
   let closed = false;
-  let timer: NodeJS.Timeout | undefined;
   const reader = frameReader(maxPayload, {
     admit: (bytes) => {
-      if (assemblingTotal + bytes > total) return false;
-      assemblingTotal += bytes;
-      held += bytes;
-      return true;
+      const giveBack = assembling.tryTake(bytes);
+      if (giveBack) held.push({ bytes, giveBack });
+      return giveBack !== undefined;
     },
     done: (bytes) => {
-      assemblingTotal -= bytes;
-      held -= bytes;
-      admitWaiting();
+      for (let left = bytes; left > 0 && held.length > 0;) {
+        const first = held.shift()!;
+        left -= first.bytes;
+        first.giveBack();
+      }
     },
   });
   const writeAll = (pieces: Buffer[]) => {
@@ -122,42 +116,33 @@ export function unmaskAsReceived(
     for (const piece of pieces) ok = write(piece);
     return ok;
   };
-  const retry = (): boolean => {
-    if (closed) return true; // gone: out of the line
-    const pieces = reader.retry();
-    if (pieces === undefined) return false;
-    clearTimeout(timer);
-    writeAll(pieces);
-    if (!fed.isPaused) fed._socket?.resume(); // unless the relay itself stopped reading it
-    return true;
-  };
-  const wait = () => {
-    waiting.push(retry);
-    timer = setTimeout(() => {
-      const at = waiting.indexOf(retry);
-      if (at < 0) return;
-      waiting.splice(at, 1);
-      closed = true;
-      fed.close?.(ASSEMBLING_CLOSE.code, ASSEMBLING_CLOSE.reason);
-    }, ASSEMBLING_WAIT_MS);
-    timer.unref();
+  const wait = (bytes: number) => {
+    const timeout = () => new Error('no room in time');
+    assembling.take(bytes, ASSEMBLING_WAIT_MS, timeout, gone.signal).then(
+      (giveBack) => {
+        held.push({ bytes, giveBack });
+        writeAll(reader.admitted());
+        if (!fed.isPaused) fed._socket?.resume(); // unless the relay itself stopped reading it
+      },
+      () => {
+        if (closed) return;
+        closed = true;
+        fed.close?.(ASSEMBLING_CLOSE.code, ASSEMBLING_CLOSE.reason);
+      },
+    );
   };
   fed._socket?.once('close', () => {
     closed = true;
-    clearTimeout(timer);
-    const at = waiting.indexOf(retry);
-    if (at >= 0) waiting.splice(at, 1);
-    assemblingTotal -= held; // a frame the client never finished
-    held = 0;
-    admitWaiting();
+    gone.abort();
+    for (const h of held.splice(0)) h.giveBack(); // a frame the client never finished
   });
   receiver.write = (chunk: Buffer) => {
     if (closed) return true; // closing: what still comes is dropped
-    const wasWaiting = reader.waiting;
+    const wasWaiting = reader.waiting > 0;
     const ok = writeAll(reader.read(chunk));
-    if (!reader.waiting) return ok;
-    if (!wasWaiting) wait();
-    return false; // ws stops reading the socket; `retry` reads it again
+    if (reader.waiting === 0) return ok;
+    if (!wasWaiting) wait(reader.waiting);
+    return false; // ws stops reading the socket until the frame is admitted
   };
 }
 
@@ -173,10 +158,10 @@ export interface AssemblyBudget {
 export interface FrameReader {
   /** What to hand `ws` for `chunk`, in order (nothing while `waiting`: it is kept). */
   read(chunk: Buffer): Buffer[];
-  /** Whether a long frame waits for its budget to admit it. */
-  readonly waiting: boolean;
-  /** Ask the budget again: what to hand `ws` once admitted, undefined while still waiting. */
-  retry(): Buffer[] | undefined;
+  /** The charge of a frame its budget did not admit, which waits (0: none waits). */
+  readonly waiting: number;
+  /** That charge is now held for it (taken by the caller): what to hand `ws` from there on. */
+  admitted(): Buffer[];
 }
 
 /**
@@ -343,11 +328,10 @@ export function frameReader(
   return {
     read,
     get waiting() {
-      return blocked > 0;
+      return blocked;
     },
-    retry() {
+    admitted() {
       if (blocked === 0) return [];
-      if (!budget.admit(blocked)) return undefined;
       blocked = 0;
       startBlocked!();
       startBlocked = undefined;
