@@ -251,15 +251,14 @@ export class ProfileStore {
     await this.ready;
     const hold = await this.acquire(project, name);
     /** What the restore holds of the read-back budget, given back once its files are seeded. */
-    const held: (() => void)[] = [];
-    const giveBack = () => held.splice(0).forEach((give) => give());
+    let giveBack = () => {};
     try {
       if (saveChanges) await this.#room(project, name, 0); // a new one past the count: refused now
       let entries: readonly ProfileEntry[] | undefined = await this.load(
         project,
         name,
         async (bytes) => {
-          held.push(await this.#readBack.take(bytes, READ_BACK_WAIT_MS, () => busy(name)));
+          giveBack = await this.#readBack.take(bytes, READ_BACK_WAIT_MS, () => busy(name));
         },
       );
       return {
