@@ -218,7 +218,8 @@ export class SandboxHost {
   /**
    * The part of every instance process's start that is the same for the whole server run
    * (plan.ts): the chain's tool paths and the mount steps, resolved from the host once, and again
-   * when a host directory it must mask has appeared since (one `stat` a start).
+   * when a host directory it must mask has appeared since (one `stat` per process started in an
+   * instance, beside the spawn itself).
    */
   get plan(): SpawnPlan {
     if (this.#plan?.masked !== hostPrivateNow()) this.#plan = buildSpawnPlan(this.bwrap);

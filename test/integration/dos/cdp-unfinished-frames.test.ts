@@ -29,7 +29,7 @@ const HELD = Array.from({ length: CONNECTIONS - 1 }, (_, c) =>
  * Opens CONNECTIONS raw WebSocket connections to URL, one after another; on each sends the header
  * of a masked text frame of FRAME bytes (the key zero) and all of its payload but the last MiB
  * (the odd ones but the last: a text message in pieces of 1 MiB, all but its last piece),
- * or what the server reads of it (a write that does not drain for 3 s ends that connection's
+ * or what the server reads of it (a write that does not drain for 10 s ends that connection's
  * sending). Prints `sent` once done, `closed C CODE` when the server closes connection C, and
  * each connection's close code (or `open`) when stdin says `report`.
  */
@@ -81,7 +81,7 @@ for (let c = 0; c < n; c++) {
     if (sock.write(part)) continue;
     // not read any more: the server holds this one's payload back
     const drained = await new Promise((ok) => {
-      const t = setTimeout(() => ok(false), 3000);
+      const t = setTimeout(() => ok(false), 10_000);
       sock.once('drain', () => (clearTimeout(t), ok(true)));
     });
     if (!drained) break;
