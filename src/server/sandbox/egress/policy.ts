@@ -18,7 +18,13 @@
  */
 import { isIP } from 'node:net';
 import { domainToASCII } from 'node:url';
-import { classifyAddress, kernelAddress, networkMatcher, THIS_HOST } from './address.js';
+import {
+  classifyAddress,
+  type HostAddresses,
+  kernelAddress,
+  networkMatcher,
+  THIS_HOST,
+} from './address.js';
 
 export {
   canonicalIp,
@@ -120,7 +126,7 @@ export function checkAddresses(
   access: HostAccess,
   addresses: readonly string[],
   port: number,
-  hostAddrs: ReadonlySet<string>,
+  hostAddrs: HostAddresses,
 ): AddressRefusal | undefined {
   const here = (address: string) => THIS_HOST.includes(classifyAddress(address, hostAddrs));
   const refused = [...(access.refusedEndpoints ?? [])].filter(
