@@ -74,6 +74,7 @@ export interface EnvSettings {
   readonly drainSeconds: number | undefined;
   readonly mcpMaxSessionsPerProject: number | undefined;
   readonly maxAuthStatesPerProject: number | undefined;
+  readonly maxAuthStateBytes: number | undefined;
   readonly maxAuthStateBytesPerProject: number | undefined;
   readonly maxAuthStateBytesTotal: number | undefined;
   readonly maxProfilesPerProject: number | undefined;
@@ -163,6 +164,8 @@ export function resolveSettings(
           o.maxAuthStateBytesTotal ??
           env.maxAuthStateBytesTotal ??
           DEFAULT_STORE_CAPS.authStates.totalBytes,
+        stateBytes:
+          o.maxAuthStateBytes ?? env.maxAuthStateBytes ?? DEFAULT_STORE_CAPS.authStates.stateBytes,
       },
       profiles: {
         count:

@@ -63,6 +63,8 @@ export interface ServerOptions {
   maxProfileBytesReadBack?: number;
   /** Saved auth states of one project (a single server: of the server); past it a save answers 507. Default 1000; env `BURROW_MAX_AUTH_STATES_PER_PROJECT`. */
   maxAuthStatesPerProject?: number;
+  /** Bytes of one auth state as captured from a browser (its JSON, UTF-8); past it save_auth and modify_auth answer 413 and nothing is kept. Default 8 MiB; env `BURROW_MAX_AUTH_STATE_BYTES`. */
+  maxAuthStateBytes?: number;
   /** Bytes of the saved auth states of one project together; past it a save answers 507. Default 64 MiB; env `BURROW_MAX_AUTH_STATE_BYTES_PER_PROJECT`. */
   maxAuthStateBytesPerProject?: number;
   /** Bytes of every project’s saved auth states together (the server’s, or the cluster database’s); past it a save answers 507. Default 1 GiB; env `BURROW_MAX_AUTH_STATE_BYTES_TOTAL`. */
@@ -278,12 +280,13 @@ export const DEFAULT_MAX_PROFILE_BYTES_READ_BACK = 2 ** 30;
 
 /** The caps on kept auth states, profiles and extensions (a single server is one project). */
 export interface StoreCaps {
-  authStates: { count: number; bytes: number; totalBytes: number };
+  /** `stateBytes`: one state as captured from a browser (its JSON), whatever room is left. */
+  authStates: { count: number; bytes: number; totalBytes: number; stateBytes: number };
   profiles: { count: number; bytes: number; totalBytes: number };
   extensions: { count: number; bytes: number };
 }
 export const DEFAULT_STORE_CAPS: StoreCaps = {
-  authStates: { count: 1000, bytes: 64 * 2 ** 20, totalBytes: 2 ** 30 },
+  authStates: { count: 1000, bytes: 64 * 2 ** 20, totalBytes: 2 ** 30, stateBytes: 8 * 2 ** 20 },
   profiles: { count: 50, bytes: 2 * 2 ** 30, totalBytes: 20 * 2 ** 30 },
   extensions: { count: 100, bytes: 2 * 2 ** 30 },
 };
@@ -372,6 +375,7 @@ export const Options = z.strictObject({
   maxProfileBytes: count(1).optional(),
   maxProfileBytesReadBack: count(1).optional(),
   maxAuthStatesPerProject: count(1).optional(),
+  maxAuthStateBytes: count(1).optional(),
   maxAuthStateBytesPerProject: count(1).optional(),
   maxAuthStateBytesTotal: count(1).optional(),
   maxProfilesPerProject: count(1).optional(),

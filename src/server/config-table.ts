@@ -124,6 +124,13 @@ export const SETTINGS: readonly SettingDoc[] = [
       'saved auth states of one project (a single server: of the server); past it a save answers 507',
   },
   {
+    option: 'maxAuthStateBytes',
+    env: 'BURROW_MAX_AUTH_STATE_BYTES',
+    default: '8 MiB',
+    meaning:
+      'bytes of one auth state as captured from a browser (its JSON); past it save_auth and modify_auth answer 413 and nothing is kept. What the server parses and seals on its main thread for one save is bounded by it',
+  },
+  {
     option: 'maxAuthStateBytesPerProject',
     env: 'BURROW_MAX_AUTH_STATE_BYTES_PER_PROJECT',
     default: '64 MiB',

@@ -228,6 +228,7 @@ function readEnvironment(env: Env): EnvSettings {
     mcpMaxSessions: () => int('BURROW_MCP_MAX_SESSIONS', 1),
     mcpMaxSessionsPerProject: () => int('BURROW_MCP_MAX_SESSIONS_PER_PROJECT', 1),
     maxAuthStatesPerProject: () => int('BURROW_MAX_AUTH_STATES_PER_PROJECT', 1),
+    maxAuthStateBytes: () => int('BURROW_MAX_AUTH_STATE_BYTES', 1),
     maxAuthStateBytesPerProject: () => int('BURROW_MAX_AUTH_STATE_BYTES_PER_PROJECT', 1),
     maxAuthStateBytesTotal: () => int('BURROW_MAX_AUTH_STATE_BYTES_TOTAL', 1),
     maxProfilesPerProject: () => int('BURROW_MAX_PROFILES_PER_PROJECT', 1),

@@ -172,6 +172,11 @@ export const SERVER_ERRORS = {
     status: 503,
     message: 'Auth state {id} cannot be read: {reason}',
   },
+  auth_state_too_large: {
+    status: 413,
+    message:
+      "The browser's auth state is larger than {limit} bytes ({reason}); nothing was saved (the server's limit; BURROW_MAX_AUTH_STATE_BYTES raises it)",
+  },
   auth_state_not_applied: {
     status: 409,
     message: 'The auth state could not be fully applied: {reason}',

@@ -289,6 +289,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     maxUploadBytes,
     logger,
     chromiumPath,
+    maxAuthStateBytes: config.storeCaps.authStates.stateBytes,
     extensions,
     profiles,
     mcp: config.mcp,

@@ -30,18 +30,36 @@ export interface AuthScope {
   attach(targetId: string): Promise<string>;
 }
 
-export async function captureAuth(scope: AuthScope): Promise<BrowserAuthData> {
+/**
+ * The default context's auth state, at most `maxBytes` of JSON (UTF-8) in all, else a 413. The
+ * pieces a page can make large (localStorage, IndexedDB) are measured in the scratch page, which
+ * sends the server a piece only when it fits what is left: an oversized state costs the browser
+ * the work, not the server's memory or main thread. Cookies and each tab's sessionStorage are
+ * bounded by Chromium's own quotas; they are counted after they arrive.
+ */
+export async function captureAuth(scope: AuthScope, maxBytes: number): Promise<BrowserAuthData> {
   const { cdp } = scope;
+  const budget = new CaptureBudget(maxBytes);
   const { cookies } = await cdp.send<{ cookies: CdpParams[] }>('Storage.getCookies');
+  budget.take(jsonBytes(cookies), 'its cookies');
   const origins = new Set([...scope.origins(), ...cookies.flatMap(cookieOrigin)]);
 
   const localStorage: BrowserAuthData['localStorage'] = {};
   const indexedDB: NonNullable<BrowserAuthData['indexedDB']> = {};
   await withScratchPage(cdp, async (visit) => {
+    const read = async (origin: string, expression: string, what: string, reload?: boolean) => {
+      const piece = (await visit(origin, budget.measured(expression), reload)) as Measured;
+      return budget.accept(piece, `${what} of ${origin}`);
+    };
     for (const origin of origins) {
-      const items = (await visit(origin, READ_LOCAL_STORAGE)) as Items;
+      const items = (await read(origin, READ_LOCAL_STORAGE, 'localStorage')) as Items;
       if (Object.keys(items).length > 0) localStorage[origin] = items;
-      const databases = (await visit(origin, COLLECT_INDEXEDDB, false)) as IndexedDBDatabase[];
+      const databases = (await read(
+        origin,
+        COLLECT_INDEXEDDB,
+        'IndexedDB',
+        false,
+      )) as IndexedDBDatabase[];
       if (databases.length > 0) indexedDB[origin] = databases;
     }
   });
@@ -61,10 +79,57 @@ export async function captureAuth(scope: AuthScope): Promise<BrowserAuthData> {
       return res.entries;
     });
     if (entries?.length) {
+      budget.take(jsonBytes(entries), `sessionStorage of ${origin} in a tab`);
       sessionStorage[origin] = { ...sessionStorage[origin], ...Object.fromEntries(entries) };
     }
   }
   return { cookies, localStorage, sessionStorage, indexedDB };
+}
+
+/** What a measured storage script answers: the value's JSON, or how large it would have been. */
+type Measured = { json: string } | { tooLarge: number };
+
+const jsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
+
+/** The bytes a capture has left: a 413 as soon as one piece does not fit. */
+class CaptureBudget {
+  #left: number;
+
+  constructor(readonly limit: number) {
+    this.#left = limit;
+  }
+
+  take(bytes: number, what: string): void {
+    if (bytes > this.#left) this.#refuse(bytes, what);
+    this.#left -= bytes;
+  }
+
+  /**
+   * `expression` wrapped so that the page answers its value as JSON only if that fits what is
+   * left now, and otherwise only the size it would have had.
+   */
+  measured(expression: string): string {
+    return `(async () => {
+  const json = JSON.stringify(await (${expression}));
+  const bytes = new TextEncoder().encode(json).length;
+  return bytes > ${this.#left} ? { tooLarge: bytes } : { json };
+})()`;
+  }
+
+  /** The value of a measured answer, taken from what is left. */
+  accept(piece: Measured, what: string): unknown {
+    if ('tooLarge' in piece) this.#refuse(piece.tooLarge, what);
+    this.take(Buffer.byteLength(piece.json), what);
+    return JSON.parse(piece.json);
+  }
+
+  #refuse(bytes: number, what: string): never {
+    const used = this.limit - this.#left;
+    throw serverError('auth_state_too_large', {
+      limit: this.limit,
+      reason: `${what} is ${bytes} bytes, with ${used} bytes captured before it`,
+    });
+  }
 }
 
 /** The http(s) origins whose storage `data` holds. */

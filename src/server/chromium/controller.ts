@@ -75,8 +75,8 @@ export class BrowserController implements BrowserCapability {
     return this.#running().activePage();
   }
 
-  async captureAuth(): Promise<BrowserAuthData> {
-    return this.#running().captureAuth();
+  async captureAuth(maxBytes: number): Promise<BrowserAuthData> {
+    return this.#running().captureAuth(maxBytes);
   }
 
   async applyAuth(data: BrowserAuthData): Promise<void> {

@@ -329,8 +329,8 @@ export class ChromiumSession implements AuthScope {
     return Buffer.from(data, 'base64');
   }
 
-  captureAuth(): Promise<BrowserAuthData> {
-    return captureAuth(this);
+  captureAuth(maxBytes: number): Promise<BrowserAuthData> {
+    return captureAuth(this, maxBytes);
   }
 
   async applyAuth(data: BrowserAuthData): Promise<void> {

@@ -71,6 +71,8 @@ export interface AppOptions {
   httpLimits?: Partial<Omit<HttpLimits, 'maxConnectionsPerClient'>> | undefined;
   /** The Chromium binary of browser instances, reported by `GET /v1/version`. */
   chromiumPath?: string | undefined;
+  /** One auth state as captured from a browser, in bytes of its JSON; past it 413. Default 8 MiB. */
+  maxAuthStateBytes?: number | undefined;
   /** Uploaded browser extensions (extensions/store.ts); absent, their routes answer 404. */
   extensions?: ExtensionStore | undefined;
   /** Persistent browser profiles (profiles/store.ts); absent, their routes answer 404. */
@@ -181,6 +183,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     registry,
     createHandlers(registry, opts.authStore, {
       chromiumPath: opts.chromiumPath,
+      maxAuthStateBytes: opts.maxAuthStateBytes,
       extensions: opts.extensions,
       profiles: opts.profiles,
       log: opts.logger,

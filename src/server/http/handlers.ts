@@ -20,6 +20,7 @@ import { fromStorageState, toStorageState } from '../auth-states/storage-state.j
 import { isToolFailure } from '../computer/failure.js';
 import { serverError } from '../errors.js';
 import { versionInfo } from '../meta.js';
+import { DEFAULT_STORE_CAPS } from '../config-schema.js';
 import { holdStart, planStart } from '../instances/plan.js';
 import type { Registry } from '../instances/registry.js';
 import type { CapabilityName } from '../instances/runtime.js';
@@ -58,6 +59,8 @@ export interface HandlerOptions {
   extensions?: ExtensionStore | undefined;
   /** Persistent browser profiles (profiles/store.ts); absent, their routes answer 404. */
   profiles?: ProfileStore | undefined;
+  /** One auth state as captured from a browser, in bytes of its JSON; past it 413. Default 8 MiB. */
+  maxAuthStateBytes?: number | undefined;
   /** Where a profile that could not be saved is reported. */
   log?: { warn(obj: object, msg: string): void } | undefined;
   /** Cluster mode: API keys of projects (key-handlers.ts); absent, their routes answer 501. */
@@ -80,6 +83,7 @@ export function createHandlers(
   const notebooks = (id: string) => cap(id, 'kernels', 'Notebooks').notebooks;
   const env = (id: string) => cap(id, 'env', 'Environment');
   const log = opts.log ?? { warn: () => {} };
+  const maxStateBytes = opts.maxAuthStateBytes ?? DEFAULT_STORE_CAPS.authStates.stateBytes;
   const profileStore = () => {
     if (!opts.profiles) throw serverError('not_found');
     return opts.profiles;
@@ -166,13 +170,20 @@ export function createHandlers(
       return auth.list();
     },
     saveAuth: async ({ params, query }) => {
-      const saved = await auth.save(query.name, await browser(params.instance_id).captureAuth());
+      const saved = await auth.save(
+        query.name,
+        await browser(params.instance_id).captureAuth(maxStateBytes),
+      );
       return { status: 'success', auth_state_id: saved.id, name: saved.name };
     },
     modifyAuth: async ({ params, query }) => {
       const b = browser(params.instance_id);
       await auth.fetch(query.auth_state_id); // 404 before touching the browser
-      const saved = await auth.overwrite(query.auth_state_id, await b.captureAuth(), query.name);
+      const saved = await auth.overwrite(
+        query.auth_state_id,
+        await b.captureAuth(maxStateBytes),
+        query.name,
+      );
       return { status: 'success', auth_state_id: saved.id, name: saved.name };
     },
     authenticate: async ({ params, query }) => {

@@ -249,7 +249,11 @@ export interface BrowserCapability {
   cdpUrl(): string;
   /** URL of the active tab. */
   currentUrl(): Promise<string>;
-  captureAuth(): Promise<BrowserAuthData>;
+  /**
+   * The browser's auth state; past `maxBytes` of its JSON a 413 (`auth_state_too_large`), the
+   * browser measuring each large piece before the server reads it.
+   */
+  captureAuth(maxBytes: number): Promise<BrowserAuthData>;
   applyAuth(data: BrowserAuthData): Promise<void>;
   stop(): Promise<void>;
 }

@@ -155,7 +155,7 @@ describe('browser runtime', () => {
         },
         sessionStorage: {},
       });
-      const captured = await browser.captureAuth();
+      const captured = await browser.captureAuth(8 * 2 ** 20);
       expect(captured.localStorage).toEqual({
         'http://example.com': { scheme: 'http' },
         'https://example.com': { scheme: 'https' },
