@@ -30,6 +30,8 @@ export interface LogBudget {
   readonly windowMs?: number;
   /** Kinds told apart; later ones are counted as one (default 64). */
   readonly maxKinds?: number;
+  /** Whose lines these are, as the summary line names it (default `instance`). */
+  readonly per?: string;
   /** Fields every summary line carries (e.g. `{ instance: id }`). */
   readonly bindings?: Readonly<Record<string, unknown>>;
   /** The clock (tests). Default `Date.now`. */
@@ -65,7 +67,7 @@ export function boundedLogger(log: Logger, budget: LogBudget = {}): BoundedLogge
       const kinds = Object.fromEntries(all.slice(0, SUMMARY_KINDS));
       log[droppedLevel](
         { ...budget.bindings, log_dropped: n, log_dropped_kinds: kinds },
-        `log: ${n} similar lines dropped in ${Math.round(windowMs / 1000)} s (bounded per instance)`,
+        `log: ${n} similar lines dropped in ${Math.round(windowMs / 1000)} s (bounded per ${budget.per ?? 'instance'})`,
       );
     }
     dropped.clear();

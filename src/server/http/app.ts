@@ -31,6 +31,7 @@ import { HEALTH_PATHS, healthAnswer, RUN_HEADER, type Health } from '../instance
 import { registerArtifactRoutes } from './artifact-routes.js';
 import type { AuthStore } from '../auth-states/store.js';
 import { HttpError, refuseUpgrade, serverError } from '../errors.js';
+import { boundedLogger } from '../../internal/log-budget.js';
 import { MULTIPART_LIMITS } from './upload.js';
 import { createHandlers, type Handlers, type MultipartOperationId } from './handlers.js';
 import {
@@ -221,14 +222,19 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // a node's counting of refused starts, forwarding, principals and placement (cluster/plugin.ts)
   if (cluster) await app.register(cluster.register);
 
+  // What clients' requests make the server log is bounded like an instance's lines
+  // (internal/log-budget.ts): a client repeating a request that fails cannot fill the operator's
+  // disk. Per kind of line and per level in each minute, then one summary line.
+  const requestLog = boundedLogger(opts.logger, { per: 'server, for requests' });
   app.setErrorHandler((err: unknown, req, reply) => {
     if (err instanceof RequestInvalid) return reply.code(422).send({ detail: err.detail });
     if (err instanceof HttpError) {
       // a 503 is the machine's state (a program missing, no isolation), a 501 a feature this
       // server runs without (keys without a cluster), said in the answer: a warning without a
       // stack; other 5xx are errors
-      if (err.status === 503 || err.status === 501) req.log.warn({ code: err.code }, err.detail);
-      else if (err.status >= 500) req.log.error({ err }, err.detail);
+      if (err.status === 503 || err.status === 501) {
+        requestLog.warn({ reqId: req.id, code: err.code }, err.detail);
+      } else if (err.status >= 500) requestLog.error({ reqId: req.id, err }, err.detail);
       return sendError(reply, err);
     }
     const e = err as { statusCode?: number; code?: string; message?: string };
@@ -240,7 +246,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       req.log.debug({ err }, 'client closed the connection during the request');
       return sendError(reply, serverError('request_aborted'));
     }
-    req.log.error({ err }, 'unhandled error');
+    requestLog.error({ reqId: req.id, err }, 'unhandled error');
     return sendError(reply, serverError('internal_error'));
   });
 
@@ -292,7 +298,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   // MCP over Streamable HTTP (src/server/mcp/), behind the same API key
   // in a cluster its starts are placed, and other nodes' instances reached, as over HTTP
-  registerMcpRoute(app, { handlers, ...opts.mcp, cluster: cluster?.mcp });
+  registerMcpRoute(app, { handlers, ...opts.mcp, cluster: cluster?.mcp, log: requestLog });
 
   // WebSockets (`WEBSOCKET_ROUTES`); on a node, another node's instances are joined to it first
   const local = (req: IncomingMessage, socket: Duplex, head: Buffer) =>

@@ -49,6 +49,7 @@ import {
   DEFAULT_MCP_MAX_SESSIONS_PER_PROJECT,
 } from '../config.js';
 import type { Handlers } from './handlers.js';
+import type { Logger } from '../../internal/log.js';
 import type { StartCaller, StartPlacement } from './start-placement.js';
 import type { Route } from '../cluster/node.js';
 import { running } from './key-handlers.js';
@@ -66,6 +67,7 @@ export const DEFAULT_MCP_MAX_SESSIONS = DEFAULT_MAX_SESSIONS;
 
 export interface McpRouteOptions {
   handlers: Handlers;
+  log?: Logger | undefined; // lines requests cause: app.ts's bounded log (default `req.log`)
   /**
    * Ms without a request after which an MCP session ends (its instances stop). Default 30 min
    * (the server's `mcpIdleSeconds`, src/server/config.ts).
@@ -394,7 +396,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
               ? `Too many MCP sessions of this project (limit ${maxPerProject})`
               : undefined;
         if (full) {
-          req.log.warn({ owner, full }, 'MCP session cap reached; refusing with 429');
+          (opts.log ?? req.log).warn({ reqId: req.id, owner, full }, 'MCP session cap reached');
           reply.header('retry-after', String(Math.ceil(emptyIdleMs / 1000)));
           return rpcError(reply, 429, -32000, `${full}; end one with DELETE /mcp or retry later`);
         }
@@ -459,7 +461,7 @@ export function registerMcpRoute(app: FastifyInstance, opts: McpRouteOptions): v
       try {
         await current.transport.handleRequest(req.raw, reply.raw, body);
       } catch (err) {
-        req.log.error({ err }, 'MCP request failed');
+        (opts.log ?? req.log).error({ reqId: req.id, err }, 'MCP request failed');
         if (!reply.raw.headersSent) {
           reply.raw.writeHead(500, { 'content-type': 'application/json' });
           reply.raw.end(

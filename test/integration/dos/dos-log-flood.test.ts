@@ -4,6 +4,7 @@
  * the egress's 256 connections and then connects and closes in a loop: every try past the cap is
  * refused (`busy`). Before the bound, each refusal was a warning line (thousands a second); now the
  * instance's lines are bounded per kind and per level in each minute (src/internal/log-budget.ts).
+ * A client repeating a request the server logs is bounded the same way (http/app.ts).
  */
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LOG_BUDGET } from '../../../src/internal/log-budget.js';
@@ -49,4 +50,19 @@ describe("an instance flooding the egress's connection cap", () => {
     // (info, warn, error) plus one summary, and the server's own few
     expect(during.length).toBeLessThanOrEqual(3 * DEFAULT_LOG_BUDGET.total + 1 + 20);
   }, 120_000);
+});
+
+describe('a client repeating a request whose answer the server logs', () => {
+  it('writes a bounded number of lines, whatever the number of requests', async () => {
+    const before = logs.length;
+    // keys of projects on a single server: 501, logged as a warning each time before the bound
+    for (let i = 0; i < 300; i++) {
+      const res = await server.api('/v1/keys');
+      expect(res.status).toBe(501);
+      await res.arrayBuffer();
+    }
+    const lines = logs.slice(before).filter((l) => l.includes('"code":"keys_need_cluster"'));
+    expect(lines.length).toBeGreaterThan(0); // the operator still hears of it
+    expect(lines.length).toBeLessThanOrEqual(DEFAULT_LOG_BUDGET.perKind);
+  }, 60_000);
 });
