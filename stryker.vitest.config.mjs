@@ -16,6 +16,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/egress-sni-reasons.test.ts',
   'test/unit/egress-address.test.ts',
   'test/unit/egress-address-spellings.test.ts',
+  'test/unit/egress-address-kinds.test.ts',
   'test/unit/egress-host-lines.test.ts',
   'test/unit/egress-host-lines-edges.test.ts',
   'test/unit/toolbox-frames.test.ts',

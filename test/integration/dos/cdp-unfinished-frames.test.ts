@@ -7,7 +7,8 @@
  * just the same. Here the sixth's payload is not read (its frame waits for room, holding
  * nothing), and it is closed (1008, with the reason) once it waited `ASSEMBLING_WAIT_MS`; the
  * server's RSS grows by less than the total and a margin, and once the attacker goes away nothing
- * is held any more; a client's ordinary commands are answered throughout.
+ * is held any more; a client's ordinary commands are answered throughout, and another client's
+ * `/livez` stays fast while the frames are received.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -15,6 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CDP_MAX_ASSEMBLING_BYTES_TOTAL } from '../../../src/api/cdp-limits.js';
 import { ASSEMBLING_WAIT_MS, assemblingBytes } from '../../../src/server/chromium/unmask.js';
 import { cdpClient } from '../../helpers/cdp-client.js';
+import { paced } from '../../helpers/livez-paced.js';
+import { reference } from '../../helpers/livez-probe.js';
 import { eventually, startBrowser, testServer, type TestServer } from '../../helpers/server.js';
 
 const MiB = 1024 * 1024;
@@ -105,6 +108,7 @@ afterAll(async () => {
 describe('long frames never finished', () => {
   it('are held within the server total; past it a frame waits unread, then its client is closed', async () => {
     const { id, cdpUrl } = await startBrowser(server);
+    const before = await reference(server.url);
     const rss0 = process.memoryUsage().rss;
     let peak = rss0;
     const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
@@ -115,7 +119,11 @@ describe('long frames never finished', () => {
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     try {
-      await eventually(() => out.includes('sent'), 'the attacker sent its frames', 120_000);
+      const sent = eventually(() => out.includes('sent'), 'the attacker sent its frames', 120_000);
+      const during = await paced(server.url, sent);
+      await sent;
+      console.log('cdp-unfinished-frames /livez:', { before: before.p99, during: during.p99 });
+      expect(during.p99).toBeLessThan(Math.max(100, before.p99 + 100));
       // what it sent is held but for the last one's, which waits, not read, within the total
       await eventually(
         () => assemblingBytes() === HELD,

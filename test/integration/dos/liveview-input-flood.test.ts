@@ -5,11 +5,13 @@
  * of the server, kept after it left. Here a viewer (in a process of its own) sends text events
  * of 10 KB as fast as its socket takes them, for at most 15 s: past the bound the server stops
  * reading it, so its events wait in its own socket, the server's RSS grows by less than 120 MiB,
- * and the instance's API answers throughout and after.
+ * another client's `/livez` stays fast, and the instance's API answers throughout and after.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { paced } from '../../helpers/livez-paced.js';
+import { reference } from '../../helpers/livez-probe.js';
 import { startBrowser, testServer, type TestServer } from '../../helpers/server.js';
 
 const MiB = 1024 * 1024;
@@ -48,6 +50,7 @@ describe('live-view input', () => {
     expect(res.status).toBe(200);
     const page = new URL(((await res.json()) as { stream_url: string }).stream_url);
     const url = `ws://${page.host}/stream/${id}/ws?token=${page.searchParams.get('token')!}`;
+    const before = await reference(server.url);
     const rss0 = process.memoryUsage().rss;
     let peak = rss0;
     const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
@@ -57,13 +60,17 @@ describe('live-view input', () => {
     });
     let out = '';
     viewer.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = once(viewer, 'exit');
+    let during;
     try {
-      await once(viewer, 'exit');
+      during = await paced(server.url, exited);
+      await exited;
     } finally {
       clearInterval(sampler);
     }
     const { sent } = JSON.parse(out.trim()) as { sent: number };
-    console.log({ sent, rss0, peak, grew: (peak - rss0) / MiB });
+    console.log({ sent, grew: (peak - rss0) / MiB, before: before.p99, during: during.p99 });
+    expect(during.p99).toBeLessThan(Math.max(100, before.p99 + 100));
     expect(sent).toBeGreaterThan(1000); // it did flood
     expect(peak - rss0, `RSS ${rss0} → ${peak}`).toBeLessThan(120 * MiB);
     const shot = await server.api(`/v1/instance/${id}/screenshot`, { method: 'POST' });

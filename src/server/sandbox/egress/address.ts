@@ -26,18 +26,12 @@ import { domainToASCII } from 'node:url';
 /** An IP address as numbers: IPv4 as one unsigned 32-bit value, IPv6 as eight 16-bit words. */
 type ParsedIp = { family: 4; value: number } | { family: 6; words: number[] };
 
-function parseIpv4(s: string): number | undefined {
-  const parts = s.split('.');
-  if (parts.length !== 4) return undefined;
-  let value = 0;
-  for (const p of parts) {
-    if (!/^\d{1,3}$/.test(p) || Number(p) > 255) return undefined;
-    value = value * 256 + Number(p);
-  }
-  return value;
+// Both read a spelling `net.isIP` has accepted (parseLiteral), so neither checks it again.
+function parseIpv4(s: string): number {
+  return s.split('.').reduce((value, part) => value * 256 + Number(part), 0);
 }
 
-function parseIpv6(s: string): number[] | undefined {
+function parseIpv6(s: string): number[] {
   let text = s;
   const tail: number[] = [];
   // An embedded dotted IPv4 tail (`::ffff:127.0.0.1`) is the last two words.
@@ -45,34 +39,26 @@ function parseIpv6(s: string): number[] | undefined {
   const last = text.slice(lastColon + 1);
   if (last.includes('.')) {
     const v4 = parseIpv4(last);
-    if (v4 === undefined) return undefined;
     tail.push(v4 >>> 16, v4 & 0xffff);
     text = text.slice(0, lastColon + 1);
     if (!text.endsWith('::')) text = text.slice(0, -1);
   }
   const halves = text.split('::');
-  if (halves.length > 2) return undefined;
   const words = (part: string | undefined) =>
     part === undefined || part === '' ? [] : part.split(':').map((w) => parseInt(w, 16));
   const head = words(halves[0]);
   const back = [...words(halves[1]), ...tail];
-  const missing = 8 - head.length - back.length;
-  if (halves.length === 1 ? missing !== 0 : missing < 1) return undefined;
-  const all = [...head, ...new Array<number>(Math.max(0, missing)).fill(0), ...back];
-  return all.every((w) => Number.isInteger(w) && w >= 0 && w <= 0xffff) ? all : undefined;
+  return [...head, ...new Array<number>(8 - head.length - back.length).fill(0), ...back];
 }
 
 /** A literal address in standard spelling (what `net.isIP` accepts, a zone id allowed). */
 function parseLiteral(address: string): ParsedIp | undefined {
   const bare = address.replace(/%.*$/, ''); // zone id: `fe80::1%eth0`
   switch (isIP(bare)) {
-    case 4: {
-      const value = parseIpv4(bare);
-      return value === undefined ? undefined : { family: 4, value };
-    }
+    case 4:
+      return { family: 4, value: parseIpv4(bare) };
     case 6: {
       const words = parseIpv6(bare.toLowerCase());
-      if (words === undefined) return undefined;
       // IPv4-mapped (::ffff:a.b.c.d), the deprecated IPv4-compatible (::a.b.c.d) and NAT64's
       // well-known prefix (64:ff9b::a.b.c.d) are judged as the IPv4 address they carry.
       const zeros = (from: number, to: number) => words.slice(from, to).every((w) => w === 0);
@@ -211,14 +197,13 @@ export function classifyAddress(address: string, hostAddrs: HostAddresses): Addr
  * The class of what a 6to4 or Teredo address carries on to: `remote` when every IPv4 address it
  * embeds is remote (or it is neither), `link-local` when one is link-local, else `private`. A
  * relay, not this host, delivers them, so this host's own addresses there are `private` too.
+ * (NAT64's `64:ff9b::/96` never comes here: parseLiteral reads it as its IPv4 address.)
  */
 function tunnelledKind(words: readonly number[], hostAddrs: HostAddresses): AddressKind {
   const v4 = (hi: number, lo: number) => ((hi << 16) + lo) >>> 0;
   let embedded: number[] = [];
   if (words[0] === 0x2002) embedded = [v4(words[1]!, words[2]!)];
-  else if (words[0] === 0x64 && words[1] === 0xff9b && words.slice(2, 6).every((w) => w === 0)) {
-    embedded = [v4(words[6]!, words[7]!)]; // NAT64's well-known prefix, 64:ff9b::/96
-  } else if (words[0] === 0x2001 && words[1] === 0) {
+  else if (words[0] === 0x2001 && words[1] === 0) {
     embedded = [v4(words[2]!, words[3]!), v4(words[6]! ^ 0xffff, words[7]! ^ 0xffff)];
   }
   const kinds = embedded.map((value) => classifyAddress(spell({ family: 4, value }), hostAddrs));
