@@ -59,6 +59,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/auth-checks-handoff.test.ts',
   'test/unit/sandbox-paths.test.ts',
   'test/unit/subid-ranges.test.ts',
+  'test/unit/subid-ranges-edges.test.ts',
   'test/unit/sandbox-fsops.test.ts',
   'test/unit/sandbox-fsops-every-op.test.ts',
 ];
