@@ -12,6 +12,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/seccomp-build.test.ts',
   'test/unit/egress-policy.test.ts',
   'test/unit/egress-policy-edges.test.ts',
+  'test/unit/egress-policy-messages.test.ts',
   'test/unit/egress-sni.test.ts',
   'test/unit/egress-sni-reasons.test.ts',
   'test/unit/egress-address.test.ts',
