@@ -14,7 +14,7 @@ import {
   CDP_MAX_INBOUND_BYTES_TOTAL as TOTAL,
   CDP_PIPE_WINDOW_BYTES as WINDOW,
 } from '../../src/api/cdp-limits.js';
-import type { Readers } from '../../src/server/chromium/inbound.js';
+import { INBOUND_CLOSE, PIPE_FAILED, type Readers } from '../../src/server/chromium/inbound.js';
 import { closeGates, msg, reader, rig } from '../helpers/inbound-gate.js';
 
 afterEach(closeGates);
@@ -101,6 +101,21 @@ describe("a client's bound", () => {
     // what it had waiting no longer counts against it
     gate.send(msg('a4', PER_CLIENT), a);
     expect(overflows).toEqual([a]);
+  });
+
+  it('closes it with a reason that names the bound in MiB, and fits a close frame', () => {
+    expect(INBOUND_CLOSE).toEqual({
+      code: 1008,
+      reason: 'CDP client sends faster than the browser reads: over 128 MiB waiting',
+    });
+    expect(PIPE_FAILED).toEqual({
+      code: 1011,
+      reason: 'the browser stopped taking in DevTools messages or broke a bound; it was stopped',
+    });
+    // a WebSocket close frame carries at most 123 bytes of reason
+    for (const { reason } of [INBOUND_CLOSE, PIPE_FAILED]) {
+      expect(Buffer.byteLength(reason)).toBeLessThanOrEqual(123);
+    }
   });
 
   it('forgetting a client lets go of its messages only, wherever they wait', () => {
