@@ -182,6 +182,22 @@ describe('a long frame that finds the total full', () => {
   });
 });
 
+describe('a waiting frame granted room as its socket closes', () => {
+  it('gives the room back: the grant and the close in the same tick leave nothing held', async () => {
+    const full = track(holder());
+    const waits = track(connection());
+    const wire = frame(randomBytes(MiB));
+    expect(waits.read(wire.subarray(0, 100))).toBe(false);
+    // the holder leaves (room is granted to the waiting one) and, before the grant is seen,
+    // the waiting one's socket closes too
+    full.gone();
+    waits.gone();
+    await tick();
+    expect(assemblingBytes()).toBe(0);
+    expect(waits.resumes()).toBe(0);
+  });
+});
+
 describe('a long frame admitted', () => {
   it('is read on while its payload is assembled, unless ws is full', () => {
     const c = track(connection());

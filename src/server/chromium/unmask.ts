@@ -120,6 +120,8 @@ export function unmaskAsReceived(ws: object, maxPayload: number): void {
     const timeout = () => new Error('no room in time');
     assembling.take(bytes, ASSEMBLING_WAIT_MS, timeout, gone.signal).then(
       (giveBack) => {
+        // room granted in the tick its socket closed: the close has let go of what it held
+        if (closed) return giveBack();
         held.push({ bytes, giveBack });
         writeAll(reader.admitted());
         if (!fed.isPaused) fed._socket?.resume(); // unless the relay itself stopped reading it
