@@ -20,6 +20,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/egress-address-kinds.test.ts',
   'test/unit/egress-host-lines.test.ts',
   'test/unit/egress-host-lines-edges.test.ts',
+  'test/unit/egress-host-lines-bulk.test.ts',
   'test/unit/toolbox-frames.test.ts',
   'test/unit/toolbox-frames-guards.test.ts',
   'test/unit/bounds-streams.test.ts',

@@ -203,12 +203,25 @@ describe('blocked domains', () => {
     expect(echoReceived).toBe(before);
   });
 
-  it('closes a tunnel whose ClientHello never completes', async () => {
-    const proxy = await startProxy({ allowHostPorts: [echoPort] }, { helloTimeoutMs: 200 });
+  it('closes a tunnel whose ClientHello never completes, where domains are blocked', async () => {
+    const proxy = await startProxy(
+      { blockedDomains, allowHostPorts: [echoPort] },
+      { helloTimeoutMs: 200 },
+    );
     const { socket } = await connect(proxy, `127.0.0.1:${echoPort}`);
     const answer = readAll(socket);
     socket.write(Buffer.from([0x16, 3, 1, 1, 0, 1]));
     expect(Buffer.from(await answer)[0]).toBe(0x15);
+  });
+
+  it('with no domain blocked, reads nothing of a tunnel: a partial hello passes at once', async () => {
+    const proxy = await startProxy({ allowHostPorts: [echoPort] }, { helloTimeoutMs: 200 });
+    const { socket } = await connect(proxy, `127.0.0.1:${echoPort}`);
+    const all = readAll(socket);
+    socket.end(Buffer.from([0x16, 3, 1, 1, 0, 1]));
+    expect(Buffer.from(await all, 'latin1').subarray(0, 6)).toEqual(
+      Buffer.from([0x16, 3, 1, 1, 0, 1]),
+    );
   });
 
   it.skipIf(!hasOpenssl)('lets a ClientHello naming an allowed host through', async () => {

@@ -147,6 +147,8 @@ export class Egress {
   readonly #log: Logger;
   readonly #opts: Required<EgressOptions>;
   #blocked: (host: string) => string | undefined;
+  /** Whether any domain is blocked: if none is, a tunnel's bytes need no watching (splice.ts). */
+  #blocksAny: boolean;
   /** Never listens: Node's HTTP parser, fed with `emit('connection')`. */
   readonly #server: http.Server;
   readonly #dialer: Dialer;
@@ -176,6 +178,7 @@ export class Egress {
    */
   setBlockedDomains(domains: readonly string[]): void {
     this.#blocked = blockedDomainMatcher(domains);
+    this.#blocksAny = domains.length > 0;
   }
 
   constructor(policy: EgressPolicy, log: Logger, options: EgressOptions = {}) {
@@ -183,6 +186,7 @@ export class Egress {
     this.#log = log;
     this.#opts = { ...DEFAULTS, ...options };
     this.#blocked = blockedDomainMatcher(policy.blockedDomains);
+    this.#blocksAny = policy.blockedDomains.length > 0;
     this.#dialer = new Dialer(this.#opts, log);
     this.#routes = new Routes({
       upstream: policy.upstream,
@@ -202,12 +206,16 @@ export class Egress {
           client,
           upstream,
           head,
-          sniff && {
-            target: sniff,
-            blocked: (name) => this.#blocked(name),
-            helloTimeoutMs: this.#opts.helloTimeoutMs,
-            log,
-          },
+          // a TLS hello's name and a plain tunnel's lines are read only to refuse blocked
+          // domains: with none, the tunnel is spliced unread
+          sniff && this.#blocksAny
+            ? {
+                target: sniff,
+                blocked: (name) => this.#blocked(name),
+                helloTimeoutMs: this.#opts.helloTimeoutMs,
+                log,
+              }
+            : undefined,
         ),
       refuseRaw: (kind, socket, err) => this.#refuseRaw(kind, socket, err),
       refuseResponse: (res, err) => this.#refuseResponse(res, err),

@@ -18,21 +18,53 @@ import { parseAuthority } from './proxy-http.js';
 /** Bytes of a line read to find the host it names. */
 export const MAX_LINE = 8 * 1024;
 
-const HOST_LINE = /^host[ \t]*:[ \t]*([^\r\n]*?)[ \t]*$/i;
-const ABSOLUTE_REQUEST = /^[A-Z]+[ \t]+[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#\s]*)/;
+/**
+ * A `Host` header's name and colon. Its value is cut out by hand (hostValue): a pattern that
+ * trims the value's spaces backtracks over them, quadratic in a line of spaces.
+ */
+const HOST_FIELD = /^host[ \t]*:/i;
+/**
+ * A request line whose target names a host: the absolute form (`GET http://host/`), or a target
+ * a URL parser resolves to another host (`GET //host/`, `/\host`, `http:\\host`: two slashes,
+ * either way round, start an authority).
+ */
+const NAMING_REQUEST = /^[A-Z]+[ \t]+(?:[A-Za-z][A-Za-z0-9+.-]*:)?[/\\]{2}([^/?#\\\s]*)/;
 /** The start of a line that may name a host once it is whole. */
-const NAMING_START = /^(?:host[ \t]*:|[A-Z]+[ \t]+[A-Za-z][A-Za-z0-9+.-]*:\/\/)/i;
+const NAMING_START = /^(?:host[ \t]*:|[A-Z]+[ \t]+(?:[A-Za-z][A-Za-z0-9+.-]*:)?[/\\]{2})/i;
+
+/** The value of a `Host` header line, without the spaces and tabs around it; else undefined. */
+function hostValue(line: string): string | undefined {
+  const field = HOST_FIELD.exec(line);
+  if (!field) return undefined;
+  let from = field[0].length;
+  let to = line.length;
+  while (from < to && (line[from] === ' ' || line[from] === '\t')) from++;
+  while (to > from && (line[to - 1] === ' ' || line[to - 1] === '\t')) to--;
+  return line.slice(from, to);
+}
+
+/** Lines that may name a host, at the start of any line of a text that holds many. */
+const NAMING_LINE = new RegExp(NAMING_START.source, 'gim');
+/** The next line end, and the next byte that is none. */
+const LINE_END = /[\r\n]/g;
+const NOT_LINE_END = /[^\r\n]/g;
+/**
+ * Lines naming a host taken from one read of the tunnel: HTTP sends one per request head, so
+ * even a long pipelined burst holds far fewer; a read with more is refused rather than each of
+ * them parsed on the server's main thread.
+ */
+export const MAX_NAMING_LINES = 256;
 
 /** What may pass on now, or the host a line names that the blocked domains refuse. */
 export type LineVerdict = { pass: Buffer } | { blocked: string };
 
 /** The host a whole line names (`Host:` header or absolute-form request line), if any. */
 export function namedHost(line: string): string | undefined {
-  const m = HOST_LINE.exec(line) ?? ABSOLUTE_REQUEST.exec(line);
-  if (!m) return undefined;
+  const value = hostValue(line) ?? NAMING_REQUEST.exec(line)?.[1];
+  if (value === undefined) return undefined;
   // the line's bytes as UTF-8 (a host may be an IDN, or spell a dot as `。`), `%XX` decoded (a
   // URL parser decodes a host's escapes: `blocked%2etest`)
-  const text = percentDecoded(Buffer.from(m[1]!, 'latin1').toString('utf8'));
+  const text = percentDecoded(Buffer.from(value, 'latin1').toString('utf8'));
   // what a URL parser takes for the host: the text before any path, query or fragment (a
   // server that reads `Host: blocked.test/x` as a URL's authority serves `blocked.test`), after
   // any user info
@@ -58,11 +90,19 @@ function percentDecoded(text: string): string {
   }
 }
 
-/** Where the next line end (LF or CR) is at or after `from`, else -1. */
-function lineEnd(chunk: Buffer, from: number): number {
-  const lf = chunk.indexOf(0x0a, from);
-  const cr = chunk.indexOf(0x0d, from);
-  return lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+/**
+ * The line ends (LF or CR) of one chunk, in order: each search starts where the last one found
+ * its byte, so a chunk is scanned once for each, however many lines it holds (searching both
+ * from every line's start scanned the rest of a chunk of line feeds for a CR once per line).
+ */
+function lineEnds(chunk: Buffer): (from: number) => number {
+  let lf = -2;
+  let cr = -2;
+  return (from) => {
+    if (lf !== -1 && lf < from) lf = chunk.indexOf(0x0a, from);
+    if (cr !== -1 && cr < from) cr = chunk.indexOf(0x0d, from);
+    return lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+  };
 }
 
 /** Watches one tunnel's client-to-upstream bytes, line by line. */
@@ -83,9 +123,22 @@ export class HostLines {
 
   /** Take `chunk`: all of it may pass, or the blocked host one of its lines names. */
   feed(chunk: Buffer): LineVerdict {
+    const lineEnd = lineEnds(chunk);
     let start = 0;
+    let whole = true; // the lines up to the chunk's last line end are still to be taken whole
     for (;;) {
-      const end = lineEnd(chunk, start);
+      if (whole && this.#line === '' && !this.#skip && start < chunk.length) {
+        // a line starts here: the complete lines from here on are taken at once
+        whole = false;
+        const last = Math.max(chunk.lastIndexOf(0x0a), chunk.lastIndexOf(0x0d));
+        if (last >= start) {
+          const hit = this.#lines(chunk.toString('latin1', start, last + 1));
+          if (hit !== undefined) return { blocked: hit };
+          start = last + 1;
+          continue;
+        }
+      }
+      const end = lineEnd(start);
       this.#read(chunk.subarray(start, end < 0 ? chunk.length : end));
       if (this.#long && NAMING_START.test(this.#line)) {
         return { blocked: `a line of more than ${MAX_LINE} bytes naming a host` };
@@ -94,6 +147,66 @@ export class HostLines {
       const hit = this.#check();
       if (hit !== undefined) return { blocked: hit };
       start = end + 1;
+    }
+  }
+
+  /**
+   * Complete lines (`text` ends with a line end, and starts a line): only those that can name a
+   * host are looked at one by one, found by one pattern over the whole text (the others cost a
+   * native scan, not a step each), and at most `MAX_NAMING_LINES` of them: past that the text is
+   * no HTTP a server would take, and the tunnel is refused.
+   */
+  #lines(text: string): string | undefined {
+    let pos = 0;
+    let naming = 0;
+    const take = (from: number): string | undefined => {
+      LINE_END.lastIndex = from;
+      LINE_END.test(text);
+      const to = LINE_END.lastIndex - 1; // the text ends with a line end: always found
+      const line = text.slice(from, to);
+      pos = to + 1;
+      if (++naming > MAX_NAMING_LINES) {
+        return `more than ${MAX_NAMING_LINES} lines naming a host in one read`;
+      }
+      this.#line = line.slice(0, MAX_LINE);
+      this.#long = line.length > MAX_LINE;
+      if (this.#long && NAMING_START.test(this.#line)) {
+        return `a line of more than ${MAX_LINE} bytes naming a host`;
+      }
+      return this.#check();
+    };
+    for (;;) {
+      if (this.#afterHost) {
+        // the next line that is not empty may continue the `Host` line (obs-fold)
+        NOT_LINE_END.lastIndex = pos;
+        if (!NOT_LINE_END.test(text)) return undefined;
+        const first = NOT_LINE_END.lastIndex - 1;
+        if (text[first] === ' ' || text[first] === '\t') {
+          const hit = take(first);
+          if (hit !== undefined) return hit;
+          continue;
+        }
+      }
+      NAMING_LINE.lastIndex = pos;
+      const found = NAMING_LINE.exec(text);
+      // a line in between that is not empty, and cannot name a host, ends any `Host` line's
+      // continuation
+      NOT_LINE_END.lastIndex = pos;
+      const between =
+        NOT_LINE_END.test(text) && NOT_LINE_END.lastIndex - 1 < (found?.index ?? text.length);
+      if (between) this.#afterHost = false;
+      if (!found) return undefined;
+      const c = text.charCodeAt(found.index);
+      if (!((c >= 0x41 && c <= 0x5a) || c === 0x68)) {
+        // as #read: a line whose first byte no method or `Host` starts with is not read
+        this.#afterHost = false;
+        LINE_END.lastIndex = found.index;
+        LINE_END.test(text);
+        pos = LINE_END.lastIndex;
+        continue;
+      }
+      const hit = take(found.index);
+      if (hit !== undefined) return hit;
     }
   }
 
@@ -135,7 +248,7 @@ export class HostLines {
       }
       return undefined;
     }
-    this.#afterHost = HOST_LINE.test(line);
+    this.#afterHost = HOST_FIELD.test(line);
     const name = line === '' ? undefined : namedHost(line);
     return name !== undefined && this.#blocked(name) !== undefined ? name : undefined;
   }

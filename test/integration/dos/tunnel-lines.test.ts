@@ -1,0 +1,87 @@
+/**
+ * What reading a tunnel's lines costs the server (egress/host-lines.ts): an instance started with
+ * `blocked_domains` opens a CONNECT tunnel without TLS to an allowed server on the host and sends
+ * a body the Host rule reads line by line, as fast as it can: only line ends (each line end used
+ * to rescan the rest of the socket read: 23 ms of main thread per 64 KiB), then `Host: a`, 8,100
+ * spaces and `b` (a pattern that backtracked over the spaces: 0.4 s per 64 KiB). An outside
+ * tester stalled `/livez` for 2–6 s so. Now another client's `/livez` stays fast while the bytes
+ * flow, and they reach the upstream.
+ */
+import { createServer, type Server } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { paced } from '../../helpers/livez-paced.js';
+import { reference } from '../../helpers/livez-probe.js';
+import { useInstance, useServer } from '../../helpers/use-server.js';
+
+/** An upstream that reads and drops whatever comes, counting it. */
+let sink: Server;
+let port = 0;
+let received = 0;
+beforeAll(async () => {
+  sink = createServer((socket) => {
+    socket.on('data', (d: Buffer) => (received += d.length));
+    socket.on('error', () => {});
+  });
+  await new Promise<void>((r) => sink.listen(0, '127.0.0.1', r));
+  port = (sink.address() as AddressInfo).port;
+});
+afterAll(() => new Promise<void>((r) => sink.close(() => r())));
+
+const server = useServer({}, { timeout: 180_000 });
+const instance = useInstance(server, 'ubuntu', { blocked_domains: ['blocked.test'] }, 180_000);
+
+/** Inside the instance: a tunnel to the sink carrying MODE's body for SECS seconds. */
+const FLOOD = (mode: 'lf' | 'redos', secs: number) => `
+import socket, time
+line = b'Host: a' + b' ' * 8100 + b'b\\n'
+chunk = b'\\n' * 65536 if ${JSON.stringify(mode)} == 'lf' else line * (65536 // len(line))
+s = socket.create_connection(('127.0.0.1', 3128))
+s.sendall(b'CONNECT 127.0.0.1:${port} HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n\\r\\n')
+print(s.recv(4096).split(b'\\r\\n')[0].decode())
+s.sendall(b'POST /sink HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\nContent-Length: 100000000000\\r\\n\\r\\n')
+sent = 0
+end = time.time() + ${secs}
+s.settimeout(5)
+while time.time() < end:
+    s.sendall(chunk)
+    sent += len(chunk)
+print('sent', sent)
+`;
+
+async function flood(mode: 'lf' | 'redos') {
+  const before = await reference(server.url);
+  const got = received;
+  const run = server
+    .api(`/v1/instance/${instance.id}/bash`, {
+      json: { command: `python3 - <<'PY'\n${FLOOD(mode, 6)}\nPY`, timeout: 60 },
+    })
+    .then(async (res) => ({ status: res.status, body: (await res.json()) as { output?: string } }));
+  const during = await paced(server.url, run);
+  const { status, body } = await run;
+  console.log(`tunnel-lines ${mode}:`, {
+    before: before.p99,
+    during: during.p99,
+    max: during.max,
+    MiB: Math.round((received - got) / 2 ** 20),
+  });
+  expect(status).toBe(200);
+  expect(body.output).toContain('HTTP/1.1 200');
+  const sent = Number(/sent (\d+)/.exec(body.output ?? '')?.[1]);
+  return { before, during, sent, arrived: received - got };
+}
+
+describe('a tunnel carrying lines the Host rule reads', () => {
+  it('of line ends only: the bytes pass and /livez stays fast', async () => {
+    const { before, during, sent, arrived } = await flood('lf');
+    expect(sent).toBeGreaterThan(4 * 2 ** 20); // the attack ran
+    expect(arrived).toBeGreaterThan(sent / 2);
+    expect(during.p99).toBeLessThan(Math.max(100, before.p99 + 100));
+  }, 120_000);
+
+  it('of Host lines padded with spaces: the same', async () => {
+    const { before, during, sent } = await flood('redos');
+    expect(sent).toBeGreaterThan(2 ** 20);
+    expect(during.p99).toBeLessThan(Math.max(100, before.p99 + 100));
+  }, 120_000);
+});
