@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { frameReader } from '../../src/server/chromium/unmask.js';
+import { frameReader, PIECE_CHARGE } from '../../src/server/chromium/unmask.js';
 
 const MiB = 1024 * 1024;
 
@@ -132,9 +132,15 @@ describe('frameReader', () => {
     const ping = frame(randomBytes(4));
     ping[0] = 0x89;
     reader.read(ping);
-    expect(asked).toEqual(['admit 300', 'admit 70000']);
+    // a short piece is charged what keeping it costs at least (PIECE_CHARGE)
+    expect(asked).toEqual([`admit ${PIECE_CHARGE}`, 'admit 70000']);
     reader.read(piece(randomBytes(5), 0, true));
-    expect(asked).toEqual(['admit 300', 'admit 70000', 'admit 5', 'done 70305']);
+    expect(asked).toEqual([
+      `admit ${PIECE_CHARGE}`,
+      'admit 70000',
+      'admit 5',
+      `done ${PIECE_CHARGE + 70_005}`,
+    ]);
     // a whole message in one short frame is charged nothing
     reader.read(frame(randomBytes(100)));
     expect(asked).toHaveLength(4);

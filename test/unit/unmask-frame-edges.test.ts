@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { frameReader } from '../../src/server/chromium/unmask.js';
+import { frameReader, PIECE_CHARGE } from '../../src/server/chromium/unmask.js';
 
 const MiB = 1024 * 1024;
 
@@ -24,6 +24,8 @@ function frame(payload: Buffer, first = 0x82): Buffer {
   const masked = Buffer.from(payload.map((b, i) => b ^ key[i % 4]!));
   return Buffer.concat([head, key, masked]);
 }
+
+const b1 = () => Buffer.from([0x7b]);
 
 describe('frameReader', () => {
   it('assembles a long payload that starts at an odd offset of a read', () => {
@@ -49,8 +51,22 @@ describe('frameReader', () => {
       done: (bytes) => asked.push(`done ${bytes}`),
     });
     reader.read(frame(randomBytes(300), 0x01)); // text, not the last piece
-    expect(asked).toEqual(['admit 300']);
+    expect(asked).toEqual([`admit ${PIECE_CHARGE}`]);
     reader.read(frame(Buffer.alloc(0), 0x80)); // continuation, the last, empty
-    expect(asked).toEqual(['admit 300', 'done 300']);
+    expect(asked).toEqual([`admit ${PIECE_CHARGE}`, `done ${PIECE_CHARGE}`]);
+  });
+
+  it('hands a short piece of a message on in a buffer of its own, not a view of its read', () => {
+    const reader = frameReader(8 * MiB);
+    // 63 KiB of pongs, then a 1-byte first piece of a text message, in one read
+    const pong = frame(Buffer.alloc(125, 0x70), 0x8a);
+    const read = Buffer.concat([...Array.from({ length: 500 }, () => pong), frame(b1(), 0x01)]);
+    const out = reader.read(read);
+    const payload = out.at(-1)!;
+    expect(payload.length).toBe(1);
+    expect(payload.buffer.byteLength).toBe(1); // `ws` keeps it, and only it, until the last piece
+    expect(payload[0]).toBe(0x7b);
+    // what came before it passed as it came
+    expect(Buffer.concat(out.slice(0, -1)).length).toBe(read.length - 1);
   });
 });

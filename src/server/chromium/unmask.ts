@@ -176,6 +176,13 @@ export interface FrameReader {
 const ASSEMBLE_FROM = 1024 * 1024;
 
 /**
+ * What a piece of a message sent in pieces is charged at least: what keeping one costs beside its
+ * bytes (its buffer, `ws`'s reference to it), so that a message of many 1-byte pieces is bounded
+ * by the total as well as one of a few long ones.
+ */
+export const PIECE_CHARGE = 1024;
+
+/**
  * A reader of one connection's frames: given each chunk the socket read, returns what to hand
  * `ws`, in order. Headers and short payloads pass as they came (unmasked in place, the key
  * zeroed, which `ws` then skips); a long payload is copied, unmasked, into a buffer of its
@@ -228,7 +235,10 @@ export function frameReader(
     } else {
       releaseAtEnd = charge;
     }
-    if (length >= ASSEMBLE_FROM) {
+    // a piece is copied out of the read it came in, however short: `ws` keeps each piece until
+    // the message's last, and a view would keep the whole read (a 1-byte piece behind 63 KiB
+    // of pongs kept 64 KiB)
+    if (length >= ASSEMBLE_FROM || (piece && length > 0)) {
       assembling = Buffer.allocUnsafeSlow(length);
       filled = 0;
     }
@@ -311,7 +321,10 @@ export function frameReader(
         const opcode = header[0]! & 0x0f;
         const last = (header[0]! & 0x80) !== 0;
         const piece = opcode < 8 && (!last || opcode === 0);
-        const charge = piece || length >= ASSEMBLE_FROM ? length : 0;
+        // a piece kept until the message's last is charged what keeping it costs at least (the
+        // last is not kept: \`ws\` joins the message as it comes)
+        const cost = piece && !last ? Math.max(length, PIECE_CHARGE) : length;
+        const charge = piece || length >= ASSEMBLE_FROM ? cost : 0;
         if (charge > 0 && !budget.admit(charge)) {
           // the header goes on now; the payload waits, and what comes after it, in order
           blocked = charge;
