@@ -46,6 +46,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/inbound-gate-bounds.test.ts',
   'test/unit/unmask-assembling.test.ts',
   'test/unit/unmask-frame-edges.test.ts',
+  'test/unit/unmask-stall.test.ts',
   'test/unit/log-budget.test.ts',
   'test/unit/log-budget-edges.test.ts',
   'test/unit/auth-store.test.ts',

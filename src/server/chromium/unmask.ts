@@ -55,9 +55,11 @@ interface Fed {
   _socket?: {
     once(event: 'close', listener: () => void): unknown;
     resume(): unknown;
+    isPaused?(): boolean;
   };
   isPaused?: boolean;
   close?(code: number, reason: string): void;
+  terminate?(): void;
 }
 
 /** How long a long frame waits for room in the server's total before its client is closed. */
@@ -67,6 +69,22 @@ export const ASSEMBLING_WAIT_MS = 60_000;
 export const ASSEMBLING_CLOSE = {
   code: 1008,
   reason: `the server was receiving ${CDP_MAX_ASSEMBLING_BYTES_TOTAL / 2 ** 20} MiB of other clients' long frames for ${ASSEMBLING_WAIT_MS / 1000} s`,
+};
+
+/**
+ * A connection holding part of the total must send on: at least `ASSEMBLING_MIN_PROGRESS` bytes
+ * in each `ASSEMBLING_STALL_MS` while the server reads it (a 96 MiB frame at 50 KiB/s), else it is
+ * closed and what it held goes to the frames waiting. Without it, the headers of six 96 MiB
+ * frames (84 bytes) held the whole total for as long as their sender liked, and every other
+ * client's long commands waited their 60 s and were refused.
+ */
+export const ASSEMBLING_STALL_MS = 20_000;
+export const ASSEMBLING_MIN_PROGRESS = 1024 * 1024;
+
+/** Why a client that holds part of the total and does not send on is closed. */
+export const STALLED_CLOSE = {
+  code: 1008,
+  reason: `a long message was not sent on: under ${ASSEMBLING_MIN_PROGRESS / 2 ** 20} MiB in ${ASSEMBLING_STALL_MS / 1000} s`,
 };
 
 /**
@@ -97,10 +115,35 @@ export function unmaskAsReceived(ws: object, maxPayload: number): void {
   const held: { bytes: number; giveBack: () => void }[] = [];
   const gone = new AbortController();
   let closed = false;
+  /** Bytes read in this window while the connection held part of the total. */
+  let progress = 0;
+  let stallClock: NodeJS.Timeout | undefined;
+  const stalled = () => {
+    if (held.length === 0 || closed) {
+      clearInterval(stallClock);
+      stallClock = undefined;
+      return;
+    }
+    const sent = progress;
+    progress = 0;
+    // not read, by the relay's or ws's choice or while a frame waits: not the client's doing
+    const unread = fed.isPaused || fed._socket?.isPaused?.() || reader.waiting > 0;
+    if (unread || sent >= ASSEMBLING_MIN_PROGRESS) return;
+    closed = true;
+    clearInterval(stallClock);
+    stallClock = undefined;
+    fed.close?.(STALLED_CLOSE.code, STALLED_CLOSE.reason);
+    // the close frame goes out, then the socket: what it held is given back when it closes
+    setTimeout(() => fed.terminate?.(), 1000).unref();
+  };
+  const hold = (bytes: number, giveBack: () => void) => {
+    held.push({ bytes, giveBack });
+    stallClock ??= setInterval(stalled, ASSEMBLING_STALL_MS).unref();
+  };
   const reader = frameReader(maxPayload, {
     admit: (bytes) => {
       const giveBack = assembling.tryTake(bytes);
-      if (giveBack) held.push({ bytes, giveBack });
+      if (giveBack) hold(bytes, giveBack);
       return giveBack !== undefined;
     },
     done: (bytes) => {
@@ -122,7 +165,7 @@ export function unmaskAsReceived(ws: object, maxPayload: number): void {
       (giveBack) => {
         // room granted in the tick its socket closed: the close has let go of what it held
         if (closed) return giveBack();
-        held.push({ bytes, giveBack });
+        hold(bytes, giveBack);
         writeAll(reader.admitted());
         if (!fed.isPaused) fed._socket?.resume(); // unless the relay itself stopped reading it
       },
@@ -135,11 +178,13 @@ export function unmaskAsReceived(ws: object, maxPayload: number): void {
   };
   fed._socket?.once('close', () => {
     closed = true;
+    clearInterval(stallClock);
     gone.abort();
     for (const h of held.splice(0)) h.giveBack(); // a frame the client never finished
   });
   receiver.write = (chunk: Buffer) => {
     if (closed) return true; // closing: what still comes is dropped
+    if (held.length > 0) progress += chunk.length;
     const wasWaiting = reader.waiting > 0;
     const ok = writeAll(reader.read(chunk));
     if (reader.waiting === 0) return ok;
