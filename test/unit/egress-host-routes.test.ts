@@ -5,6 +5,7 @@
  * and multicast are not; then `hostAddresses` with such routes classes their addresses `private`,
  * and the tables are read again once a reading is `ROUTES_FRESH_MS` old.
  */
+import { endianness } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { classifyAddress, hostAddresses } from '../../src/server/sandbox/egress/address.js';
 import {
@@ -77,11 +78,17 @@ describe('the IPv4 routing table', () => {
       v4('vh0', '0000010G', '0200000B', '00FFFFFF'),
       v4('vh0', '0000010B', '0200000B', '00FFFFF'),
       v4('vh0', '0000010B0', '0200000B', '00FFFFFF'),
+      v4('vh0', '0000010B', '0200000B', '000FFFFFF'),
       'vh0\t0000010B',
       '   ',
       v4('vh0', '0000020B', '0200000B', '00FFFFFF'),
+      // whitespace around and between the fields is a separator, however much
+      `  ${v4('vh0', '0000030B', '0200000B', '00FFFFFF').replace(/\t/g, ' \t ')}  `,
     ].join('\n');
-    expect(parseIpv4Routes(table)).toEqual([{ address: '11.2.0.0', prefix: 24, family: 4 }]);
+    expect(parseIpv4Routes(table)).toEqual([
+      { address: '11.2.0.0', prefix: 24, family: 4 },
+      { address: '11.3.0.0', prefix: 24, family: 4 },
+    ]);
     expect(parseIpv4Routes('')).toEqual([]);
   });
 });
@@ -101,13 +108,16 @@ describe('the IPv6 routing table', () => {
       good.replace('fd12', 'fg12'),
       good.replace(' 40 ', ' 4 '),
       good.replace(' 40 ', ' 81 '), // longer than an address
+      good.replace(' 40 ', ' 040 '),
       good.replace('fd12', 'fd123'),
       good.replace(/ +eth0$/, ''),
       `${good} extra`,
       good.replace('fd12', 'fd13'),
+      `  ${good.replace('fd12', 'fd14')}  `,
     ].join('\n');
     expect(parseIpv6Routes(table)).toEqual([
       { address: 'fd13:0:0:0:0:0:0:0', prefix: 64, family: 6 },
+      { address: 'fd14:0:0:0:0:0:0:0', prefix: 64, family: 6 },
     ]);
   });
 });
@@ -126,9 +136,14 @@ describe('hostAddresses with routes', () => {
   });
 
   it("reads this machine's tables as they are", () => {
-    // whatever they hold: the kernel's text reads, and each network is one of the host's
+    // whatever they hold: both tables read, and each network is one of the host's
+    const fresh = routedNetworks(2e12);
+    expect(fresh).toEqual([
+      ...parseIpv4Routes(readTable('/proc/net/route'), endianness()),
+      ...parseIpv6Routes(readTable('/proc/net/ipv6_route')), // absent without IPv6
+    ]);
     const host = hostAddresses();
-    for (const net of routedNetworks()) {
+    for (const net of fresh) {
       const family = net.family === 4 ? 'ipv4' : 'ipv6';
       expect(host.onHostNetwork?.(net.address, family), net.address).toBe(true);
     }
@@ -139,6 +154,7 @@ describe('reading the tables', () => {
   it('once per ROUTES_FRESH_MS, then again (a clock going back reads again too)', () => {
     const t = 1e12; // far from every reading before: this one is fresh
     const first = routedNetworks(t);
+    expect(routedNetworks(t)).toBe(first);
     expect(routedNetworks(t + ROUTES_FRESH_MS - 1)).toBe(first);
     const second = routedNetworks(t + ROUTES_FRESH_MS);
     expect(second).not.toBe(first);

@@ -48,7 +48,7 @@ export function parseIpv4Routes(text: string, order: 'LE' | 'BE' = 'LE'): Routed
   const out: RoutedNetwork[] = [];
   for (const line of text.split('\n').slice(1)) {
     const [iface, destination, , , , , , mask] = line.trim().split(/\s+/);
-    if (iface === undefined || iface === 'lo') continue;
+    if (iface === 'lo') continue;
     if (!/^[0-9a-f]{8}$/i.test(destination ?? '') || !/^[0-9a-f]{8}$/i.test(mask ?? '')) continue;
     // a route's mask is contiguous: its length is its number of one bits
     const ones = ipv4Bytes(mask!, order).map((b) => b.toString(2).replace(/0/g, ''));
