@@ -39,6 +39,7 @@ export default {
     'src/server/sandbox/seccomp.ts',
     'src/server/sandbox/egress/policy.ts',
     'src/server/sandbox/egress/address.ts',
+    'src/server/sandbox/egress/host-routes.ts',
     'src/server/sandbox/egress/host-lines.ts',
     'src/server/sandbox/egress/sni.ts',
     'src/server/toolbox/frames.ts',

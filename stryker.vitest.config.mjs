@@ -18,6 +18,7 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/egress-address.test.ts',
   'test/unit/egress-address-spellings.test.ts',
   'test/unit/egress-address-kinds.test.ts',
+  'test/unit/egress-host-routes.test.ts',
   'test/unit/egress-host-lines.test.ts',
   'test/unit/egress-host-lines-edges.test.ts',
   'test/unit/egress-host-lines-bulk.test.ts',

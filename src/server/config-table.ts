@@ -296,7 +296,7 @@ export const SETTINGS: readonly SettingDoc[] = [
     flags: ['--allow-network'],
     default: 'none',
     meaning:
-      'private networks (RFC 1918, 100.64/10, fc00::/7, the special-purpose ranges not routed on the internet, the networks of the host’s own interfaces; 6to4 and Teredo by their IPv6 network) instances may reach, as CIDRs (flag repeatable; variable comma-separated)',
+      'private networks (RFC 1918, 100.64/10, fc00::/7, the special-purpose ranges not routed on the internet, the networks of the host’s own interfaces and those it routes to, not by its default route; 6to4 and Teredo by their IPv6 network) instances may reach, as CIDRs (flag repeatable; variable comma-separated)',
   },
   {
     option: 'isolation.insecureNoIsolation',

@@ -59,7 +59,8 @@ describe("the host's own networks", () => {
     .filter((i) => i !== undefined && !i.internal && i.family === 'IPv4' && i.cidr !== null);
 
   it('are its interfaces but loopback: another address of their network is private', () => {
-    const host = hostAddresses();
+    // the interfaces alone: the kernel's routes hold their networks too (egress-host-routes.test.ts)
+    const host = hostAddresses([]);
     expect(external.length, 'this machine has a network interface').toBeGreaterThan(0);
     const toInt = (a: string) => a.split('.').reduce((v, p) => v * 256 + Number(p), 0);
     const toDots = (n: number) => [24, 16, 8, 0].map((b) => (n >>> b) & 255).join('.');

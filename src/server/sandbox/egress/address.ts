@@ -22,6 +22,7 @@
 import { BlockList, isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { domainToASCII } from 'node:url';
+import { type RoutedNetwork, routedNetworks } from './host-routes.js';
 
 /** An IP address as numbers: IPv4 as one unsigned 32-bit value, IPv6 as eight 16-bit words. */
 type ParsedIp = { family: 4; value: number } | { family: 6; words: number[] };
@@ -120,9 +121,10 @@ export function kernelAddress(spelling: string): string | undefined {
  * - `link-local`: 169.254.0.0/16, fe80::/10 (cloud metadata lives here), and fd00:ec2::254
  * - `private`: 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, fec0::/10, the special-purpose
  *   ranges no one routes on the internet (documentation, benchmarking, reserved, multicast,
- *   local NAT64), the networks the host's interfaces are on, and a 6to4, Teredo or NAT64 address
- *   embedding an IPv4 address that is not remote (link-local embedded: `link-local`); such an
- *   address is reached only if the operator allowed its network by CIDR
+ *   local NAT64), the networks the host's interfaces are on or it routes to other than by its
+ *   default route, and a 6to4, Teredo or NAT64 address embedding an IPv4 address that is not
+ *   remote (link-local embedded: `link-local`); such an address is reached only if the operator
+ *   allowed its network by CIDR
  * - `remote`: anything else
  */
 export type AddressKind = 'loopback' | 'unspecified' | 'host' | 'link-local' | 'private' | 'remote';
@@ -153,7 +155,7 @@ PRIVATE.addSubnet('2001:db8::', 32, 'ipv6'); // documentation
 PRIVATE.addSubnet('3fff::', 20, 'ipv6'); // documentation
 PRIVATE.addSubnet('ff00::', 8, 'ipv6'); // multicast
 
-/** The host's own addresses, and the networks its interfaces are on (`hostAddresses()`). */
+/** The host's own addresses, and the networks it is on or routes to (`hostAddresses()`). */
 export interface HostAddresses extends ReadonlySet<string> {
   /** Whether an address (`canonicalIp` spelling) is on one of the host's networks. */
   readonly onHostNetwork?: (canonical: string, family: 'ipv4' | 'ipv6') => boolean;
@@ -213,9 +215,11 @@ function tunnelledKind(words: readonly number[], hostAddrs: HostAddresses): Addr
 
 /**
  * The host's own addresses right now (interfaces come and go), in `canonicalIp` spelling, with
- * the networks its interfaces other than loopback are on.
+ * the networks its interfaces other than loopback are on and those it routes to other than by its
+ * default route (`host-routes.ts`: a network behind a next hop, a point-to-point peer; `routes`
+ * are the kernel's, read at most a second ago, unless given).
  */
-export function hostAddresses(): HostAddresses {
+export function hostAddresses(routes: readonly RoutedNetwork[] = routedNetworks()): HostAddresses {
   const out = new Set<string>();
   const networks = new BlockList();
   for (const list of Object.values(networkInterfaces())) {
@@ -228,6 +232,9 @@ export function hostAddresses(): HostAddresses {
         networks.addSubnet(net.address, net.prefix, net.family === 4 ? 'ipv4' : 'ipv6');
       }
     }
+  }
+  for (const net of routes) {
+    networks.addSubnet(net.address, net.prefix, net.family === 4 ? 'ipv4' : 'ipv6');
   }
   return Object.assign(out, {
     onHostNetwork: (canonical: string, family: 'ipv4' | 'ipv6') =>
