@@ -19,6 +19,7 @@ import { CDP_MAX_ASSEMBLING_BYTES_TOTAL as TOTAL } from '../../src/api/cdp-limit
 import {
   ASSEMBLING_CLOSE,
   ASSEMBLING_WAIT_MS,
+  PIECE_CHARGE,
   assemblingBytes,
   unmaskAsReceived,
 } from '../../src/server/chromium/unmask.js';
@@ -179,6 +180,43 @@ describe('a long frame that finds the total full', () => {
     expect(assemblingBytes()).toBe(0);
     expect(waits.handed).toHaveLength(1);
     expect(waits.resumes()).toBe(0);
+  });
+});
+
+describe('a message whose pieces meet a total nearly full', () => {
+  it('waits again for a piece that does not fit after the one admitted, then goes on', async () => {
+    /** A piece of a text message (key zero), `fin` on the last. */
+    const piece = (first: boolean, fin: boolean, n: number) =>
+      Buffer.concat([
+        Buffer.from([(fin ? 0x80 : 0) | (first ? 1 : 0), 0x80 | n, 0, 0, 0, 0]),
+        Buffer.alloc(n, 0x61),
+      ]);
+    // the total full but for two pieces' charge, which a second holder then takes
+    const big = track(connection());
+    big.read(header(TOTAL - 2 * PIECE_CHARGE, randomBytes(4)));
+    const small = track(connection());
+    small.read(Buffer.concat([piece(true, false, 1), piece(false, false, 1)]));
+    expect(assemblingBytes()).toBe(TOTAL);
+    // a message of three pieces in one read: the first waits
+    const waits = track(connection());
+    expect(
+      waits.read(
+        Buffer.concat([piece(true, false, 100), piece(false, false, 100), piece(false, true, 100)]),
+      ),
+    ).toBe(false);
+    // room for two pieces: the first two go on, the last does not fit and waits in turn
+    small.gone();
+    await tick();
+    await tick();
+    expect(assemblingBytes()).toBe(TOTAL);
+    expect(waits.resumes()).toBe(0);
+    // the rest of the total given back: the last piece goes on, and the socket is read again
+    big.gone();
+    await tick();
+    await tick();
+    expect(Buffer.concat(waits.handed).includes(Buffer.alloc(100, 0x61))).toBe(true);
+    expect(waits.resumes()).toBe(1);
+    expect(assemblingBytes()).toBe(0); // the message is whole: its pieces were let go
   });
 });
 

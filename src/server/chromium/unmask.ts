@@ -167,6 +167,8 @@ export function unmaskAsReceived(ws: object, maxPayload: number): void {
         if (closed) return giveBack();
         hold(bytes, giveBack);
         writeAll(reader.admitted());
+        // what came after it may hold a frame that does not fit either: it waits its turn too
+        if (reader.waiting > 0) return wait(reader.waiting);
         if (!fed.isPaused) fed._socket?.resume(); // unless the relay itself stopped reading it
       },
       () => {
