@@ -96,4 +96,26 @@ describe('the egress from inside an instance', () => {
     expect(answer).toContain('blocked_domain');
     expect(seen.map((r) => r.url)).toEqual(['/a']);
   }, 60_000);
+
+  it('a path a URL parser reads as another host names that host, proxied or tunnelled', async () => {
+    seen.length = 0;
+    // an upstream routing by new URL(path, 'http://' + Host) would serve blocked.test
+    for (const path of ['//blocked.test/x', '/\\\\blocked.test/x']) {
+      const proxied = await sendFromInside(
+        `b"GET http://127.0.0.1:${port}${path} HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n\\r\\n"`,
+      );
+      expect(proxied, path).toContain('blocked_domain');
+      const tunnelled = await sendFromInside(
+        `b"CONNECT 127.0.0.1:${port} HTTP/1.1\\r\\n\\r\\nGET ${path} HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n\\r\\n"`,
+      );
+      expect(tunnelled, path).toContain('blocked_domain');
+    }
+    expect(seen).toEqual([]);
+    // another host there is not blocked: it goes on, as the upstream's own business
+    const other = await sendFromInside(
+      `b"GET http://127.0.0.1:${port}//allowed.test/x HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n\\r\\n"`,
+    );
+    expect(other).toContain('upstream-ok');
+    expect(seen.map((r) => r.url)).toEqual(['//allowed.test/x']);
+  }, 60_000);
 });

@@ -311,12 +311,18 @@ export class Egress {
 
   /**
    * Check the names, resolve, check every address: the addresses to connect to, or a Refusal.
-   * `alsoNamed` is the `Host` header's host, which must pass the name rule too.
+   * `alsoNamed`: other hosts a server may take for the target's (the `Host` header's, a path's
+   * `//host`), which must pass the name rule too.
    */
-  async #admit(kind: Kind, target: Authority, alsoNamed?: string): Promise<LookupAddress[]> {
+  async #admit(
+    kind: Kind,
+    target: Authority,
+    alsoNamed: readonly (string | undefined)[] = [],
+  ): Promise<LookupAddress[]> {
     let addresses: LookupAddress[];
     try {
-      for (const name of alsoNamed === undefined ? [target.host] : [target.host, alsoNamed]) {
+      for (const name of [target.host, ...alsoNamed]) {
+        if (name === undefined) continue;
         const hit = this.#blocked(name);
         if (hit !== undefined) {
           throw new Refusal(

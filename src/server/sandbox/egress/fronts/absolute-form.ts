@@ -19,6 +19,7 @@ import {
   type Framing,
   type ProxyTarget,
 } from '../proxy-http.js';
+import { normalizeHost } from '../policy.js';
 import { Refusal } from '../refusal.js';
 import type { Front } from './front.js';
 
@@ -27,6 +28,21 @@ export interface AbsoluteRequest {
   target: ProxyTarget;
   host: Authority | undefined;
   framing: Framing;
+  /**
+   * The host a URL parser reads in the path (`//other/` resolves to `other`): a server that
+   * routes by `new URL(path, base)` serves that host, so it must pass the name rule too.
+   */
+  pathHost: string | undefined;
+}
+
+/** The host of a path that starts an authority (`//host/…`), else undefined. */
+function hostInPath(path: string): string | undefined {
+  if (!path.startsWith('//')) return undefined;
+  try {
+    return normalizeHost(new URL(path, 'http://base.invalid').hostname);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Target, `Host` header and body framing of an absolute-form request, or a 400 Refusal. */
@@ -43,10 +59,11 @@ export function requestTarget(req: http.IncomingMessage): AbsoluteRequest {
   if ('refused' in framing) throw new Refusal(400, 'bad_request', framing.refused);
   const values = headerValues(req.rawHeaders, 'host');
   if (values.length > 1) throw new Refusal(400, 'bad_request', 'more than one Host header');
-  if (values[0] === undefined) return { target, host: undefined, framing };
+  const pathHost = hostInPath(target.path);
+  if (values[0] === undefined) return { target, host: undefined, framing, pathHost };
   const host = parseAuthority(values[0], target.port);
   if (host === undefined) throw new Refusal(400, 'bad_request', 'malformed Host header');
-  return { target, host, framing };
+  return { target, host, framing, pathHost };
 }
 
 /**

@@ -17,9 +17,14 @@ export interface Front {
   closed(): boolean;
   /**
    * Check the names, resolve, check every address: the addresses to connect to, or a Refusal.
-   * `alsoNamed` is the `Host` header's host, which must pass the name rule too.
+   * `alsoNamed`: the `Host` header's host and any other a server may take for the target's (a
+   * path's `//host`), which must pass the name rule too.
    */
-  admit(kind: Kind, target: Authority, alsoNamed?: string): Promise<LookupAddress[]>;
+  admit(
+    kind: Kind,
+    target: Authority,
+    alsoNamed?: readonly (string | undefined)[],
+  ): Promise<LookupAddress[]>;
   readonly routes: Routes;
   readonly dialer: Dialer;
   /**

@@ -35,7 +35,7 @@ async function upgrade(
   if (framing.kind !== 'none') {
     throw new Refusal(400, 'bad_request', 'an upgrade request cannot have a body');
   }
-  const addresses = await front.admit('upgrade', target, host?.host);
+  const addresses = await front.admit('upgrade', target, [host?.host, read.pathHost]);
   if (socket.destroyed || front.closed()) return;
   const up = relayRequest(front, req, read, addresses, true);
   let answered = false;
