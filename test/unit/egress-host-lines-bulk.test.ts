@@ -56,6 +56,9 @@ const PIECES = [
   'body bytes ',
   'Hos',
   't: blocked.test\n',
+  'upgrade: websocket\r\n',
+  'Upgrade: h2c\r\n',
+  'PRI * HTTP/2.0\r\n',
 ];
 
 describe('reads cut anywhere', () => {
@@ -121,5 +124,15 @@ describe('request targets a URL parser reads as another host', () => {
     expect(verdict('POST //blocked.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n', [])).toBe(
       'blocked.test',
     );
+  });
+
+  describe('HTTP/2 in the clear, whose requests name hosts on no line', () => {
+    it('is refused by its preface or its upgrade; other upgrades pass', () => {
+      const h2 = 'HTTP/2 in the clear (its requests name hosts on no line)';
+      expect(verdict('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', [])).toBe(h2);
+      expect(verdict('GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: h2c\r\n\r\n', [])).toBe(h2);
+      expect(verdict('GET / HTTP/1.1\r\nupgrade:websocket, h2c\r\n\r\n', [7])).toBe(h2);
+      expect(verdict('GET / HTTP/1.1\r\nupgrade: websocket\r\nX: h2c\r\n\r\n', [])).toBeNull();
+    });
   });
 });

@@ -110,6 +110,11 @@ describe('the egress from inside an instance', () => {
       );
       expect(tunnelled, path).toContain('blocked_domain');
     }
+    // HTTP/2 in the clear names its hosts in binary frames: the tunnel refuses it
+    const h2c = await sendFromInside(
+      `b"CONNECT 127.0.0.1:${port} HTTP/1.1\\r\\n\\r\\nPRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n"`,
+    );
+    expect(h2c).toContain('HTTP/2 in the clear');
     expect(seen).toEqual([]);
     // another host there is not blocked: it goes on, as the upstream's own business
     const other = await sendFromInside(

@@ -29,8 +29,14 @@ const HOST_FIELD = /^host[ \t]*:/i;
  * either way round, start an authority).
  */
 const NAMING_REQUEST = /^[A-Z]+[ \t]+(?:[A-Za-z][A-Za-z0-9+.-]*:)?[/\\]{2}([^/?#\\\s]*)/;
-/** The start of a line that may name a host once it is whole. */
-const NAMING_START = /^(?:host[ \t]*:|[A-Z]+[ \t]+(?:[A-Za-z][A-Za-z0-9+.-]*:)?[/\\]{2})/i;
+/**
+ * HTTP/2 in the clear, by prior knowledge (its preface) or by upgrade: its requests name their
+ * host in binary frames, on no line, so a tunnel that carries it cannot be held to the rule.
+ */
+const CLEARTEXT_H2 = /^(?:PRI \* HTTP\/2\.0$|upgrade[ \t]*:.*\bh2c\b)/i;
+/** The start of a line that may name a host once it is whole (or switch to HTTP/2). */
+const NAMING_START =
+  /^(?:host[ \t]*:|upgrade[ \t]*:|PRI \* |[A-Z]+[ \t]+(?:[A-Za-z][A-Za-z0-9+.-]*:)?[/\\]{2})/i;
 
 /** The value of a `Host` header line, without the spaces and tabs around it; else undefined. */
 function hostValue(line: string): string | undefined {
@@ -197,7 +203,7 @@ export class HostLines {
       if (between) this.#afterHost = false;
       if (!found) return undefined;
       const c = text.charCodeAt(found.index);
-      if (!((c >= 0x41 && c <= 0x5a) || c === 0x68)) {
+      if (!((c >= 0x41 && c <= 0x5a) || c === 0x68 || c === 0x75)) {
         // as #read: a line whose first byte no method or `Host` starts with is not read
         this.#afterHost = false;
         LINE_END.lastIndex = found.index;
@@ -220,10 +226,15 @@ export class HostLines {
     if (this.#skip || this.#long || piece.length === 0) return;
     if (this.#line === '') {
       const first = piece[0]!;
-      // only lines that can name a host are read: `H`/`h`, a method's first letter, or after a
+      // only lines that can name a host are read: `H`/`h`, `u` (`upgrade`), a method's first letter, or after a
       // `Host` line one that continues it (obs-fold: it starts with a space or a tab)
       const folded = (first === 0x20 || first === 0x09) && this.#afterHost;
-      this.#skip = !(folded || (first >= 0x41 && first <= 0x5a) || first === 0x68);
+      this.#skip = !(
+        folded ||
+        (first >= 0x41 && first <= 0x5a) ||
+        first === 0x68 ||
+        first === 0x75
+      );
       if (this.#skip) return;
     }
     const room = MAX_LINE - this.#line.length;
@@ -249,6 +260,7 @@ export class HostLines {
       return undefined;
     }
     this.#afterHost = HOST_FIELD.test(line);
+    if (CLEARTEXT_H2.test(line)) return 'HTTP/2 in the clear (its requests name hosts on no line)';
     const name = line === '' ? undefined : namedHost(line);
     return name !== undefined && this.#blocked(name) !== undefined ? name : undefined;
   }
