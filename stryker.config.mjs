@@ -61,6 +61,8 @@ export default {
     'src/server/auth-states/secret-key.ts',
     // the bound on what an instance can make the server log
     'src/internal/log-budget.ts',
+    // the main thread's time shared among clients' long work and bytes
+    'src/internal/cpu-share.ts',
     // artifacts: the checks on what is opened and named
     span(ARTIFACT, /^ {2}async open\(kind/),
     span(ARTIFACT, /^ {2}async #openFile\(/),

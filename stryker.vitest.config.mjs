@@ -48,6 +48,8 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/unmask-assembling.test.ts',
   'test/unit/unmask-frame-edges.test.ts',
   'test/unit/unmask-stall.test.ts',
+  'test/unit/bytes-per-turn.test.ts',
+  'test/unit/cpu-share.test.ts',
   'test/unit/log-budget.test.ts',
   'test/unit/log-budget-edges.test.ts',
   'test/unit/auth-store.test.ts',

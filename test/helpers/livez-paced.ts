@@ -1,7 +1,7 @@
 /**
  * Another client's `/livez` latency as a client sending one every `everyMs` would see it, stalls
  * included: each probe is sent when due, whether the one before answered or not, and timed from
- * then. Timed from the send, one after another (`livez-probe.ts`), a main thread stalled 3 s
+ * then. Timed from the send, one after another, a main thread stalled 3 s
  * delays one probe and the probes due during the stall are never made, so a p99 over the rest
  * does not see it; here every probe due during the stall waits for it, as that client would (the
  * server runs in the test's process, so the probes' own timer stalls with it and catches up).

@@ -17,10 +17,10 @@
  * or `id` to the top level, so Chromium reads at the top level only the fields the mux wrote.
  * Decoding a crafted 90 MiB command took the server's main thread for seconds and gigabytes of
  * heap (issue 35); this pass allocates nothing, skips strings in native `indexOf` steps and
- * yields to the event loop every few milliseconds.
+ * runs in slices shared with the rest of such work (internal/cpu-share.ts).
  */
-import { setImmediate as turn } from 'node:timers/promises';
 import { CDP_LOCATE_ABOVE_BYTES, CDP_MAX_DECODED_BYTES } from '../../api/cdp-limits.js';
+import { inSlices } from '../../internal/cpu-share.js';
 import { containersOver } from '../../internal/json-bounded.js';
 import type { CdpParams } from './transport.js';
 import { errorReply } from './wire.js';
@@ -132,25 +132,15 @@ function located(data: Buffer): ClientCommand | undefined {
  * Whether `raw` (a located command's params) is one JSON object: it opens there, and the brace
  * that closes it, with brackets matched and strings skipped, is its last byte. Tokens between
  * are not checked (Chromium refuses the whole message if they are not JSON); only where the
- * object ends matters. The pass yields to the event loop every few milliseconds: a crafted
- * 90 MiB of brackets or escaped quotes takes a second or two of CPU, which other clients share.
+ * object ends matters. The pass runs in the main thread's shared slices (internal/cpu-share.ts):
+ * a crafted 90 MiB of brackets or escaped quotes takes a second or two of CPU, and six of them at
+ * once take no more of each turn of the event loop than one.
  */
-export async function wholeObject(raw: Buffer): Promise<boolean> {
-  const scan = objectScan(raw);
-  let slice = performance.now();
-  for (;;) {
-    const step = scan.next();
-    if (step.done) return step.value;
-    if (performance.now() - slice > SLICE_MS) {
-      await turn();
-      slice = performance.now();
-    }
-  }
+export function wholeObject(raw: Buffer): Promise<boolean> {
+  return inSlices(objectScan(raw));
 }
 
-/** Main-thread time one slice of `wholeObject` takes before it lets others run. */
-const SLICE_MS = 4;
-/** Bytes between two looks at the clock. */
+/** Bytes between two points where the pass may be paused. */
 const STEP_BYTES = 64 * 1024;
 
 /** `wholeObject`'s pass, yielding every `STEP_BYTES` or so, inside a long string too. */

@@ -9,6 +9,7 @@
  */
 import type { Readable, Writable } from 'node:stream';
 import { CDP_MAX_COMMAND_WIRE_BYTES, CDP_MAX_MESSAGE_BYTES } from '../../api/cdp-limits.js';
+import { bytesPerTurn } from '../../internal/cpu-share.js';
 
 const NUL = Buffer.from([0]);
 const EMPTY = Buffer.alloc(0);
@@ -51,7 +52,13 @@ export class CdpPipe {
     this.#out = out;
     this.#in = input;
     this.#maxMessage = maxMessage;
-    input.on('data', (chunk: Buffer) => this.#read(chunk));
+    input.on('data', (chunk: Buffer) => {
+      this.#read(chunk);
+      // past the main thread's bytes for this turn, read on in the next (internal/cpu-share.ts)
+      if (bytesPerTurn.spend(chunk.length) || input.isPaused()) return;
+      input.pause();
+      bytesPerTurn.nextTurn(() => this.#open && input.resume());
+    });
     for (const stream of [out, input]) {
       stream.on('error', () => this.close()); // EPIPE once Chromium is gone
       stream.once('close', () => this.close());

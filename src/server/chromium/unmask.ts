@@ -16,6 +16,7 @@
 import { endianness } from 'node:os';
 import { CDP_MAX_ASSEMBLING_BYTES_TOTAL } from '../../api/cdp-limits.js';
 import { ByteBudget } from '../../internal/byte-budget.js';
+import { bytesPerTurn } from '../../internal/cpu-share.js';
 
 const LITTLE_ENDIAN = endianness() === 'LE';
 
@@ -184,12 +185,25 @@ export function unmaskAsReceived(ws: object, maxPayload: number): void {
     gone.abort();
     for (const h of held.splice(0)) h.giveBack(); // a frame the client never finished
   });
+  /** Reads the socket again, unless the relay, `ws` or a waiting frame keeps it unread. */
+  let goingOn = false;
+  const goOn = () => {
+    goingOn = false;
+    if (closed || fed.isPaused || reader.waiting > 0 || receiver.writableNeedDrain) return;
+    fed._socket?.resume();
+  };
   receiver.write = (chunk: Buffer) => {
     if (closed) return true; // closing: what still comes is dropped
     if (held.length > 0) progress += chunk.length;
     const wasWaiting = reader.waiting > 0;
     const ok = writeAll(reader.read(chunk));
-    if (reader.waiting === 0) return ok;
+    if (reader.waiting === 0) {
+      // past the main thread's bytes for this turn, read on in the next (internal/cpu-share.ts)
+      if (bytesPerTurn.spend(chunk.length)) return ok;
+      if (!goingOn) bytesPerTurn.nextTurn(goOn); // ws stops reading the socket until then
+      goingOn = true;
+      return false;
+    }
     if (!wasWaiting) wait(reader.waiting);
     return false; // ws stops reading the socket until the frame is admitted
   };

@@ -15,7 +15,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { cdpClient } from '../../helpers/cdp-client.js';
-import { observe, reference } from '../../helpers/livez-probe.js';
+import { livezBound, said, watchLivez } from '../../helpers/livez-beside.js';
 import { startBrowser, testServer, type TestServer } from '../../helpers/server.js';
 import {
   CDP_MAX_CLIENTS_PER_BROWSER,
@@ -99,7 +99,7 @@ describe('slow cdp_url readers', () => {
   it('six of them hold at most the browser total; the slowest are closed', async () => {
     // each under its own bound: only a total across clients stops them
     const { id, cdpUrl } = await startBrowser(server);
-    const before = await reference(server.url);
+    const watch = await watchLivez(server.url);
     const rss0 = process.memoryUsage().rss;
     const slow = [];
     for (let i = 0; i < 6; i++) slow.push(await slowReader(cdpUrl));
@@ -112,17 +112,11 @@ describe('slow cdp_url readers', () => {
         await new Promise((r) => setTimeout(r, 300));
       }
     })();
-    const during = await observe(server.url, attack);
+    const seen = await watch.until(attack);
     await attack;
-    console.log({
-      before: before.p99,
-      during: during.p99,
-      max: during.max,
-      rss0,
-      peak: during.peakRss,
-    });
-    expect(during.p99).toBeLessThan(Math.max(100, before.p99 + 100));
-    expect(during.peakRss - rss0).toBeLessThan(CDP_MAX_UNREAD_BYTES_PER_BROWSER + 150 * MiB);
+    console.log('slow readers, one browser:', said(seen), { rss0, peak: seen.peakRss });
+    expect(seen.server.p99).toBeLessThan(livezBound(seen));
+    expect(seen.peakRss - rss0).toBeLessThan(CDP_MAX_UNREAD_BYTES_PER_BROWSER + 150 * MiB);
     // the slowest were closed for the browser's total, and the server says so
     const why = closedFor();
     expect(
@@ -139,7 +133,7 @@ describe('slow cdp_url readers', () => {
     // two slow readers a browser: 112 MiB, under the browser's 128; 448 MiB together, over 256
     const browsers = [];
     for (let b = 0; b < 4; b++) browsers.push(await startBrowser(server));
-    const before = await reference(server.url);
+    const watch = await watchLivez(server.url);
     const from = logged.length;
     const rss0 = process.memoryUsage().rss;
     const slow = [];
@@ -154,11 +148,11 @@ describe('slow cdp_url readers', () => {
         await new Promise((r) => setTimeout(r, 300));
       }
     })();
-    const during = await observe(server.url, attack);
+    const seen = await watch.until(attack);
     await attack;
-    const growth = during.peakRss - rss0;
-    console.log({ before: before.p99, during: during.p99, max: during.max, growth });
-    expect(during.p99).toBeLessThan(Math.max(100, before.p99 + 100));
+    const growth = seen.peakRss - rss0;
+    console.log('slow readers, four browsers:', said(seen), { growth });
+    expect(seen.server.p99).toBeLessThan(livezBound(seen));
     expect(growth).toBeLessThan(CDP_MAX_UNREAD_BYTES_TOTAL + SERVER_SLACK);
     // the server's total closed the slowest, and no browser's own total did
     const why = closedFor(from);

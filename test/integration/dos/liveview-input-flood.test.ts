@@ -10,8 +10,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { paced } from '../../helpers/livez-paced.js';
-import { reference } from '../../helpers/livez-probe.js';
+import { livezBound, said, watchLivez } from '../../helpers/livez-beside.js';
 import { startBrowser, testServer, type TestServer } from '../../helpers/server.js';
 
 const MiB = 1024 * 1024;
@@ -50,10 +49,8 @@ describe('live-view input', () => {
     expect(res.status).toBe(200);
     const page = new URL(((await res.json()) as { stream_url: string }).stream_url);
     const url = `ws://${page.host}/stream/${id}/ws?token=${page.searchParams.get('token')!}`;
-    const before = await reference(server.url);
+    const watch = await watchLivez(server.url);
     const rss0 = process.memoryUsage().rss;
-    let peak = rss0;
-    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
     const viewer = spawn(process.execPath, ['--input-type=module', '-e', VIEWER], {
       env: { ...process.env, URL: url, N: '40000' },
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -61,16 +58,11 @@ describe('live-view input', () => {
     let out = '';
     viewer.stdout.on('data', (d: Buffer) => (out += d.toString()));
     const exited = once(viewer, 'exit');
-    let during;
-    try {
-      during = await paced(server.url, exited);
-      await exited;
-    } finally {
-      clearInterval(sampler);
-    }
+    const seen = await watch.until(exited);
+    const peak = seen.peakRss;
     const { sent } = JSON.parse(out.trim()) as { sent: number };
-    console.log({ sent, grew: (peak - rss0) / MiB, before: before.p99, during: during.p99 });
-    expect(during.p99).toBeLessThan(Math.max(250, before.p99 + 250)); // a loaded machine's margin
+    console.log('liveview-input-flood:', said(seen), { sent, grewMiB: (peak - rss0) / MiB });
+    expect(seen.server.p99).toBeLessThan(livezBound(seen));
     expect(sent).toBeGreaterThan(1000); // it did flood
     expect(peak - rss0, `RSS ${rss0} → ${peak}`).toBeLessThan(120 * MiB);
     const shot = await server.api(`/v1/instance/${id}/screenshot`, { method: 'POST' });

@@ -1,0 +1,139 @@
+/**
+ * What another client of the server sees during an attack, beside what the same client sees of a
+ * server with nothing to do, both in the same window on the same machine.
+ *
+ * A prober in a process of its own sends `GET /livez` to the server under test and `GET /` to a
+ * trivial HTTP server of its own (the control), one of each due every `everyMs`, each sent when
+ * due whether the ones before answered or not (four connections a target) and timed from when it
+ * was due: a main thread stalled 3 s makes every probe due during the stall wait for it, as such a
+ * client would. The control waits only for what the machine makes every process wait for (a CPU
+ * hog beside the suite, the suite's other worker, the attacker's own process); the server waits
+ * for that and for whatever the attack costs its main thread. So a bound on the server's p99
+ * above the control's p99 holds the server to its goal on an idle machine and on a loaded one
+ * alike (a reference taken before the attack does not: the load can change between the two).
+ *
+ * The prober has to be another process: the server runs in the test's process, and a probe made
+ * from a stalled thread is late for the server and the control alike.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { raceDeadline } from '../../src/internal/deadline.js';
+
+export interface Latencies {
+  /** Every probe's latency from when it was due, in milliseconds. */
+  latencies: number[];
+  p99: number;
+  max: number;
+}
+
+export interface Beside {
+  /** The server under test's `/livez`. */
+  server: Latencies;
+  /** The control server's, in the same window. */
+  control: Latencies;
+  /** Highest RSS of the test's process (where the server runs) seen meanwhile, in bytes. */
+  peakRss: number;
+}
+
+export interface Watch {
+  /** Stops probing once `done` settles (or after `limitMs`) and returns what was seen. */
+  until(done: Promise<unknown>, limitMs?: number): Promise<Beside>;
+}
+
+/** The bound on the server's p99: `margin` ms, above the control's p99 when the machine is busy. */
+export const livezBound = (seen: Beside, margin = 100) => seen.control.p99 + margin;
+
+/** One line of what was seen, for the test's log. */
+export const said = (seen: Beside) =>
+  `/livez p99 ${seen.server.p99.toFixed(0)} ms (max ${seen.server.max.toFixed(0)}, ` +
+  `${seen.server.latencies.length} probes); the control's p99 ${seen.control.p99.toFixed(0)} ms ` +
+  `(max ${seen.control.max.toFixed(0)})`;
+
+/**
+ * The prober: starts the control, says `ready`, probes until its stdin ends, then waits for the
+ * probes in flight and prints one JSON line, `{server: number[], control: number[], errors}`.
+ */
+const PROBER = `
+import http from 'node:http';
+
+const target = new URL('/livez', process.env.SERVER_URL);
+const every = Number(process.env.EVERY_MS);
+const control = http.createServer((_req, res) => res.end('ok'));
+await new Promise((resolve) => control.listen(0, '127.0.0.1', resolve));
+const controlUrl = new URL('http://127.0.0.1:' + control.address().port + '/');
+const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
+const seen = { server: [], control: [], errors: [] };
+const inFlight = new Set();
+const probe = (url, into, due) => {
+  const p = new Promise((resolve) => {
+    const req = http.get(url, { agent }, (res) => {
+      res.resume();
+      res.once('end', () => resolve(into.push(performance.now() - due)));
+    });
+    req.once('error', (err) => resolve(seen.errors.push(url.pathname + ': ' + err.message)));
+  });
+  inFlight.add(p);
+  void p.finally(() => inFlight.delete(p));
+};
+let probing = true;
+process.stdin.resume();
+process.stdin.once('end', () => (probing = false));
+console.log('ready');
+const start = performance.now();
+for (let n = 0; probing; n++) {
+  const due = start + n * every;
+  const early = due - performance.now();
+  if (early > 0) await new Promise((resolve) => setTimeout(resolve, early));
+  probe(target, seen.server, due);
+  probe(controlUrl, seen.control, due);
+}
+await Promise.all(inFlight);
+console.log(JSON.stringify(seen));
+agent.destroy();
+control.close();
+`;
+
+/** Starts the prober against `serverUrl`; resolves once it probes. */
+export async function watchLivez(serverUrl: string, everyMs = 20): Promise<Watch> {
+  const child = spawn(process.execPath, ['--input-type=module', '-e', PROBER], {
+    env: { ...process.env, SERVER_URL: serverUrl, EVERY_MS: String(everyMs) },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: child.stdout });
+  const next = lines[Symbol.asyncIterator]();
+  const first = await next.next();
+  if (first.value !== 'ready') throw new Error(`the /livez prober did not start: ${first.value}`);
+  let peakRss = process.memoryUsage().rss;
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, process.memoryUsage().rss);
+  }, 10);
+  return {
+    async until(done, limitMs = 240_000) {
+      await raceDeadline(
+        done.then(
+          () => {},
+          () => {},
+        ),
+        limitMs,
+      );
+      clearInterval(sampler);
+      peakRss = Math.max(peakRss, process.memoryUsage().rss);
+      child.stdin.end();
+      const [last] = await Promise.all([next.next(), once(child, 'exit')]);
+      const seen = JSON.parse(String(last.value)) as {
+        server: number[];
+        control: number[];
+        errors: string[];
+      };
+      if (seen.errors.length) throw new Error(`/livez probes failed: ${seen.errors.join('; ')}`);
+      return { server: summary(seen.server), control: summary(seen.control), peakRss };
+    },
+  };
+}
+
+function summary(latencies: number[]): Latencies {
+  const sorted = [...latencies].sort((a, b) => a - b);
+  const p99 = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))] ?? 0;
+  return { latencies, p99, max: sorted.at(-1) ?? 0 };
+}
