@@ -2,7 +2,8 @@
  * The networks the host routes to (egress/host-routes.ts), read from routing tables written here
  * as the kernel prints them: a routed operator network and a point-to-point peer are the host's
  * (and so `private` to an instance), the default route, a VPN's split default, `lo`, link-local
- * and multicast are not; then `hostAddresses` with such routes classes their addresses `private`,
+ * and multicast are not, nor what the tables of policy routing hold but unicast routes; then
+ * `hostAddresses` with such routes classes their addresses `private`,
  * and the tables are read again once a reading is `ROUTES_FRESH_MS` old.
  */
 import { endianness } from 'node:os';
@@ -10,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { classifyAddress, hostAddresses } from '../../src/server/sandbox/egress/address.js';
 import {
   parseIpv4Routes,
+  parseIpv4RuleTables,
   parseIpv6Routes,
   readTable,
   ROUTES_FRESH_MS,
@@ -122,11 +124,71 @@ describe('the IPv6 routing table', () => {
   });
 });
 
+/** /proc/net/fib_trie of a host with two policy-routing tables beside Main and Local. */
+const FIB_TRIE = `Id 100:
+  +-- 11.0.0.0/8 2 0 2
+     |-- 11.7.0.0
+        /24 universe UNICAST
+     |-- 11.8.0.0
+        /16 universe BLACKHOLE
+        /24 link UNICAST
+Id 52:
+  +-- 0.0.0.0/0 3 0 5
+     |-- 0.0.0.0
+        /0 universe UNICAST
+     |-- 2.0.0.0
+        /7 universe UNICAST
+     |-- 100.101.102.103
+        /32 link UNICAST
+     |-- 14.0.0.0
+        /8 universe UNREACHABLE
+Main:
+  +-- 8.0.0.0/5 2 0 2
+     |-- 10.9.0.0
+        /30 link UNICAST
+     |-- 13.7.7.0
+        /24 universe UNICAST
+Local:
+  +-- 0.0.0.0/1 2 0 2
+     |-- 10.9.0.1
+        /32 host LOCAL
+     |-- 16.0.0.0
+        /24 link UNICAST
+Id 7:
+  |-- not an address
+     /24 link UNICAST
+  |-- 15.1.0.0
+     /33 link UNICAST
+     /8 link UNICAST
+`;
+
+describe('the IPv4 tables of policy routing (fib_trie)', () => {
+  it("yields their unicast routes, not Main's (read with devices elsewhere) nor Local's", () => {
+    expect(parseIpv4RuleTables(FIB_TRIE)).toEqual([
+      { address: '11.7.0.0', prefix: 24, family: 4 },
+      { address: '11.8.0.0', prefix: 24, family: 4 },
+      { address: '100.101.102.103', prefix: 32, family: 4 },
+      { address: '15.1.0.0', prefix: 8, family: 4 },
+    ]);
+    expect(parseIpv4RuleTables('')).toEqual([]);
+  });
+});
+
 describe('hostAddresses with routes', () => {
   it("classes a routed network and a peer private, and nothing else the host's", () => {
-    const routes = [...parseIpv4Routes(IPV4_TABLE), ...parseIpv6Routes(IPV6_TABLE)];
+    const routes = [
+      ...parseIpv4Routes(IPV4_TABLE),
+      ...parseIpv4RuleTables(FIB_TRIE),
+      ...parseIpv6Routes(IPV6_TABLE),
+    ];
     const host = hostAddresses(routes);
-    for (const a of ['11.1.0.2', '[::ffff:11.1.0.2]', '12.0.0.2', '2a00:1450:4001::2']) {
+    for (const a of [
+      '11.1.0.2',
+      '[::ffff:11.1.0.2]',
+      '12.0.0.2',
+      '2a00:1450:4001::2',
+      '11.7.0.9',
+    ]) {
       expect(classifyAddress(a, host), a).toBe('private');
     }
     for (const a of ['11.2.0.1', '12.0.0.3', '1.1.1.1', '2a00:1450:4001::3', '2606:4700::1']) {
@@ -140,6 +202,7 @@ describe('hostAddresses with routes', () => {
     const fresh = routedNetworks(2e12);
     expect(fresh).toEqual([
       ...parseIpv4Routes(readTable('/proc/net/route'), endianness()),
+      ...parseIpv4RuleTables(readTable('/proc/net/fib_trie')),
       ...parseIpv6Routes(readTable('/proc/net/ipv6_route')), // absent without IPv6
     ]);
     const host = hostAddresses();

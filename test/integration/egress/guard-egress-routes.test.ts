@@ -6,8 +6,11 @@
  * - 11.X.1.2, behind a next hop (`ip route add 11.X.1.0/24 via 11.X.0.2`: the namespace's end of
  *   the host's 11.X.0.0/30 link);
  * - 12.X.0.2, the peer of a point-to-point address on the host's end
- *   (`ip addr add 12.X.0.1 peer 12.X.0.2`), a /32 host route.
- * Both were classed `remote` and reached with 200 before the fix. Now both are refused (403
+ *   (`ip addr add 12.X.0.1 peer 12.X.0.2`), a /32 host route;
+ * - 11.X.2.2, behind the same next hop but routed by policy (`ip rule add to 11.X.2.0/24 table
+ *   T`, the route in table T only, as WireGuard's and Tailscale's tables are), which
+ *   /proc/net/route does not show.
+ * Each was classed `remote` and reached with 200 before its fix. Now all are refused (403
  * `private_network`) in their spellings and through CONNECT, and reached once the operator
  * allowed them by CIDR (`allowNetworks`), while the link's own network stays refused.
  * The host reaches both here (checked first), so a refusal is the egress's, not the network's.
@@ -26,6 +29,9 @@ const VETH = `brt${tag}`;
 const X = 1 + (randomBytes(1)[0]! % 250);
 const ROUTED = `11.${X}.1.2`;
 const PEER = `12.${X}.0.2`;
+const RULED = `11.${X}.2.2`;
+/** The policy-routing table of RULED's network (the tester's own setup uses 100). */
+const TABLE = String(1000 + X);
 const NEXT_HOP = `11.${X}.0.2`;
 const PORT = 8080;
 
@@ -44,6 +50,7 @@ function removeAll() {
   server?.kill('SIGKILL');
   server = undefined;
   quietly('route', 'del', `11.${X}.1.0/24`);
+  quietly('rule', 'del', 'to', `11.${X}.2.0/24`, 'table', TABLE);
   quietly('link', 'del', VETH); // its addresses and routes go with it
   quietly('netns', 'del', NS);
 }
@@ -61,7 +68,10 @@ beforeAll(async () => {
     ip('-n', NS, 'link', 'set', 'lo', 'up');
     // the operator's network behind the next hop: an address of the namespace, not on the link
     ip('-n', NS, 'addr', 'add', `${ROUTED}/24`, 'dev', 'lo');
+    ip('-n', NS, 'addr', 'add', `${RULED}/24`, 'dev', 'lo');
     ip('route', 'add', `11.${X}.1.0/24`, 'via', NEXT_HOP, 'dev', VETH);
+    ip('route', 'add', `11.${X}.2.0/24`, 'via', NEXT_HOP, 'dev', VETH, 'table', TABLE);
+    ip('rule', 'add', 'to', `11.${X}.2.0/24`, 'table', TABLE);
     const program = `require('http').createServer((q, r) => r.end('operator page at ' + q.socket.localAddress)).listen(${PORT}, '0.0.0.0', () => console.log('up'))`;
     server = spawn('nsenter', [`--net=/run/netns/${NS}`, process.execPath, '-e', program], {
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -119,23 +129,27 @@ const probes = [
   probe('peer', `http://${PEER}:${PORT}/`),
   probe('peer-connect', `http://${PEER}:${PORT}/`, '-p'),
   probe('next-hop', `http://${NEXT_HOP}:${PORT}/`),
+  probe('ruled', `http://${RULED}:${PORT}/`),
+  probe('ruled-connect', `http://${RULED}:${PORT}/`, '-p'),
 ].join('; ');
 
 describe('networks the host routes to', () => {
   it('are reached from the host itself', async () => {
     expect(await fromHost(ROUTED)).toBe(`operator page at ${ROUTED}`);
     expect(await fromHost(PEER)).toBe(`operator page at ${PEER}`);
+    expect(await fromHost(RULED)).toBe(`operator page at ${RULED}`);
   });
 
   it('are refused to an instance by default, plain and tunnelled', async () => {
     await using burrow = await testServer();
     await withInstance(burrow, async (sh) => {
       const out = await sh(probes);
-      for (const what of ['routed', 'routed-mapped', 'peer', 'next-hop']) {
+      for (const what of ['routed', 'routed-mapped', 'peer', 'next-hop', 'ruled']) {
         expect(out, what).toMatch(new RegExp(`^${what} 403 burrow egress: private_network`, 'm'));
       }
       expect(out).toMatch(/^routed-connect (403|000) $/m);
       expect(out).toMatch(/^peer-connect (403|000) $/m);
+      expect(out).toMatch(/^ruled-connect (403|000) $/m);
       expect(out).not.toContain('operator page');
     });
   }, 120_000);
@@ -152,6 +166,7 @@ describe('networks the host routes to', () => {
       expect(out).toMatch(new RegExp(`^peer 200 operator page at ${PEER}$`, 'm'));
       expect(out).toMatch(new RegExp(`^peer-connect 200 operator page at ${PEER}$`, 'm'));
       expect(out).toMatch(/^next-hop 403 burrow egress: private_network/m);
+      expect(out).toMatch(/^ruled 403 burrow egress: private_network/m);
     });
   }, 120_000);
 });

@@ -5,7 +5,9 @@
  * somewhere other than its default route because the operator put them there, so the egress
  * counts them with the networks of the host's own interfaces (`address.ts`: `private`).
  *
- * The kernel's tables are read as text from `/proc/net/route` (IPv4, the main table) and
+ * The kernel's tables are read as text from `/proc/net/route` (IPv4, the main table, with each
+ * route's device), `/proc/net/fib_trie` (IPv4, for the tables that policy routing adds beside the
+ * main one: WireGuard's `wg-quick`, Tailscale's table 52, an operator's `ip rule … table N`) and
  * `/proc/net/ipv6_route` (IPv6, every table); the parsing is pure so that it can be tested on
  * tables this machine does not have. Left out, each because it would say nothing about the
  * operator's networks:
@@ -60,6 +62,39 @@ export function parseIpv4Routes(text: string, order: 'LE' | 'BE' = 'LE'): Routed
 }
 
 /**
+ * The routed networks of the IPv4 tables other than `Main` and `Local`, in the text of
+ * `/proc/net/fib_trie`: a table's name on a line of its own (`Id 100:`), then its tree, each
+ * leaf `|-- A.B.C.D` followed by one line per route to it, `/N scope TYPE`. Only `UNICAST` routes
+ * lead somewhere (`BLACKHOLE`, `UNREACHABLE`, `PROHIBIT` refuse, `LOCAL` and `BROADCAST` are the
+ * host's own). The main table is read from `/proc/net/route`, which names each route's device;
+ * `Local` holds the host's own addresses, classed as this host already.
+ */
+export function parseIpv4RuleTables(text: string): RoutedNetwork[] {
+  const out: RoutedNetwork[] = [];
+  let table: string | undefined;
+  let leaf: string | undefined;
+  for (const line of text.split('\n')) {
+    if (/^\S.*:$/.test(line)) {
+      table = line.slice(0, -1);
+      leaf = undefined;
+      continue;
+    }
+    if (table === undefined || table === 'Main' || table === 'Local') continue;
+    const address = /^\s*\|-- (\d{1,3}(?:\.\d{1,3}){3})$/.exec(line)?.[1];
+    if (address !== undefined) {
+      leaf = address;
+      continue;
+    }
+    const route = /^\s*\/(\d{1,2}) \S+ UNICAST$/.exec(line);
+    if (!route || leaf === undefined) continue;
+    const prefix = Number(route[1]);
+    if (prefix < WIDEST_IPV4 || prefix > 32) continue;
+    out.push({ address: leaf, prefix, family: 4 });
+  }
+  return out;
+}
+
+/**
  * The routed networks in the text of `/proc/net/ipv6_route`: per line the destination (32 hex
  * digits, network order), its prefix length (2 hex digits), source, source prefix, next hop,
  * metric, reference count, use, flags and the device. Lines that do not read so are skipped.
@@ -109,6 +144,7 @@ export function routedNetworks(now = performance.now()): readonly RoutedNetwork[
   if (last === undefined || now - last.at >= ROUTES_FRESH_MS || now < last.at) {
     const routes = [
       ...parseIpv4Routes(readTable('/proc/net/route'), endianness()),
+      ...parseIpv4RuleTables(readTable('/proc/net/fib_trie')),
       ...parseIpv6Routes(readTable('/proc/net/ipv6_route')),
     ];
     last = { at: now, routes };
