@@ -55,9 +55,10 @@ function runSlice(): void {
       task.resolve(step.value);
     }
   }
-  if (tasks.length > 1) tasks.push(tasks.shift()!);
   scheduled = tasks.length > 0;
-  if (scheduled) setImmediate(runSlice);
+  if (!scheduled) return;
+  tasks.push(tasks.shift()!); // the task the slice ran out on goes last
+  setImmediate(runSlice);
 }
 
 /**

@@ -13,6 +13,7 @@ import { EventEmitter } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { setImmediate as tick } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { CDP_MAX_ASSEMBLING_BYTES_TOTAL } from '../../src/api/cdp-limits.js';
 import { CdpPipe } from '../../src/server/chromium/pipe.js';
 import { unmaskAsReceived } from '../../src/server/chromium/unmask.js';
 
@@ -29,7 +30,7 @@ function frame(payload: Buffer): Buffer {
 }
 
 /** A connection as the relay hands it over: `ws` with its receiver and its socket. */
-function connection() {
+function connection(maxPayload = 128 * MiB) {
   const socket = new EventEmitter();
   let resumes = 0;
   const ws = {
@@ -41,7 +42,7 @@ function connection() {
     isPaused: false,
     close: () => {},
   };
-  unmaskAsReceived(ws, 128 * MiB);
+  unmaskAsReceived(ws, maxPayload);
   return {
     ws,
     resumes: () => resumes,
@@ -74,6 +75,16 @@ describe('the bytes of one turn', () => {
     expect(c.read(frame(randomBytes(1000)))).toBe(true);
   });
 
+  it('stop and resume the same socket turn after turn', async () => {
+    await tick();
+    const c = connection();
+    for (let turn = 1; turn <= 3; turn++) {
+      expect(readAll(c, frame(randomBytes(MiB))).at(-1)).toBe(false);
+      await tick();
+      expect(c.resumes()).toBe(turn);
+    }
+  });
+
   it('are shared by every connection', async () => {
     await tick();
     const [a, b] = [connection(), connection()];
@@ -81,6 +92,30 @@ describe('the bytes of one turn', () => {
     expect(b.read(frame(randomBytes(10)))).toBe(false);
     await tick();
     expect([a.resumes(), b.resumes()]).toEqual([1, 1]);
+  });
+
+  it('leave unread a socket whose next frame waits for room in the assembling total', async () => {
+    await tick();
+    const holder = connection(CDP_MAX_ASSEMBLING_BYTES_TOTAL);
+    // the header of a frame as long as the whole total: it holds all of it
+    const key = randomBytes(4);
+    const len = Buffer.alloc(8);
+    len.writeBigUInt64BE(BigInt(CDP_MAX_ASSEMBLING_BYTES_TOTAL));
+    holder.read(Buffer.concat([Buffer.from([0x82, 0x80 | 127]), len, key]));
+    await tick();
+    const c = connection();
+    // frames under the length that is assembled (the total is full) spend the turn
+    let last = true;
+    for (let i = 0; i < 20; i++) last = c.read(frame(randomBytes(60 * 1024)));
+    expect(last).toBe(false);
+    // then the header of a long frame that does not fit: it waits, its socket unread
+    expect(c.read(frame(randomBytes(2 * MiB)).subarray(0, 14))).toBe(false);
+    await tick();
+    expect(c.resumes()).toBe(0);
+    holder.gone(); // room: the waiting frame is admitted and its socket read again
+    await tick();
+    expect(c.resumes()).toBe(1);
+    c.gone();
   });
 
   it('leave unread a socket the relay paused, ws is full for, or that closed', async () => {

@@ -105,4 +105,17 @@ describe('TurnBudget', () => {
     await tick();
     expect(went).toBe(2);
   });
+
+  it('is reset once a turn, before those who wait go on: what they spend counts for that turn', async () => {
+    await tick();
+    const budget = new TurnBudget(100);
+    budget.spend(100);
+    budget.spend(1); // the turn is reset once, however often it was spent in
+    const spent: boolean[] = [];
+    budget.nextTurn(() => spent.push(budget.spend(100)));
+    setImmediate(() => spent.push(budget.spend(1))); // later in that same turn
+    await tick();
+    await tick();
+    expect(spent).toEqual([false, false]);
+  });
 });
