@@ -25,6 +25,22 @@ describe('a message in the shape Chromium writes', () => {
     expect(json(msg(reply).rewrite(7, true))).toEqual({ id: 7, result: { x: 1 } });
   });
 
+  it("a reply whose client id fits in the wire id's digits is renumbered in place, not copied", () => {
+    const data = Buffer.from('{"id":4096,"result":{"v":"big"},"sessionId":"S1"}');
+    const kept = incoming(data).rewrite(7, false);
+    expect([kept.buffer, kept.byteOffset]).toEqual([data.buffer, data.byteOffset]);
+    expect(kept.toString()).toBe('{"id":7   ,"result":{"v":"big"},"sessionId":"S1"}');
+    const same = Buffer.from('{"id":4096,"result":{"v":"big"},"sessionId":"S1"}');
+    const cut = incoming(same).rewrite(1234, true);
+    expect([cut.buffer, cut.byteOffset]).toEqual([same.buffer, same.byteOffset]);
+    expect(cut.toString()).toBe('{"id":1234,"result":{"v":"big"}}');
+    // one more digit than the wire id has: a copy, exact
+    const longer = Buffer.from('{"id":99,"result":{},"sessionId":"S1"}');
+    const copied = incoming(longer).rewrite(100, true);
+    expect(copied.toString()).toBe('{"id":100,"result":{}}');
+    expect(longer.toString()).toBe('{"id":99,"result":{},"sessionId":"S1"}');
+  });
+
   it('an event keeps its shape: no id is added to it', () => {
     expect(json(msg(event).rewrite(undefined, true))).toEqual({
       method: 'Page.loadEventFired',

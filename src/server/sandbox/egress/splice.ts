@@ -7,6 +7,7 @@
  * that does not carry TLS is held to the `Host` rule line by line (`host-lines.ts`).
  */
 import type net from 'node:net';
+import { bytesPerTurn } from '../../../internal/cpu-share.js';
 import type { Logger } from '../../../internal/log.js';
 import { HostLines } from './host-lines.js';
 import { label, plainResponse, type Authority } from './proxy-http.js';
@@ -108,7 +109,15 @@ export function splice(
       }
       return true;
     };
-    const onChunk = (chunk: Buffer) => void take(lines.feed(chunk));
+    const onChunk = (chunk: Buffer) => {
+      if (!take(lines.feed(chunk))) return;
+      // past the main thread's bytes for this turn, read on in the next (internal/cpu-share.ts)
+      if (bytesPerTurn.spend(chunk.length) || client.isPaused()) return;
+      client.pause();
+      bytesPerTurn.nextTurn(() => {
+        if (!upstream.writableNeedDrain && !client.destroyed) client.resume();
+      });
+    };
     const onEnd = () => {
       if (upstream.destroyed) return;
       if (take(lines.end()) && !upstream.writableEnded) upstream.end();
