@@ -104,9 +104,9 @@ export async function watchLivez(serverUrl: string, everyMs = 20): Promise<Watch
   const next = lines[Symbol.asyncIterator]();
   const first = await next.next();
   if (first.value !== 'ready') throw new Error(`the /livez prober did not start: ${first.value}`);
-  let peakRss = process.memoryUsage().rss;
+  let peakRss = process.memoryUsage.rss();
   const sampler = setInterval(() => {
-    peakRss = Math.max(peakRss, process.memoryUsage().rss);
+    peakRss = Math.max(peakRss, process.memoryUsage.rss());
   }, 10);
   return {
     async until(done, limitMs = 240_000) {
@@ -118,7 +118,7 @@ export async function watchLivez(serverUrl: string, everyMs = 20): Promise<Watch
         limitMs,
       );
       clearInterval(sampler);
-      peakRss = Math.max(peakRss, process.memoryUsage().rss);
+      peakRss = Math.max(peakRss, process.memoryUsage.rss());
       child.stdin.end();
       const [last] = await Promise.all([next.next(), once(child, 'exit')]);
       const seen = JSON.parse(String(last.value)) as {

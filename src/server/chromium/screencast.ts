@@ -21,6 +21,7 @@ import { MOUSE_BUTTONS } from '../../api/index.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import type { Logger } from '../instances/runtime.js';
 import type { CdpComputer, PageTarget } from './input.js';
+import { unmaskAsReceived } from './unmask.js';
 
 export interface ScreencastOptions {
   /** The active tab; it may change (new tabs, browser restarted) and may throw (no browser). */
@@ -36,6 +37,8 @@ export interface ScreencastOptions {
 
 /** How often the active tab is looked up while someone watches, in ms. */
 const FOLLOW_INTERVAL_MS = 1_000;
+/** Longest message a viewer sends (an input event is a few hundred bytes). */
+const VIEWER_MAX_PAYLOAD = 64 * 1024;
 
 const int = z.number().int().min(-100_000).max(100_000);
 const modifiers = z.number().int().min(0).max(15).optional();
@@ -98,7 +101,7 @@ export class Screencast {
   readonly #wss = new WebSocketServer({
     noServer: true,
     perMessageDeflate: false,
-    maxPayload: 64 * 1024,
+    maxPayload: VIEWER_MAX_PAYLOAD,
   });
   readonly #viewers = new Set<Viewer>();
   #cast: Cast | undefined;
@@ -120,7 +123,11 @@ export class Screencast {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
     if (this.#closed) return refuseUpgrade(socket, serverError('live_view_closed'));
-    this.#wss.handleUpgrade(req, socket, head, (ws) => this.#add(ws));
+    this.#wss.handleUpgrade(req, socket, head, (ws) => {
+      // frames unmasked as they come, pieces of a message copied and charged (unmask.ts)
+      unmaskAsReceived(ws, VIEWER_MAX_PAYLOAD);
+      this.#add(ws);
+    });
   }
 
   /** Disconnect every viewer and stop the screencast. Idempotent. */

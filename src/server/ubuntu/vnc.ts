@@ -26,6 +26,7 @@ import { DEFAULT_PROGRAMS } from '../config.js';
 import { refuseUpgrade, serverError } from '../errors.js';
 import type { Logger } from '../instances/runtime.js';
 import type { SandboxSpawn } from '../sandbox/index.js';
+import { unmaskAsReceived } from '../chromium/unmask.js';
 
 export interface VncOptions {
   /** Environment naming the display for a client on the host: `DISPLAY`, `XAUTHORITY`. */
@@ -73,6 +74,8 @@ const X11VNC_FLAGS = [
 
 /** Bytes queued towards one viewer before the VNC side is paused. */
 const HIGH_WATER = 4 * 1024 * 1024;
+/** Longest message a viewer sends (RFB client messages are short; a clipboard text is the most). */
+const VIEWER_MAX_PAYLOAD = 1024 * 1024;
 const CONNECT_TIMEOUT_MS = 5_000;
 /** Longest line of x11vnc's output kept (the rest of a longer line is dropped). */
 const MAX_LINE = 1024;
@@ -90,7 +93,7 @@ export class VncServer {
   readonly #wss = new WebSocketServer({
     noServer: true,
     perMessageDeflate: false,
-    maxPayload: 1024 * 1024,
+    maxPayload: VIEWER_MAX_PAYLOAD,
     handleProtocols: (protocols) => (protocols.has('binary') ? 'binary' : false),
   });
   readonly #bridges = new Set<{ ws?: WebSocket; tcp: Duplex }>();
@@ -303,6 +306,8 @@ export class VncServer {
     }
     tcp.pause();
     this.#wss.handleUpgrade(req, socket, head, (ws) => {
+      // frames unmasked as they come, pieces of a message copied and charged (chromium/unmask.ts)
+      unmaskAsReceived(ws, VIEWER_MAX_PAYLOAD);
       bridge.ws = ws;
       if (tcp.destroyed) return ws.close(1011, 'VNC server closed the connection');
       let queued = 0;
