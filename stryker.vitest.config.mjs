@@ -50,6 +50,8 @@ export const SECURITY_UNIT_TESTS = [
   'test/unit/unmask-stall.test.ts',
   'test/unit/bytes-per-turn.test.ts',
   'test/unit/cpu-share.test.ts',
+  'test/unit/egress-forwarding-hosts.test.ts',
+  'test/unit/egress-tunnel-turns.test.ts',
   'test/unit/log-budget.test.ts',
   'test/unit/log-budget-edges.test.ts',
   'test/unit/auth-store.test.ts',

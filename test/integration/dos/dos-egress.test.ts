@@ -6,7 +6,7 @@
  * Host must never get through, pipelined or smuggled.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useInstance, useServer } from '../../helpers/use-server.js';
 
@@ -22,12 +22,23 @@ const upstream = http.createServer((req, res) => {
   });
 });
 
+/** What the upstream was sent after agreeing to switch to h2c (it answers 101 to any upgrade). */
+let afterSwitch = '';
+const switched: Socket[] = [];
+upstream.on('upgrade', (_req, socket: Socket) => {
+  switched.push(socket);
+  socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n');
+  socket.on('data', (d: Buffer) => (afterSwitch += d.toString('latin1')));
+  socket.on('error', () => {});
+});
+
 beforeAll(async () => {
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   port = (upstream.address() as AddressInfo).port;
 }, 180_000);
 
 afterAll(async () => {
+  for (const socket of switched) socket.destroy();
   upstream.closeAllConnections();
   await new Promise((r) => upstream.close(r));
 });
@@ -100,7 +111,13 @@ describe('the egress from inside an instance', () => {
   it('a path a URL parser reads as another host names that host, proxied or tunnelled', async () => {
     seen.length = 0;
     // an upstream routing by new URL(path, 'http://' + Host) would serve blocked.test
-    for (const path of ['//blocked.test/x', '/\\\\blocked.test/x']) {
+    for (const path of [
+      '//blocked.test/x',
+      '/\\\\blocked.test/x',
+      '///blocked.test/x',
+      '////blocked.test/x',
+      '/\\\\/blocked.test/x',
+    ]) {
       const proxied = await sendFromInside(
         `b"GET http://127.0.0.1:${port}${path} HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n\\r\\n"`,
       );
@@ -115,6 +132,15 @@ describe('the egress from inside an instance', () => {
       `b"CONNECT 127.0.0.1:${port} HTTP/1.1\\r\\n\\r\\nPRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n"`,
     );
     expect(h2c).toContain('HTTP/2 in the clear');
+    // and so does a proxied request's switch to it (`Upgrade: h2c`), once the upstream agreed
+    afterSwitch = '';
+    const upgraded = await sendFromInside(
+      `b"GET http://127.0.0.1:${port}/ HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n` +
+        `Connection: Upgrade, HTTP2-Settings\\r\\nUpgrade: h2c\\r\\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\\r\\n\\r\\n` +
+        `PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n"`,
+    );
+    expect(upgraded).toContain('HTTP/2 in the clear');
+    expect(afterSwitch).toBe('');
     expect(seen).toEqual([]);
     // another host there is not blocked: it goes on, as the upstream's own business
     const other = await sendFromInside(
@@ -122,5 +148,23 @@ describe('the egress from inside an instance', () => {
     );
     expect(other).toContain('upstream-ok');
     expect(seen.map((r) => r.url)).toEqual(['//allowed.test/x']);
+  }, 60_000);
+
+  it('a forwarding header naming a blocked host is refused, proxied or tunnelled', async () => {
+    seen.length = 0;
+    // an upstream that trusts X-Forwarded-Host or Forwarded would serve blocked.test
+    for (const field of [
+      'X-Forwarded-Host: ok.test, blocked.test',
+      'Forwarded: host=blocked.test',
+    ]) {
+      const head = `/x HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n${field}\\r\\n\\r\\n`;
+      const proxied = await sendFromInside(`b"GET http://127.0.0.1:${port}${head}"`);
+      expect(proxied, field).toContain('blocked_domain');
+      const tunnelled = await sendFromInside(
+        `b"CONNECT 127.0.0.1:${port} HTTP/1.1\\r\\n\\r\\nGET ${head}"`,
+      );
+      expect(tunnelled, field).toContain('blocked_domain');
+    }
+    expect(seen).toEqual([]);
   }, 60_000);
 });

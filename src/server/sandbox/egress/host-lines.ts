@@ -28,15 +28,39 @@ const HOST_FIELD = /^host[ \t]*:/i;
  * a URL parser resolves to another host (`GET //host/`, `/\host`, `http:\\host`: two slashes,
  * either way round, start an authority).
  */
-const NAMING_REQUEST = /^[A-Z]+[ \t]+(?:[A-Za-z][A-Za-z0-9+.-]*:)?[/\\]{2}([^/?#\\\s]*)/;
+const NAMING_REQUEST = /^[A-Z]+[ \t]+(?:[A-Za-z][A-Za-z0-9+.-]*:)?[/\\]{2,}([^/?#\\\s]*)/;
 /**
  * HTTP/2 in the clear, by prior knowledge (its preface) or by upgrade: its requests name their
  * host in binary frames, on no line, so a tunnel that carries it cannot be held to the rule.
  */
 const CLEARTEXT_H2 = /^(?:PRI \* HTTP\/2\.0$|upgrade[ \t]*:.*\bh2c\b)/i;
+/**
+ * Headers a server behind a proxy may take for the request's host, in place of `Host`: each
+ * host they name must pass the rule too.
+ */
+const FORWARDING_FIELD = /^(x-forwarded-host|x-original-host|x-host|forwarded)[ \t]*:/i;
 /** The start of a line that may name a host once it is whole (or switch to HTTP/2). */
 const NAMING_START =
-  /^(?:host[ \t]*:|upgrade[ \t]*:|PRI \* |[A-Z]+[ \t]+(?:[A-Za-z][A-Za-z0-9+.-]*:)?[/\\]{2})/i;
+  /^(?:host[ \t]*:|upgrade[ \t]*:|x-forwarded-host[ \t]*:|x-original-host[ \t]*:|x-host[ \t]*:|forwarded[ \t]*:|PRI \* |[A-Z]+[ \t]+(?:[A-Za-z][A-Za-z0-9+.-]*:)?[/\\]{2})/i;
+
+/**
+ * The hosts a forwarding header's value names: each element of `X-Forwarded-Host` (and its
+ * kin), a list; each `host=` of `Forwarded` (RFC 7239), quoted or not.
+ */
+export function forwardedHosts(field: string, value: string): string[] {
+  if (field.toLowerCase() !== 'forwarded') {
+    return value
+      .split(',')
+      .map((v) => v.trim())
+      .filter(Boolean);
+  }
+  const hosts: string[] = [];
+  for (const pair of value.split(/[,;]/)) {
+    const host = /^\s*host\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s"]*))\s*$/i.exec(pair);
+    if (host) hosts.push((host[1] ?? host[2]!).replace(/\\(.)/g, '$1'));
+  }
+  return hosts.filter(Boolean);
+}
 
 /** The value of a `Host` header line, without the spaces and tabs around it; else undefined. */
 function hostValue(line: string): string | undefined {
@@ -203,7 +227,7 @@ export class HostLines {
       if (between) this.#afterHost = false;
       if (!found) return undefined;
       const c = text.charCodeAt(found.index);
-      if (!((c >= 0x41 && c <= 0x5a) || c === 0x68 || c === 0x75)) {
+      if (!((c >= 0x41 && c <= 0x5a) || c === 0x68 || c === 0x75 || c === 0x78 || c === 0x66)) {
         // as #read: a line whose first byte no method or `Host` starts with is not read
         this.#afterHost = false;
         LINE_END.lastIndex = found.index;
@@ -226,14 +250,17 @@ export class HostLines {
     if (this.#skip || this.#long || piece.length === 0) return;
     if (this.#line === '') {
       const first = piece[0]!;
-      // only lines that can name a host are read: `H`/`h`, `u` (`upgrade`), a method's first letter, or after a
-      // `Host` line one that continues it (obs-fold: it starts with a space or a tab)
+      // only lines that can name a host are read: `H`/`h`, `u` (`upgrade`), `x` and `f` (the
+      // forwarding headers), a method's first letter (any capital), or after a `Host` line one
+      // that continues it (obs-fold: it starts with a space or a tab)
       const folded = (first === 0x20 || first === 0x09) && this.#afterHost;
       this.#skip = !(
         folded ||
         (first >= 0x41 && first <= 0x5a) ||
         first === 0x68 ||
-        first === 0x75
+        first === 0x75 ||
+        first === 0x78 ||
+        first === 0x66
       );
       if (this.#skip) return;
     }
@@ -261,6 +288,14 @@ export class HostLines {
     }
     this.#afterHost = HOST_FIELD.test(line);
     if (CLEARTEXT_H2.test(line)) return 'HTTP/2 in the clear (its requests name hosts on no line)';
+    const forwarding = FORWARDING_FIELD.exec(line);
+    if (forwarding) {
+      for (const value of forwardedHosts(forwarding[1]!, line.slice(forwarding[0].length))) {
+        const name = namedHost(`Host: ${value}`);
+        if (name !== undefined && this.#blocked(name) !== undefined) return name;
+      }
+      return undefined;
+    }
     const name = line === '' ? undefined : namedHost(line);
     return name !== undefined && this.#blocked(name) !== undefined ? name : undefined;
   }

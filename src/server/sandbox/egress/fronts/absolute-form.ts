@@ -19,6 +19,7 @@ import {
   type Framing,
   type ProxyTarget,
 } from '../proxy-http.js';
+import { forwardedHosts, namedHost } from '../host-lines.js';
 import { normalizeHost } from '../policy.js';
 import { Refusal } from '../refusal.js';
 import type { Front } from './front.js';
@@ -33,11 +34,30 @@ export interface AbsoluteRequest {
    * routes by `new URL(path, base)` serves that host, so it must pass the name rule too.
    */
   pathHost: string | undefined;
+  /** The hosts its forwarding headers name (`X-Forwarded-Host`, `Forwarded: host=`, …). */
+  forwarded: string[];
+}
+
+/** Forwarding headers a server may take for the request's host (host-lines.ts reads the same). */
+const FORWARDING_HEADERS = ['x-forwarded-host', 'x-original-host', 'x-host', 'forwarded'];
+
+/** The hosts `req`'s forwarding headers name, as the `Host` rule reads a host. */
+function forwardedIn(rawHeaders: string[]): string[] {
+  const hosts: string[] = [];
+  for (const field of FORWARDING_HEADERS) {
+    for (const value of headerValues(rawHeaders, field)) {
+      for (const v of forwardedHosts(field, value)) {
+        const host = namedHost(`Host: ${v}`);
+        if (host !== undefined) hosts.push(host);
+      }
+    }
+  }
+  return hosts;
 }
 
 /** The host of a path that starts an authority (`//host/…`), else undefined. */
 function hostInPath(path: string): string | undefined {
-  if (!path.startsWith('//')) return undefined;
+  if (!/^[/\\]{2}/.test(path)) return undefined;
   try {
     return normalizeHost(new URL(path, 'http://base.invalid').hostname);
   } catch {
@@ -60,10 +80,11 @@ export function requestTarget(req: http.IncomingMessage): AbsoluteRequest {
   const values = headerValues(req.rawHeaders, 'host');
   if (values.length > 1) throw new Refusal(400, 'bad_request', 'more than one Host header');
   const pathHost = hostInPath(target.path);
-  if (values[0] === undefined) return { target, host: undefined, framing, pathHost };
+  const forwarded = forwardedIn(req.rawHeaders);
+  if (values[0] === undefined) return { target, host: undefined, framing, pathHost, forwarded };
   const host = parseAuthority(values[0], target.port);
   if (host === undefined) throw new Refusal(400, 'bad_request', 'malformed Host header');
-  return { target, host, framing, pathHost };
+  return { target, host, framing, pathHost, forwarded };
 }
 
 /**

@@ -28,7 +28,11 @@ async function forward(
 ): Promise<void> {
   const read = requestTarget(req);
   const { target, host } = read;
-  const addresses = await front.admit('http', target, [host?.host, read.pathHost]);
+  const addresses = await front.admit('http', target, [
+    host?.host,
+    read.pathHost,
+    ...read.forwarded,
+  ]);
   if (res.destroyed || front.closed()) return;
   const up = relayRequest(front, req, read, addresses, false);
   up.once('response', (upRes) => {

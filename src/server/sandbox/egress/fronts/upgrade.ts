@@ -35,7 +35,11 @@ async function upgrade(
   if (framing.kind !== 'none') {
     throw new Refusal(400, 'bad_request', 'an upgrade request cannot have a body');
   }
-  const addresses = await front.admit('upgrade', target, [host?.host, read.pathHost]);
+  const addresses = await front.admit('upgrade', target, [
+    host?.host,
+    read.pathHost,
+    ...read.forwarded,
+  ]);
   if (socket.destroyed || front.closed()) return;
   const up = relayRequest(front, req, read, addresses, true);
   let answered = false;
@@ -48,7 +52,9 @@ async function upgrade(
       responseHead(upRes.statusCode ?? 101, upRes.statusMessage ?? '', upRes.rawHeaders),
     );
     if (upHead.length > 0) socket.write(upHead);
-    front.splice(socket, upSocket as net.Socket, head, undefined);
+    // what the client then sends is read like a tunnel's (where the instance blocks domains):
+    // after `Upgrade: h2c`, HTTP/2 would name any host in binary frames, and is refused there
+    front.splice(socket, upSocket as net.Socket, head, target);
   });
   up.once('response', (upRes) => {
     // The server declined the switch: relay its answer as a plain response and close.

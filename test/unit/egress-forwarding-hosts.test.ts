@@ -1,0 +1,64 @@
+/**
+ * Forwarding headers a server behind a proxy may take for the request's host (`X-Forwarded-Host`,
+ * `X-Original-Host`, `X-Host`, `Forwarded: host=`): every host they name passes the blocked
+ * domains like `Host`, in a tunnel without TLS (egress/host-lines.ts) and on the proxied path
+ * (egress/fronts/absolute-form.ts reads them with `forwardedHosts`). Attack4 reached a blocked
+ * virtual host through an upstream that trusts them.
+ */
+import { describe, expect, it } from 'vitest';
+import { forwardedHosts, HostLines } from '../../src/server/sandbox/egress/host-lines.js';
+
+const blocked = (name: string) =>
+  name === 'blocked.test' || name.endsWith('.blocked.test') ? 'blocked.test' : undefined;
+
+/** What a tunnel carrying `text` (in one read) is judged. */
+const judged = (text: string) => new HostLines(blocked).feed(Buffer.from(text, 'latin1'));
+
+describe('forwardedHosts', () => {
+  it('reads each element of a list, and each host= of Forwarded, quoted or not', () => {
+    expect(forwardedHosts('X-Forwarded-Host', ' a.test , blocked.test,,')).toEqual([
+      'a.test',
+      'blocked.test',
+    ]);
+    expect(
+      forwardedHosts('Forwarded', 'for=1.2.3.4;host="blocked.test", host=b.test;proto=http'),
+    ).toEqual(['blocked.test', 'b.test']);
+    expect(forwardedHosts('forwarded', 'HOST = "x\\"y.test"')).toEqual(['x"y.test']);
+    expect(forwardedHosts('Forwarded', 'for=1.2.3.4;proto=https')).toEqual([]);
+  });
+});
+
+describe('a tunnel without TLS', () => {
+  const head = (field: string) => `GET / HTTP/1.1\r\nHost: ok.test\r\n${field}\r\n\r\n`;
+
+  it('refuses a request whose forwarding header names a blocked host, in any case', () => {
+    for (const field of [
+      'X-Forwarded-Host: blocked.test',
+      'x-forwarded-host: ok.test, www.blocked.test',
+      'X-Original-Host: blocked.test:8080',
+      'x-host: BLOCKED.test',
+      'Forwarded: for=10.0.0.1;host=blocked.test',
+      'forwarded: host="blocked.test";proto=http',
+    ]) {
+      expect(judged(head(field)), field).toHaveProperty('blocked');
+    }
+  });
+
+  it('passes one whose forwarding headers name other hosts', () => {
+    for (const field of [
+      'X-Forwarded-Host: ok.test',
+      'Forwarded: for=blocked.test;host=ok.test',
+      'X-Forwarded-For: blocked.test',
+    ]) {
+      expect(judged(head(field)), field).toHaveProperty('pass');
+    }
+  });
+
+  it('reads them cut across reads as in one', () => {
+    const lines = new HostLines(blocked);
+    const text = head('x-forwarded-host: blocked.test');
+    const cut = text.indexOf('forwarded') + 3;
+    expect(lines.feed(Buffer.from(text.slice(0, cut)))).toHaveProperty('pass');
+    expect(lines.feed(Buffer.from(text.slice(cut)))).toHaveProperty('blocked');
+  });
+});
