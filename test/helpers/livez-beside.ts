@@ -1,16 +1,21 @@
 /**
  * What another client of the server sees during an attack, beside what the same client sees of a
- * server with nothing to do, both in the same window on the same machine.
+ * control server in the same window on the same machine.
  *
- * A prober in a process of its own sends `GET /livez` to the server under test and `GET /` to a
- * trivial HTTP server of its own (the control), one of each due every `everyMs`, each sent when
- * due whether the ones before answered or not (four connections a target) and timed from when it
- * was due: a main thread stalled 3 s makes every probe due during the stall wait for it, as such a
- * client would. The control waits only for what the machine makes every process wait for (a CPU
- * hog beside the suite, the suite's other worker, the attacker's own process); the server waits
- * for that and for whatever the attack costs its main thread. So a bound on the server's p99
- * above the control's p99 holds the server to its goal on an idle machine and on a loaded one
- * alike (a reference taken before the attack does not: the load can change between the two).
+ * A prober in a process of its own sends `GET /livez` to the server under test and `GET /` to the
+ * control, one of each due every `everyMs`, each sent when due whether the ones before answered
+ * or not (four connections a target) and timed from when it was due: a main thread stalled 3 s
+ * makes every probe due during the stall wait for it, as such a client would.
+ *
+ * The control (`CONTROL`, a process of its own) answers at once but keeps its main thread busy in
+ * 4 ms slices, as a server under attack is at best: it waits for what the machine makes every
+ * busy thread wait for (a CPU hog beside the suite, the suite's other worker, the attacker's own
+ * process). The server waits for that and for whatever the attack costs its main thread beyond
+ * short slices. So a bound on the server's p99 of 100 ms above the control's holds the server to
+ * its goal on an idle machine (where the control answers within a few ms) and on a loaded one
+ * alike; a reference taken before the attack does not (the load changes between the two), nor
+ * does an idle control (the scheduler runs a thread that mostly sleeps first when it wakes, and
+ * a busy one last).
  *
  * The prober has to be another process: the server runs in the test's process, and a probe made
  * from a stalled thread is late for the server and the control alike.
@@ -55,13 +60,17 @@ export const said = (seen: Beside) =>
  * probes in flight and prints one JSON line, `{server: number[], control: number[], errors}`.
  */
 const PROBER = `
+import { spawn } from 'node:child_process';
 import http from 'node:http';
+import { createInterface } from 'node:readline';
 
 const target = new URL('/livez', process.env.SERVER_URL);
 const every = Number(process.env.EVERY_MS);
-const control = http.createServer((_req, res) => res.end('ok'));
-await new Promise((resolve) => control.listen(0, '127.0.0.1', resolve));
-const controlUrl = new URL('http://127.0.0.1:' + control.address().port + '/');
+const control = spawn(process.execPath, ['--input-type=module', '-e', process.env.CONTROL], {
+  stdio: ['pipe', 'pipe', 'inherit'],
+});
+const [port] = await createInterface({ input: control.stdout })[Symbol.asyncIterator]().next().then((l) => [l.value]);
+const controlUrl = new URL('http://127.0.0.1:' + port + '/');
 const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
 const seen = { server: [], control: [], errors: [] };
 const inFlight = new Set();
@@ -91,13 +100,36 @@ for (let n = 0; probing; n++) {
 await Promise.all(inFlight);
 console.log(JSON.stringify(seen));
 agent.destroy();
-control.close();
+control.stdin.end();
+`;
+
+/**
+ * The control: a trivial HTTP server whose main thread works all the time in slices of 4 ms, one
+ * a turn of its event loop, as the server's does when an attack keeps it busy (the bytes of a
+ * turn, internal/cpu-share.ts). The machine's scheduler treats such a thread as it treats the
+ * server's, so a loaded machine delays both alike; an idle control would not be, since a thread
+ * that mostly sleeps is run first when it wakes. Prints its port, ends with its stdin.
+ */
+const CONTROL = `
+import http from 'node:http';
+
+const server = http.createServer((_req, res) => res.end('ok'));
+await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+console.log(server.address().port);
+const work = () => {
+  const t = performance.now();
+  while (performance.now() - t < 4);
+  setImmediate(work);
+};
+work();
+process.stdin.resume();
+process.stdin.once('end', () => process.exit(0));
 `;
 
 /** Starts the prober against `serverUrl`; resolves once it probes. */
 export async function watchLivez(serverUrl: string, everyMs = 20): Promise<Watch> {
   const child = spawn(process.execPath, ['--input-type=module', '-e', PROBER], {
-    env: { ...process.env, SERVER_URL: serverUrl, EVERY_MS: String(everyMs) },
+    env: { ...process.env, SERVER_URL: serverUrl, EVERY_MS: String(everyMs), CONTROL },
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   const lines = createInterface({ input: child.stdout });
