@@ -62,3 +62,17 @@ describe('a tunnel without TLS', () => {
     expect(lines.feed(Buffer.from(text.slice(cut)))).toHaveProperty('blocked');
   });
 });
+
+describe('a folded Host line longer than a line is read', () => {
+  it('is refused, whole or cut: a lenient server may find a host past what is read', () => {
+    const text = `GET / HTTP/1.1\r\nHost: ok.test\r\n ${'a'.repeat(9000)} blocked.test\r\n\r\n`;
+    expect(judged(text)).toHaveProperty('blocked');
+    const lines = new HostLines(blocked);
+    const cut = text.indexOf('aaa') + 100;
+    const first = lines.feed(Buffer.from(text.slice(0, cut)));
+    const verdict = 'blocked' in first ? first : lines.feed(Buffer.from(text.slice(cut)));
+    expect(verdict).toHaveProperty('blocked');
+    // a long line that continues nothing is no host's
+    expect(judged(`GET / HTTP/1.1\r\nX-Long: ${'a'.repeat(9000)}\r\n\r\n`)).toHaveProperty('pass');
+  });
+});

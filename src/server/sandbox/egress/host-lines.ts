@@ -170,7 +170,7 @@ export class HostLines {
       }
       const end = lineEnd(start);
       this.#read(chunk.subarray(start, end < 0 ? chunk.length : end));
-      if (this.#long && NAMING_START.test(this.#line)) {
+      if (this.#long && this.#mayName()) {
         return { blocked: `a line of more than ${MAX_LINE} bytes naming a host` };
       }
       if (end < 0) return { pass: chunk };
@@ -178,6 +178,16 @@ export class HostLines {
       if (hit !== undefined) return { blocked: hit };
       start = end + 1;
     }
+  }
+
+  /**
+   * Whether the line read so far may name a host: it starts as one that does, or it continues a
+   * `Host` line (obs-fold: a lenient server may take any word of it for the host, past the part
+   * read here too).
+   */
+  #mayName(): boolean {
+    const line = this.#line;
+    return NAMING_START.test(line) || (this.#afterHost && (line[0] === ' ' || line[0] === '\t'));
   }
 
   /**
@@ -200,9 +210,8 @@ export class HostLines {
       }
       this.#line = line.slice(0, MAX_LINE);
       this.#long = line.length > MAX_LINE;
-      if (this.#long && NAMING_START.test(this.#line)) {
+      if (this.#long && this.#mayName())
         return `a line of more than ${MAX_LINE} bytes naming a host`;
-      }
       return this.#check();
     };
     for (;;) {
