@@ -13,7 +13,7 @@ import type {
   NotebookCell,
   NotebookCellType,
 } from '../../../api/index.js';
-import { parseBounded } from '../../../internal/json-bounded.js';
+import { containersOver, parseBounded } from '../../../internal/json-bounded.js';
 
 const MultilineString = z.union([z.string(), z.array(z.string())]);
 const Meta = z.record(z.string(), z.unknown());
@@ -96,12 +96,33 @@ const joinOutput = (o: NbOutput) => mapOutputStrings(o, join);
 const splitOutput = (o: NbOutput) =>
   mapOutputStrings(o, (v, mime) => (isSplitMime(mime) ? splitLines(join(v)) : join(v)));
 
-/** Objects and arrays a notebook may hold, and how deep (nbformat's own values nest a few levels). */
-const MAX_NOTEBOOK_CONTAINERS = 1_000_000;
+/**
+ * What the server reads and decodes of a notebook file. The file is the instance's: anything in
+ * it can write one, and every notebook operation decodes it, walks it and encodes it again on the
+ * server's main thread. Decoding, validating and answering costs about 6 ms per MiB of strings
+ * (outputs with images) and 3–4 µs per object or array (cells, outputs) here, so these bounds keep
+ * one operation on the largest notebook they admit to a few tens of milliseconds (an outside
+ * tester's 54.6 MiB notebook of 200,000 cells took 1.1–2.9 s and 540 MiB per read). A notebook of
+ * tens of cells with images (a few MiB, a few hundred objects) is far under both.
+ */
+export const MAX_NOTEBOOK_BYTES = 8 * 1024 * 1024;
+/** Objects and arrays a notebook may hold (each cell is 2–4, each output 2–4). */
+export const MAX_NOTEBOOK_CONTAINERS = 20_000;
+/** How deep they may nest (nbformat's own values nest a few levels). */
 const MAX_NOTEBOOK_DEPTH = 256;
+
+/** A notebook file past `MAX_NOTEBOOK_BYTES` or `MAX_NOTEBOOK_CONTAINERS`; nothing was decoded. */
+export class NotebookTooLarge extends Error {
+  override name = 'NotebookTooLarge';
+}
 
 export function parseNotebook(text: string): FileNotebook {
   let json: unknown;
+  if (containersOver(text, MAX_NOTEBOOK_CONTAINERS)) {
+    throw new NotebookTooLarge(
+      `more than ${MAX_NOTEBOOK_CONTAINERS} objects and arrays (cells, outputs, metadata), the most a notebook may hold`,
+    );
+  }
   try {
     // the file is the instance's: what it costs to decode and walk is bounded
     json = parseBounded(text, MAX_NOTEBOOK_CONTAINERS, MAX_NOTEBOOK_DEPTH);

@@ -38,8 +38,10 @@ import { ToolboxError } from '../../toolbox/toolbox.js';
 import {
   ensureCellIds,
   kernelNameOf,
+  MAX_NOTEBOOK_BYTES,
   newCell,
   newNotebook,
+  NotebookTooLarge,
   parseNotebook,
   serializeNotebook,
   toWireCell,
@@ -64,9 +66,6 @@ export function slugify(name: string): string {
     .replace(/-+$/, '');
   return slug || 'notebook';
 }
-
-/** Largest notebook file read. */
-const MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024;
 
 /** A failed file operation as the HTTP error the route answers with. */
 function fileError(err: unknown, id: string): Error {
@@ -129,12 +128,22 @@ export class Notebooks implements NotebookCapability {
       if (['ENOENT', 'EISDIR', 'ENOTDIR', 'NOT_REGULAR', 'ELOOP'].includes(code)) {
         throw serverError('notebook_not_found', { id });
       }
+      if (code === 'TOO_LARGE') {
+        // refused on its size before a byte of it is read
+        throw serverError('notebook_too_large', {
+          id,
+          reason: `over ${MAX_NOTEBOOK_BYTES} bytes, the largest notebook file the server reads`,
+        });
+      }
       throw fileError(err, id);
     }
     let nb: FileNotebook;
     try {
       nb = parseNotebook(text);
     } catch (err) {
+      if (err instanceof NotebookTooLarge) {
+        throw serverError('notebook_too_large', { id, reason: err.message });
+      }
       throw serverError('notebook_invalid', { id, reason: (err as Error).message });
     }
     if (ensureCellIds(nb)) await this.#write(id, nb);
