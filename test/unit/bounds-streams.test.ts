@@ -244,7 +244,7 @@ describe('JSON read from an instance', () => {
     expect(() => parseNotebook(cell(''))).not.toThrow();
     const deep = `{"output_type":"display_data","metadata":{},"data":{"application/json":${'['.repeat(300)}${']'.repeat(300)}}}`;
     expect(() => parseNotebook(cell(deep))).toThrow(/nested deeper than 256 levels/);
-    const wide = `{"output_type":"display_data","metadata":{},"data":{"application/json":[${'{},'.repeat(20_000)}{}]}}`;
-    expect(() => parseNotebook(cell(wide))).toThrow(/more than 20000 objects and arrays/);
+    const wide = `{"output_type":"display_data","metadata":{},"data":{"application/json":[${'{},'.repeat(50_000)}{}]}}`;
+    expect(() => parseNotebook(cell(wide))).toThrow(/more than 50000 objects and arrays/);
   });
 });

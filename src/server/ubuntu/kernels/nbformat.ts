@@ -98,16 +98,16 @@ const splitOutput = (o: NbOutput) =>
 
 /**
  * What the server reads and decodes of a notebook file. The file is the instance's: anything in
- * it can write one, and every notebook operation decodes it, walks it and encodes it again on the
- * server's main thread. Decoding, validating and answering costs about 6 ms per MiB of strings
- * (outputs with images) and 3–4 µs per object or array (cells, outputs) here, so these bounds keep
- * one operation on the largest notebook they admit to a few tens of milliseconds (an outside
- * tester's 54.6 MiB notebook of 200,000 cells took 1.1–2.9 s and 540 MiB per read). A notebook of
- * tens of cells with images (a few MiB, a few hundred objects) is far under both.
+ * it can write one, and every notebook operation decodes it, changes it and encodes it again.
+ * That happens in the notebook thread (notebook-thread.ts), not the main thread; these bounds
+ * keep what one operation holds there, and how long it takes, to a few hundred MiB and
+ * milliseconds at most (an outside tester's 54.6 MiB notebook of 200,000 cells took 540 MiB and
+ * 1.1–2.9 s). A notebook of tens of cells with images (a few MiB, a few hundred objects) is far
+ * under both. The server writes no notebook past them either (`notebook_too_large`, not written).
  */
 export const MAX_NOTEBOOK_BYTES = 8 * 1024 * 1024;
-/** Objects and arrays a notebook may hold (each cell is 2–4, each output 2–4). */
-export const MAX_NOTEBOOK_CONTAINERS = 20_000;
+/** Objects and arrays a notebook may hold (as Jupyter writes it, a cell is 4, an output 2–5). */
+export const MAX_NOTEBOOK_CONTAINERS = 50_000;
 /** How deep they may nest (nbformat's own values nest a few levels). */
 const MAX_NOTEBOOK_DEPTH = 256;
 
@@ -116,13 +116,19 @@ export class NotebookTooLarge extends Error {
   override name = 'NotebookTooLarge';
 }
 
+/** Why a notebook file's text is past the bounds, or undefined. */
+export function notebookOverBounds(text: string, bytes: number): string | undefined {
+  if (bytes > MAX_NOTEBOOK_BYTES) return `over ${MAX_NOTEBOOK_BYTES} bytes (${bytes})`;
+  if (containersOver(text, MAX_NOTEBOOK_CONTAINERS)) {
+    return `more than ${MAX_NOTEBOOK_CONTAINERS} objects and arrays (cells, outputs, metadata)`;
+  }
+  return undefined;
+}
+
 export function parseNotebook(text: string): FileNotebook {
   let json: unknown;
-  if (containersOver(text, MAX_NOTEBOOK_CONTAINERS)) {
-    throw new NotebookTooLarge(
-      `more than ${MAX_NOTEBOOK_CONTAINERS} objects and arrays (cells, outputs, metadata), the most a notebook may hold`,
-    );
-  }
+  const over = notebookOverBounds(text, 0);
+  if (over) throw new NotebookTooLarge(over);
   try {
     // the file is the instance's: what it costs to decode and walk is bounded
     json = parseBounded(text, MAX_NOTEBOOK_CONTAINERS, MAX_NOTEBOOK_DEPTH);
