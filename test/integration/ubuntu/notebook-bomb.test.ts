@@ -131,7 +131,7 @@ describe('a notebook the instance writes', () => {
     expect(seen.peakRss - rss0).toBeLessThan(200 * MiB);
   }, 300_000);
 
-  it('a notebook near the bounds (7 MiB, 12,000 cells) is read back whole, /livez prompt', async () => {
+  it('a notebook near the bounds (7 MiB, 12,000 cells) is read back whole, RSS bounded', async () => {
     const notebook = await created('heavy');
     // 4 objects and arrays a cell once the server writes it (the source as a list of lines)
     const cells = 12_000;

@@ -99,6 +99,8 @@ export class NotebookThread {
   async stop(): Promise<void> {
     const worker = this.#worker;
     this.#worker = undefined;
+    for (const pending of this.#pending.values()) pending.reject(new NotebookThreadDied('stopped'));
+    this.#pending.clear();
     await worker?.terminate();
   }
 }
