@@ -51,14 +51,19 @@ export function parseBounded(
  */
 export function jsonNestingOffset(text: string, maxDepth: number): number {
   let depth = 0;
-  let inString = false;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c /* \ */) i++;
-      else if (c === 0x22 /* " */) inString = false;
-    } else if (c === 0x22) {
-      inString = true;
+    if (c === 0x22 /* " */) {
+      // a string's characters are skipped in native steps: its end is the next quote that an
+      // even number of backslashes (none included) comes before
+      for (;;) {
+        const end = text.indexOf('"', i + 1);
+        if (end === -1) return -1;
+        let slashes = 0;
+        while (text.charCodeAt(end - 1 - slashes) === 0x5c /* \ */) slashes++;
+        i = end;
+        if (slashes % 2 === 0) break;
+      }
     } else if (c === 0x5b /* [ */ || c === 0x7b /* { */) {
       if (++depth > maxDepth) return i;
     } else if (c === 0x5d /* ] */ || c === 0x7d /* } */) {

@@ -263,6 +263,10 @@ export const SERVER_ERRORS = {
   notebook_not_found: { status: 404, message: "Notebook '{id}' not found" },
   cell_not_found: { status: 404, message: "Cell '{cell}' not found in notebook '{notebook}'" },
   notebook_invalid: { status: 400, message: 'notebooks/{id}.ipynb is {reason}' },
+  notebook_too_large: {
+    status: 400,
+    message: 'notebooks/{id}.ipynb is too large for the server to read: {reason}',
+  },
   notebook_file_refused: { status: 400, message: 'notebooks/{id}.ipynb: {reason}' },
   notebook_files_unavailable: { status: 503, message: 'Notebook files are unavailable: {reason}' },
 

@@ -8,6 +8,7 @@
  * forwarding, placement and keys of projects are one plug-in (`cluster/plugin.ts`), registered
  * only on a node.
  */
+import { EncodedJson } from '../../internal/encoded-json.js';
 import type { ClusterHttpParts } from '../cluster/compose.js';
 import { ClusterPlugin } from './cluster/plugin.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -291,6 +292,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
           body: unknown;
         }) => Promise<unknown>;
         const out = await handler({ params, query, body });
+        if (out instanceof EncodedJson) {
+          // encoded off the main thread (a notebook): its bytes as they are
+          return reply
+            .code(op.successStatus ?? 200)
+            .type('application/json; charset=utf-8')
+            .send(Buffer.from(out.bytes.buffer, out.bytes.byteOffset, out.bytes.byteLength));
+        }
         return reply.code(op.successStatus ?? 200).send(out);
       },
     });

@@ -2,6 +2,7 @@
  * One handler per operation of the table. Each receives the validated path, query and body and
  * returns the response body; the app turns thrown HttpErrors into `{"detail": ...}`.
  */
+import { asAnswer } from '../../internal/encoded-json.js';
 import type { z } from 'zod';
 import {
   DEFAULT_HANDOFF_SECONDS,
@@ -212,14 +213,15 @@ export function createHandlers(
     listKernels: async ({ params }) => notebooks(params.instance_id).kernels(),
     notebookCreate: async ({ params, body }) =>
       notebooks(params.instance_id).create(body.name, body.kernel_name),
-    notebookGet: async ({ params }) => notebooks(params.instance_id).get(params.notebook_id),
+    notebookGet: async ({ params }) =>
+      asAnswer(notebooks(params.instance_id).get(params.notebook_id)),
     notebookDelete: async ({ params }) => notebooks(params.instance_id).delete(params.notebook_id),
     notebookAddCell: async ({ params, body }) =>
-      notebooks(params.instance_id).addCell(params.notebook_id, body),
+      asAnswer(notebooks(params.instance_id).addCell(params.notebook_id, body)),
     notebookExecuteCell: async ({ params, body }) =>
-      notebooks(params.instance_id).executeCell(params.notebook_id, params.cell_id, body),
+      asAnswer(notebooks(params.instance_id).executeCell(params.notebook_id, params.cell_id, body)),
     notebookExecute: async ({ params, body }) =>
-      notebooks(params.instance_id).execute(params.notebook_id, body),
+      asAnswer(notebooks(params.instance_id).execute(params.notebook_id, body)),
 
     envGet: async ({ params }) => ({ variables: await env(params.instance_id).get() }),
     envSet: async ({ params, body }) => {

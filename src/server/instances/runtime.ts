@@ -7,6 +7,7 @@
  * instance is, what its start asked for (the registry's plan, plan.ts) and what the server lends
  * it.
  */
+import type { EncodedJson } from '../../internal/encoded-json.js';
 import type { BrowserIdentity } from '../../api/identity.js';
 import { createHmac } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -261,15 +262,22 @@ export interface BrowserCapability {
 export interface NotebookCapability {
   kernels(): Promise<KernelInfo[]>;
   create(name: string, kernelName: string): Promise<Notebook>;
-  get(notebookId: string): Promise<Notebook>;
+  // answers that hold what the instance's file holds are encoded off the main thread
+  get(notebookId: string): Promise<EncodedJson<Notebook>>;
   delete(notebookId: string): Promise<Record<string, unknown>>;
-  addCell(notebookId: string, cell: z.output<typeof AddCellRequest>): Promise<NotebookCell>;
+  addCell(
+    notebookId: string,
+    cell: z.output<typeof AddCellRequest>,
+  ): Promise<EncodedJson<NotebookCell>>;
   executeCell(
     notebookId: string,
     cellId: string,
     opts: z.output<typeof ExecuteCellRequest>,
-  ): Promise<NotebookCell>;
-  execute(notebookId: string, opts: z.output<typeof ExecuteCellRequest>): Promise<NotebookCell[]>;
+  ): Promise<EncodedJson<NotebookCell>>;
+  execute(
+    notebookId: string,
+    opts: z.output<typeof ExecuteCellRequest>,
+  ): Promise<EncodedJson<NotebookCell[]>>;
 }
 
 /** The instance's screen: screenshots and `computer` actions. */

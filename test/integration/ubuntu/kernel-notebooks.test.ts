@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NotebookCell } from '../../../src/api/index.js';
+import { EncodedJson } from '../../../src/internal/encoded-json.js';
 import { Supervised, descendants } from '../../../src/internal/process.js';
 import { HttpError } from '../../../src/server/errors.js';
 import { createKernels, type Kernels } from '../../../src/server/ubuntu/kernels/index.js';
@@ -19,7 +20,25 @@ let home: string;
 let kernels: Kernels;
 const nbPath = (id: string) => join(home, 'notebooks', `${id}.ipynb`);
 const readNb = (id: string) => JSON.parse(readFileSync(nbPath(id), 'utf8')) as Json;
-const nb = () => kernels.notebooks;
+/** The notebooks' answers decoded (the HTTP layer sends their bytes as they are). */
+type Decoded<T> = {
+  [K in keyof T]: T[K] extends (...args: infer A) => Promise<EncodedJson<infer R>>
+    ? (...args: A) => Promise<R>
+    : T[K];
+};
+function decoded<T extends object>(target: T): Decoded<T> {
+  return new Proxy(target, {
+    get(t, key) {
+      const v: unknown = Reflect.get(t, key);
+      if (typeof v !== 'function') return v;
+      return async (...args: unknown[]) => {
+        const out: unknown = await (v as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+        return out instanceof EncodedJson ? out.value() : out;
+      };
+    },
+  }) as Decoded<T>;
+}
+const nb = () => decoded(kernels.notebooks);
 
 beforeAll(() => {
   home = mkdtempSync(join(tmpdir(), 'burrow-kernel-nb-'));

@@ -13,7 +13,7 @@ import type {
   NotebookCell,
   NotebookCellType,
 } from '../../../api/index.js';
-import { parseBounded } from '../../../internal/json-bounded.js';
+import { containersOver, parseBounded } from '../../../internal/json-bounded.js';
 
 const MultilineString = z.union([z.string(), z.array(z.string())]);
 const Meta = z.record(z.string(), z.unknown());
@@ -96,12 +96,39 @@ const joinOutput = (o: NbOutput) => mapOutputStrings(o, join);
 const splitOutput = (o: NbOutput) =>
   mapOutputStrings(o, (v, mime) => (isSplitMime(mime) ? splitLines(join(v)) : join(v)));
 
-/** Objects and arrays a notebook may hold, and how deep (nbformat's own values nest a few levels). */
-const MAX_NOTEBOOK_CONTAINERS = 1_000_000;
+/**
+ * What the server reads and decodes of a notebook file. The file is the instance's: anything in
+ * it can write one, and every notebook operation decodes it, changes it and encodes it again.
+ * That happens in the notebook thread (notebook-thread.ts), not the main thread; these bounds
+ * keep what one operation holds there, and how long it takes, to a few hundred MiB and
+ * milliseconds at most (an outside tester's 54.6 MiB notebook of 200,000 cells took 540 MiB and
+ * 1.1–2.9 s). A notebook of tens of cells with images (a few MiB, a few hundred objects) is far
+ * under both. The server writes no notebook past them either (`notebook_too_large`, not written).
+ */
+export const MAX_NOTEBOOK_BYTES = 8 * 1024 * 1024;
+/** Objects and arrays a notebook may hold (as Jupyter writes it, a cell is 4, an output 2–5). */
+export const MAX_NOTEBOOK_CONTAINERS = 50_000;
+/** How deep they may nest (nbformat's own values nest a few levels). */
 const MAX_NOTEBOOK_DEPTH = 256;
+
+/** A notebook file past `MAX_NOTEBOOK_BYTES` or `MAX_NOTEBOOK_CONTAINERS`; nothing was decoded. */
+export class NotebookTooLarge extends Error {
+  override name = 'NotebookTooLarge';
+}
+
+/** Why a notebook file's text is past the bounds, or undefined. */
+export function notebookOverBounds(text: string, bytes: number): string | undefined {
+  if (bytes > MAX_NOTEBOOK_BYTES) return `over ${MAX_NOTEBOOK_BYTES} bytes (${bytes})`;
+  if (containersOver(text, MAX_NOTEBOOK_CONTAINERS)) {
+    return `more than ${MAX_NOTEBOOK_CONTAINERS} objects and arrays (cells, outputs, metadata)`;
+  }
+  return undefined;
+}
 
 export function parseNotebook(text: string): FileNotebook {
   let json: unknown;
+  const over = notebookOverBounds(text, 0);
+  if (over) throw new NotebookTooLarge(over);
   try {
     // the file is the instance's: what it costs to decode and walk is bounded
     json = parseBounded(text, MAX_NOTEBOOK_CONTAINERS, MAX_NOTEBOOK_DEPTH);

@@ -27,7 +27,6 @@ import type {
   AddCellRequest,
   ExecuteCellRequest,
   KernelInfo,
-  NbOutput,
   Notebook,
   NotebookCell,
 } from '../../../api/index.js';
@@ -35,18 +34,16 @@ import { HttpError, serverError } from '../../errors.js';
 import type { NotebookCapability } from '../../instances/runtime.js';
 import type { SandboxFiles } from '../../toolbox/files.js';
 import { ToolboxError } from '../../toolbox/toolbox.js';
+import { EncodedJson } from '../../../internal/encoded-json.js';
 import {
-  ensureCellIds,
-  kernelNameOf,
-  newCell,
+  MAX_NOTEBOOK_BYTES,
   newNotebook,
-  parseNotebook,
   serializeNotebook,
-  toWireCell,
   toWireNotebook,
-  type FileCell,
   type FileNotebook,
 } from './nbformat.js';
+import type { CellToRun, NotebookOp, OpFailure, OpResult } from './notebook-ops.js';
+import { NOTEBOOK_THREAD_HEAP_MB, NotebookThreadDied, notebookThread } from './notebook-thread.js';
 import type { KernelPool, RunResult } from './pool.js';
 
 /** Notebook ids are file name stems: no path separators, no leading dot. */
@@ -64,9 +61,6 @@ export function slugify(name: string): string {
     .replace(/-+$/, '');
   return slug || 'notebook';
 }
-
-/** Largest notebook file read. */
-const MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024;
 
 /** A failed file operation as the HTTP error the route answers with. */
 function fileError(err: unknown, id: string): Error {
@@ -87,6 +81,8 @@ export class Notebooks implements NotebookCapability {
   readonly dir: string;
   /** Serializes read-modify-write of one notebook file (and, under `''`, id allocation). */
   readonly #locks = new Map<string, Promise<unknown>>();
+  /** Decodes, changes and encodes the files, off the main thread (one for the server). */
+  readonly #thread = notebookThread;
 
   constructor(pool: KernelPool, files: SandboxFiles, dir: string) {
     this.#pool = pool;
@@ -118,32 +114,61 @@ export class Notebooks implements NotebookCapability {
     return next;
   }
 
-  /** Read and parse a notebook; upgrades it to stable cell ids on disk when it had none. */
-  async #read(id: string): Promise<FileNotebook> {
+  /** A notebook file's bytes, refused past `MAX_NOTEBOOK_BYTES` before a byte is read. */
+  async #readFile(id: string): Promise<Uint8Array> {
     if (!NOTEBOOK_ID.test(id)) throw serverError('notebook_not_found', { id });
-    let text: string;
     try {
-      text = (await this.#files.read(this.path(id), MAX_NOTEBOOK_BYTES)).data.toString('utf8');
+      return (await this.#files.read(this.path(id), MAX_NOTEBOOK_BYTES)).data;
     } catch (err) {
       const code = err instanceof ToolboxError ? err.code : '';
       if (['ENOENT', 'EISDIR', 'ENOTDIR', 'NOT_REGULAR', 'ELOOP'].includes(code)) {
         throw serverError('notebook_not_found', { id });
       }
+      if (code === 'TOO_LARGE') {
+        throw serverError('notebook_too_large', {
+          id,
+          reason: `over ${MAX_NOTEBOOK_BYTES} bytes, the largest notebook file the server reads`,
+        });
+      }
       throw fileError(err, id);
     }
-    let nb: FileNotebook;
-    try {
-      nb = parseNotebook(text);
-    } catch (err) {
-      throw serverError('notebook_invalid', { id, reason: (err as Error).message });
-    }
-    if (ensureCellIds(nb)) await this.#write(id, nb);
-    return nb;
+  }
+
+  /**
+   * Read the notebook and run `req` on it in the notebook thread (notebook-thread.ts), one
+   * operation at a time server-wide; writes back what it changed (stable cell ids included).
+   */
+  #op(id: string, req: NotebookOp): Promise<OpResult> {
+    return this.#thread.run(async (op) => {
+      let result: OpResult | OpFailure;
+      try {
+        result = await op(await this.#readFile(id), req);
+      } catch (err) {
+        if (!(err instanceof NotebookThreadDied)) throw err;
+        throw serverError('notebook_too_large', {
+          id,
+          reason: `decoding it took more than the notebook thread's ${NOTEBOOK_THREAD_HEAP_MB} MiB (${err.message})`,
+        });
+      }
+      if ('failed' in result) {
+        const code = result.failed === 'too_large' ? 'notebook_too_large' : 'notebook_invalid';
+        throw serverError(code, { id, reason: result.message });
+      }
+      if (result.value && 'missing' in result.value && 'cellId' in req) {
+        throw serverError('cell_not_found', { cell: req.cellId, notebook: id });
+      }
+      if (result.write) await this.#writeBytes(id, result.write);
+      return result;
+    });
   }
 
   async #write(id: string, nb: FileNotebook): Promise<void> {
+    await this.#writeBytes(id, serializeNotebook(nb));
+  }
+
+  async #writeBytes(id: string, data: string | Uint8Array): Promise<void> {
     try {
-      await this.#files.write(this.path(id), serializeNotebook(nb));
+      await this.#files.write(this.path(id), data);
     } catch (err) {
       throw fileError(err, id);
     }
@@ -173,15 +198,15 @@ export class Notebooks implements NotebookCapability {
     });
   }
 
-  async get(notebookId: string): Promise<Notebook> {
+  async get(notebookId: string): Promise<EncodedJson<Notebook>> {
     return this.#locked(notebookId, async () =>
-      toWireNotebook(notebookId, await this.#read(notebookId)),
+      answered<Notebook>(await this.#op(notebookId, { op: 'get', id: notebookId })),
     );
   }
 
   async delete(notebookId: string): Promise<Record<string, unknown>> {
     await this.#locked(notebookId, async () => {
-      await this.#read(notebookId);
+      await this.#op(notebookId, { op: 'check' });
       await this.#files.remove(this.path(notebookId)).catch((err: unknown) => {
         if (!(err instanceof ToolboxError && err.code === 'ENOENT'))
           throw fileError(err, notebookId);
@@ -191,78 +216,79 @@ export class Notebooks implements NotebookCapability {
     return { status: 'success', message: `Deleted notebook ${notebookId}` };
   }
 
-  async addCell(notebookId: string, req: z.output<typeof AddCellRequest>): Promise<NotebookCell> {
-    return this.#locked(notebookId, async () => {
-      const nb = await this.#read(notebookId);
-      const taken = new Set(nb.cells.map((c) => c.id ?? ''));
-      const cell = newCell(req.type, req.content, req.metadata, taken);
-      nb.cells.push(cell);
-      await this.#write(notebookId, nb);
-      return toWireCell(cell);
-    });
+  async addCell(
+    notebookId: string,
+    req: z.output<typeof AddCellRequest>,
+  ): Promise<EncodedJson<NotebookCell>> {
+    return this.#locked(notebookId, async () =>
+      answered<NotebookCell>(
+        await this.#op(notebookId, {
+          op: 'addCell',
+          type: req.type,
+          content: req.content,
+          metadata: req.metadata,
+        }),
+      ),
+    );
   }
 
   async executeCell(
     notebookId: string,
     cellId: string,
     opts: z.output<typeof ExecuteCellRequest>,
-  ): Promise<NotebookCell> {
-    const { cell, kernelName } = await this.#locked(notebookId, async () => {
-      const nb = await this.#read(notebookId);
-      const found = nb.cells.find((c) => c.id === cellId);
-      if (!found) throw serverError('cell_not_found', { cell: cellId, notebook: notebookId });
-      return { cell: found, kernelName: kernelNameOf(nb) };
-    });
-    if (cell.cell_type !== 'code') return toWireCell(cell); // nothing to run
-    const result = await this.#run(notebookId, kernelName, cell, opts.timeout);
-    return this.#record(notebookId, cellId, result);
+  ): Promise<EncodedJson<NotebookCell>> {
+    const found = await this.#locked(notebookId, () =>
+      this.#op(notebookId, { op: 'cell', cellId }),
+    );
+    if (found.answer) return new EncodedJson(found.answer); // not code: nothing to run
+    const { kernelName, cells } = toRun(found);
+    const result = await this.#run(notebookId, kernelName, cells[0]!.source, opts.timeout);
+    return answered(await this.#record(notebookId, cellId, result));
   }
 
   async execute(
     notebookId: string,
     opts: z.output<typeof ExecuteCellRequest>,
-  ): Promise<NotebookCell[]> {
-    const { cells, kernelName } = await this.#locked(notebookId, async () => {
-      const nb = await this.#read(notebookId);
-      return {
-        cells: nb.cells.filter((c) => c.cell_type === 'code'),
-        kernelName: kernelNameOf(nb),
-      };
-    });
-    const restarted = new Set<string>();
+  ): Promise<EncodedJson<NotebookCell[]>> {
+    const { kernelName, cells } = toRun(
+      await this.#locked(notebookId, () => this.#op(notebookId, { op: 'codeCells' })),
+    );
+    const restarted: string[] = [];
     for (const cell of cells) {
-      const result = await this.#run(notebookId, kernelName, cell, opts.timeout);
-      const recorded = await this.#record(notebookId, cell.id ?? '', result);
-      if (recorded.kernel_restarted) restarted.add(recorded.id);
+      const result = await this.#run(notebookId, kernelName, cell.source, opts.timeout);
+      await this.#record(notebookId, cell.id, result);
+      if (result.restarted) restarted.push(cell.id);
       if (result.status !== 'ok') break; // stop at the first failing cell, as Jupyter's Run All
     }
-    return this.#locked(notebookId, async () => {
-      const nb = await this.#read(notebookId);
-      return nb.cells.map((c) => {
-        const wire = toWireCell(c);
-        if (restarted.has(wire.id)) wire.kernel_restarted = true;
-        return wire;
-      });
-    });
+    return this.#locked(notebookId, async () =>
+      answered<NotebookCell[]>(await this.#op(notebookId, { op: 'cells', restarted })),
+    );
   }
 
-  #run(id: string, kernelName: string, cell: FileCell, timeout: number | undefined) {
-    const source = typeof cell.source === 'string' ? cell.source : cell.source.join('');
+  #run(id: string, kernelName: string, source: string, timeout: number | undefined) {
     return this.#pool.run(notebookKernelKey(id), kernelName, source, timeout);
   }
 
   /** Store a result in the cell's outputs and execution count; the cell as the API returns it. */
-  #record(id: string, cellId: string, result: RunResult): Promise<NotebookCell> {
-    return this.#locked(id, async () => {
-      const nb = await this.#read(id);
-      const cell = nb.cells.find((c) => c.id === cellId);
-      if (!cell) throw serverError('cell_not_found', { cell: cellId, notebook: id });
-      cell.outputs = result.outputs as NbOutput[];
-      cell.execution_count = result.execution_count;
-      await this.#write(id, nb);
-      const wire = toWireCell(cell);
-      if (result.restarted) wire.kernel_restarted = true;
-      return wire;
-    });
+  #record(id: string, cellId: string, result: RunResult): Promise<OpResult> {
+    return this.#locked(id, () =>
+      this.#op(id, {
+        op: 'record',
+        cellId,
+        outputs: result.outputs,
+        execution_count: result.execution_count,
+        restarted: Boolean(result.restarted),
+      }),
+    );
   }
+}
+
+/** The operation's JSON answer. */
+const answered = <T>(result: OpResult): EncodedJson<T> => new EncodedJson<T>(result.answer!);
+
+/** The cells to run and their kernel. */
+function toRun(result: OpResult): { kernelName: string; cells: CellToRun[] } {
+  const value = result.value;
+  if (!value || 'missing' in value) throw new Error("no cells in the notebook thread's answer");
+  return value;
 }
