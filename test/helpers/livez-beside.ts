@@ -11,9 +11,9 @@
  * 4 ms slices, as a server under attack is at best: it waits for what the machine makes every
  * busy thread wait for (a CPU hog beside the suite, the suite's other worker, the attacker's own
  * process). The server waits for that and for whatever the attack costs its main thread beyond
- * short slices. So a bound on the server's p99 of 100 ms above the control's holds the server to
- * its goal on an idle machine (where the control answers within a few ms) and on a loaded one
- * alike; a reference taken before the attack does not (the load changes between the two), nor
+ * short slices. So a bound on the server's p99 relative to the control's (`livezBound`) holds
+ * the server to its goal on an idle machine (where the control answers within a few ms) and
+ * adapts on a loaded one; a reference taken before the attack does not (the load changes between the two), nor
  * does an idle control (the scheduler runs a thread that mostly sleeps first when it wakes, and
  * a busy one last).
  *
@@ -46,8 +46,14 @@ export interface Watch {
   until(done: Promise<unknown>, limitMs?: number): Promise<Beside>;
 }
 
-/** The bound on the server's p99: `margin` ms, above the control's p99 when the machine is busy. */
-export const livezBound = (seen: Beside, margin = 100) => seen.control.p99 + margin;
+/**
+ * The bound on the server's p99: `margin` ms above twice the control's p99. On an idle machine
+ * the control answers within a few ms, so this is the goal (100 ms and a few); on a loaded one a
+ * server thread busy with an attack waited up to about twice what the busy control waited (from
+ * 1.1 to 2.3 times, beside a CPU hog and the suite's other worker at a load average of 7 to 10),
+ * where the old code's stalls were seconds.
+ */
+export const livezBound = (seen: Beside, margin = 100) => 2 * seen.control.p99 + margin;
 
 /** One line of what was seen, for the test's log. */
 export const said = (seen: Beside) =>
