@@ -4,7 +4,7 @@
  *
  * A prober in a process of its own sends `GET /livez` to the server under test and `GET /` to the
  * control, one of each due every `everyMs`, each sent when due whether the ones before answered
- * or not (four connections a target) and timed from when it was due: a main thread stalled 3 s
+ * or not (at most four at once a target, each on a connection of its own) and timed from when it was due: a main thread stalled 3 s
  * makes every probe due during the stall wait for it, as such a client would.
  *
  * The control (`CONTROL`, a process of its own) answers at once but keeps its main thread busy in
@@ -77,7 +77,9 @@ const control = spawn(process.execPath, ['--input-type=module', '-e', process.en
 });
 const [port] = await createInterface({ input: control.stdout })[Symbol.asyncIterator]().next().then((l) => [l.value]);
 const controlUrl = new URL('http://127.0.0.1:' + port + '/');
-const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
+// a connection a probe: a kept-alive one the server closes when idle can be reused just as it
+// closes (ECONNRESET); a new one costs a loopback handshake
+const agent = new http.Agent({ keepAlive: false, maxSockets: 4 });
 const seen = { server: [], control: [], errors: [] };
 const inFlight = new Set();
 const probe = (url, into, due) => {
