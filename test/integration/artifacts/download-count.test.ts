@@ -64,16 +64,17 @@ describe('downloads by navigation from a cdp_url client', () => {
     const targetId = (made.result as { targetId: string }).targetId;
     const attached = await cdp.call('Target.attachToTarget', { targetId, flatten: true });
     const sessionId = (attached.result as { sessionId: string }).sessionId;
+    // one navigation at a time: a navigation begun before the last one's request left Chromium
+    // cancels that request (CI: 23 of 24 served once), and the attack must run in full
     for (let i = 0; i < 3 * CAP; i++) {
       await cdp.call('Page.navigate', { url: `${origin}/x.bin?${i}` }, sessionId);
+      await eventually(() => served > i, `the site served download ${i + 1}`);
     }
-    // every navigation became a download the site served (the attack ran in full) ...
-    await eventually(() => served >= 3 * CAP, 'the site served every download');
     await eventually(
       () => logs.filter((l) => l.includes('neither listed nor kept')).length > 0,
       'the log says a download was not listed',
     );
-    // ... and the server lists the first CAP of them only
+    // the server lists the first CAP of them only
     expect(await listed()).toBe(CAP);
     cdp.ws.close();
 
