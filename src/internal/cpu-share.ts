@@ -6,12 +6,12 @@
  * the callbacks of `setImmediate` queued in one turn all run in the next, so six clients' 90 MiB
  * commands each checked in 4 ms slices (chromium/command.ts) kept the thread 24 ms a turn before
  * it read a socket again, and a loaded machine stretched that to a `/livez` p99 over 100 ms. Here
- * the tasks share one slice a turn: each turn of the loop runs steps of the task at the head of
- * the queue until the slice is spent (then of the next, if it ended), and the task that was
- * running when the slice ran out goes to the back, so that a short task is not kept behind a
- * long one for more than one turn per task ahead of it. The next turn starts after the event
- * loop has polled for I/O. A task is a generator whose every `yield` is a point where it may be paused (a step
- * should be well under a millisecond).
+ * the tasks share one slice a turn: each turn of the loop runs steps of the task at the head of the
+ * queue until the slice is spent (then of the next, if it ended), and the task that was running
+ * when the slice ran out goes to the back, so that a short task is not kept behind a long one for
+ * more than one turn per task ahead of it. The next turn starts after the event loop has polled for
+ * I/O. A task is a generator whose every `yield` is a point where it may be paused (a step should
+ * be well under a millisecond).
  */
 
 /** Main-thread time the tasks together take in one turn of the event loop. */
@@ -61,14 +61,21 @@ function runSlice(): void {
   setImmediate(runSlice);
 }
 
+/** What `TurnBudget.pace` needs of a readable stream. */
+export interface Pausable {
+  pause(): unknown;
+  resume(): unknown;
+  isPaused(): boolean;
+}
+
 /**
  * The bytes of clients' data the main thread works through in one turn of the event loop, all
  * connections together. Node reads each ready socket up to 32 times in one poll of the loop: six
  * clients sending long frames at full speed gave it 12 MiB to unmask and copy before it looked at
  * anything else, 20 ms of one turn on an idle machine and a `/livez` p99 over 100 ms on a loaded
  * one. A reader that finds this turn's bytes spent stops reading its socket and goes on in the
- * next turn (`nextTurn`), after the loop has polled for I/O again; every reader is then served in
- * turn, each at most one socket read past the budget.
+ * next turn (`nextTurn`; `pace` does both for a stream), after the loop has polled for I/O
+ * again; every reader is then served in turn, each at most one socket read past the budget.
  */
 export class TurnBudget {
   #spent = 0;
@@ -88,6 +95,19 @@ export class TurnBudget {
   nextTurn(go: () => void): void {
     this.#next.push(go);
     this.#arm();
+  }
+
+  /**
+   * Counts `bytes` read from `stream`; once this turn's are spent, pauses `stream` and resumes
+   * it in the next turn if `mayResume()` says so then (a stream paused by someone else is left
+   * to them).
+   */
+  pace(stream: Pausable, bytes: number, mayResume: () => boolean): void {
+    if (this.spend(bytes) || stream.isPaused()) return;
+    stream.pause();
+    this.nextTurn(() => {
+      if (mayResume()) stream.resume();
+    });
   }
 
   #arm(): void {

@@ -3,19 +3,20 @@
  * control server in the same window on the same machine.
  *
  * A prober in a process of its own sends `GET /livez` to the server under test and `GET /` to the
- * control, one of each due every `everyMs`, each sent when due whether the ones before answered
- * or not (at most four at once a target, each on a connection of its own) and timed from when it was due: a main thread stalled 3 s
- * makes every probe due during the stall wait for it, as such a client would.
+ * control, one of each due every `everyMs`, each sent when due whether the ones before answered or
+ * not (at most four at once a target, each on a connection of its own) and timed from when it was
+ * due: a main thread stalled 3 s makes every probe due during the stall wait for it, as such a
+ * client would.
  *
  * The control (`CONTROL`, a process of its own) answers at once but keeps its main thread busy in
- * 4 ms slices, as a server under attack is at best: it waits for what the machine makes every
- * busy thread wait for (a CPU hog beside the suite, the suite's other worker, the attacker's own
+ * 4 ms slices, as a server under attack is at best: it waits for what the machine makes every busy
+ * thread wait for (a CPU hog beside the suite, the suite's other worker, the attacker's own
  * process). The server waits for that and for whatever the attack costs its main thread beyond
- * short slices. So a bound on the server's p99 relative to the control's (`livezBound`) holds
- * the server to its goal on an idle machine (where the control answers within a few ms) and
- * adapts on a loaded one; a reference taken before the attack does not (the load changes between the two), nor
- * does an idle control (the scheduler runs a thread that mostly sleeps first when it wakes, and
- * a busy one last).
+ * short slices. So a bound on the server's p99 relative to the control's (`livezBound`) holds the
+ * server to its goal on an idle machine (where the control answers within a few ms) and adapts on a
+ * loaded one; a reference taken before the attack does not (the load changes between the two), nor
+ * does an idle control (the scheduler runs a thread that mostly sleeps first when it wakes, and a
+ * busy one last).
  *
  * The prober has to be another process: the server runs in the test's process, and a probe made
  * from a stalled thread is late for the server and the control alike.

@@ -118,4 +118,35 @@ describe('TurnBudget', () => {
     await tick();
     expect(spent).toEqual([false, false]);
   });
+
+  it('pauses a stream that spent the turn and resumes it in the next, if it still may', async () => {
+    await tick();
+    const budget = new TurnBudget(100);
+    const stream = (paused = false) => {
+      const calls: string[] = [];
+      return {
+        calls,
+        pause: () => ((paused = true), calls.push('pause')),
+        resume: () => ((paused = false), calls.push('resume')),
+        isPaused: () => paused,
+      };
+    };
+    const under = stream();
+    budget.pace(under, 100 - 1, () => true);
+    expect(under.calls).toEqual([]); // the turn's bytes not spent: read on
+    const spending = stream();
+    const held = stream();
+    const stopped = stream(true); // paused by its owner: theirs to resume
+    let may = true;
+    budget.pace(spending, 1, () => true);
+    budget.pace(held, 1, () => may);
+    budget.pace(stopped, 1, () => true);
+    expect(spending.calls).toEqual(['pause']);
+    expect(held.calls).toEqual(['pause']);
+    may = false;
+    await tick();
+    expect(spending.calls).toEqual(['pause', 'resume']);
+    expect(held.calls).toEqual(['pause']);
+    expect(stopped.calls).toEqual([]);
+  });
 });

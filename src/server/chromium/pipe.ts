@@ -55,9 +55,7 @@ export class CdpPipe {
     input.on('data', (chunk: Buffer) => {
       this.#read(chunk);
       // past the main thread's bytes for this turn, read on in the next (internal/cpu-share.ts)
-      if (bytesPerTurn.spend(chunk.length) || input.isPaused()) return;
-      input.pause();
-      bytesPerTurn.nextTurn(() => this.#open && input.resume());
+      bytesPerTurn.pace(input, chunk.length, () => this.#open);
     });
     for (const stream of [out, input]) {
       stream.on('error', () => this.close()); // EPIPE once Chromium is gone

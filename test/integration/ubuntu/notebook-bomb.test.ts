@@ -19,32 +19,21 @@
  * Another client's `/livez` p99 stays within 100 ms of a control probed in the same window
  * (test/helpers/livez-beside.ts) for the tester's notebook.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { livezBound, said, watchLivez } from '../../helpers/livez-beside.js';
-import { testServer, type TestServer } from '../../helpers/server.js';
+import { useInstance, useServer } from '../../helpers/use-server.js';
 import {
   MAX_NOTEBOOK_BYTES,
   MAX_NOTEBOOK_CONTAINERS,
 } from '../../../src/server/ubuntu/kernels/nbformat.js';
 
 const MiB = 1024 * 1024;
-let server: TestServer;
-let id = '';
-
-beforeAll(async () => {
-  server = await testServer();
-  const res = await server.api('/v1/start', { json: { instance_type: 'ubuntu' } });
-  expect(res.status).toBe(200);
-  id = ((await res.json()) as { id: string }).id;
-}, 180_000);
-afterAll(async () => {
-  await server?.api(`/v1/instance/${id}/stop`, { method: 'POST' });
-  await server?.close();
-});
+const server = useServer({}, { timeout: 180_000 });
+const desktop = useInstance(server, 'ubuntu', {}, 180_000);
 
 /** A notebook made through the API, its id. */
 async function created(name: string): Promise<string> {
-  const res = await server.api(`/v1/instance/${id}/notebook/create`, { json: { name } });
+  const res = await server.api(`/v1/instance/${desktop.id}/notebook/create`, { json: { name } });
   expect(res.status).toBe(200);
   return ((await res.json()) as { id: string }).id;
 }
@@ -60,7 +49,7 @@ async function overwrite(notebook: string, cells: number, sourceBytes: number): 
     "open(p, 'w').write(s)",
     'print(len(s))',
   ].join('\n');
-  const res = await server.api(`/v1/instance/${id}/code/execute`, {
+  const res = await server.api(`/v1/instance/${desktop.id}/code/execute`, {
     json: { code, timeout: 120 },
   });
   expect(res.status).toBe(200);
@@ -81,7 +70,7 @@ interface Answer {
  * cell, executes one and executes all.
  */
 async function readBack(notebook: string, gets: number, others: boolean): Promise<Answer[]> {
-  const base = `/v1/instance/${id}/notebook/${notebook}`;
+  const base = `/v1/instance/${desktop.id}/notebook/${notebook}`;
   const calls: [string, RequestInit & { json?: unknown }][] = [];
   for (let i = 0; i < gets; i++) calls.push([base, {}]);
   if (others) {
@@ -146,7 +135,7 @@ describe('a notebook the instance writes', () => {
     const answers = await done;
     // then changed and run, outside the window: writing back a notebook this size is the
     // toolbox's write path, not what this test bounds (see ISOLATION.md)
-    const base = `/v1/instance/${id}/notebook/${notebook}`;
+    const base = `/v1/instance/${desktop.id}/notebook/${notebook}`;
     const added = await server.api(`${base}/cell`, { json: { type: 'code', content: '2 + 2' } });
     expect(added.status).toBe(200);
     const executed = await server.api(`${base}/cell/c0/execute`, { json: { timeout: 60 } });
@@ -161,7 +150,9 @@ describe('a notebook the instance writes', () => {
       expect(a.status).toBe(200);
       expect(a.bytes).toBeGreaterThan(6.5 * MiB);
     }
-    const nb = (await (await server.api(`/v1/instance/${id}/notebook/${notebook}`)).json()) as {
+    const nb = (await (
+      await server.api(`/v1/instance/${desktop.id}/notebook/${notebook}`)
+    ).json()) as {
       cells: { id: string; content: string; outputs?: unknown[] }[];
     };
     expect(nb.cells).toHaveLength(cells + 1);

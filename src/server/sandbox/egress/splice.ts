@@ -116,11 +116,11 @@ export function splice(
       // past the main thread's bytes for this turn, read on in the next (internal/cpu-share.ts);
       // a byte whose line is read costs about four that are only relayed (0.1-0.4 ms per 64 KiB
       // of lines, against unmasking and copying at about 1.5 ms per MiB)
-      if (bytesPerTurn.spend(chunk.length * LINE_BYTE_COST) || client.isPaused()) return;
-      client.pause();
-      bytesPerTurn.nextTurn(() => {
-        if (!upstream.writableNeedDrain && !client.destroyed) client.resume();
-      });
+      bytesPerTurn.pace(
+        client,
+        chunk.length * LINE_BYTE_COST,
+        () => !upstream.writableNeedDrain && !client.destroyed,
+      );
     };
     const onEnd = () => {
       if (upstream.destroyed) return;
