@@ -27,6 +27,11 @@ export class ByteBudget {
     return this.#used;
   }
 
+  /** Callers waiting for their turn now. */
+  get waiting(): number {
+    return this.#queue.length;
+  }
+
   /**
    * Holds `bytes` for the caller now if they fit and nobody waits before, returning the function
    * giving them back (idempotent); else holds nothing and returns undefined.

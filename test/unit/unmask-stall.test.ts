@@ -3,7 +3,8 @@
  * (src/server/chromium/unmask.ts, `ASSEMBLING_STALL_MS`, `ASSEMBLING_MIN_PROGRESS`): one that sends
  * less than the minimum in a window while it is read is closed (1008, with the reason) and then
  * cut, and what it held is given back when its socket closes; one that sends on, however slowly
- * above the minimum, is not; nor is one the relay or `ws` stopped reading.
+ * above the minimum, is not; nor is one the relay or `ws` stopped reading. Once others wait for
+ * the total, a frame held then must be finished within a window, whatever the minimum says.
  */
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -11,6 +12,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   ASSEMBLING_MIN_PROGRESS,
   ASSEMBLING_STALL_MS,
+  HOLDING_CLOSE,
   STALLED_CLOSE,
   assemblingBytes,
   unmaskAsReceived,
@@ -134,5 +136,65 @@ describe('a connection holding part of the total', () => {
     await vi.advanceTimersByTimeAsync(ASSEMBLING_STALL_MS);
     expect(relay.c.closes).toHaveLength(1);
     expect(full.c.closes).toHaveLength(1);
+  });
+});
+
+/** The first 14 bytes of a masked binary frame of `length` bytes (its key zero). */
+function header(length: number): Buffer {
+  return frame(Buffer.alloc(0))
+    .fill(0, 2)
+    .subarray(0, 14)
+    .map((b, i) => {
+      if (i < 2 || i >= 10) return b;
+      return Number((BigInt(length) >> BigInt(8 * (9 - i))) & 0xffn);
+    }) as Buffer;
+}
+
+describe('a connection holding part of the total while others wait', () => {
+  it('finishes its frame within a window of their waiting, or is closed and its part goes to them', async () => {
+    vi.useFakeTimers();
+    const fillers = [connection(), connection()];
+    const [quick, waiter] = [connection(), connection()];
+    open.push(...fillers, quick, waiter);
+    for (const f of fillers) f.read(header(200 * MiB));
+    quick.read(header(8 * MiB));
+    waiter.read(header(200 * MiB)); // 200 + 200 + 8 + 200 MiB > the total: it waits
+    expect(assemblingBytes()).toBe(408 * MiB);
+    // a window in which all send the minimum: enough, and now others wait
+    for (const c of [...fillers, quick]) c.read(Buffer.alloc(ASSEMBLING_MIN_PROGRESS));
+    await vi.advanceTimersByTimeAsync(ASSEMBLING_STALL_MS);
+    for (const c of [...fillers, quick]) expect(c.closes).toEqual([]);
+    // the next: the quick one finishes its frame, the fillers send the minimum again
+    quick.read(Buffer.alloc(8 * MiB - ASSEMBLING_MIN_PROGRESS));
+    for (const f of fillers) f.read(Buffer.alloc(ASSEMBLING_MIN_PROGRESS));
+    expect(assemblingBytes()).toBe(400 * MiB); // the waiter still does not fit
+    await vi.advanceTimersByTimeAsync(ASSEMBLING_STALL_MS);
+    expect(quick.closes).toEqual([]);
+    for (const f of fillers) expect(f.closes).toEqual([[HOLDING_CLOSE.code, HOLDING_CLOSE.reason]]);
+    expect(Buffer.byteLength(HOLDING_CLOSE.reason)).toBeLessThanOrEqual(123);
+    await vi.advanceTimersByTimeAsync(1000);
+    for (const f of fillers) expect(f.terminated()).toBe(1);
+    // the waiting frame got their part
+    expect(assemblingBytes()).toBe(200 * MiB);
+    expect(waiter.closes).toEqual([]);
+  });
+
+  it('is held to the minimum alone again once nobody waits', async () => {
+    vi.useFakeTimers();
+    const holders = [connection(), connection()];
+    const waiter = connection();
+    open.push(...holders, waiter);
+    for (const h of holders) h.read(header(200 * MiB));
+    waiter.read(header(200 * MiB));
+    expect(assemblingBytes()).toBe(400 * MiB); // the waiter waits
+    for (const h of holders) h.read(Buffer.alloc(ASSEMBLING_MIN_PROGRESS));
+    await vi.advanceTimersByTimeAsync(ASSEMBLING_STALL_MS); // others wait: each frame marked
+    waiter.gone(); // the waiter leaves
+    for (let i = 0; i < 3; i++) {
+      for (const h of holders) h.read(Buffer.alloc(ASSEMBLING_MIN_PROGRESS));
+      await vi.advanceTimersByTimeAsync(ASSEMBLING_STALL_MS);
+    }
+    for (const h of holders) expect(h.closes).toEqual([]);
+    expect(assemblingBytes()).toBe(400 * MiB);
   });
 });

@@ -82,6 +82,19 @@ export const ASSEMBLING_CLOSE = {
 export const ASSEMBLING_STALL_MS = 20_000;
 export const ASSEMBLING_MIN_PROGRESS = 1024 * 1024;
 
+/**
+ * Why a client is closed whose long frame others waited for through a whole window: once a frame
+ * waits for the total, each frame held then must be finished within `ASSEMBLING_STALL_MS` (a
+ * 96 MiB frame at about 5 MiB/s), whatever the minimum says. The minimum alone let six frames
+ * sent at 1 MiB in each 18 s hold the whole total for half an hour while every other client's long
+ * commands were refused after their 60 s (attack4's A1); now a waiting frame is let in within
+ * two windows.
+ */
+export const HOLDING_CLOSE = {
+  code: 1008,
+  reason: `others waited for the total while this client's long message was not finished in ${ASSEMBLING_STALL_MS / 1000} s`,
+};
+
 /** Why a client that holds part of the total and does not send on is closed. */
 export const STALLED_CLOSE = {
   code: 1008,
@@ -118,6 +131,8 @@ export function unmaskAsReceived(ws: object, maxPayload: number): void {
   let closed = false;
   /** Bytes read in this window while the connection held part of the total. */
   let progress = 0;
+  /** The frame this connection held first when the last window ended with others waiting. */
+  let heldWhileOthersWaited: object | undefined;
   let stallClock: NodeJS.Timeout | undefined;
   const stalled = () => {
     if (held.length === 0 || closed) {
@@ -127,13 +142,18 @@ export function unmaskAsReceived(ws: object, maxPayload: number): void {
     }
     const sent = progress;
     progress = 0;
+    // others wait: the frame held when they already did a window ago must be finished by now
+    const othersWait = assembling.waiting > 0;
+    const overdue = othersWait && heldWhileOthersWaited === held[0];
+    heldWhileOthersWaited = othersWait ? held[0] : undefined;
     // not read, by the relay's or ws's choice or while a frame waits: not the client's doing
     const unread = fed.isPaused || fed._socket?.isPaused?.() || reader.waiting > 0;
-    if (unread || sent >= ASSEMBLING_MIN_PROGRESS) return;
+    if (unread || (sent >= ASSEMBLING_MIN_PROGRESS && !overdue)) return;
     closed = true;
     clearInterval(stallClock);
     stallClock = undefined;
-    fed.close?.(STALLED_CLOSE.code, STALLED_CLOSE.reason);
+    const why = overdue ? HOLDING_CLOSE : STALLED_CLOSE;
+    fed.close?.(why.code, why.reason);
     // the close frame goes out, then the socket: what it held is given back when it closes
     setTimeout(() => fed.terminate?.(), 1000).unref();
   };
