@@ -68,6 +68,24 @@ describe('whether the host runs int 0x80, and what the checks assert then', () =
     });
   });
 
+  it("the host's probe decides over the kernel's word where int 0x80 faults", () => {
+    // built with it and not booted without it, in a guest whose hypervisor does not carry it
+    const abi = hostAbi32({ config: WITH, cmdline: BOOT, vsyscall32: true, probe: 'SIGSEGV' });
+    expect(abi).toMatchObject({ present: false, host: 'SIGSEGV', inside: 'SIGSEGV' });
+    expect(abi.why).toMatch(/built with 32-bit emulation.*but int 0x80 faults on this host/);
+    // agreeing with the kernel, the probe changes nothing
+    expect(hostAbi32({ config: WITH, cmdline: BOOT, vsyscall32: true, probe: 'ok' })).toEqual(
+      hostAbi32({ config: WITH, cmdline: BOOT, vsyscall32: true }),
+    );
+    // an answer where the kernel has no such ABI, or another signal, contradicts the reading
+    expect(() =>
+      hostAbi32({ config: WITHOUT, cmdline: BOOT, vsyscall32: false, probe: 'ok' }),
+    ).toThrow(/int 0x80 on the host: ok/);
+    expect(() =>
+      hostAbi32({ config: WITH, cmdline: BOOT, vsyscall32: true, probe: 'SIGILL' }),
+    ).toThrow(/SIGILL/);
+  });
+
   it("reads this host's facts", () => {
     const facts = readAbi32Facts();
     expect(typeof facts.cmdline).toBe('string');
