@@ -117,6 +117,9 @@ describe('the egress from inside an instance', () => {
       '///blocked.test/x',
       '////blocked.test/x',
       '/\\\\/blocked.test/x',
+      // a server that decodes the path's escapes first, or reads a URL in it (attack5's R3)
+      '/%2f%2fblocked.test/x',
+      '/http://blocked.test/x',
     ]) {
       const proxied = await sendFromInside(
         `b"GET http://127.0.0.1:${port}${path} HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n\\r\\n"`,
@@ -156,6 +159,11 @@ describe('the egress from inside an instance', () => {
     for (const field of [
       'X-Forwarded-Host: ok.test, blocked.test',
       'Forwarded: host=blocked.test',
+      // the rest of the family a rewriting front may read (attack5's R3)
+      'X-Forwarded-Server: blocked.test',
+      'X-HTTP-Host-Override: blocked.test',
+      'X-Original-URL: http://blocked.test/',
+      'X-Rewrite-URL: //blocked.test/',
     ]) {
       const head = `/x HTTP/1.1\\r\\nHost: 127.0.0.1:${port}\\r\\n${field}\\r\\n\\r\\n`;
       const proxied = await sendFromInside(`b"GET http://127.0.0.1:${port}${head}"`);

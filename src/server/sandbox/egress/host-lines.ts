@@ -26,29 +26,51 @@ const HOST_FIELD = /^host[ \t]*:/i;
 /**
  * A request line whose target names a host: the absolute form (`GET http://host/`), or a target
  * a URL parser resolves to another host (`GET //host/`, `/\host`, `http:\\host`: two slashes,
- * either way round, start an authority).
+ * either way round, start an authority), also once a server decoded its escapes (`/%2f%2fhost`)
+ * or read a URL in its path (`/http://host/`, as rewriting fronts do).
  */
-const NAMING_REQUEST = /^[A-Z]+[ \t]+(?:[A-Za-z][A-Za-z0-9+.-]*:)?[/\\]{2,}([^/?#\\\s]*)/;
+const NAMING_REQUEST =
+  /^[A-Z]+[ \t]+(?:\/?[A-Za-z][A-Za-z0-9+.-]*:)?(?:[/\\]|%2[fF]|%5[cC]){2,}((?:[^/?#\\\s%]|%(?!2[fF]|5[cC]))*)/;
 /**
  * HTTP/2 in the clear, by prior knowledge (its preface) or by upgrade: its requests name their
  * host in binary frames, on no line, so a tunnel that carries it cannot be held to the rule.
  */
 const CLEARTEXT_H2 = /^(?:PRI \* HTTP\/2\.0$|upgrade[ \t]*:.*\bh2c\b)/i;
 /**
- * Headers a server behind a proxy may take for the request's host, in place of `Host`: each
- * host they name must pass the rule too.
+ * Headers a server behind a proxy or a rewriting front may take for the request's host, in place
+ * of `Host`: each host they name must pass the rule too. Most hold a host (a list of them);
+ * `X-Original-URL` and `X-Rewrite-URL` a URL, whose host counts where it names one.
  */
-const FORWARDING_FIELD = /^(x-forwarded-host|x-original-host|x-host|forwarded)[ \t]*:/i;
+export const FORWARDING_HEADERS = [
+  'x-forwarded-host',
+  'x-original-host',
+  'x-host',
+  'x-forwarded-server',
+  'x-http-host-override',
+  'x-host-override',
+  'x-original-url',
+  'x-rewrite-url',
+  'forwarded',
+] as const;
+const FORWARDING_FIELD = new RegExp(`^(${FORWARDING_HEADERS.join('|')})[ \\t]*:`, 'i');
 /** The start of a line that may name a host once it is whole (or switch to HTTP/2). */
-const NAMING_START =
-  /^(?:host[ \t]*:|upgrade[ \t]*:|x-forwarded-host[ \t]*:|x-original-host[ \t]*:|x-host[ \t]*:|forwarded[ \t]*:|PRI \* |[A-Z]+[ \t]+(?:[A-Za-z][A-Za-z0-9+.-]*:)?[/\\]{2})/i;
+const NAMING_START = new RegExp(
+  `^(?:host[ \\t]*:|upgrade[ \\t]*:|${FORWARDING_HEADERS.map((h) => `${h}[ \\t]*:`).join('|')}|PRI \\* |[A-Z]+[ \\t]+(?:\\/?[A-Za-z][A-Za-z0-9+.-]*:)?(?:[/\\\\]|%2f|%5c){2})`,
+  'i',
+);
 
 /**
  * The hosts a forwarding header's value names: each element of `X-Forwarded-Host` (and its
- * kin), a list; each `host=` of `Forwarded` (RFC 7239), quoted or not.
+ * kin), a list; each `host=` of `Forwarded` (RFC 7239), quoted or not; the host of the URL in
+ * `X-Original-URL` or `X-Rewrite-URL`, where it names one (`http://host/`, `//host/`).
  */
 export function forwardedHosts(field: string, value: string): string[] {
-  if (field.toLowerCase() !== 'forwarded') {
+  const name = field.toLowerCase();
+  if (name === 'x-original-url' || name === 'x-rewrite-url') {
+    const host = NAMING_REQUEST.exec(`GET ${value.trim()}`)?.[1];
+    return host ? [host] : [];
+  }
+  if (name !== 'forwarded') {
     return value
       .split(',')
       .map((v) => v.trim())

@@ -19,7 +19,7 @@ import {
   type Framing,
   type ProxyTarget,
 } from '../proxy-http.js';
-import { forwardedHosts, namedHost } from '../host-lines.js';
+import { FORWARDING_HEADERS, forwardedHosts, namedHost } from '../host-lines.js';
 import { normalizeHost } from '../policy.js';
 import { Refusal } from '../refusal.js';
 import type { Front } from './front.js';
@@ -38,9 +38,6 @@ export interface AbsoluteRequest {
   forwarded: string[];
 }
 
-/** Forwarding headers a server may take for the request's host (host-lines.ts reads the same). */
-const FORWARDING_HEADERS = ['x-forwarded-host', 'x-original-host', 'x-host', 'forwarded'];
-
 /** The hosts `req`'s forwarding headers name, as the `Host` rule reads a host. */
 function forwardedIn(rawHeaders: string[]): string[] {
   const hosts: string[] = [];
@@ -55,14 +52,13 @@ function forwardedIn(rawHeaders: string[]): string[] {
   return hosts;
 }
 
-/** The host of a path that starts an authority (`//host/…`), else undefined. */
+/**
+ * The host a path names as the tunnel's `Host` rule reads one (host-lines.ts): one that starts an
+ * authority (`//host/…`, `/%2f%2fhost`) or holds a URL (`/http://host/`), else undefined.
+ */
 function hostInPath(path: string): string | undefined {
-  if (!/^[/\\]{2}/.test(path)) return undefined;
-  try {
-    return normalizeHost(new URL(path, 'http://base.invalid').hostname);
-  } catch {
-    return undefined;
-  }
+  const host = namedHost(`GET ${path}`);
+  return host ? normalizeHost(host) : undefined;
 }
 
 /** Target, `Host` header and body framing of an absolute-form request, or a 400 Refusal. */
