@@ -171,6 +171,9 @@ describe('a connection holding part of the total while others wait', () => {
     await vi.advanceTimersByTimeAsync(ASSEMBLING_STALL_MS);
     expect(quick.closes).toEqual([]);
     for (const f of fillers) expect(f.closes).toEqual([[HOLDING_CLOSE.code, HOLDING_CLOSE.reason]]);
+    expect(HOLDING_CLOSE.reason).toBe(
+      "others waited for the total while this client's long message was not finished in 20 s",
+    );
     expect(Buffer.byteLength(HOLDING_CLOSE.reason)).toBeLessThanOrEqual(123);
     await vi.advanceTimersByTimeAsync(1000);
     for (const f of fillers) expect(f.terminated()).toBe(1);
