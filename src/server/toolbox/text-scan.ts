@@ -118,7 +118,7 @@ export function linesHolding(
     (function* () {
       yield* scan(text, '\n', 0, (nl) => {
         if (occ === -1) return false;
-        if (occ < nl) {
+        if (occ <= nl) {
           hold(line);
           occ = text.indexOf(needle, nl + 1);
         }
