@@ -8,6 +8,8 @@ import {
   countSliced,
   lineSlice,
   lineStart,
+  decodeSliced,
+  encodeSliced,
   lineStarts,
   linesHolding,
   replaceAllSliced,
@@ -54,5 +56,14 @@ describe('text-scan', () => {
     expect(await countSliced(t, '\n')).toBe(8 * 1024 * 1024);
     expect(await lineStarts(t, [0, 1, 5_000_000, 9_000_000])).toEqual([0, 1, 5_000_000, -1]);
     expect(await linesHolding(t, '', 3)).toEqual({ lines: [1, 2, 3], total: 8 * 1024 * 1024 + 1 });
+  });
+
+  it('decodes strict UTF-8 and encodes it again a piece at a time, pairs and sequences whole', async () => {
+    const text = 'é😀x'.repeat(200_000);
+    const bytes = Buffer.from(text, 'utf8');
+    expect(await decodeSliced(bytes)).toBe(text);
+    expect((await encodeSliced(text)).equals(bytes)).toBe(true);
+    expect(await decodeSliced(Buffer.concat([bytes, Buffer.from([0xff])]))).toBeUndefined();
+    expect(await decodeSliced(Buffer.from([0xe2, 0x82]))).toBeUndefined();
   });
 });

@@ -130,3 +130,44 @@ export function linesHolding(
     })(),
   );
 }
+
+/** Bytes (or characters) decoded or encoded a step: well under a millisecond each. */
+const PIECE = 256 * 1024;
+
+/** Strict UTF-8 of `data` as a string, decoded a piece a step; undefined if it is not UTF-8. */
+export function decodeSliced(data: Uint8Array): Promise<string | undefined> {
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  return inSlices(
+    (function* () {
+      const parts: string[] = [];
+      try {
+        for (let at = 0; at < data.length; at += PIECE) {
+          parts.push(decoder.decode(data.subarray(at, at + PIECE), { stream: true }));
+          yield;
+        }
+        parts.push(decoder.decode());
+      } catch {
+        return undefined;
+      }
+      return parts.join('');
+    })(),
+  );
+}
+
+/** `Buffer.from(text, 'utf8')`, encoded a piece a step (a surrogate pair kept in one piece). */
+export function encodeSliced(text: string): Promise<Buffer> {
+  return inSlices(
+    (function* () {
+      const parts: Buffer[] = [];
+      for (let at = 0; at < text.length;) {
+        let end = Math.min(text.length, at + PIECE);
+        const last = text.charCodeAt(end - 1);
+        if (end < text.length && last >= 0xd800 && last <= 0xdbff) end++;
+        parts.push(Buffer.from(text.slice(at, end), 'utf8'));
+        at = end;
+        yield;
+      }
+      return Buffer.concat(parts);
+    })(),
+  );
+}
