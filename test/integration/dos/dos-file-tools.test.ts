@@ -9,7 +9,8 @@
  * - A6b: `file read` with `line_numbers` of 60 MiB of newlines numbered every line on the main
  *   thread (over 30 s, 5 GB, then "Invalid string length"); 8 MiB here shows the same shape. Now
  *   the toolbox numbers at most 100,000 lines (8 MiB) and the answer says where it stopped; an
- *   `insert` into that file finds its line in shared slices, no array of lines made.
+ *   `insert` into that file finds its line in shared slices, no array of lines made (its bound
+ *   is looser: the whole text is still copied a few times, see below).
  * - A3: `file list` (and `edit view`) of a directory of 990,000 entries decoded a 15 MB header of
  *   990,000 arrays on the main thread (5.8 s). Now the toolbox sorts and cuts a listing to 10,000
  *   entries and says how many there are in all; the server decodes at most 2 MiB of header.
@@ -59,9 +60,9 @@ async function watched<T>(
   return { got: await done, seen, grew: seen.peakRss - rss0 };
 }
 
-function bounded(what: string, seen: Beside, grew: number): void {
+function bounded(what: string, seen: Beside, grew: number, margin = 100): void {
   console.log(`dos-file-tools ${what}:`, said(seen), { rssGrewMiB: Math.round(grew / MiB) });
-  expect(seen.server.p99).toBeLessThan(livezBound(seen));
+  expect(seen.server.p99).toBeLessThan(livezBound(seen, margin));
   expect(grew).toBeLessThan(100 * MiB);
 }
 
@@ -93,7 +94,10 @@ describe('files of newlines', () => {
     const edited = await watched(() =>
       call('file', { command: 'insert', path: '/home/user/nl8.txt', line: 2, text: 'x' }),
     );
-    bounded('file insert', edited.seen, edited.grew);
+    // an edit still decodes the file into one string and encodes it again (in slices, but each
+    // a copy of the whole text in one step: ~3 ms for 8 MiB on an idle machine, 50-120 ms on a
+    // loaded one), so its bound is looser: what it must not do is work per line (seconds)
+    bounded('file insert', edited.seen, edited.grew, 1000);
     const insert = edited.got;
     const lines = read.output!.split('\n');
     expect(lines.length).toBe(NUMBERED_LINES);
