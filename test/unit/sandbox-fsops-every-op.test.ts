@@ -15,6 +15,7 @@ import {
   MAX_TEXT_BYTES,
 } from '../../src/server/toolbox/fsops.js';
 import { MAX_PAYLOAD_BYTES, type FrameHeader } from '../../src/server/toolbox/frames.js';
+import { MAX_LIST_ENTRIES } from '../../src/server/toolbox/files.js';
 import { ToolboxError, type Toolbox } from '../../src/server/toolbox/toolbox.js';
 
 type Reply = { header: FrameHeader; payload?: Buffer } | Error;
@@ -130,11 +131,15 @@ describe('what reaches the toolbox', () => {
   it('mkdir and tree answer what the toolbox found, at the depth asked', async () => {
     const { files, requests } = scripted({
       mkdir: () => ({ header: { path: '/home/user/new' } }),
-      tree: () => ({ header: { path: '/home/user', entries: ['a', 'a/b'] } }),
+      tree: () => ({ header: { path: '/home/user', entries: ['a', 'a/b'], total: 5 } }),
     });
     expect(await files.mkdir('new')).toBe('/home/user/new');
-    expect(await files.tree('.', 3)).toEqual(['a', 'a/b']);
-    expect(requests.map((r) => r.header)).toEqual([{ path: 'new' }, { path: '.', depth: 3 }]);
+    // the toolbox cut the listing: the tools are told how many it has in all
+    expect(await files.tree('.', 3)).toEqual({ entries: ['a', 'a/b'], total: 5 });
+    expect(requests.map((r) => r.header)).toEqual([
+      { path: 'new' },
+      { path: '.', depth: 3, limit: MAX_LIST_ENTRIES },
+    ]);
   });
 
   it('an aborted upload removes its temp file through the toolbox, once', async () => {

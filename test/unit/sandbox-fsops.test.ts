@@ -169,7 +169,7 @@ describe('InstanceFiles', () => {
         },
       }),
     });
-    expect(await files.list('.')).toEqual(['a/', 'b', 'c']);
+    expect(await files.list('.')).toEqual({ names: ['a/', 'b', 'c'], total: 3 });
   });
 });
 

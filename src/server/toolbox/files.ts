@@ -20,6 +20,53 @@ export interface Entry {
   mode: number;
 }
 
+/**
+ * Entries a listing (list, tree) answers at most; the toolbox also stops at 1 MiB of names
+ * (toolbox_ops.py `MAX_LIST_ENTRIES`, `MAX_LIST_BYTES`). Past them the tools say how many were
+ * left out.
+ */
+export const MAX_LIST_ENTRIES = 10_000;
+
+/** The first entries of a listing and how many it has in all. */
+export interface Listing<T> {
+  path: string;
+  entries: T[];
+  total: number;
+}
+
+/** What `lines` asks of the toolbox (toolbox_ops.py `op_lines`). */
+export interface LinesAsk {
+  /** Largest file read (TOO_LARGE past it). */
+  max: number;
+  /** First line wanted, 1-based. */
+  first: number;
+  /** Last line wanted; -1: to the end. */
+  last: number;
+  maxLines: number;
+  /** Bytes of UTF-8 sent at most. */
+  maxBytes: number;
+  /** A final newline ends an empty last line (the editor's count), not the last line. */
+  phantom: boolean;
+  /** Each line shown `%6d\t%s` from its number. */
+  number: boolean;
+  /** Invalid UTF-8 is refused (INVALID_UTF8) rather than decoded as `encoding`. */
+  strict: boolean;
+  encoding?: 'utf8' | 'ascii' | 'latin1' | 'utf16le';
+}
+
+/** Lines of a text file as the toolbox cut them. */
+export interface Lines {
+  path: string;
+  /** The lines sent, joined by `\n` (numbered if asked). */
+  text: string;
+  /** The file's count of lines. */
+  lines: number;
+  /** Lines in `text`. */
+  sent: number;
+  /** Whether `text` stops before the range asked ends. */
+  cut: boolean;
+}
+
 /** Deadline of operations that walk trees (copy, move across file systems, recursive delete). */
 const TREE_TIMEOUT_MS = 300_000;
 
@@ -28,6 +75,10 @@ const str = (h: FrameHeader, key: string): string => {
   if (typeof v !== 'string') throw new ToolboxUnavailable(`toolbox reply without ${key}`);
   return v;
 };
+
+const listed = (h: FrameHeader): unknown[] => (Array.isArray(h.entries) ? h.entries : []);
+const total = (h: FrameHeader, shown: number): number =>
+  Number.isSafeInteger(h.total) ? Math.max(h.total as number, shown) : shown;
 
 export class SandboxFiles {
   constructor(readonly toolbox: Toolbox) {}
@@ -100,22 +151,66 @@ export class SandboxFiles {
     await this.toolbox.request('copy', { src, dst }, { timeoutMs: TREE_TIMEOUT_MS });
   }
 
-  /** A directory's names, each with whether it is a directory (symlinks followed). */
-  async list(path: string): Promise<{ path: string; entries: { name: string; dir: boolean }[] }> {
-    const { header } = await this.toolbox.request('list', { path });
-    const raw = Array.isArray(header.entries) ? (header.entries as unknown[]) : [];
-    const entries = raw.map((e) => {
-      const [name, dir] = e as [unknown, unknown];
+  /**
+   * A directory's names, each with whether it is a directory (symlinks followed): the first
+   * `MAX_LIST_ENTRIES` in the order shown, and how many there are in all.
+   */
+  async list(path: string): Promise<Listing<{ name: string; dir: boolean }>> {
+    const { header } = await this.toolbox.request('list', { path, limit: MAX_LIST_ENTRIES });
+    const entries = listed(header).map((e) => {
+      const [name, dir] = Array.isArray(e) ? (e as [unknown, unknown]) : [e, false];
       return { name: String(name), dir: dir === true };
     });
-    return { path: str(header, 'path'), entries };
+    return { path: str(header, 'path'), entries, total: total(header, entries.length) };
   }
 
-  /** `find <path> -maxdepth <depth> -not -path '*\/.*'` as relative paths (links not followed). */
-  async tree(path: string, depth: number): Promise<{ path: string; entries: string[] }> {
-    const { header } = await this.toolbox.request('tree', { path, depth });
-    const raw = Array.isArray(header.entries) ? (header.entries as unknown[]) : [];
-    return { path: str(header, 'path'), entries: raw.map(String) };
+  /**
+   * `find <path> -maxdepth <depth> -not -path '*\/.*'` as relative paths (links not followed):
+   * the first `MAX_LIST_ENTRIES`, and how many there are in all.
+   */
+  async tree(path: string, depth: number): Promise<Listing<string>> {
+    const { header } = await this.toolbox.request(
+      'tree',
+      { path, depth, limit: MAX_LIST_ENTRIES },
+      { timeoutMs: TREE_TIMEOUT_MS },
+    );
+    const entries = listed(header).map(String);
+    return { path: str(header, 'path'), entries, total: total(header, entries.length) };
+  }
+
+  /**
+   * Lines of a text file, chosen, cut and (with `number`) numbered by the toolbox inside the
+   * instance, so that the server holds and works through only what it shows (see `LinesAsk`).
+   */
+  async lines(path: string, ask: LinesAsk): Promise<Lines> {
+    const { header, payload } = await this.toolbox.request('lines', {
+      path,
+      max: Math.min(ask.max, MAX_PAYLOAD_BYTES),
+      first: ask.first,
+      last: ask.last,
+      max_lines: ask.maxLines,
+      max_bytes: ask.maxBytes,
+      phantom: ask.phantom,
+      number: ask.number,
+      strict: ask.strict,
+      encoding: ask.encoding ?? 'utf8',
+    });
+    const count = (key: string) => {
+      const v = header[key];
+      if (!Number.isSafeInteger(v) || (v as number) < 0)
+        throw new ToolboxUnavailable(`toolbox reply without ${key}`);
+      return v as number;
+    };
+    // the toolbox cut the text; more than asked is a toolbox not to be trusted
+    if (payload.length > ask.maxBytes || count('sent') > ask.maxLines)
+      throw new ToolboxUnavailable('toolbox reply past the bounds asked');
+    return {
+      path: str(header, 'path'),
+      text: payload.toString('utf8'),
+      lines: count('lines'),
+      sent: count('sent'),
+      cut: header.cut === true,
+    };
   }
 
   /** Start writing `path` in chunks: nothing appears there before `commit`. */

@@ -7,11 +7,14 @@ import { parseBounded } from '../../internal/json-bounded.js';
 
 /**
  * Headers larger than this are refused (they hold paths and listings, never file contents);
- * toolbox.py answers TOO_LARGE rather than send one.
+ * toolbox.py answers TOO_LARGE rather than send one. A header is decoded on the server's main
+ * thread in one go, so this and the containers below bound that to a few milliseconds: the
+ * toolbox cuts a listing to 10,000 entries and 1 MiB of names (toolbox_ops.py `MAX_LIST_*`).
+ * At 16 MiB and 1,000,000, a directory of 990,000 entries held `/livez` 5.8 s.
  */
-export const MAX_HEADER_BYTES = 16 * 1024 * 1024;
-/** Objects and arrays a header may hold (a directory listing of 100 000 entries fits). */
-const MAX_HEADER_CONTAINERS = 1_000_000;
+export const MAX_HEADER_BYTES = 2 * 1024 * 1024;
+/** Objects and arrays a header may hold (a listing of 10,000 `[name, dir]` entries fits). */
+const MAX_HEADER_CONTAINERS = 20_000;
 /** Payloads larger than this are refused: the largest read any tool asks for (64 MiB). */
 export const MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;
 

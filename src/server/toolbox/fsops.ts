@@ -3,15 +3,24 @@
  * (./files.ts, run inside the sandbox as the instance's user) with the tools'
  * display paths and messages, plus the text helpers both tools share.
  */
-import { SandboxFiles, type Entry } from './files.js';
+import { MAX_LIST_ENTRIES, SandboxFiles, type Entry, type Lines, type LinesAsk } from './files.js';
 import { ToolboxError, ToolboxUnavailable, type Toolbox } from './toolbox.js';
 import { ToolFailure } from '../computer/failure.js';
 import { displayPath } from './paths.js';
+import { decodeSliced, encodeSliced } from './text-scan.js';
 
 /** Largest file the text tools read into memory. */
 export const MAX_TEXT_BYTES = 32 * 1024 * 1024;
 /** Largest file `read` returns. */
 export const MAX_READ_BYTES = 64 * 1024 * 1024;
+/**
+ * Lines a numbered answer (file `read` with `line_numbers`, file `view`) shows at most, and its
+ * bytes: the toolbox numbers them inside the instance; past either the answer says where it
+ * stopped. Numbering a file's every line on the server (60 MiB of newlines) held its main thread
+ * over 30 s and took it past 5 GB.
+ */
+export const MAX_NUMBERED_LINES = 100_000;
+export const MAX_NUMBERED_BYTES = 8 * 1024 * 1024;
 
 /** A path as requested (`path`, sent to the toolbox) and as the tools show it (`display`). */
 export interface Target {
@@ -78,11 +87,11 @@ export class InstanceFiles {
   async readText(input: string | Target): Promise<{ path: string; text: string }> {
     const t = this.target(input);
     const { path, data } = await this.readBytes(t, MAX_TEXT_BYTES);
-    try {
-      return { path, text: new TextDecoder('utf-8', { fatal: true }).decode(data) };
-    } catch {
+    // decoded in the shared slices: 32 MiB in one go held the main thread tens of ms
+    const text = await decodeSliced(data);
+    if (text === undefined)
       throw new ToolFailure(`Ran into invalid UTF-8 data while trying to read ${t.display}`);
-    }
+    return { path, text };
   }
 
   /** Atomic write, parents created, an existing file's mode kept (see `SandboxFiles.write`). */
@@ -92,7 +101,9 @@ export class InstanceFiles {
     opts: { append?: boolean; exclusive?: boolean } = {},
   ): Promise<{ path: string; appended: boolean }> {
     const t = this.target(input);
-    return this.#run({ path: t.display }, () => this.#files.write(t.path, data, opts));
+    return this.#run({ path: t.display }, async () =>
+      this.#files.write(t.path, typeof data === 'string' ? await encodeSliced(data) : data, opts),
+    );
   }
 
   mkdir(input: string | Target): Promise<string> {
@@ -120,17 +131,32 @@ export class InstanceFiles {
     );
   }
 
-  /** Sorted names of a directory, directories suffixed `/` (symlinks followed). */
-  async list(input: string | Target): Promise<string[]> {
+  /**
+   * Sorted names of a directory, directories suffixed `/` (symlinks followed): the first
+   * `MAX_LIST_ENTRIES`, and how many it has in all.
+   */
+  async list(input: string | Target): Promise<{ names: string[]; total: number }> {
     const t = this.target(input);
-    const { entries } = await this.#run({ path: t.display }, () => this.#files.list(t.path));
-    return entries.map((e) => (e.dir ? `${e.name}/` : e.name)).sort();
+    const { entries, total } = await this.#run({ path: t.display }, () => this.#files.list(t.path));
+    return { names: entries.map((e) => (e.dir ? `${e.name}/` : e.name)).sort(), total };
   }
 
-  /** `find <dir> -maxdepth <depth> -not -path '*\/.*'` as paths relative to the directory. */
-  async tree(input: string | Target, depth: number): Promise<string[]> {
+  /**
+   * `find <dir> -maxdepth <depth> -not -path '*\/.*'` as paths relative to the directory: the
+   * first `MAX_LIST_ENTRIES`, and how many there are in all.
+   */
+  async tree(input: string | Target, depth: number): Promise<{ entries: string[]; total: number }> {
     const t = this.target(input);
-    return (await this.#run({ path: t.display }, () => this.#files.tree(t.path, depth))).entries;
+    const { entries, total } = await this.#run({ path: t.display }, () =>
+      this.#files.tree(t.path, depth),
+    );
+    return { entries, total };
+  }
+
+  /** Lines of a text file as the toolbox cut them (`SandboxFiles.lines`). */
+  lines(input: string | Target, ask: LinesAsk): Promise<Lines> {
+    const t = this.target(input);
+    return this.#run({ path: t.display }, () => this.#files.lines(t.path, ask));
   }
 
   /** Start an upload (`UploadSink`); its failures name the target as `display`. */
@@ -179,6 +205,8 @@ export class InstanceFiles {
           return `${d} is a directory`;
         case 'NOT_REGULAR':
           return `${d} is not a regular file`;
+        case 'INVALID_UTF8':
+          return `Ran into invalid UTF-8 data while trying to read ${d}`;
         case 'TOO_LARGE':
           return `${d} is ${String(size)} bytes; this tool reads files of at most ${String(max)} bytes`;
         case 'OWN_DIR':
@@ -194,6 +222,15 @@ export class InstanceFiles {
     })();
     return new ToolFailure(message, { code: err.code, reason: err.message });
   }
+}
+
+/**
+ * What a listing cut at `MAX_LIST_ENTRIES` (or the toolbox's 1 MiB of names) says of the rest;
+ * undefined when nothing was left out.
+ */
+export function listingNote(shown: number, total: number): string | undefined {
+  if (total <= shown) return undefined;
+  return `listing truncated: showing the first ${shown} of ${total} entries (at most ${MAX_LIST_ENTRIES} a listing); ${total - shown} left out. Use bash (find, ls) to see the rest`;
 }
 
 /** `cat -n` style: `%6d\t%s` per line. */

@@ -15,8 +15,8 @@ import stat
 # Largest file `write` with `append` reads back to rewrite it atomically.
 MAX_APPEND_BASE = 64 * 1024 * 1024
 # Largest reply header the server accepts (frames.ts MAX_HEADER_BYTES): a listing past it
-# is answered TOO_LARGE instead.
-MAX_HEADER_BYTES = 16 * 1024 * 1024
+# is answered TOO_LARGE instead (list and tree stop well before it, at MAX_LIST_BYTES).
+MAX_HEADER_BYTES = 2 * 1024 * 1024
 IO_CHUNK = 1024 * 1024
 
 

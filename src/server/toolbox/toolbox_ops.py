@@ -4,6 +4,8 @@ toolbox_fs."""
 
 import contextlib
 import errno
+import heapq
+import json
 import os
 import shutil
 import stat
@@ -31,6 +33,14 @@ from toolbox_fs import (
     unlink_quietly,
     write_fd,
 )
+
+# Entries a listing (list, tree) answers at most unless asked for fewer: the server decodes the
+# answer on its main thread, so the walk, the sort and the cut happen here, at the instance's cost.
+MAX_LIST_ENTRIES = 10000
+# Bytes of JSON the names of one listing take at most (well under MAX_HEADER_BYTES).
+MAX_LIST_BYTES = 1024 * 1024
+# Characters of text searched for newlines at a time (one native count, then finds in that part).
+TEXT_STEP = 65536
 
 # -- operations --------------------------------------------------------------------------
 
@@ -164,31 +174,54 @@ def op_copy(req, _payload):
     return {"src": src, "dst": dst}, None
 
 
+def within(limit, entries, size_of):
+    """The first entries of a sorted listing, at most `limit` and MAX_LIST_BYTES of names."""
+    kept, size = [], 0
+    for entry in entries:
+        size += size_of(entry) + 1
+        if len(kept) >= limit or size > MAX_LIST_BYTES:
+            break
+        kept.append(entry)
+    return kept
+
+
 def op_list(req, _payload):
-    """Names in a directory, each with whether it is a directory (symlinks followed)."""
+    """Names in a directory, each with whether it is a directory (symlinks followed): the first
+    `limit` (MAX_LIST_ENTRIES at most) in the order shown (name, `/` after a directory's), and
+    how many there are in all (`total`)."""
     path = canonical(req["path"])
     check_read(path)
-    entries = []
+    limit = min(int(req.get("limit") or MAX_LIST_ENTRIES), MAX_LIST_ENTRIES)
+    total = [0]
+
+    def shown(it):
+        for entry in it:
+            total[0] += 1
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            yield (entry.name + "/" if is_dir else entry.name, entry.name, is_dir)
+
     with about("path"):
         if not stat.S_ISDIR(os.stat(path).st_mode):
             raise Fail("ENOTDIR", os.strerror(errno.ENOTDIR))
         with os.scandir(path) as it:
-            for entry in it:
-                try:
-                    is_dir = entry.is_dir()
-                except OSError:
-                    is_dir = False
-                entries.append([entry.name, is_dir])
-    return {"path": path, "entries": entries}, None
+            first = heapq.nsmallest(limit, shown(it))
+    kept = within(limit, first, lambda e: len(json.dumps(e[1])) + 6)
+    return {"path": path, "entries": [[n, d] for _, n, d in kept], "total": total[0]}, None
 
 
 def op_tree(req, _payload):
     """`find <path> -maxdepth <depth> -not -path '*/.*'` as relative paths, entries sorted,
-    symlinks not followed, hidden paths not entered."""
+    symlinks not followed, hidden paths not entered: the first `limit` (MAX_LIST_ENTRIES at
+    most), and how many there are in all (`total`)."""
     path = canonical(req["path"])
     check_read(path)
     depth = int(req.get("depth", 2))
+    limit = min(int(req.get("limit") or MAX_LIST_ENTRIES), MAX_LIST_ENTRIES)
     out = []
+    state = {"total": 0, "size": 0}
 
     def walk(directory, rel, level):
         try:
@@ -202,7 +235,11 @@ def op_tree(req, _payload):
                 continue
             child = os.path.join(directory, name)
             shown = rel + "/" + name if rel else name
-            out.append(shown)
+            state["total"] += 1
+            if len(out) < limit and state["size"] <= MAX_LIST_BYTES:
+                state["size"] += len(json.dumps(shown)) + 1
+                if state["size"] <= MAX_LIST_BYTES:
+                    out.append(shown)
             if level >= depth or is_hidden(child):
                 continue
             try:
@@ -216,7 +253,86 @@ def op_tree(req, _payload):
         if not stat.S_ISDIR(os.stat(path).st_mode):
             raise Fail("ENOTDIR", os.strerror(errno.ENOTDIR))
         walk(path, "", 1)
-    return {"path": path, "entries": out}, None
+    return {"path": path, "entries": out, "total": state["total"]}, None
+
+
+def decode_text(data, encoding, strict):
+    """The file's text as the server decoded it (Buffer.toString), or INVALID_UTF8 when
+    `strict` and it is not UTF-8 (the text tools do not edit what they would corrupt)."""
+    if strict:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Fail("INVALID_UTF8", "invalid UTF-8 data") from None
+    if encoding == "latin1":
+        return data.decode("latin-1")
+    if encoding == "ascii":  # node keeps the low 7 bits of each byte
+        return data.translate(bytes(range(128)) * 2).decode("ascii")
+    if encoding == "utf16le":  # node drops an odd last byte
+        return data[: len(data) - len(data) % 2].decode("utf-16-le", "replace")
+    return data.decode("utf-8", "replace")
+
+
+def after_newlines(text, n, start):
+    """Index just past the n-th newline at or after `start` (n >= 1), or -1: counted a step at
+    a time, so that a text of newlines costs native counts, not one find each."""
+    pos = start
+    while pos < len(text):
+        end = min(len(text), pos + TEXT_STEP)
+        found = text.count("\n", pos, end)
+        if found >= n:
+            for _ in range(n):
+                pos = text.index("\n", pos) + 1
+            return pos
+        n -= found
+        pos = end
+    return -1
+
+
+def op_lines(req, _payload):
+    """Lines `first`..`last` of a text file (1-based; `last` -1: to the end), cut here so that the
+    server holds only what it shows: at most `max_lines` of them and `max_bytes` bytes (UTF-8).
+    `phantom`: a final newline ends an empty last line (the editor's count) rather than the last
+    line (the file tool's); `number`: each line shown `%6d\t%s` from its number; `strict`:
+    refuse text that is not UTF-8, else decode as `encoding`. Answers the file's count of lines
+    (`lines`), the lines sent (`sent`) and whether the range was cut short (`cut`)."""
+    path = canonical(req["path"])
+    check_read(path)
+    with about("path"):
+        data = read_regular(path, int(req["max"]))
+    text = decode_text(data, req.get("encoding") or "utf8", bool(req.get("strict")))
+    del data
+    if not req.get("phantom") and text.endswith("\n"):
+        text = text[:-1]
+        total = text.count("\n") + 1
+    else:
+        total = text.count("\n") + 1 if text or req.get("phantom") else 0
+    first = max(1, int(req.get("first") or 1))
+    last = int(req.get("last") or -1)
+    last = total if last == -1 or last > total else last
+    wanted = max(0, last - first + 1)
+    take = min(wanted, max(0, int(req["max_lines"])))
+    start = 0 if first == 1 else after_newlines(text, first - 1, 0)
+    if take == 0 or start < 0:
+        return {"path": path, "lines": total, "sent": 0, "cut": wanted > 0}, None
+    end = after_newlines(text, take, start)
+    part = text[start : (end - 1 if end >= 0 else len(text))]
+    max_bytes = int(req["max_bytes"])
+    if not req.get("number"):
+        raw = part.encode("utf-8", "replace")
+        cut = take < wanted or len(raw) > max_bytes
+        raw = raw[:max_bytes].decode("utf-8", "ignore").encode("utf-8")
+        return {"path": path, "lines": total, "sent": take, "cut": cut}, raw
+    shown, size = [], 0
+    for i, line in enumerate(part.split("\n"), first):
+        row = ("%6d\t%s" % (i, line)).encode("utf-8", "replace")
+        size += len(row) + 1
+        if size > max_bytes + 1:
+            break
+        shown.append(row)
+    sent = len(shown)
+    cut = sent < wanted
+    return {"path": path, "lines": total, "sent": sent, "cut": cut}, b"\n".join(shown)
 
 
 class Upload:
@@ -307,6 +423,7 @@ OPS = {
     "copy": op_copy,
     "list": op_list,
     "tree": op_tree,
+    "lines": op_lines,
     "open": op_open,
     "chunk": op_chunk,
     "commit": op_commit,

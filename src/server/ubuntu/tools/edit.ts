@@ -9,18 +9,25 @@ import { posix } from 'node:path';
 import type { EditRequest, ToolResult } from '../../../api/index.js';
 import {
   checkViewRange,
-  countOccurrences,
+  listingNote,
+  MAX_TEXT_BYTES,
   numbered,
   pyList,
   type InstanceFiles,
   type Stat,
 } from '../../toolbox/fsops.js';
+import { countSliced, lineSlice, lineStart, linesHolding } from '../../toolbox/text-scan.js';
 import { failureText, isToolFailure, ToolFailure } from '../../computer/failure.js';
 
 const SNIPPET_LINES = 4;
 const MAX_RESPONSE_LEN = 16_000;
 const TRUNCATED_MESSAGE =
   '<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>';
+/**
+ * Line numbers a "multiple occurrences" refusal names at most (a file of 32 million matching
+ * lines would make an answer of hundreds of MB).
+ */
+const MAX_NAMED_LINES = 100;
 /** Undo steps kept per file. */
 const MAX_HISTORY = 32;
 
@@ -88,50 +95,57 @@ export class EditTool {
         throw new ToolFailure(
           'The `view_range` parameter is not allowed when `path` points to a directory.',
         );
-      const lines = [p, ...(await this.files.tree(r, 2)).map((rel) => posix.join(p, rel))];
+      const { entries, total } = await this.files.tree(r, 2);
+      const lines = [p, ...entries.map((rel) => posix.join(p, rel))];
+      const note = listingNote(entries.length, total);
       return {
-        output: `Here's the files and directories up to 2 levels deep in ${p}, excluding hidden items:\n${lines.join('\n')}\n\n`,
+        output: `Here's the files and directories up to 2 levels deep in ${p}, excluding hidden items:\n${lines.join('\n')}\n\n${note ? `<NOTE>${note}</NOTE>\n` : ''}`,
       };
     }
-    let content = (await this.files.readText(r)).text;
-    let first = 1;
-    if (range?.length) {
-      const lines = content.split('\n');
-      const [a, b] = checkViewRange(range, lines.length);
-      content = lines.slice(a - 1, b === -1 ? undefined : b).join('\n');
-      first = a;
-    }
-    return { output: makeOutput(content, p, first) };
+    // the toolbox picks the range and cuts it to what is shown: MAX_RESPONSE_LEN characters
+    // are at most that many + 1 lines and 4 bytes a character
+    const [a, b] = range?.length ? [range[0]!, range[1]!] : [1, -1];
+    const got = await this.files.lines(r, {
+      max: MAX_TEXT_BYTES,
+      first: a,
+      last: b,
+      maxLines: MAX_RESPONSE_LEN + 1,
+      maxBytes: 4 * MAX_RESPONSE_LEN + 4,
+      phantom: true,
+      number: false,
+      strict: true,
+    });
+    if (range?.length) checkViewRange(range, got.lines);
+    return { output: makeOutput(got.text, p, a, got.cut) };
   }
 
   async #strReplace(r: Stat, oldStr: string, newStr: string): Promise<ToolResult> {
     const p = r.display;
     const content = (await this.files.readText(r)).text;
-    const occurrences = countOccurrences(content, oldStr);
+    const occurrences = await countSliced(content, oldStr);
     if (occurrences === 0) {
       throw new ToolFailure(
         `No replacement was performed, old_str \`${oldStr}\` did not appear verbatim in ${p}.`,
       );
     }
     if (occurrences > 1) {
-      const lines = content
-        .split('\n')
-        .flatMap((line, i) => (line.includes(oldStr) ? [i + 1] : []));
+      // a line cannot hold an old_str with a newline: the well-known tool names no line then
+      const { lines, total } = oldStr.includes('\n')
+        ? { lines: [], total: 0 }
+        : await linesHolding(content, oldStr, MAX_NAMED_LINES);
+      const more = total > lines.length ? ` (and ${total - lines.length} more lines)` : '';
       throw new ToolFailure(
-        `No replacement was performed. Multiple occurrences of old_str \`${oldStr}\` in lines ${pyList(lines)}. Please ensure it is unique`,
+        `No replacement was performed. Multiple occurrences of old_str \`${oldStr}\` in lines ${pyList(lines)}${more}. Please ensure it is unique`,
       );
     }
     const at = content.indexOf(oldStr);
     const updated = content.slice(0, at) + newStr + content.slice(at + oldStr.length);
     await this.#write(r, updated);
     this.#push(r, content);
-    const replacementLine = content.slice(0, at).split('\n').length - 1;
+    const replacementLine = await countSliced(content.slice(0, at), '\n');
     const start = Math.max(0, replacementLine - SNIPPET_LINES);
-    const end = replacementLine + SNIPPET_LINES + (newStr.split('\n').length - 1);
-    const snippet = updated
-      .split('\n')
-      .slice(start, end + 1)
-      .join('\n');
+    const end = replacementLine + SNIPPET_LINES + (await countSliced(newStr, '\n'));
+    const snippet = await lineSlice(updated, start, end + 1);
     return {
       output:
         `The file ${p} has been edited. ` +
@@ -143,19 +157,20 @@ export class EditTool {
   async #insert(r: Stat, line: number, text: string): Promise<ToolResult> {
     const p = r.display;
     const content = (await this.files.readText(r)).text;
-    const lines = content.split('\n');
-    if (line < 0 || line > lines.length) {
+    const count = (await countSliced(content, '\n')) + 1;
+    if (line < 0 || line > count) {
       throw new ToolFailure(
-        `Invalid \`insert_line\` parameter: ${line}. It should be within the range of lines of the file: ${pyList([0, lines.length])}`,
+        `Invalid \`insert_line\` parameter: ${line}. It should be within the range of lines of the file: ${pyList([0, count])}`,
       );
     }
-    const added = text.split('\n');
-    const updated = [...lines.slice(0, line), ...added, ...lines.slice(line)].join('\n');
-    const snippet = [
-      ...lines.slice(Math.max(0, line - SNIPPET_LINES), line),
-      ...added,
-      ...lines.slice(line, line + SNIPPET_LINES),
-    ].join('\n');
+    // after line `line`: at the newline that ends it, or before everything
+    const end =
+      line === 0 ? 0 : line === count ? content.length : (await lineStart(content, line)) - 1;
+    const updated =
+      line === 0 ? `${text}\n${content}` : `${content.slice(0, end)}\n${text}${content.slice(end)}`;
+    const added = (await countSliced(text, '\n')) + 1;
+    const first = Math.max(0, line - SNIPPET_LINES);
+    const snippet = await lineSlice(updated, first, line + added + SNIPPET_LINES);
     await this.#write(r, updated);
     this.#push(r, content);
     return {
@@ -196,9 +211,9 @@ export class EditTool {
 }
 
 /** `cat -n` of (a part of) a file, as the well-known editor tool prints it. */
-function makeOutput(content: string, descriptor: string, first = 1): string {
+function makeOutput(content: string, descriptor: string, first = 1, cut = false): string {
   const clipped =
-    content.length > MAX_RESPONSE_LEN
+    cut || content.length > MAX_RESPONSE_LEN
       ? content.slice(0, MAX_RESPONSE_LEN) + TRUNCATED_MESSAGE
       : content;
   return `Here's the result of running \`cat -n\` on ${descriptor}:\n${numbered(clipped, first)}\n`;

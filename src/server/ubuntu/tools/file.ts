@@ -12,11 +12,16 @@ import type { ExecResult } from '../../sandbox/index.js';
 import { failureText, isToolFailure, ToolFailure } from '../../computer/failure.js';
 import {
   checkViewRange,
-  countOccurrences,
+  listingNote,
+  MAX_NUMBERED_BYTES,
+  MAX_NUMBERED_LINES,
   MAX_READ_BYTES,
+  MAX_TEXT_BYTES,
   type InstanceFiles,
   type Stat,
 } from '../../toolbox/fsops.js';
+import type { Lines, LinesAsk } from '../../toolbox/files.js';
+import { countSliced, lineStart, lineStarts, replaceAllSliced } from '../../toolbox/text-scan.js';
 import { isUnder } from '../../toolbox/paths.js';
 
 /** Characters of grep output one call returns at most. */
@@ -106,10 +111,17 @@ export class FileTool {
     const path = need(req, 'path');
     const binary = mode(req) === 'binary';
     const enc = binary ? 'utf8' : encoding(req);
+    if (req.line_numbers && !binary) {
+      const got = await this.#numbered(path, {
+        max: MAX_READ_BYTES,
+        strict: false,
+        encoding: enc as NonNullable<LinesAsk['encoding']>,
+      });
+      return withStop(got, 1);
+    }
     const { data } = await this.files.readBytes(path, MAX_READ_BYTES);
     if (binary) return { output: data.toString('base64'), system: 'binary' };
-    const text = data.toString(enc);
-    return { output: req.line_numbers ? numberLines(splitLines(text).lines) : text };
+    return { output: data.toString(enc) };
   }
 
   async #write(req: Req, append: boolean): Promise<ToolResult> {
@@ -138,7 +150,7 @@ export class FileTool {
   }
 
   async #list(req: Req): Promise<ToolResult> {
-    return { output: (await this.files.list(req.path ?? '.')).join('\n') };
+    return listed(await this.files.list(req.path ?? '.'));
   }
 
   async #mkdir(req: Req): Promise<ToolResult> {
@@ -193,15 +205,27 @@ export class FileTool {
   async #view(req: Req): Promise<ToolResult> {
     const st = await this.files.stat(need(req, 'path'));
     if (!st.type) throw new ToolFailure(`No such file or directory: ${st.display}`);
-    if (st.type === 'dir') return { output: (await this.files.list(st)).join('\n') };
-    let { lines } = splitLines((await this.files.readText(st)).text);
-    let first = 1;
-    if (req.view_range?.length) {
-      const [a, b] = checkViewRange(req.view_range, lines.length);
-      lines = lines.slice(a - 1, b === -1 ? undefined : b);
-      first = a;
-    }
-    return { output: numberLines(lines, first) };
+    if (st.type === 'dir') return listed(await this.files.list(st));
+    const [a, b] = req.view_range?.length ? [req.view_range[0]!, req.view_range[1]!] : [1, -1];
+    const got = await this.#numbered(st, { max: MAX_TEXT_BYTES, strict: true, first: a, last: b });
+    if (req.view_range?.length) checkViewRange(req.view_range, got.lines);
+    return withStop(got, a);
+  }
+
+  /** Lines numbered by the toolbox, at most `MAX_NUMBERED_LINES` and `MAX_NUMBERED_BYTES`. */
+  #numbered(
+    input: string | Stat,
+    ask: Pick<LinesAsk, 'max' | 'strict' | 'encoding'> & { first?: number; last?: number },
+  ): Promise<Lines> {
+    return this.files.lines(input, {
+      first: 1,
+      last: -1,
+      ...ask,
+      maxLines: MAX_NUMBERED_LINES,
+      maxBytes: MAX_NUMBERED_BYTES,
+      phantom: false,
+      number: true,
+    });
   }
 
   async #create(req: Req): Promise<ToolResult> {
@@ -219,7 +243,7 @@ export class FileTool {
     if (oldStr === '') throw new ToolFailure('`old_str` must not be empty');
     const newStr = req.new_str ?? '';
     const { t, content } = await this.#editable(req);
-    const found = countOccurrences(content, oldStr);
+    const found = await countSliced(content, oldStr);
     if (found === 0) {
       throw new ToolFailure(
         `No replacement was performed, old_str \`${oldStr}\` did not appear verbatim in ${t.display}.`,
@@ -227,7 +251,7 @@ export class FileTool {
     }
     const at = content.indexOf(oldStr);
     const updated = req.all_occurrences
-      ? content.split(oldStr).join(newStr)
+      ? await replaceAllSliced(content, oldStr, newStr)
       : content.slice(0, at) + newStr + content.slice(at + oldStr.length);
     const count = req.all_occurrences ? found : 1;
     await this.#save(t, content, updated);
@@ -240,20 +264,23 @@ export class FileTool {
     const line = need(req, 'line');
     const text = need(req, 'text');
     const { t, content } = await this.#editable(req);
-    const { lines, trailing } = splitLines(content);
-    if (line < 1 || line > lines.length + 1) {
+    const count = await lineCount(content);
+    if (line < 1 || line > count + 1) {
       throw new ToolFailure(
-        `Invalid line ${line}: it should be within the range [1, ${lines.length + 1}] for ${t.display}`,
+        `Invalid line ${line}: it should be within the range [1, ${count + 1}] for ${t.display}`,
       );
     }
-    const added = splitLines(text.endsWith('\n') ? text : `${text}\n`).lines;
-    const updated = joinLines(
-      [...lines.slice(0, line - 1), ...added, ...lines.slice(line - 1)],
-      trailing || lines.length === 0,
-    );
+    const added = text.endsWith('\n') ? text : `${text}\n`;
+    const addedLines = await countSliced(added, '\n');
+    // before line `line`: where it starts; after a last line without its newline, one first
+    const at = line === count + 1 ? content.length : await lineStart(content, line - 1);
+    const updated =
+      at === content.length && content !== '' && !content.endsWith('\n')
+        ? `${content}\n${added.slice(0, -1)}`
+        : content.slice(0, at) + added + content.slice(at);
     await this.#save(t, content, updated);
     return {
-      output: `Inserted ${added.length} line${added.length === 1 ? '' : 's'} at line ${line} of ${t.display}`,
+      output: `Inserted ${addedLines} line${addedLines === 1 ? '' : 's'} at line ${line} of ${t.display}`,
     };
   }
 
@@ -261,18 +288,36 @@ export class FileTool {
     const wanted = need(req, 'lines');
     if (wanted.length === 0) throw new ToolFailure('`lines` must not be empty');
     const { t, content } = await this.#editable(req);
-    const { lines, trailing } = splitLines(content);
-    const bad = wanted.filter((n) => n < 1 || n > lines.length);
+    const count = await lineCount(content);
+    const bad = wanted.filter((n) => n < 1 || n > count);
     if (bad.length) {
       throw new ToolFailure(
-        `Invalid line numbers [${bad.join(', ')}]: ${t.display} has ${lines.length} lines`,
+        `Invalid line numbers [${bad.join(', ')}]: ${t.display} has ${count} lines`,
       );
     }
     const drop = new Set(wanted);
-    const updated = joinLines(
-      lines.filter((_, i) => !drop.has(i + 1)),
-      trailing,
+    const trailing = content.endsWith('\n');
+    // the runs of kept lines [from, n), each one slice of the text, found in one pass
+    const bounds: [number, number][] = [];
+    let from = 1;
+    for (const n of [...[...drop].sort((x, y) => x - y), count + 1]) {
+      if (n > from) bounds.push([from, n]);
+      from = n + 1;
+    }
+    const wantedStarts = [...new Set(bounds.flat())].sort((x, y) => x - y);
+    const found = await lineStarts(
+      content,
+      wantedStarts.map((n) => n - 1),
     );
+    const at = new Map(wantedStarts.map((n, i) => [n, found[i]!]));
+    const runs = bounds.map(([a, n]) => {
+      const next = n > count ? -1 : at.get(n)!;
+      return content.slice(
+        at.get(a)!,
+        next === -1 ? content.length - (trailing ? 1 : 0) : next - 1,
+      );
+    });
+    const updated = runs.length === 0 ? '' : runs.join('\n') + (trailing ? '\n' : '');
     await this.#save(t, content, updated);
     return { output: `Deleted ${drop.size} line${drop.size === 1 ? '' : 's'} from ${t.display}` };
   }
@@ -366,19 +411,26 @@ function fromBase64(s: string): Buffer {
   return Buffer.from(clean, 'base64');
 }
 
-/** Lines of a text without a phantom empty line after the final newline. */
-function splitLines(content: string): { lines: string[]; trailing: boolean } {
-  if (content === '') return { lines: [], trailing: true };
-  const trailing = content.endsWith('\n');
-  return { lines: (trailing ? content.slice(0, -1) : content).split('\n'), trailing };
+/** Lines of a text, without a phantom empty line after the final newline. */
+async function lineCount(content: string): Promise<number> {
+  if (content === '') return 0;
+  return (await countSliced(content, '\n')) + (content.endsWith('\n') ? 0 : 1);
 }
 
-function joinLines(lines: string[], trailing: boolean): string {
-  return lines.length === 0 ? '' : lines.join('\n') + (trailing ? '\n' : '');
+/** A directory listing, with what was left out past `MAX_LIST_ENTRIES`. */
+function listed({ names, total }: { names: string[]; total: number }): ToolResult {
+  const note = listingNote(names.length, total);
+  return note ? { output: names.join('\n'), system: note } : { output: names.join('\n') };
 }
 
-function numberLines(lines: string[], first = 1): string {
-  return lines.map((line, i) => `${String(i + first).padStart(6)}\t${line}`).join('\n');
+/** Numbered lines from line `first`, with where they stop when the bounds cut them. */
+function withStop(got: Lines, first: number): ToolResult {
+  if (!got.cut) return { output: got.text };
+  const last = first + got.sent - 1;
+  return {
+    output: got.text,
+    system: `output truncated: showing lines ${first}-${last} of ${got.lines} (at most ${MAX_NUMBERED_LINES} lines and ${MAX_NUMBERED_BYTES} bytes an answer); use view with view_range [${last + 1}, ...] for more`,
+  };
 }
 
 function notEmpty(display: string, hint: string) {
