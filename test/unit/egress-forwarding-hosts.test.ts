@@ -51,6 +51,7 @@ describe('a path naming a host', () => {
       '/%2F%5Cblocked.test/x',
       '/%2fblocked.test/',
       '/http://blocked.test/',
+      '//blocked.test%2Fx',
       '/HTTPS:%2f%2fblocked.test',
       'http:\\\\blocked.test',
     ]) {

@@ -30,7 +30,7 @@ const HOST_FIELD = /^host[ \t]*:/i;
  * or read a URL in its path (`/http://host/`, as rewriting fronts do).
  */
 const NAMING_REQUEST =
-  /^[A-Z]+[ \t]+(?:\/?[A-Za-z][A-Za-z0-9+.-]*:)?(?:[/\\]|%2[fF]|%5[cC]){2,}((?:[^/?#\\\s%]|%(?!2[fF]|5[cC]))*)/;
+  /^[A-Z]+[ \t]+(?:\/?[A-Za-z][A-Za-z0-9+.-]*:)?(?:[/\\]|%2[fF]|%5[cC]){2,}([^/?#\\\s]*)/;
 /**
  * HTTP/2 in the clear, by prior knowledge (its preface) or by upgrade: its requests name their
  * host in binary frames, on no line, so a tunnel that carries it cannot be held to the rule.
