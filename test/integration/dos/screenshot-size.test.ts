@@ -23,6 +23,7 @@ import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
 import { cdpClient } from '../../helpers/cdp-client.js';
 import { livezBound, said, watchLivez } from '../../helpers/livez-beside.js';
+import { eventually } from '../../helpers/server.js';
 import { useInstance, useServer } from '../../helpers/use-server.js';
 
 const MiB = 1024 * 1024;
@@ -155,6 +156,13 @@ describe('what an instance makes the operator’s screenshot cost', () => {
     const socket = /X\d+/.exec(await bash('ls /tmp/.X11-unix/'))?.[0];
     expect(socket).toBeDefined();
     const path = `/tmp/.X11-unix/${socket}`;
+    const converted = () =>
+      eventually(async () => {
+        const shot = await screenshot(ubuntu.id);
+        if (shot.status === 409) return false;
+        expect(shot).toMatchObject({ status: 200, size: [1024, 768] });
+        return true;
+      }, 'a screenshot of the instance’s size');
     const stopFake = '[ -f /tmp/fakex.pid ] && kill $(cat /tmp/fakex.pid) 2>/dev/null';
     await bash(`cat > /tmp/fakex.py <<'EOF'\n${FAKE_X}\nEOF`);
     // the server's X connection goes through a relay that runs inside, as the instance's user:
@@ -182,14 +190,14 @@ describe('what an instance makes the operator’s screenshot cost', () => {
 
     // a fake at the instance's own size, in the same format that needs converting
     await fake(1024, 768);
-    expect(await screenshot(ubuntu.id)).toMatchObject({ status: 200, size: [1024, 768] });
+    await converted();
 
     // the real display back: screenshots as before
     await bash(
       `${stopFake}; rm -f ${path}; mv /tmp/real-${socket} ${path}; ` +
         `for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q "X11-unix/${socket}" && kill \${p#/proc/}; done; true`,
     );
-    expect(await screenshot(ubuntu.id)).toMatchObject({ status: 200, size: [1024, 768] });
+    await converted();
   }, 120_000);
 
   it('browser: a 3700×3700 viewport of noise set over cdp_url gives a 1024×768 screenshot', async () => {

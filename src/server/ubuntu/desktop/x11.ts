@@ -274,6 +274,7 @@ export class X11Screen {
       // the X server is the instance's: a screen of another size than the one the server
       // started (a fake X server on the display's socket, 7680×7680 announced) would make the
       // server fetch and convert up to 59 M pixels; it is refused before anything is fetched
+      // (and the connection closed below: the instance may end that server at any time)
       if (conn.screen.width !== width || conn.screen.height !== height) {
         throw new ToolFailure(
           `The X display ${this.#target.display} has a screen of ${conn.screen.width}×${conn.screen.height}, not the instance's ${width}×${height}: its X server was replaced`,
