@@ -174,6 +174,7 @@ async function main(): Promise<void> {
       const screen = new X11Screen({
         display,
         xauthority,
+        resolution: RESOLUTION,
         connect: (path) =>
           connectWithDeadline({ path: join(disk, path) }, 5000, new Error('connect timed out')),
       });

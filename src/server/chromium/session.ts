@@ -5,11 +5,13 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { raceDeadline, TIMED_OUT } from '../../internal/deadline.js';
 import { serverError } from '../errors.js';
 import type { BrowserAuthData, Logger } from '../instances/runtime.js';
 import { applyAuth, authOrigins, captureAuth, originOf, type AuthScope } from './auth.js';
-import { CdpConnection } from './cdp.js';
+import { CdpConnection, CdpError } from './cdp.js';
+import { pngSize } from '../../internal/png.js';
 import { launchChromium, type LaunchOptions, type LaunchedChromium } from './chromium.js';
 import { DownloadWatch, type DownloadSink } from './downloads.js';
 import { IdentityOverrides } from './identity.js';
@@ -317,16 +319,39 @@ export class ChromiumSession implements AuthScope {
     return { cdp: this.cdp, sessionId: await this.attach(targetId), targetId };
   }
 
-  /** PNG of the active tab's viewport. */
+  /**
+   * PNG of the active tab's viewport, at the instance's resolution (`windowSize`). A `cdp_url`
+   * client may set the tab's size (`Emulation.setDeviceMetricsOverride` 3700×3700 of noise made
+   * a 55 MB answer, seconds of the server's main thread): the capture is clipped to the
+   * resolution, from where the visible viewport is (a clip is in page coordinates), which
+   * Chromium renders at that size whatever the emulated size and scale factor.
+   */
   async screenshot(): Promise<Buffer> {
     const { sessionId } = await this.activePage();
+    const [width, height] = this.#opts.windowSize;
+    const { cssVisualViewport: view } = await this.cdp.send<{
+      cssVisualViewport?: { pageX?: unknown; pageY?: unknown };
+    }>('Page.getLayoutMetrics', {}, sessionId);
+    const at = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
     const { data } = await this.cdp.send<{ data: string }>(
       'Page.captureScreenshot',
-      { format: 'png' },
+      {
+        format: 'png',
+        clip: { x: at(view?.pageX), y: at(view?.pageY), width, height, scale: 1 },
+      },
       sessionId,
       30_000,
     );
-    return Buffer.from(data, 'base64');
+    if (typeof data !== 'string') throw new CdpError('Page.captureScreenshot', 'no image data');
+    // decoding the reply took this turn of the event loop (a noisy 1024×768 is 3 MB of base64):
+    // the image's own decoding waits for the next, so that others are served in between
+    await nextTurn();
+    const png = Buffer.from(data, 'base64');
+    const [w, h] = pngSize(png);
+    if (w !== width || h !== height) {
+      throw new CdpError('Page.captureScreenshot', `an image of ${w}×${h}, not ${width}×${height}`);
+    }
+    return png;
   }
 
   captureAuth(maxBytes: number): Promise<BrowserAuthData> {

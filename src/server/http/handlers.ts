@@ -2,6 +2,7 @@
  * One handler per operation of the table. Each receives the validated path, query and body and
  * returns the response body; the app turns thrown HttpErrors into `{"detail": ...}`.
  */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { asAnswer } from '../../internal/encoded-json.js';
 import type { z } from 'zod';
 import {
@@ -145,6 +146,9 @@ export function createHandlers(
         if (!isToolFailure(err)) throw err;
         throw serverError('screenshot_failed', { reason: err.message });
       });
+      // encoding and sending it (a few MB) in a turn of the event loop of their own, not in the
+      // one that made the image
+      await nextTurn();
       return { base64_image: png.toString('base64') };
     },
     computer: async ({ params, body }) => cap(params.instance_id, 'computer', 'computer').run(body),

@@ -2,6 +2,11 @@
  * X ZPixmap pixels → PNG scanlines. The common case (32 bits per pixel, 8-bit channels in
  * BGRX byte order) is a byte shuffle; other true-colour formats (16, 24, 32 bits with any
  * channel masks) go through the masks of the root visual.
+ *
+ * The X server is the instance's, so the format is the instance's to choose, and a screen's
+ * worth of pixels is seconds of work in the slowest format: the rows are converted a few at a
+ * time (`rgbRows` is a generator for cpu-share.ts's `inSlices`), strip by strip as they came,
+ * without joining the strips first.
  */
 import { stride, type PixelFormat } from './x11-wire.js';
 
@@ -11,50 +16,87 @@ export interface PixelLayout {
   masks: { red: number; green: number; blue: number };
 }
 
-/** A channel's value scaled to 0‥255 from a pixel value, given the channel's mask. */
-function channel(mask: number): (pixel: number) => number {
+/** Pixels converted between two pauses of `rgbRows`: well under a millisecond in any format. */
+const PIXELS_PER_STEP = 16_384;
+
+/** A channel's mask as what reads it: its shift and its largest value. */
+function channel(mask: number): { mask: number; shift: number; max: number } {
   const shift = mask === 0 ? 0 : 31 - Math.clz32(mask & -mask);
-  const max = mask >>> shift;
-  return (v) => (max === 0 ? 0 : Math.round((((v & mask) >>> shift) * 255) / max));
+  return { mask, shift, max: mask >>> shift };
 }
 
+/** A channel's value scaled to 0‥255 from a pixel value. */
+const scaled = (v: number, c: { mask: number; shift: number; max: number }): number =>
+  c.max === 0 ? 0 : Math.round((((v & c.mask) >>> c.shift) * 255) / c.max);
+
 /**
- * `w` × `h` pixels of ZPixmap data (rows padded to the format's scanline pad, possibly in
- * several consecutive strips) as PNG scanlines: filter byte 0 and RGB triples per row.
+ * `w` × `h` pixels of ZPixmap data (rows padded to the format's scanline pad, in consecutive
+ * strips of whole rows) as PNG scanlines: filter byte 0 and RGB triples per row. Pauses
+ * (`yield`) every `PIXELS_PER_STEP` pixels or so; returns the scanlines. Throws for strips that
+ * do not hold `h` rows.
  */
-export function toRgbRows(layout: PixelLayout, strips: Buffer[], w: number, h: number): Buffer {
+export function* rgbRows(
+  layout: PixelLayout,
+  strips: readonly Buffer[],
+  w: number,
+  h: number,
+): Generator<void, Buffer> {
   const { format, masks } = layout;
-  const out = Buffer.alloc(h * (1 + w * 3));
-  const src = strips.length === 1 ? strips[0]! : Buffer.concat(strips);
   const rowBytes = stride(format, w);
   const bpp = format.bitsPerPixel;
+  if (!(rowBytes >= (w * bpp) / 8) || ![16, 24, 32].includes(bpp)) {
+    throw new Error(`Unsupported X pixel format (${bpp} bits, scanline pad ${format.scanlinePad})`);
+  }
+  const out = Buffer.alloc(h * (1 + w * 3));
   const standard =
     bpp === 32 && masks.red === 0xff0000 && masks.green === 0xff00 && masks.blue === 0xff;
   const [r, g, b] = [channel(masks.red), channel(masks.green), channel(masks.blue)];
+  const rowsPerStep = Math.max(1, Math.floor(PIXELS_PER_STEP / Math.max(1, w)));
   let o = 0;
-  for (let row = 0; row < h; row++) {
-    out[o++] = 0;
-    let s = row * rowBytes;
-    if (standard) {
-      for (let col = 0; col < w; col++, s += 4) {
-        out[o++] = src[s + 2]!;
-        out[o++] = src[s + 1]!;
-        out[o++] = src[s]!;
+  let row = 0;
+  for (const src of strips) {
+    const rows = Math.min(Math.floor(src.length / rowBytes), h - row);
+    for (let first = 0; first < rows; first += rowsPerStep) {
+      const last = Math.min(rows, first + rowsPerStep);
+      for (let i = first; i < last; i++) {
+        out[o++] = 0;
+        let s = i * rowBytes;
+        if (standard) {
+          for (let col = 0; col < w; col++, s += 4) {
+            out[o++] = src[s + 2]!;
+            out[o++] = src[s + 1]!;
+            out[o++] = src[s]!;
+          }
+          continue;
+        }
+        for (let col = 0; col < w; col++) {
+          let v = src[s]! | (src[s + 1]! << 8);
+          if (bpp >= 24) v |= src[s + 2]! << 16;
+          if (bpp === 32) v |= src[s + 3]! << 24;
+          s += bpp >>> 3;
+          out[o++] = scaled(v, r);
+          out[o++] = scaled(v, g);
+          out[o++] = scaled(v, b);
+        }
       }
-    } else {
-      for (let col = 0; col < w; col++) {
-        const v =
-          bpp === 32
-            ? src.readUInt32LE(s)
-            : bpp === 24
-              ? src.readUIntLE(s, 3)
-              : src.readUInt16LE(s);
-        s += bpp / 8;
-        out[o++] = r(v);
-        out[o++] = g(v);
-        out[o++] = b(v);
-      }
+      yield;
     }
+    row += rows;
   }
+  if (row < h) throw new Error(`X image data of ${row} rows where ${h} were asked for`);
   return out;
+}
+
+/** `rgbRows` at once, for small images (tests). */
+export function toRgbRows(
+  layout: PixelLayout,
+  strips: readonly Buffer[],
+  w: number,
+  h: number,
+): Buffer {
+  const steps = rgbRows(layout, strips, w, h);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
 }

@@ -10,9 +10,10 @@ import type { Duplex } from 'node:stream';
 import { MAX_RESOLUTION } from '../../../api/schemas.js';
 import { connectWithDeadline } from '../../../internal/connect.js';
 import { withDeadline } from '../../../internal/deadline.js';
+import { inSlices } from '../../../internal/cpu-share.js';
 import { encodePng } from '../../../internal/png.js';
 import { ToolFailure } from '../../computer/failure.js';
-import { toRgbRows } from './pixels.js';
+import { rgbRows } from './pixels.js';
 import {
   assignKeycodes,
   changeKeyboardMappingRequest,
@@ -62,6 +63,11 @@ export interface X11Target {
    * Default: that path on the host (an X server of the host's, no-isolation mode).
    */
   connect?: ((socketPath: string) => Promise<Duplex>) | undefined;
+  /**
+   * The instance's `resolution`, `[width, height]`: the size its X screen was started at, and
+   * the only size a screenshot is taken at (a screen of another size is refused).
+   */
+  resolution: readonly [number, number];
 }
 
 const timedOut = (what: string, ms: number) => () =>
@@ -263,14 +269,25 @@ export class X11Screen {
 
   async #screenshot(): Promise<Buffer> {
     const conn = await this.#connection();
-    const { width, height } = conn.screen;
+    const [width, height] = this.#target.resolution;
     try {
+      // the X server is the instance's: a screen of another size than the one the server
+      // started (a fake X server on the display's socket, 7680×7680 announced) would make the
+      // server fetch and convert up to 59 M pixels; it is refused before anything is fetched
+      // (and the connection closed below: the instance may end that server at any time)
+      if (conn.screen.width !== width || conn.screen.height !== height) {
+        throw new ToolFailure(
+          `The X display ${this.#target.display} has a screen of ${conn.screen.width}×${conn.screen.height}, not the instance's ${width}×${height}: its X server was replaced`,
+        );
+      }
       const raw = await withDeadline(
         getImage(conn, width, height),
         X_REQUEST_TIMEOUT_MS,
         timedOut('X GetImage', X_REQUEST_TIMEOUT_MS),
       );
-      return await encodePng(width, height, toRgbRows(conn.screen, raw, width, height));
+      // converted in the main thread's shared slices: the pixel format is the instance's too
+      const rows = await inSlices(rgbRows(conn.screen, raw, width, height));
+      return await encodePng(width, height, rows);
     } catch (err) {
       conn.close(); // unknown state: reconnect next time
       this.#conn = undefined;
