@@ -79,25 +79,6 @@ async function saveWatched(name: string) {
 }
 
 describe('a page that makes its auth state of many tiny values', () => {
-  it('729,000 sessionStorage items: 413 naming the bound, /livez prompt', async () => {
-    await clear();
-    const n = await inPage(() => {
-      const A =
-        'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&()*+,-./:;<=>?@[]^_{|}~';
-      for (const a of A)
-        for (const b of A) for (const c of A) sessionStorage.setItem(a + b + c, '');
-      return sessionStorage.length;
-    }, null);
-    expect(n).toBe(729_000);
-    const { saved, seen, grew, kept } = await saveWatched('ss-bomb');
-    expect(saved.status, JSON.stringify(saved.body)).toBe(413);
-    expect(saved.body.detail).toContain(`more than ${MAX_AUTH_STATE_VALUES} values`);
-    expect(saved.body.detail).toContain(`sessionStorage of ${origin}`);
-    expect(kept).toBe(0);
-    expect(seen.server.p99).toBeLessThan(livezBound(seen));
-    expect(grew).toBeLessThan(64 * MiB);
-  }, 120_000);
-
   it('one IndexedDB record of 400,000 empty arrays: 413 naming the bound, /livez prompt', async () => {
     await clear();
     await inPage(async (n: number) => {
@@ -122,6 +103,25 @@ describe('a page that makes its auth state of many tiny values', () => {
     expect(saved.status, JSON.stringify(saved.body)).toBe(413);
     expect(saved.body.detail).toContain(`more than ${MAX_AUTH_STATE_VALUES} values`);
     expect(saved.body.detail).toContain(`IndexedDB of ${origin}`);
+    expect(kept).toBe(0);
+    expect(seen.server.p99).toBeLessThan(livezBound(seen));
+    expect(grew).toBeLessThan(64 * MiB);
+  }, 120_000);
+
+  it('729,000 sessionStorage items: 413 naming the bound, /livez prompt', async () => {
+    await clear();
+    const n = await inPage(() => {
+      const A =
+        'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&()*+,-./:;<=>?@[]^_{|}~';
+      for (const a of A)
+        for (const b of A) for (const c of A) sessionStorage.setItem(a + b + c, '');
+      return sessionStorage.length;
+    }, null);
+    expect(n).toBe(729_000);
+    const { saved, seen, grew, kept } = await saveWatched('ss-bomb');
+    expect(saved.status, JSON.stringify(saved.body)).toBe(413);
+    expect(saved.body.detail).toContain(`more than ${MAX_AUTH_STATE_VALUES} values`);
+    expect(saved.body.detail).toContain(`sessionStorage of ${origin}`);
     expect(kept).toBe(0);
     expect(seen.server.p99).toBeLessThan(livezBound(seen));
     expect(grew).toBeLessThan(64 * MiB);
