@@ -177,6 +177,11 @@ export const SERVER_ERRORS = {
     message:
       "The browser's auth state is larger than {limit} bytes ({reason}); nothing was saved (the server's limit; BURROW_MAX_AUTH_STATE_BYTES raises it)",
   },
+  auth_state_too_many_values: {
+    status: 413,
+    message:
+      "The browser's auth state holds more than {limit} values in its localStorage, sessionStorage and IndexedDB ({reason}); nothing was saved (the server's limit)",
+  },
   auth_state_not_applied: {
     status: 409,
     message: 'The auth state could not be fully applied: {reason}',

@@ -12,6 +12,7 @@
  *   document of that origin in the tab. Tabs opened later start empty, as in any browser.
  */
 import type { IndexedDBDatabase } from '../../api/index.js';
+import { inSlices } from '../../internal/cpu-share.js';
 import { serverError } from '../errors.js';
 import type { BrowserAuthData } from '../instances/runtime.js';
 import { COLLECT_INDEXEDDB, restoreIndexedDB } from './auth-indexeddb.js';
@@ -32,10 +33,14 @@ export interface AuthScope {
 
 /**
  * The default context's auth state, at most `maxBytes` of JSON (UTF-8) in all, else a 413. The
- * pieces a page can make large (localStorage, IndexedDB) are measured in the scratch page, which
- * sends the server a piece only when it fits what is left: an oversized state costs the browser
- * the work, not the server's memory or main thread. Cookies and each tab's sessionStorage are
- * bounded by Chromium's own quotas; they are counted after they arrive.
+ * pieces a page can make large (localStorage, IndexedDB, each tab's sessionStorage) are measured
+ * where they are read, which sends the server a piece only when it fits what is left: an oversized
+ * state costs the browser the work, not the server's memory or main thread. Each piece's values
+ * are counted (in shared slices, cpu-share.ts) before it is decoded, at most
+ * `MAX_AUTH_STATE_VALUES` in all, else a 413: a byte bound alone let a page's 729,000 empty
+ * sessionStorage items (3 MB, inside Chromium's quota) hold the main thread 4.8 s and take RSS to
+ * 1.1 GB per save (attack5 A8), and one IndexedDB record of 990,000 empty arrays 1.3 s (A5).
+ * Cookies are bounded by Chromium's own quota (3,300); they are counted after they arrive.
  */
 export async function captureAuth(scope: AuthScope, maxBytes: number): Promise<BrowserAuthData> {
   const { cdp } = scope;
@@ -49,7 +54,7 @@ export async function captureAuth(scope: AuthScope, maxBytes: number): Promise<B
   await withScratchPage(cdp, async (visit) => {
     const read = async (origin: string, expression: string, what: string, reload?: boolean) => {
       const piece = (await visit(origin, budget.measured(expression), reload)) as Measured;
-      return budget.accept(piece, `${what} of ${origin}`);
+      return await budget.accept(piece, `${what} of ${origin}`);
     };
     for (const origin of origins) {
       const items = (await read(origin, READ_LOCAL_STORAGE, 'localStorage')) as Items;
@@ -68,22 +73,71 @@ export async function captureAuth(scope: AuthScope, maxBytes: number): Promise<B
   for (const tab of scope.tabs()) {
     const origin = originOf(tab.url);
     if (!origin) continue;
-    const entries = await ignoreGoneTab(async () => {
+    // read in the tab by a measured script: DOMStorage.getDOMStorageItems would hand the
+    // server every item decoded, however many. The page may change what the script answers
+    // (its own storage, as it may); the server counts and checks it all the same.
+    const piece = await ignoreGoneTab(async () => {
       const sessionId = await scope.attach(tab.targetId);
-      const storageId = { securityOrigin: origin, isLocalStorage: false };
-      const res = await cdp.send<{ entries: [string, string][] }>(
-        'DOMStorage.getDOMStorageItems',
-        { storageId },
+      const { result } = await cdp.send<{ result: { value?: unknown } }>(
+        'Runtime.evaluate',
+        {
+          expression: budget.measured(READ_SESSION_STORAGE),
+          returnByValue: true,
+          awaitPromise: true,
+        },
         sessionId,
+        STORAGE_SCRIPT_TIMEOUT_MS,
       );
-      return res.entries;
+      return result.value as Measured | undefined;
     });
-    if (entries?.length) {
-      budget.take(jsonBytes(entries), `sessionStorage of ${origin} in a tab`);
-      sessionStorage[origin] = { ...sessionStorage[origin], ...Object.fromEntries(entries) };
+    if (!piece) continue;
+    const items = (await budget.accept(piece, `sessionStorage of ${origin} in a tab`)) as Items;
+    if (Object.keys(items).length > 0) {
+      sessionStorage[origin] = { ...sessionStorage[origin], ...items };
     }
   }
   return { cookies, localStorage, sessionStorage, indexedDB };
+}
+
+/**
+ * Values (objects, arrays and the entries in them) the localStorage, sessionStorage and IndexedDB
+ * of one auth state may hold: a site's login state is a few dozen; decoding 20,000 tiny ones costs
+ * the main thread about 30 ms, 729,000 of them seconds.
+ */
+export const MAX_AUTH_STATE_VALUES = 20_000;
+
+/**
+ * The values of the JSON `text`: its objects and arrays and their entries (the commas between
+ * them, plus one for each that is not empty), counted up to `max + 1`. Strings are skipped in
+ * native steps; a pause point every few thousand characters or strings.
+ */
+export function* countJsonValues(text: string, max: number): Generator<void, number> {
+  let count = 0;
+  let steps = 0;
+  for (let i = 0; i < text.length && count <= max; i++) {
+    if (++steps % 4096 === 0) yield;
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      for (;;) {
+        const end = text.indexOf('"', i + 1);
+        if (end === -1) return count;
+        let slashes = 0;
+        while (text.charCodeAt(end - 1 - slashes) === 0x5c /* \ */) slashes++;
+        i = end;
+        if (slashes % 2 === 0) break;
+      }
+    } else if (c === 0x5b /* [ */ || c === 0x7b /* { */) {
+      count++;
+      // the first entry, unless it closes at once
+      let next = i + 1;
+      while (next < text.length && text.charCodeAt(next) <= 0x20) next++;
+      const close = text.charCodeAt(next);
+      if (close !== 0x5d && close !== 0x7d) count++;
+    } else if (c === 0x2c /* , */) {
+      count++;
+    }
+  }
+  return count;
 }
 
 /** What a measured storage script answers: the value's JSON, or how large it would have been. */
@@ -94,6 +148,7 @@ const jsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
 /** The bytes a capture has left: a 413 as soon as one piece does not fit. */
 class CaptureBudget {
   #left: number;
+  #valuesLeft = MAX_AUTH_STATE_VALUES;
 
   constructor(readonly limit: number) {
     this.#left = limit;
@@ -116,10 +171,23 @@ class CaptureBudget {
 })()`;
   }
 
-  /** The value of a measured answer, taken from what is left. */
-  accept(piece: Measured, what: string): unknown {
-    if ('tooLarge' in piece) this.#refuse(piece.tooLarge, what);
+  /**
+   * The value of a measured answer, taken from what is left: its bytes, and its values counted
+   * before it is decoded.
+   */
+  async accept(piece: Measured, what: string): Promise<unknown> {
+    if (typeof piece !== 'object' || piece === null) throw new Error(`no answer for ${what}`);
+    if ('tooLarge' in piece) this.#refuse(Number(piece.tooLarge), what);
+    if (typeof piece.json !== 'string') throw new Error(`no JSON for ${what}`);
     this.take(Buffer.byteLength(piece.json), what);
+    const values = await inSlices(countJsonValues(piece.json, this.#valuesLeft));
+    if (values > this.#valuesLeft) {
+      throw serverError('auth_state_too_many_values', {
+        limit: MAX_AUTH_STATE_VALUES,
+        reason: `${what} holds more than ${this.#valuesLeft}, with ${MAX_AUTH_STATE_VALUES - this.#valuesLeft} captured before it`,
+      });
+    }
+    this.#valuesLeft -= values;
     return JSON.parse(piece.json);
   }
 
@@ -335,6 +403,15 @@ async function withScratchPage<T>(
 const STORAGE_SCRIPT_TIMEOUT_MS = 60_000;
 
 const EMPTY_DOCUMENT = Buffer.from('<!doctype html><title></title>').toString('base64');
+
+const READ_SESSION_STORAGE = `(() => {
+  const out = {};
+  for (let i = 0; i < sessionStorage.length; i++) {
+    const key = sessionStorage.key(i);
+    if (key !== null) out[key] = sessionStorage.getItem(key);
+  }
+  return out;
+})()`;
 
 const READ_LOCAL_STORAGE = `(() => {
   const out = {};

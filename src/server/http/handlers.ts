@@ -209,10 +209,12 @@ export function createHandlers(
     },
 
     codeExecute: async ({ params, body }) =>
-      cap(params.instance_id, 'kernels', 'Code execution').execute(
-        body.code,
-        body.kernel_name,
-        body.timeout,
+      asAnswer(
+        cap(params.instance_id, 'kernels', 'Code execution').execute(
+          body.code,
+          body.kernel_name,
+          body.timeout,
+        ),
       ),
     listKernels: async ({ params }) => notebooks(params.instance_id).kernels(),
     notebookCreate: async ({ params, body }) =>

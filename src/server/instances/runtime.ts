@@ -316,7 +316,7 @@ export interface KernelsCapability {
     code: string,
     kernelName: string,
     timeoutSeconds: number | undefined,
-  ): Promise<CodeExecuteResult>;
+  ): Promise<EncodedJson<CodeExecuteResult>>;
   readonly notebooks: NotebookCapability;
 }
 

@@ -64,7 +64,8 @@ afterAll(async () => {
   rmSync(home, { recursive: true, force: true });
 });
 
-const run = (code: string, timeout?: number) => kernels.execute(code, 'python3', timeout);
+const run = async (code: string, timeout?: number) =>
+  (await kernels.execute(code, 'python3', timeout)).value();
 
 describe('code/execute', () => {
   it('keeps state between calls and counts executions', async () => {
@@ -274,9 +275,9 @@ describe('code/execute', () => {
       display_name: 'Python (abort window)',
       language: 'python',
     });
-    const failed = await kernels.execute('1 / 0', 'abort-window', 30);
+    const failed = (await kernels.execute('1 / 0', 'abort-window', 30)).value();
     expect(failed.error?.ename).toBe('ZeroDivisionError');
-    const next = await kernels.execute('"ran"', 'abort-window', 30);
+    const next = (await kernels.execute('"ran"', 'abort-window', 30)).value();
     expect(next, JSON.stringify(next)).toMatchObject({
       status: 'ok',
       outputs: [{ data: { 'text/plain': "'ran'" } }],
@@ -320,7 +321,7 @@ describe('kernel processes and the server process', () => {
         sandboxHome: ${JSON.stringify(dir)},
         env: () => ({ PATH: process.env.PATH, HOME: ${JSON.stringify(dir)} }),
       });
-      const r = await k.execute('import os; os.getpid()', 'python3', 60);
+      const r = (await k.execute('import os; os.getpid()', 'python3', 60)).value();
       console.log(JSON.stringify({ bridge: await k.bridgePid(), kernel: Number(r.outputs[0].data['text/plain']) }));
       setInterval(() => {}, 1000);
     `;

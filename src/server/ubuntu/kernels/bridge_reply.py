@@ -14,6 +14,9 @@ os.dup2(2, 1)
 
 # Longest reply line the server accepts (pool.ts MAX_LINE_BYTES); a longer result is trimmed.
 MAX_LINE_BYTES = 8 * 1024 * 1024
+# Objects and arrays one reply may hold (reply-decode.ts MAX_REPLY_CONTAINERS, counted the same
+# way: every "{" and "[", strings included); past it outputs are dropped as past MAX_LINE_BYTES.
+MAX_CONTAINERS = 1_000_000
 TRIMMED = "\n[burrow: output too large for one reply; the rest was dropped]\n"
 
 _send_lock = threading.Lock()
@@ -37,20 +40,28 @@ def _dumps(obj):
         return json.dumps(_clean(obj), ensure_ascii=False, allow_nan=False, default=str)
 
 
+def _containers(text):
+    return text.count("{") + text.count("[")
+
+
 def _fits(line):
+    if _containers(line) > MAX_CONTAINERS:
+        return False
     return len(line) <= MAX_LINE_BYTES // 4 or len(line.encode("utf-8")) <= MAX_LINE_BYTES
 
 
 def _trimmed(obj):
-    """A reply too long for one line: an execution's outputs are kept while they fit in half the
+    """A reply too long for one line (or of too many objects and arrays): an execution's outputs are kept while they fit in half the
     line, its streams are cut short; anything else, or what still does not fit, is an error."""
     result = obj.get("result")
     if obj.get("ok") and isinstance(result, dict) and isinstance(result.get("outputs"), list):
         result = dict(result)
-        budget, kept = MAX_LINE_BYTES // 2, []
+        budget, containers, kept = MAX_LINE_BYTES // 2, MAX_CONTAINERS // 2, []
         for out in result["outputs"]:
-            budget -= len(_dumps(out).encode("utf-8"))
-            if budget < 0:
+            text = _dumps(out)
+            budget -= len(text.encode("utf-8"))
+            containers -= _containers(text)
+            if budget < 0 or containers < 0:
                 kept.append({"output_type": "stream", "name": "stderr", "text": TRIMMED})
                 break
             kept.append(out)

@@ -38,6 +38,7 @@
  */
 import { posix } from 'node:path';
 import type { CodeExecuteResult } from '../../../api/index.js';
+import { EncodedJson } from '../../../internal/encoded-json.js';
 import type { KernelsCapability, Logger } from '../../instances/runtime.js';
 import { SandboxFiles } from '../../toolbox/files.js';
 import { Toolbox } from '../../toolbox/toolbox.js';
@@ -82,7 +83,7 @@ export interface Kernels extends KernelsCapability {
     code: string,
     kernelName: string,
     timeoutSeconds: number | undefined,
-  ): Promise<CodeExecuteAnswer>;
+  ): Promise<EncodedJson<CodeExecuteAnswer>>;
   /** Start the `code/execute` kernel of `kernelName` ahead of its first use (warm pool). */
   warm(kernelName: string): Promise<void>;
   /** Host pid of the bridge process while it runs (diagnostics, tests). */
@@ -98,10 +99,15 @@ const DIED_NOTE =
 const UNRESPONSIVE_NOTE =
   '[burrow] The kernel did not stop after the interrupt and was restarted; its state is lost.\n';
 
-/** The wire answer of code/execute for a kernel's result (see the restart notice above). */
-export function toCodeExecuteAnswer(result: RunResult): CodeExecuteAnswer {
-  const { restarted, ...rest } = result;
-  const answer: CodeExecuteAnswer = { ...rest };
+/**
+ * The wire answer of code/execute for a kernel's result (see the restart notice above), encoded:
+ * the outputs' JSON (reply-decode.ts) is spliced in as it is, never decoded on the main thread.
+ */
+export function toCodeExecuteAnswer(result: RunResult): EncodedJson<CodeExecuteAnswer> {
+  const { restarted, outputs, ...rest } = result;
+  const answer: Omit<RunResult, 'outputs' | 'restarted'> & { kernel_restarted?: true } = {
+    ...rest,
+  };
   if (restarted === 'died') {
     answer.stderr = DIED_NOTE + answer.stderr;
     answer.kernel_restarted = true;
@@ -110,7 +116,12 @@ export function toCodeExecuteAnswer(result: RunResult): CodeExecuteAnswer {
     answer.stderr = `${answer.stderr}${sep}${UNRESPONSIVE_NOTE}`;
     answer.kernel_restarted = true;
   }
-  return answer;
+  // `{…}` without its closing brace, then `,"outputs":[…]}`
+  const head = JSON.stringify(answer).slice(0, -1);
+  const comma = head === '{' ? '' : ',';
+  return new EncodedJson(
+    Buffer.concat([Buffer.from(`${head}${comma}"outputs":`), outputs, Buffer.from('}')]),
+  );
 }
 
 export function createKernels(opts: KernelsOptions): Kernels {

@@ -35,7 +35,8 @@ export type NotebookOp =
   | {
       op: 'record';
       cellId: string;
-      outputs: unknown[];
+      /** The execution's outputs as JSON (UTF-8): decoded here, off the main thread. */
+      outputs: Uint8Array;
       execution_count: number | null;
       restarted: boolean;
     }
@@ -132,7 +133,7 @@ function afterParse(
     case 'record': {
       const cell = nb.cells.find((c) => c.id === req.cellId);
       if (!cell) return { ...out, value: { missing: true } };
-      cell.outputs = req.outputs as NbOutput[];
+      cell.outputs = JSON.parse(new TextDecoder().decode(req.outputs)) as NbOutput[];
       cell.execution_count = req.execution_count;
       const wire: NotebookCell = toWireCell(cell);
       if (req.restarted) wire.kernel_restarted = true;

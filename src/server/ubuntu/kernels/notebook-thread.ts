@@ -33,15 +33,16 @@ interface Pending {
   reject(err: Error): void;
 }
 
-function startWorker(): Worker {
+/** Starts the thread whose entry is `./<entry>.js` beside this module, its heap `heapMb`. */
+export function startWorker(entry = 'notebook-worker', heapMb = NOTEBOOK_THREAD_HEAP_MB): Worker {
   const here = import.meta.url;
-  const options = { resourceLimits: { maxOldGenerationSizeMb: NOTEBOOK_THREAD_HEAP_MB } };
-  if (!here.endsWith('.ts')) return new Worker(new URL('./notebook-worker.js', here), options);
-  const entry = new URL('./notebook-worker.ts', here).href;
+  const options = { resourceLimits: { maxOldGenerationSizeMb: heapMb } };
+  if (!here.endsWith('.ts')) return new Worker(new URL(`./${entry}.js`, here), options);
+  const source = new URL(`./${entry}.ts`, here).href;
   // tsx's ESM entry of its API (a require() resolution would give its CommonJS one)
   const tsxPackage = createRequire(here).resolve('tsx/package.json');
   const tsx = pathToFileURL(join(dirname(tsxPackage), 'dist/esm/api/index.mjs')).href;
-  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}); })`;
+  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(source)}); })`;
   return new Worker(boot, { ...options, eval: true });
 }
 

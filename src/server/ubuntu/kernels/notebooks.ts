@@ -275,7 +275,7 @@ export class Notebooks implements NotebookCapability {
       this.#op(id, {
         op: 'record',
         cellId,
-        outputs: result.outputs,
+        outputs: result.outputs, // copied to the thread, decoded there
         execution_count: result.execution_count,
         restarted: Boolean(result.restarted),
       }),

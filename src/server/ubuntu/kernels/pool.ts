@@ -6,7 +6,6 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { CodeExecuteResult, KernelInfo } from '../../../api/index.js';
-import { parseBounded } from '../../../internal/json-bounded.js';
 import { LineDecoder } from '../../../internal/lines.js';
 import { KeyedSerialQueue } from '../../../internal/serial.js';
 import { pythonBoot, pythonMessage } from '../../../internal/python.js';
@@ -14,6 +13,8 @@ import { HttpError, serverError } from '../../errors.js';
 import type { Logger } from '../../instances/runtime.js';
 import type { SandboxSpawn } from '../../sandbox/index.js';
 import { Sidecar, SidecarProcess } from '../../sandbox/sidecar.js';
+import { decodeReply, type DecodedReply } from './reply-decode.js';
+import { replyThread } from './reply-thread.js';
 
 export type { SandboxSpawn } from '../../sandbox/index.js';
 
@@ -27,7 +28,17 @@ export type RestartReason =
   /** It ignored the interrupt after a timeout and was replaced after this call. */
   | 'unresponsive';
 
-export interface RunResult extends CodeExecuteResult {
+/**
+ * An execution's result; its `outputs` stay JSON (UTF-8), decoded off the main thread
+ * (reply-decode.ts) and taken as they are by the answer and the notebook file.
+ */
+export interface RunResult {
+  status: CodeExecuteResult['status'];
+  execution_count: number | null;
+  outputs: Uint8Array;
+  stdout: string;
+  stderr: string;
+  error: CodeExecuteResult['error'];
   restarted?: RestartReason;
 }
 
@@ -51,7 +62,7 @@ class BridgeGone extends Error {
 }
 
 interface Pending {
-  resolve(value: unknown): void;
+  resolve(value: DecodedReply): void;
   reject(err: Error): void;
 }
 
@@ -88,10 +99,10 @@ export const MAX_LINE_BYTES = 8 * 1024 * 1024;
 /** A reply line starts with its id (bridge.py writes it first). */
 const REPLY_ID = /^\{"id":\s?(-?\d+)[,}]/;
 /**
- * Objects and arrays one reply may hold: a notebook of thousands of cells with their outputs
- * fits many times over; `[{},{},…]` that would take gigabytes of heap does not.
+ * Reply lines up to this many characters are decoded on the main thread (a few thousand objects
+ * at most, a millisecond or two); longer ones in the kernel-reply thread (reply-thread.ts).
  */
-const MAX_REPLY_CONTAINERS = 1_000_000;
+const INLINE_CHARS = 16 * 1024;
 
 /** The bridge process (a sidecar, ../../sandbox/sidecar.ts) and the requests it is answering. */
 class BridgeProcess {
@@ -100,8 +111,11 @@ class BridgeProcess {
   readonly #lines = new LineDecoder({ maxBytes: MAX_LINE_BYTES });
   #nextId = 1;
 
+  readonly #log: Logger | undefined;
+
   private constructor(opts: PoolOptions, program: Buffer, env: Record<string, string>) {
     const log = opts.log;
+    this.#log = log;
     // Any process of the instance may hold a copy of the stdout pipe's write end: lines are
     // bounded, and nothing is read after a violation or the exit (the sidecar stops reading).
     this.sidecar = new SidecarProcess(
@@ -169,28 +183,57 @@ class BridgeProcess {
     return bridge;
   }
 
-  /** Settle the request a reply line answers; the reason the line breaks the protocol, if it does. */
+  /**
+   * Settle the request a reply line answers (a short line at once, a long one once the
+   * kernel-reply thread has decoded it); the reason the line breaks the protocol, if it does.
+   */
   #onLine(line: string): string | undefined {
-    const id = REPLY_ID.exec(line.slice(0, 32))?.[1];
-    const pending = id === undefined ? undefined : this.#pending.get(Number(id));
+    const id = Number(REPLY_ID.exec(line.slice(0, 32))?.[1] ?? NaN);
+    const pending = this.#pending.get(id);
     if (!pending) return `a line that answers nothing asked (${line.length} characters)`;
-    let msg: { id?: unknown; ok?: unknown; result?: unknown; error?: unknown };
-    try {
-      msg = parseBounded(line, MAX_REPLY_CONTAINERS) as typeof msg;
-    } catch (err) {
-      return (err as Error).message;
+    this.#pending.delete(id);
+    if (line.length <= INLINE_CHARS) {
+      try {
+        return this.#settle(id, pending, decodeReply(line));
+      } catch (err) {
+        pending.reject(
+          new BridgeGone(`the kernel bridge broke its protocol: ${(err as Error).message}`),
+        );
+        return (err as Error).message;
+      }
     }
-    if (msg.id !== Number(id)) return 'a reply whose id is not its first field';
-    this.#pending.delete(Number(id));
-    if (msg.ok === true) pending.resolve(msg.result);
+    replyThread.decode(line).then(
+      (reply) => {
+        const why = this.#settle(id, pending, reply);
+        if (why !== undefined) this.#broke(why, pending);
+      },
+      (err: Error) => this.#broke(err.message, pending),
+    );
+    return undefined;
+  }
+
+  #settle(id: number, pending: Pending, reply: DecodedReply): string | undefined {
+    if (reply.id !== id) return 'a reply whose id is not its first field';
+    if (reply.ok) pending.resolve(reply);
     else {
-      const e = (msg.error ?? {}) as { code?: unknown; message?: unknown };
-      pending.reject(new BridgeRequestError(String(e.code ?? 'internal'), String(e.message ?? '')));
+      const e = reply.error!;
+      pending.reject(new BridgeRequestError(e.code, e.message));
     }
     return undefined;
   }
 
-  request(op: string, fields: Record<string, unknown> = {}): Promise<unknown> {
+  /** A line decoded off the main thread broke the protocol: the bridge fails and is killed. */
+  #broke(why: string, pending: Pending): void {
+    const err = this.sidecar.fail('broken', `the kernel bridge broke its protocol: ${why}`);
+    pending.reject(err);
+    this.#log?.error(
+      { pid: this.sidecar.pid, why },
+      'the kernel bridge broke its protocol; killed',
+    );
+    void this.sidecar.kill(0);
+  }
+
+  request(op: string, fields: Record<string, unknown> = {}): Promise<DecodedReply> {
     const failure = this.sidecar.failure;
     if (failure) return Promise.reject(failure);
     const id = this.#nextId++;
@@ -279,7 +322,7 @@ export class KernelPool {
   async specs(): Promise<KernelInfo[]> {
     try {
       const bridge = await this.#getBridge();
-      return (await bridge.request('specs')) as KernelInfo[];
+      return (await bridge.request('specs')).result as KernelInfo[];
     } catch (err) {
       throw httpError(err, '');
     }
@@ -307,7 +350,7 @@ export class KernelPool {
     this.#live.add(key); // from now on the bridge may hold a kernel for it (see `shutdown`)
     let raw: RunResult;
     try {
-      raw = (await bridge.request('execute', {
+      const reply = await bridge.request('execute', {
         kernel: key,
         name,
         code,
@@ -315,7 +358,11 @@ export class KernelPool {
         grace: this.#opts.interruptGraceSeconds ?? 5,
         env,
         cwd: this.#opts.cwd,
-      })) as RunResult;
+      });
+      raw = {
+        ...(reply.result as Omit<RunResult, 'outputs'>),
+        outputs: reply.outputs ?? NO_OUTPUTS,
+      };
     } catch (err) {
       if (err instanceof BridgeGone) {
         this.#opts.log?.warn({ err: err.message }, 'kernel bridge died during an execution');
@@ -365,11 +412,13 @@ export class KernelPool {
   }
 }
 
+const NO_OUTPUTS = new TextEncoder().encode('[]');
+
 function deadKernel(evalue: string): RunResult {
   return {
     status: 'error',
     execution_count: null,
-    outputs: [],
+    outputs: NO_OUTPUTS,
     stdout: '',
     stderr: '',
     error: { ename: 'DeadKernelError', evalue, traceback: [] },
