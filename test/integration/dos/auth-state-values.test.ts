@@ -1,7 +1,7 @@
 /**
  * What a page can make the server decode through save_auth with few bytes (attack5 A8 and A5):
  * page JavaScript fills its tab's sessionStorage with 729,000 three-character keys (about 3 MB,
- * inside Chromium's quota), or stores one IndexedDB record of 990,000 empty arrays; the operator
+ * inside Chromium's quota; here 97,200), or stores one IndexedDB record of 990,000 empty arrays; the operator
  * saves the browser's auth state. Decoding those on the main thread held another client's
  * `/livez` 1.3–4.8 s a save and took RSS to 1.1 GB. The values of each piece are now counted in
  * shared slices before it is decoded, at most `MAX_AUTH_STATE_VALUES` (20,000) in a state: the
@@ -108,16 +108,18 @@ describe('a page that makes its auth state of many tiny values', () => {
     expect(grew).toBeLessThan(64 * MiB);
   }, 120_000);
 
-  it('729,000 sessionStorage items: 413 naming the bound, /livez prompt', async () => {
+  // the tester's 729,000 items took Chromium 40-60 s to hand over, near the read's timeout: a
+  // seventh of them is past the bound as surely
+  it('97,200 sessionStorage items: 413 naming the bound, /livez prompt', async () => {
     await clear();
     const n = await inPage(() => {
       const A =
         'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&()*+,-./:;<=>?@[]^_{|}~';
-      for (const a of A)
+      for (const a of A.slice(0, 12))
         for (const b of A) for (const c of A) sessionStorage.setItem(a + b + c, '');
       return sessionStorage.length;
     }, null);
-    expect(n).toBe(729_000);
+    expect(n).toBe(97_200);
     const { saved, seen, grew, kept } = await saveWatched('ss-bomb');
     expect(saved.status, JSON.stringify(saved.body)).toBe(413);
     expect(saved.body.detail).toContain(`more than ${MAX_AUTH_STATE_VALUES} values`);
