@@ -53,7 +53,7 @@ import type { Logger } from '../../internal/log.js';
 import type { StartCaller, StartPlacement } from './start-placement.js';
 import type { Route } from '../cluster/node.js';
 import { running } from './key-handlers.js';
-import { McpToolFailure, type McpBackend } from '../mcp/backend.js';
+import { McpToolFailure, answerOf, type McpBackend } from '../mcp/backend.js';
 import { createMcpSession, type McpSession } from '../mcp/tools.js';
 
 /** Default of `McpRouteOptions.idleMs`: an MCP session unused this long ends. */
@@ -230,7 +230,7 @@ export function inProcessBackend(
     }
     const handler = handlers[id] as (i: typeof parsed) => Promise<unknown>;
     try {
-      return (await handler(parsed)) as T;
+      return answerOf(await handler(parsed)) as T;
     } catch (err) {
       throw failure(err);
     }

@@ -6,6 +6,7 @@
  *
  * Every method takes and returns the wire shapes of src/api (snake_case).
  */
+import { EncodedJson } from '../../internal/encoded-json.js';
 import type {
   AuthState,
   BashRequest,
@@ -23,6 +24,14 @@ import type {
   StartRequest,
   ToolResult,
 } from '../../api/index.js';
+
+/**
+ * The value of a handler's answer, for a caller in this process: an answer the HTTP layer sends
+ * as already-encoded bytes (`EncodedJson`, e.g. code execution's outputs) is decoded.
+ */
+export function answerOf(answer: unknown): unknown {
+  return answer instanceof EncodedJson ? answer.value() : answer;
+}
 
 export interface McpBackend {
   start(body: StartRequest): Promise<Instance>;
