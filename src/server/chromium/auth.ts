@@ -404,23 +404,19 @@ const STORAGE_SCRIPT_TIMEOUT_MS = 60_000;
 
 const EMPTY_DOCUMENT = Buffer.from('<!doctype html><title></title>').toString('base64');
 
-const READ_SESSION_STORAGE = `(() => {
+/** A script that reads every item of the page's `storage`, as an object. */
+function readStorage(storage: 'localStorage' | 'sessionStorage'): string {
+  return `(() => {
   const out = {};
-  for (let i = 0; i < sessionStorage.length; i++) {
-    const key = sessionStorage.key(i);
-    if (key !== null) out[key] = sessionStorage.getItem(key);
+  for (let i = 0; i < ${storage}.length; i++) {
+    const key = ${storage}.key(i);
+    if (key !== null) out[key] = ${storage}.getItem(key);
   }
   return out;
 })()`;
-
-const READ_LOCAL_STORAGE = `(() => {
-  const out = {};
-  for (let i = 0; i < localStorage.length; i++) {
-    const key = localStorage.key(i);
-    if (key !== null) out[key] = localStorage.getItem(key);
-  }
-  return out;
-})()`;
+}
+const READ_SESSION_STORAGE = readStorage('sessionStorage');
+const READ_LOCAL_STORAGE = readStorage('localStorage');
 
 function writeStorage(storage: 'localStorage' | 'sessionStorage', items: Items): string {
   return `for (const [k, v] of Object.entries(${JSON.stringify(items)})) ${storage}.setItem(k, v);`;
