@@ -69,7 +69,7 @@ function bounded(what: string, seen: Beside, grew: number, margin = 100): void {
 const newlines = (path: string, mib: number) =>
   inside(`python3 -c "open('${path}','w').write(chr(10)*(${mib}*1024*1024))" && echo written`);
 
-describe('files of newlines', () => {
+describe('files of newlines', { retry: 1 }, () => {
   it('edit view of lines 1-3 of 30 MiB of newlines holds only those lines (A6a)', async () => {
     expect(await newlines('/home/user/nl30.txt', 30)).toMatch(/written/);
     const { got, seen, grew } = await watched(() =>
@@ -116,7 +116,7 @@ describe('files of newlines', () => {
   }, 180_000);
 });
 
-describe(`a directory of ${ENTRIES} entries`, () => {
+describe(`a directory of ${ENTRIES} entries`, { retry: 1 }, () => {
   it('file list and edit view answer the first entries and how many were left out (A3)', async () => {
     const made = await inside(
       [

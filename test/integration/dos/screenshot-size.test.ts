@@ -151,81 +151,88 @@ async function shotsBeside(id: string) {
 }
 
 describe('what an instance makes the operator’s screenshot cost', () => {
-  it('ubuntu: a fake X server of 4096×4096 is refused, one of the instance’s size converted', async () => {
-    expect(await screenshot(ubuntu.id)).toMatchObject({ status: 200, size: [1024, 768] });
-    const socket = /X\d+/.exec(await bash('ls /tmp/.X11-unix/'))?.[0];
-    expect(socket).toBeDefined();
-    const path = `/tmp/.X11-unix/${socket}`;
-    const converted = () =>
-      eventually(async () => {
-        const shot = await screenshot(ubuntu.id);
-        if (shot.status === 409) return false;
-        expect(shot).toMatchObject({ status: 200, size: [1024, 768] });
-        return true;
-      }, 'a screenshot of the instance’s size');
-    const stopFake = '[ -f /tmp/fakex.pid ] && kill $(cat /tmp/fakex.pid) 2>/dev/null';
-    await bash(`cat > /tmp/fakex.py <<'EOF'\n${FAKE_X}\nEOF`);
-    // the server's X connection goes through a relay that runs inside, as the instance's user:
-    // ending it makes the next screenshot connect anew, to whatever is on the socket's path
-    const fake = (w: number, h: number) =>
-      bash(
-        `${stopFake}; rm -f ${path}; (nohup python3 /tmp/fakex.py ${socket} ${w} ${h} >/tmp/fakex.log 2>&1 & echo $! >/tmp/fakex.pid); ` +
-          `for i in $(seq 50); do [ -S ${path} ] && break; sleep 0.1; done; ` +
+  it(
+    'ubuntu: a fake X server of 4096×4096 is refused, one of the instance’s size converted',
+    { retry: 1, timeout: 120_000 },
+    async () => {
+      expect(await screenshot(ubuntu.id)).toMatchObject({ status: 200, size: [1024, 768] });
+      const socket = /X\d+/.exec(await bash('ls /tmp/.X11-unix/'))?.[0];
+      expect(socket).toBeDefined();
+      const path = `/tmp/.X11-unix/${socket}`;
+      const converted = () =>
+        eventually(async () => {
+          const shot = await screenshot(ubuntu.id);
+          if (shot.status === 409) return false;
+          expect(shot).toMatchObject({ status: 200, size: [1024, 768] });
+          return true;
+        }, 'a screenshot of the instance’s size');
+      const stopFake = '[ -f /tmp/fakex.pid ] && kill $(cat /tmp/fakex.pid) 2>/dev/null';
+      await bash(`cat > /tmp/fakex.py <<'EOF'\n${FAKE_X}\nEOF`);
+      // the server's X connection goes through a relay that runs inside, as the instance's user:
+      // ending it makes the next screenshot connect anew, to whatever is on the socket's path
+      const fake = (w: number, h: number) =>
+        bash(
+          `${stopFake}; rm -f ${path}; (nohup python3 /tmp/fakex.py ${socket} ${w} ${h} >/tmp/fakex.log 2>&1 & echo $! >/tmp/fakex.pid); ` +
+            `for i in $(seq 50); do [ -S ${path} ] && break; sleep 0.1; done; ` +
+            `for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q "X11-unix/${socket}" && kill \${p#/proc/}; done; true`,
+        );
+      await bash(`mv ${path} /tmp/real-${socket}`);
+      await fake(4096, 4096);
+
+      const { seen, shots, grew } = await shotsBeside(ubuntu.id);
+      console.log('screenshot-size (fake X 4096×4096):', said(seen), {
+        grewMiB: Math.round(grew / MiB),
+        shots: shots.map((s) => [s.status, s.bytes]),
+      });
+      expect(seen.server.p99).toBeLessThan(livezBound(seen));
+      expect(grew).toBeLessThan(100 * MiB);
+      for (const shot of shots) {
+        expect(shot.status).toBe(409);
+        expect(shot.text).toMatch(/screen of 4096×4096, not the instance's 1024×768/);
+      }
+
+      // a fake at the instance's own size, in the same format that needs converting
+      await fake(1024, 768);
+      await converted();
+
+      // the real display back: screenshots as before
+      await bash(
+        `${stopFake}; rm -f ${path}; mv /tmp/real-${socket} ${path}; ` +
           `for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q "X11-unix/${socket}" && kill \${p#/proc/}; done; true`,
       );
-    await bash(`mv ${path} /tmp/real-${socket}`);
-    await fake(4096, 4096);
+      await converted();
+    },
+  );
 
-    const { seen, shots, grew } = await shotsBeside(ubuntu.id);
-    console.log('screenshot-size (fake X 4096×4096):', said(seen), {
-      grewMiB: Math.round(grew / MiB),
-      shots: shots.map((s) => [s.status, s.bytes]),
-    });
-    expect(seen.server.p99).toBeLessThan(livezBound(seen));
-    expect(grew).toBeLessThan(100 * MiB);
-    for (const shot of shots) {
-      expect(shot.status).toBe(409);
-      expect(shot.text).toMatch(/screen of 4096×4096, not the instance's 1024×768/);
-    }
-
-    // a fake at the instance's own size, in the same format that needs converting
-    await fake(1024, 768);
-    await converted();
-
-    // the real display back: screenshots as before
-    await bash(
-      `${stopFake}; rm -f ${path}; mv /tmp/real-${socket} ${path}; ` +
-        `for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q "X11-unix/${socket}" && kill \${p#/proc/}; done; true`,
-    );
-    await converted();
-  }, 120_000);
-
-  it('browser: a 3700×3700 viewport of noise set over cdp_url gives a 1024×768 screenshot', async () => {
-    const holder = await cdpClient(browser.cdpUrl);
-    try {
-      const { result } = (await holder.call('Target.getTargets')) as {
-        result: { targetInfos: { type: string; targetId: string }[] };
-      };
-      const page = result.targetInfos.find((t) => t.type === 'page')!;
-      const attached = (await holder.call('Target.attachToTarget', {
-        targetId: page.targetId,
-        flatten: true,
-      })) as { result: { sessionId: string } };
-      const session = attached.result.sessionId;
-      const S = 3700;
-      expect(
-        await holder.call(
-          'Emulation.setDeviceMetricsOverride',
-          { width: S, height: S, deviceScaleFactor: 1, mobile: false },
-          session,
-        ),
-      ).toHaveProperty('result');
-      const painted = (await holder.call(
-        'Runtime.evaluate',
-        {
-          awaitPromise: true,
-          returnByValue: true,
-          expression: `(async () => {
+  it(
+    'browser: a 3700×3700 viewport of noise set over cdp_url gives a 1024×768 screenshot',
+    { retry: 1, timeout: 120_000 },
+    async () => {
+      const holder = await cdpClient(browser.cdpUrl);
+      try {
+        const { result } = (await holder.call('Target.getTargets')) as {
+          result: { targetInfos: { type: string; targetId: string }[] };
+        };
+        const page = result.targetInfos.find((t) => t.type === 'page')!;
+        const attached = (await holder.call('Target.attachToTarget', {
+          targetId: page.targetId,
+          flatten: true,
+        })) as { result: { sessionId: string } };
+        const session = attached.result.sessionId;
+        const S = 3700;
+        expect(
+          await holder.call(
+            'Emulation.setDeviceMetricsOverride',
+            { width: S, height: S, deviceScaleFactor: 1, mobile: false },
+            session,
+          ),
+        ).toHaveProperty('result');
+        const painted = (await holder.call(
+          'Runtime.evaluate',
+          {
+            awaitPromise: true,
+            returnByValue: true,
+            expression: `(async () => {
             document.body.style.margin = 0;
             const cv = document.createElement('canvas'); cv.width = ${S}; cv.height = ${S};
             document.body.appendChild(cv);
@@ -235,25 +242,26 @@ describe('what an instance makes the operator’s screenshot cost', () => {
             g.putImageData(im, 0, 0);
             return innerWidth + 'x' + innerHeight;
           })()`,
-        },
-        session,
-      )) as { result?: { result?: { value?: string } } };
-      expect(painted.result?.result?.value).toBe(`${S}x${S}`);
+          },
+          session,
+        )) as { result?: { result?: { value?: string } } };
+        expect(painted.result?.result?.value).toBe(`${S}x${S}`);
 
-      const { seen, shots, grew } = await shotsBeside(browser.id);
-      console.log('screenshot-size (browser 3700×3700 noise):', said(seen), {
-        grewMiB: Math.round(grew / MiB),
-        shots: shots.map((s) => [s.status, s.bytes]),
-      });
-      expect(seen.server.p99).toBeLessThan(livezBound(seen));
-      expect(grew).toBeLessThan(100 * MiB);
-      for (const shot of shots) {
-        expect(shot).toMatchObject({ status: 200, size: [1024, 768] });
-        // 1024×768 of noise: about 3 bytes a pixel, 4/3 of that in base64
-        expect(shot.bytes).toBeLessThan(5 * MiB);
+        const { seen, shots, grew } = await shotsBeside(browser.id);
+        console.log('screenshot-size (browser 3700×3700 noise):', said(seen), {
+          grewMiB: Math.round(grew / MiB),
+          shots: shots.map((s) => [s.status, s.bytes]),
+        });
+        expect(seen.server.p99).toBeLessThan(livezBound(seen));
+        expect(grew).toBeLessThan(100 * MiB);
+        for (const shot of shots) {
+          expect(shot).toMatchObject({ status: 200, size: [1024, 768] });
+          // 1024×768 of noise: about 3 bytes a pixel, 4/3 of that in base64
+          expect(shot.bytes).toBeLessThan(5 * MiB);
+        }
+      } finally {
+        holder.ws.close();
       }
-    } finally {
-      holder.ws.close();
-    }
-  }, 120_000);
+    },
+  );
 });

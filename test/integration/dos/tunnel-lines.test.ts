@@ -79,18 +79,26 @@ async function flood(mode: 'lf' | 'redos', rate = 0) {
 }
 
 describe('a tunnel carrying lines the Host rule reads', () => {
-  it('of line ends only: the bytes pass and /livez stays fast', async () => {
-    const { seen, sent, arrived } = await flood('lf');
-    expect(sent).toBeGreaterThan(4 * 2 ** 20); // the attack ran
-    expect(arrived).toBeGreaterThan(sent / 2);
-    expect(seen.server.p99).toBeLessThan(livezBound(seen));
-  }, 120_000);
+  it(
+    'of line ends only: the bytes pass and /livez stays fast',
+    { retry: 1, timeout: 120_000 },
+    async () => {
+      const { seen, sent, arrived } = await flood('lf');
+      expect(sent).toBeGreaterThan(4 * 2 ** 20); // the attack ran
+      expect(arrived).toBeGreaterThan(sent / 2);
+      expect(seen.server.p99).toBeLessThan(livezBound(seen));
+    },
+  );
 
-  it('of Host lines padded with spaces, 16 MiB/s of them: the same', async () => {
-    // each line is parsed (a 64 KiB read of them costs about 0.35 ms); at 16 MiB/s the old
-    // pattern needed 100 s of main thread per second
-    const { seen, sent } = await flood('redos', 16);
-    expect(sent).toBeGreaterThan(32 * 2 ** 20);
-    expect(seen.server.p99).toBeLessThan(livezBound(seen));
-  }, 120_000);
+  it(
+    'of Host lines padded with spaces, 16 MiB/s of them: the same',
+    { retry: 1, timeout: 120_000 },
+    async () => {
+      // each line is parsed (a 64 KiB read of them costs about 0.35 ms); at 16 MiB/s the old
+      // pattern needed 100 s of main thread per second
+      const { seen, sent } = await flood('redos', 16);
+      expect(sent).toBeGreaterThan(32 * 2 ** 20);
+      expect(seen.server.p99).toBeLessThan(livezBound(seen));
+    },
+  );
 });
