@@ -8,7 +8,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { backgroundChild } from './background.js';
 import { raceDeadline, TIMED_OUT, until } from './deadline.js';
 
-const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
+export const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
 
 export interface ExitInfo {
   code: number | null;

@@ -15,15 +15,18 @@
  * (1.4–1.8 ms each here, against 0.07–0.1 ms without; a host `/tmp` takes ~0.8 ms), and an
  * instance cannot make the host flush its disk at will.
  */
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { runAside } from '../../internal/aside.js';
 import { until } from '../../internal/deadline.js';
 import { stage, untraced } from '../../internal/stages.js';
 
-const run = promisify(execFile);
+/**
+ * The commands below run in the server's command helper, not forked from the server's process: a
+ * fork there holds its main thread for as long as copying its page tables takes (internal/aside.ts).
+ */
+const run = (file: string, args: readonly string[]) => runAside(file, args, { timeoutMs: 60_000 });
 
 const MKFS = ['/usr/sbin/mkfs.ext4', '/sbin/mkfs.ext4'].find((p) => existsSync(p));
 const MOUNT = ['/usr/bin/mount', '/bin/mount'].find((p) => existsSync(p));
