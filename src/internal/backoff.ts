@@ -8,6 +8,7 @@ export class RetryBackoff {
   readonly #maxMs: number;
   #waitMs = 0;
   #timer: NodeJS.Timeout | undefined;
+  #retry: (() => void) | undefined;
 
   constructor(minMs = 1_000, maxMs = 60_000) {
     this.#minMs = minMs;
@@ -26,12 +27,26 @@ export class RetryBackoff {
   schedule(retry: () => void): number {
     this.#waitMs = Math.min(this.#maxMs, Math.max(this.#minMs, this.#waitMs * 2));
     clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      retry();
-    }, this.#waitMs);
+    this.#retry = retry;
+    this.#timer = setTimeout(() => this.now(), this.#waitMs);
     this.#timer.unref();
     return this.#waitMs;
+  }
+
+  /** After a failure: resolves once the next wait is over (or `now()` ends it), with that wait. */
+  wait(): Promise<number> {
+    return new Promise((resolve) => {
+      const ms = this.schedule(() => resolve(ms));
+    });
+  }
+
+  /** Run the waiting retry now, without waiting out its time (its owner is closing, say). */
+  now(): void {
+    const retry = this.#retry;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#retry = undefined;
+    retry?.();
   }
 
   /** The work succeeded: the next failure waits the shortest time again. */
@@ -43,5 +58,6 @@ export class RetryBackoff {
   cancel(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    this.#retry = undefined;
   }
 }

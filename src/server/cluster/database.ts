@@ -14,6 +14,17 @@ import pg from 'pg';
 import { RetryBackoff } from '../../internal/backoff.js';
 import { MIGRATIONS } from './migrations.js';
 
+/**
+ * Whether `err`, from a query, means the database could not be reached or could not serve it
+ * (connection refused, reset or timed out, the server shutting down or out of resources: SQLSTATE
+ * classes 08, 53, 57 and 58), so that the same query may succeed later; false for an error the
+ * database gave about the query itself.
+ */
+export function unreachable(err: unknown): boolean {
+  if (!(err instanceof pg.DatabaseError)) return true;
+  return /^(08|53|57|58)/.test(err.code ?? '');
+}
+
 /** The advisory-lock key of migrations: "burrow" as ASCII in a 64-bit integer. */
 const MIGRATION_LOCK = 0x6275_7272_6f77n;
 

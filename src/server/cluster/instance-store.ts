@@ -9,8 +9,9 @@
  * exactly as the one-machine journal does. Rows of other nodes are theirs to write.
  */
 import type { EndReason } from '../../api/index.js';
+import { serverError } from '../errors.js';
 import type { InstanceRow, InstanceStore } from '../instances/store.js';
-import type { Database } from './database.js';
+import { unreachable, type Database } from './database.js';
 
 export interface PostgresInstanceStoreOptions {
   /** This node's name: stable across its restarts. */
@@ -44,17 +45,26 @@ export class PostgresInstanceStore implements InstanceStore {
   }
 
   async get(id: string): Promise<InstanceRow | undefined> {
-    try {
-      const r = await this.#db.query<Stored>('SELECT row FROM instances WHERE id = $1', [id]);
-      return r.rows[0]?.row;
-    } catch {
-      return undefined; // the contract: never a throw
-    }
+    const r = await this.#read('SELECT row FROM instances WHERE id = $1', [id]);
+    return r.rows[0]?.row;
   }
 
   async list(): Promise<InstanceRow[]> {
-    const r = await this.#db.query<Stored>('SELECT row FROM instances ORDER BY seq');
+    const r = await this.#read('SELECT row FROM instances ORDER BY seq');
     return r.rows.map((s) => s.row);
+  }
+
+  /**
+   * A read whose failure is the 503 a client retries: the database away is never "no such
+   * instance" (a 404 told a client whose session was healthy that it was gone), nor a 500.
+   */
+  async #read(text: string, params: readonly unknown[] = []) {
+    try {
+      return await this.#db.query<Stored>(text, params);
+    } catch (err) {
+      if (!unreachable(err)) throw err; // about the query itself: a fault of ours
+      throw serverError('cluster_database_unavailable', { reason: (err as Error).message });
+    }
   }
 
   async delete(id: string): Promise<boolean> {

@@ -210,7 +210,11 @@ export class ClusterNode {
 
   async #readNodes(): Promise<void> {
     const next = new Map<number, { name: string; url: string; state: string }>();
-    for (const n of await listNodes(this.db)) {
+    // the database away: a 503 to retry, never an id taken for unknown (a 404) nor a 500
+    const nodes = await listNodes(this.db).catch((err: Error) => {
+      throw serverError('cluster_database_unavailable', { reason: err.message });
+    });
+    for (const n of nodes) {
       next.set(n.slot, { name: n.name, url: n.url, state: n.state });
     }
     this.#nodes = next;

@@ -7,12 +7,13 @@
  * instances stay listed; a pooled instance is not listed until claimed.
  */
 import type { EndReason, Instance, InstanceStatus } from '../../api/index.js';
+import { RetryBackoff } from '../../internal/backoff.js';
 import { raceDeadline } from '../../internal/deadline.js';
 import type { Logger } from '../../internal/log.js';
 import { serverError } from '../errors.js';
 import { InstanceRecord, withTimeLeft } from './record.js';
 import { transition } from './state.js';
-import { MemoryInstanceStore, type InstanceStore } from './store.js';
+import { MemoryInstanceStore, type InstanceRow, type InstanceStore } from './store.js';
 
 /** How long `flushed()` waits at most for a store that does not answer. */
 const FLUSH_WAIT_MS = 2_000;
@@ -30,6 +31,9 @@ export class Listing {
   readonly #opts: ListingOptions;
   readonly #store: InstanceStore;
   #writes: Promise<void> = Promise.resolve();
+  /** The wait before a refused write is tried again. */
+  readonly #retry = new RetryBackoff(1_000, 30_000);
+  #closing = false;
 
   constructor(opts: ListingOptions) {
     this.#opts = opts;
@@ -103,17 +107,31 @@ export class Listing {
 
   /**
    * The listing as the store has it (`GET /v1/instances`): every row, after the writes queued
-   * before this call, so a client reads what it was just told.
+   * before this call (or `FLUSH_WAIT_MS` of waiting for them), so a client reads what it was just
+   * told. A store that cannot be read rejects (a 503 to retry).
    */
   async rows(): Promise<Instance[]> {
-    await this.#writes;
+    await this.flushed();
     return (await this.#store.list()).map((row) => withTimeLeft({ ...row }));
   }
 
-  /** Row `id` as the store has it (`GET /v1/instance/{id}`), or 404. */
+  /**
+   * Row `id` as the store has it (`GET /v1/instance/{id}`), after the writes queued before this
+   * call as `rows` waits for them; or 404 when there is none. An instance listed here (this
+   * server's own) is answered from its record when the store cannot be read, or does not have
+   * its row yet (a write waiting for the store): what exists is never a 404, and a node answers
+   * for its own instances while its cluster's database is away. Another's rejects then (a 503).
+   */
   async row(id: string): Promise<Instance> {
-    await this.#writes;
-    const row = await this.#store.get(id);
+    await this.flushed();
+    const own = this.#instances.get(id);
+    let row: InstanceRow | undefined;
+    try {
+      row = await this.#store.get(id);
+    } catch (err) {
+      if (!own) throw err;
+    }
+    row ??= own?.row();
     if (!row) throw serverError('instance_not_found', { id });
     return withTimeLeft({ ...row });
   }
@@ -128,9 +146,14 @@ export class Listing {
     await raceDeadline(this.#writes, FLUSH_WAIT_MS);
   }
 
-  /** Resolves once every write queued so far is done (or failed, and was logged). */
-  settled(): Promise<void> {
-    return this.#writes;
+  /**
+   * No more retries: each write still queued is tried once more, and given up (logged) if the
+   * store refuses it; resolves once all are done (server shutdown).
+   */
+  async close(): Promise<void> {
+    this.#closing = true;
+    this.#retry.now();
+    await this.#writes;
   }
 
   /**
@@ -157,9 +180,32 @@ export class Listing {
   }
 
   #write(op: () => Promise<unknown>): void {
-    this.#writes = this.#writes.then(op).then(
-      () => undefined,
-      (err: unknown) => this.#opts.log.warn({ err }, 'could not write the instance store'),
-    );
+    this.#writes = this.#writes.then(() => this.#land(op));
+  }
+
+  /**
+   * Runs `op` until the store takes it. A write the store refused (its database away, its disk
+   * full) is tried again after 1 s, then after twice as long each time up to 30 s, and the writes
+   * queued after it wait for it, so that each row's last write is still its last state and
+   * nothing is lost when the store is back. A closing listing gives up at once, and logs it.
+   */
+  async #land(op: () => Promise<unknown>): Promise<void> {
+    const log = this.#opts.log;
+    for (let failures = 0; ; failures++) {
+      try {
+        await op();
+        if (failures > 0) {
+          this.#retry.succeeded();
+          log.info({ failures }, 'the instance store took the writes it had refused');
+        }
+        return;
+      } catch (err) {
+        if (this.#closing) return log.warn({ err }, 'could not write the instance store');
+        if (failures === 0) {
+          log.warn({ err }, 'the instance store refused a write; it is retried until it lands');
+        }
+        await this.#retry.wait();
+      }
+    }
   }
 }

@@ -339,7 +339,7 @@ export class Registry {
       this.#pool.idle(), // a fill in flight ends with its instance torn down
       this.#stock.close(),
     ]);
-    await this.#listing.settled();
+    await this.#listing.close();
   }
 
   #failed(rec: InstanceRecord, reason: string): void {

@@ -45,9 +45,12 @@ export interface InstanceStore {
    * put. Rejects when the row could not be stored; the store is then as before the call.
    */
   put(row: InstanceRow): Promise<void>;
-  /** A copy of row `id`, or undefined when there is none (never a throw). */
+  /**
+   * A copy of row `id`, or undefined when there is none. Rejects (a 503 to retry) when the store
+   * cannot be read: undefined means the store knows there is none.
+   */
   get(id: string): Promise<InstanceRow | undefined>;
-  /** Copies of every row, oldest first put first. */
+  /** Copies of every row, oldest first put first; rejects as `get` does. */
   list(): Promise<InstanceRow[]>;
   /**
    * Remove row `id` (an instance nobody was given): it leaves `list()`, and no later run adopts
