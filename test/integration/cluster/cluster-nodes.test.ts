@@ -190,17 +190,40 @@ describe('a cluster of two nodes', () => {
   // NOTIFY works again after a restart)
   it('with the database stopped, running instances go on and starts answer 503; then starts work again', async () => {
     const { id } = await viaOne.instances.start({ instance_type: 'ubuntu' });
+    const { id: stopped } = await viaOne.instances.start({ instance_type: 'ubuntu' });
+    const unavailable = (res: Response) => {
+      expect(res.status).toBe(503);
+      expect(res.headers.get('x-burrow-error')).toBe('cluster_database_unavailable');
+      expect(res.headers.get('retry-after')).toBe('5');
+    };
     pg.pause();
     try {
       const r = await viaOne.instance.bash(id, { command: 'echo still-running' });
       expect(r.output).toContain('still-running');
-      const res = await one.api('/v1/start', { json: { instance_type: 'browser' } });
-      expect(res.status).toBe(503);
-      expect(res.headers.get('x-burrow-error')).toBe('cluster_database_unavailable');
-      expect(res.headers.get('retry-after')).toBe('5');
+      unavailable(await one.api('/v1/start', { json: { instance_type: 'browser' } }));
+      // an instance that exists is never a 404: its node answers for it, through either node
+      for (const node of [one, two]) {
+        const res = await node.api(`/v1/instance/${id}`);
+        expect(res.status, `GET through ${node.url}`).toBe(200);
+        expect(((await res.json()) as { status: string }).status).toBe('running');
+      }
+      // what no node can know without the database is a 503 to retry, not a 404 nor a 500
+      unavailable(await one.api('/v1/instance/inst_0123456789abcdef'));
+      unavailable(await one.api('/v1/instances'));
+      // a stop is the node's own business; the row it leaves waits for the database
+      expect((await one.api(`/v1/instance/${stopped}/stop`, { method: 'POST' })).status).toBe(200);
+      const after = await two.api(`/v1/instance/${stopped}`);
+      expect(((await after.json()) as { status: string }).status).toBe('terminated');
     } finally {
       pg.resume();
     }
+    // the database back: the row the stop left is written, and every node reads it there
+    await eventually(
+      async () =>
+        (await viaTwo.instances.list()).find((i) => i.id === stopped)?.status === 'terminated',
+      'the stopped instance listed as terminated once the database is back',
+      60_000,
+    );
     // the database back: starts work again
     await eventually(
       async () =>
