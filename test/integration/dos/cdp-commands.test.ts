@@ -92,6 +92,9 @@ describe('large CDP commands', () => {
     const browser = await chromium.connectOverCDP(cdpUrl);
     try {
       const page = browser.contexts()[0]!.pages()[0] ?? (await browser.contexts()[0]!.newPage());
+      // 40 MB of base64 through the relay and Chromium took over Playwright's default 30 s at a
+      // load of 13 here: what is checked is that it goes through, not how fast
+      page.setDefaultTimeout(120_000);
       await page.setContent('<input type="file" id="f">');
       const buffer = Buffer.alloc(30 * MiB, 'a');
       await page.setInputFiles('#f', { name: 'big.txt', mimeType: 'text/plain', buffer });
