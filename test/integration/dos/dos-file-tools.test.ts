@@ -121,8 +121,9 @@ describe(`a directory of ${ENTRIES} entries`, { retry: 1 }, () => {
     const made = await inside(
       [
         'python3 -c "',
-        'import os',
-        "d = os.path.expanduser('~/d'); os.makedirs(d, exist_ok=True)",
+        'import os, shutil',
+        // made anew: a retry of this test finds the last attempt's links there
+        "d = os.path.expanduser('~/d'); shutil.rmtree(d, ignore_errors=True); os.makedirs(d)",
         // hard links use no inodes; a file has at most 65,000 of them
         "bases = [os.path.expanduser('~/base%d' % b) for b in range(8)]",
         "[open(b, 'w').close() for b in bases]",
