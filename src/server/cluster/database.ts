@@ -12,6 +12,7 @@
  */
 import pg from 'pg';
 import { RetryBackoff } from '../../internal/backoff.js';
+import { serverError } from '../errors.js';
 import { MIGRATIONS } from './migrations.js';
 
 /**
@@ -23,6 +24,16 @@ import { MIGRATIONS } from './migrations.js';
 export function unreachable(err: unknown): boolean {
   if (!(err instanceof pg.DatabaseError)) return true;
   return /^(08|53|57|58)/.test(err.code ?? '');
+}
+
+/**
+ * What to throw for `err`, a failed query: the 503 a client retries when the database could not
+ * be reached (`unreachable`), never a 404 nor a 500 for it; `err` itself when it is about the
+ * query (a fault of ours).
+ */
+export function unavailable(err: unknown): unknown {
+  if (!unreachable(err)) return err;
+  return serverError('cluster_database_unavailable', { reason: (err as Error).message });
 }
 
 /** The advisory-lock key of migrations: "burrow" as ASCII in a 64-bit integer. */

@@ -9,9 +9,8 @@
  * exactly as the one-machine journal does. Rows of other nodes are theirs to write.
  */
 import type { EndReason } from '../../api/index.js';
-import { serverError } from '../errors.js';
 import type { InstanceRow, InstanceStore } from '../instances/store.js';
-import { unreachable, type Database } from './database.js';
+import { unavailable, type Database } from './database.js';
 
 export interface PostgresInstanceStoreOptions {
   /** This node's name: stable across its restarts. */
@@ -62,8 +61,7 @@ export class PostgresInstanceStore implements InstanceStore {
     try {
       return await this.#db.query<Stored>(text, params);
     } catch (err) {
-      if (!unreachable(err)) throw err; // about the query itself: a fault of ours
-      throw serverError('cluster_database_unavailable', { reason: (err as Error).message });
+      throw unavailable(err);
     }
   }
 

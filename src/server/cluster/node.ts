@@ -12,7 +12,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { PostgresAuthStateBackend } from './auth-state-backend.js';
 import { DeathWatch, declareLost, nodeAnswers } from './death.js';
-import { Database } from './database.js';
+import { Database, unavailable } from './database.js';
 import { IdSigner } from './ids.js';
 import { ClientSigner } from './forwarded-client.js';
 import { PostgresInstanceStore } from './instance-store.js';
@@ -211,8 +211,8 @@ export class ClusterNode {
   async #readNodes(): Promise<void> {
     const next = new Map<number, { name: string; url: string; state: string }>();
     // the database away: a 503 to retry, never an id taken for unknown (a 404) nor a 500
-    const nodes = await listNodes(this.db).catch((err: Error) => {
-      throw serverError('cluster_database_unavailable', { reason: err.message });
+    const nodes = await listNodes(this.db).catch((err: unknown) => {
+      throw unavailable(err);
     });
     for (const n of nodes) {
       next.set(n.slot, { name: n.name, url: n.url, state: n.state });
