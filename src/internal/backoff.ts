@@ -33,7 +33,11 @@ export class RetryBackoff {
     return this.#waitMs;
   }
 
-  /** After a failure: resolves once the next wait is over (or `now()` ends it), with that wait. */
+  /**
+   * After a failure: resolves once the next wait is over (or `now()` ends it), with that wait.
+   * For one waiter at a time, as `schedule` is: a later `schedule` or `wait` replaces it, and the
+   * promise it replaced never settles.
+   */
   wait(): Promise<number> {
     return new Promise((resolve) => {
       const ms = this.schedule(() => resolve(ms));
