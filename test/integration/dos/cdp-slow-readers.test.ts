@@ -12,7 +12,7 @@
  * The latency bound: p99 under 100 ms, or under this run's p99 before the attack plus 100 ms
  * when the shared machine is that loaded.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { cdpClient } from '../../helpers/cdp-client.js';
 import { livezBound, said, watchLivez } from '../../helpers/livez-beside.js';
@@ -39,17 +39,6 @@ beforeAll(async () => {
     maxConnectionsPerClient: 0,
     logDestination: { write: (line) => void logged.push(line) },
   });
-});
-// a test that failed left its browsers running: stopped, so that its retry (and the next test)
-// is not refused at the server's cap of 8 instances
-afterEach(async () => {
-  const listed = (await (await server.api('/v1/instances')).json()) as {
-    id: string;
-    status: string;
-  }[];
-  for (const { id, status } of listed) {
-    if (status === 'running') await server.api(`/v1/instance/${id}/stop`, { method: 'POST' });
-  }
 });
 afterAll(async () => {
   await server?.close();

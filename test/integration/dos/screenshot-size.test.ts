@@ -125,21 +125,6 @@ for await (const url of createInterface({ input: process.stdin })) {
 `;
 
 /** Screenshots one after another, by the operator's process, while another client probes `/livez`. */
-/**
- * `shotsBeside`, its log line under `label`, and the bounds every case holds: `/livez` within
- * `livezBound`, the server's RSS grown by less than 100 MiB. Resolves with the shots.
- */
-async function boundedShots(id: string, label: string) {
-  const { seen, shots, grew } = await shotsBeside(id);
-  console.log(`screenshot-size (${label}):`, said(seen), {
-    grewMiB: Math.round(grew / MiB),
-    shots: shots.map((s) => [s.status, s.bytes]),
-  });
-  expect(seen.server.p99).toBeLessThan(livezBound(seen));
-  expect(grew).toBeLessThan(100 * MiB);
-  return shots;
-}
-
 async function shotsBeside(id: string) {
   const dir = await mkdtemp(join(tmpdir(), 'screenshot-size-'));
   const operator = spawn(process.execPath, ['--input-type=module', '-e', OPERATOR], {
@@ -194,7 +179,13 @@ describe('what an instance makes the operator’s screenshot cost', () => {
       await bash(`mv ${path} /tmp/real-${socket}`);
       await fake(4096, 4096);
 
-      const shots = await boundedShots(ubuntu.id, 'fake X 4096×4096');
+      const { seen, shots, grew } = await shotsBeside(ubuntu.id);
+      console.log('screenshot-size (fake X 4096×4096):', said(seen), {
+        grewMiB: Math.round(grew / MiB),
+        shots: shots.map((s) => [s.status, s.bytes]),
+      });
+      expect(seen.server.p99).toBeLessThan(livezBound(seen));
+      expect(grew).toBeLessThan(100 * MiB);
       for (const shot of shots) {
         expect(shot.status).toBe(409);
         expect(shot.text).toMatch(/screen of 4096×4096, not the instance's 1024×768/);
@@ -256,7 +247,13 @@ describe('what an instance makes the operator’s screenshot cost', () => {
         )) as { result?: { result?: { value?: string } } };
         expect(painted.result?.result?.value).toBe(`${S}x${S}`);
 
-        const shots = await boundedShots(browser.id, 'browser 3700×3700 noise');
+        const { seen, shots, grew } = await shotsBeside(browser.id);
+        console.log('screenshot-size (browser 3700×3700 noise):', said(seen), {
+          grewMiB: Math.round(grew / MiB),
+          shots: shots.map((s) => [s.status, s.bytes]),
+        });
+        expect(seen.server.p99).toBeLessThan(livezBound(seen));
+        expect(grew).toBeLessThan(100 * MiB);
         for (const shot of shots) {
           expect(shot).toMatchObject({ status: 200, size: [1024, 768] });
           // 1024×768 of noise: about 3 bytes a pixel, 4/3 of that in base64
